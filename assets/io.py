@@ -1,0 +1,38 @@
+"""An IO manager that keeps each asset's value as a file per partition under ``<data_dir>/assets/``:
+``pyarrow.Table`` as Parquet, anything else as JSON. The files are the tables between stages."""
+
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster import ConfigurableIOManager, InputContext, OutputContext
+
+from lookbench_pipeline.config import load_config
+
+
+class TableIOManager(ConfigurableIOManager):
+    config_path: str | None = None
+
+    def _path(self, context: OutputContext | InputContext) -> Path:
+        base = Path(load_config(self.config_path).data_dir) / "assets" / "/".join(context.asset_key.path)
+        key = context.asset_partition_key if context.has_asset_partitions else "all"
+        return base / key
+
+    def handle_output(self, context: OutputContext, obj: object) -> None:
+        path = self._path(context)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if isinstance(obj, pa.Table):
+            pq.write_table(obj, path.with_suffix(".parquet"))
+        else:
+            path.with_suffix(".json").write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+
+    def load_input(self, context: InputContext) -> object:
+        path = self._path(context)
+        if path.with_suffix(".parquet").is_file():
+            return pq.read_table(path.with_suffix(".parquet"))
+        if path.with_suffix(".json").is_file():
+            return json.loads(path.with_suffix(".json").read_text())
+        raise FileNotFoundError(f"{context.asset_key.to_user_string()} has no stored value at {path}.*; "
+                                "materialize it first")

@@ -1,0 +1,44 @@
+"""What the spider yields. Every item has ``kind`` (product | look | page) so one feed carries all three."""
+
+import scrapy
+
+
+class ProductItem(scrapy.Item):
+    kind = scrapy.Field()
+    site = scrapy.Field()
+    url = scrapy.Field()
+    title = scrapy.Field()
+    description = scrapy.Field()
+    brand = scrapy.Field()
+    sku = scrapy.Field()
+    price = scrapy.Field()
+    currency = scrapy.Field()
+    color = scrapy.Field()
+    material = scrapy.Field()
+    category_text = scrapy.Field()
+    image_urls = scrapy.Field()
+    extracted_from = scrapy.Field()
+    images = scrapy.Field()  # [{url, path, reason}] filled by ImageDownloadPipeline
+    crawled_at = scrapy.Field()
+
+
+class LookItem(scrapy.Item):
+    kind = scrapy.Field()
+    site = scrapy.Field()
+    url = scrapy.Field()
+    image_url = scrapy.Field()
+    product_urls = scrapy.Field()
+    images = scrapy.Field()
+    crawled_at = scrapy.Field()
+
+
+class PageItem(scrapy.Item):
+    """One fetched (or refused) page and its outcome: the crawl log."""
+
+    kind = scrapy.Field()
+    site = scrapy.Field()
+    url = scrapy.Field()
+    status = scrapy.Field()
+    outcome = scrapy.Field()
+    reason = scrapy.Field()
+    crawled_at = scrapy.Field()

@@ -1,0 +1,51 @@
+"""Downloader middleware that refuses hosts outside the site's allow-list and private / loopback / link-local
+addresses (unless the site config allows them), before any connection is opened."""
+
+import ipaddress
+import socket
+from urllib.parse import urlsplit
+
+from scrapy.exceptions import IgnoreRequest
+
+
+class AddressRefused(IgnoreRequest):
+    def __init__(self, reason, url):
+        super().__init__(f"{reason}: {url}")
+        self.reason = reason
+
+
+def is_private_host(host):
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except socket.gaierror:
+        return False
+    for info in infos:
+        ip = ipaddress.ip_address(info[4][0])
+        if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast:
+            return True
+    return False
+
+
+class AddressPolicyMiddleware:
+    def __init__(self, crawler=None):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_request(self, request, spider=None):
+        spider = spider or getattr(self.crawler, "spider", None)
+        policy = getattr(spider, "address_policy", None)
+        if policy is None:
+            return None
+        allowed_hosts, allow_private = policy
+        if request.meta.get("lookbench_media"):
+            allowed_hosts = allowed_hosts | getattr(spider, "image_hosts", set())
+        parts = urlsplit(request.url)
+        host = (parts.hostname or "").lower()
+        if allowed_hosts and host not in allowed_hosts and parts.netloc.lower() not in allowed_hosts:
+            raise AddressRefused("host_not_allowed", request.url)
+        if not allow_private and is_private_host(host):
+            raise AddressRefused("private_address", request.url)
+        return None

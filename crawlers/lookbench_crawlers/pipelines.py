@@ -1,0 +1,71 @@
+"""Item pipelines: stamp ``crawled_at`` (UTC, ISO 8601 with microseconds) and drop malformed items with a reason."""
+
+from datetime import datetime, timezone
+
+from scrapy.exceptions import DropItem
+
+REQUIRED = {"product": ("url", "site"), "look": ("url", "site", "image_url"), "page": ("url", "site", "outcome")}
+
+
+class StampAndValidatePipeline:
+    def process_item(self, item, spider=None):
+        kind = item.get("kind")
+        if kind not in REQUIRED:
+            raise DropItem(f"unknown item kind {kind!r}")
+        missing = [f for f in REQUIRED[kind] if not item.get(f)]
+        if missing:
+            raise DropItem(f"{kind} item missing {missing}: {item.get('url')}")
+        if not item.get("crawled_at"):
+            item["crawled_at"] = datetime.now(timezone.utc).isoformat(timespec="microseconds")
+        return item
+
+
+import hashlib  # noqa: E402
+
+from scrapy.pipelines.files import FilesPipeline  # noqa: E402
+
+
+def _failure_reason(failure):
+    exc = getattr(failure, "value", failure)
+    reason = getattr(exc, "reason", None)
+    if reason:
+        return reason
+    name = type(exc).__name__
+    text = str(exc).lower()
+    if "robots" in text:
+        return "robots_disallowed"
+    if "offsite" in text or "filtered" in text:
+        return "host_not_allowed"
+    if name == "FileException":
+        return "http_error"
+    if name == "IgnoreRequest":
+        return "ignored"
+    return "fetch_error"
+
+
+class ImageDownloadPipeline(FilesPipeline):
+    """Downloads every product and look image during the crawl (through the same robots.txt, address policy and
+    throttling as pages) into ``FILES_STORE/images/<sha1 of URL>``, and records per image URL either the stored
+    path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``."""
+
+    def get_media_requests(self, item, info):
+        import scrapy
+
+        urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
+        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls]
+
+    def file_path(self, request, response=None, info=None, *, item=None):
+        return "images/" + hashlib.sha1(request.url.encode()).hexdigest()
+
+    def item_completed(self, results, item, info):
+        if item.get("kind") not in ("product", "look"):
+            return item
+        urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
+        out = []
+        for url, (ok, res) in zip(urls, results):
+            if ok:
+                out.append({"url": url, "path": res["path"], "reason": None})
+            else:
+                out.append({"url": url, "path": None, "reason": _failure_reason(res)})
+        item["images"] = out
+        return item

@@ -1,0 +1,39 @@
+"""Scrapy settings of the LookBench crawlers. Per-site values (user agent, delays, concurrency) are set by the
+spider from the site's YAML config; these are the polite defaults."""
+
+BOT_NAME = "lookbench"
+SPIDER_MODULES = ["lookbench_crawlers.spiders"]
+NEWSPIDER_MODULE = "lookbench_crawlers.spiders"
+
+ROBOTSTXT_OBEY = True
+ROBOTSTXT_PARSER = "scrapy.robotstxt.ProtegoRobotParser"
+USER_AGENT = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
+
+CONCURRENT_REQUESTS = 16
+CONCURRENT_REQUESTS_PER_DOMAIN = 8
+DOWNLOAD_DELAY = 0
+AUTOTHROTTLE_ENABLED = True
+AUTOTHROTTLE_START_DELAY = 0.5
+AUTOTHROTTLE_MAX_DELAY = 30
+AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
+DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_MAXSIZE = 20 * 1024 * 1024
+DOWNLOAD_WARNSIZE = 5 * 1024 * 1024
+RETRY_TIMES = 2
+COOKIES_ENABLED = False
+TELNETCONSOLE_ENABLED = False
+REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
+FEED_EXPORT_ENCODING = "utf-8"
+LOG_LEVEL = "INFO"
+
+DOWNLOADER_MIDDLEWARES = {
+    "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
+}
+ITEM_PIPELINES = {
+    "lookbench_crawlers.pipelines.StampAndValidatePipeline": 100,
+    "lookbench_crawlers.pipelines.ImageDownloadPipeline": 200,
+}
+# FILES_STORE is set per crawl by the pipeline (lookbench_pipeline.crawl); this default serves `scrapy crawl` by hand.
+FILES_STORE = "crawl-files"
+FILES_EXPIRES = 90
+MEDIA_ALLOW_REDIRECTS = True

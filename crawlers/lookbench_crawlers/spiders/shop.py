@@ -1,0 +1,112 @@
+"""The ``shop`` spider: discovers product and "shop the look" pages of one site from its sitemap(s) and links,
+and yields what the library's extractors find. It only crawls: ids, first-seen times and tables are the library's.
+
+Arguments (``-a``): ``site_config`` (path to the site's YAML file), ``base_url`` (replaces ``{{BASE}}`` in the
+config's URLs: the demo and replay servers pick a free port).
+"""
+
+from urllib.parse import urlsplit
+
+import scrapy
+from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
+
+from lookbench_crawlers.items import LookItem, PageItem, ProductItem
+from lookbench_pipeline.config import SiteConfig
+from lookbench_pipeline.extract import extract_look, extract_products
+
+
+class ShopSpider(scrapy.Spider):
+    name = "shop"
+
+    def __init__(self, site_config=None, base_url="", *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        if not site_config:
+            raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
+        self.site = SiteConfig.from_yaml(site_config)
+        self.base_url = base_url.rstrip("/")
+        sub = lambda u: u.replace("{{BASE}}", self.base_url)  # noqa: E731
+        self.start_list = [sub(u) for u in self.site.start_urls]
+        self.sitemap_list = [sub(u) for u in self.site.sitemap_urls]
+        hosts = {h.lower() for h in self.site.allowed_hosts}
+        for u in self.start_list + self.sitemap_list:
+            parts = urlsplit(u)
+            hosts.add(parts.netloc.lower())
+            hosts.add((parts.hostname or "").lower())
+        self.image_hosts = {h.lower() for h in self.site.image_hosts}
+        self.allowed_domains = sorted({h.split(":")[0] for h in hosts | self.image_hosts if h})
+        self.address_policy = (hosts, self.site.allow_private_addresses)
+
+    async def start(self):
+        for u in self.sitemap_list:
+            yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
+        for u in self.start_list:
+            yield scrapy.Request(u, callback=self.parse_page, errback=self.on_error)
+
+    def _page(self, url, status, outcome, reason=None):
+        return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason)
+
+    def parse_sitemap(self, response):
+        body = response.body
+        if response.url.endswith("/robots.txt"):
+            for u in sitemap_urls_from_robots(response.text, base_url=response.url):
+                yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
+            return
+        try:
+            sm = Sitemap(body)
+        except Exception as exc:  # lxml XMLSyntaxError and friends
+            yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+            return
+        yield self._page(response.url, response.status, "sitemap")
+        for entry in sm:
+            loc = entry.get("loc")
+            if not loc:
+                continue
+            if sm.type == "sitemapindex":
+                yield scrapy.Request(loc, callback=self.parse_sitemap, errback=self.on_error)
+            else:
+                yield scrapy.Request(loc, callback=self.parse_page, errback=self.on_error)
+
+    def parse_page(self, response):
+        ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
+        if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
+            yield self._page(response.url, response.status, "rejected", "not_html")
+            return
+        html = response.text
+        products = extract_products(html, response.url, self.site.product_rules)
+        look = extract_look(html, response.url, self.site.look_rules)
+        for p in products:
+            yield ProductItem(kind="product", site=self.site.name, url=response.url, **p)
+        if look:
+            yield LookItem(kind="look", site=self.site.name, url=response.url, **look)
+        if products or look:
+            outcome = "product" if products else "look"
+            yield self._page(response.url, response.status, outcome)
+        else:
+            links = response.css("a::attr(href)").getall()
+            yield self._page(response.url, response.status, "listing" if links else "rejected",
+                             None if links else "no_structured_data")
+        if self.site.follow_links:
+            for href in response.css("a::attr(href)").getall():
+                if href.startswith(("mailto:", "javascript:", "tel:", "#")):
+                    continue
+                yield response.follow(href, callback=self.parse_page, errback=self.on_error)
+
+    def on_error(self, failure):
+        request = failure.request
+        exc = failure.value
+        reason = getattr(exc, "reason", None)
+        status = 0
+        if reason is None:
+            from scrapy.exceptions import IgnoreRequest
+            from scrapy.spidermiddlewares.httperror import HttpError
+
+            if isinstance(exc, HttpError):
+                status = exc.response.status
+                reason = f"http_{status}"
+            elif isinstance(exc, IgnoreRequest) and "robots" in str(exc).lower():
+                reason = "robots_disallowed"
+            elif isinstance(exc, IgnoreRequest):
+                reason = "ignored"
+            else:
+                reason = f"fetch_error:{type(exc).__name__}"
+        yield self._page(request.url, status, "rejected", reason)

@@ -1,0 +1,154 @@
+"""The ``lookbench`` command line.
+
+    lookbench demo                         build a release from the embedded demo shop and print its scores
+    lookbench build [--config F] [--partition YYYY-MM-DD]
+                                           run the release job (Dagster, in process) for a release window
+    lookbench releases [--config F]        list published versions
+    lookbench info VERSION [--config F]    print a release's manifest summary
+    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD] [--config F]
+                                           score retrieval models on a published release
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import sys
+from datetime import date, datetime, timezone
+from pathlib import Path
+
+from .config import ConfigError, load_config
+
+
+def _run_job(config_path: str | None, partition: str | None) -> dict:
+    """Materialize the whole asset graph for one release partition; returns a summary. Raises SystemExit(1)
+    with the failing step's message when a step fails."""
+    from dagster import DagsterInstance
+
+    from assets.definitions import build_defs
+    from assets.partitions import release_partitions
+
+    if config_path:
+        os.environ["LOOKBENCH_CONFIG"] = str(Path(config_path).resolve())
+    defs = build_defs(os.environ.get("LOOKBENCH_CONFIG"))
+    job = defs.resolve_job_def("release_job")
+    key = partition or release_partitions.get_last_partition_key()
+    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
+    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+    if not result.success:
+        for ev in result.all_events:
+            if ev.is_step_failure:
+                err = ev.step_failure_data.error
+                print(f"step {ev.step_key} failed: {err.message if err else ''}", file=sys.stderr)
+        raise SystemExit(1)
+    manifest = result.output_for_node("release")
+    return {"partition": key, "manifest": manifest, "scores": result.output_for_node("evaluation"),
+            "run_id": result.run_id}
+
+
+def _print_build(summary: dict, store_url: str) -> None:
+    from .evaluate import format_table
+
+    m = summary["manifest"]
+    state = "already published, unchanged" if m.get("already_published") else "published"
+    print(f"\nLookBench release {m['version']} ({state}) for window {m['window']['start'][:10]} .. "
+          f"{m['window']['end'][:10]}")
+    print(f"  location: {store_url}/releases/{m['version']}")
+    for name, f in sorted(m["files"].items()):
+        print(f"  {name:40s} {f['rows']:6d} rows  sha256 {f['sha256'][:16]}…")
+    c = m["counts"]
+    print(f"  candidates {c['candidates']} -> query rows {c['query_rows']}, distinct gallery images "
+          f"{c['gallery_rows_distinct']}, rejected {c['rejected']} {c['rejected_by_reason']}")
+    print("\nEvaluation (percent):")
+    print(format_table(summary["scores"]))
+
+
+def cmd_build(args: argparse.Namespace) -> int:
+    cfg = load_config(args.config)
+    summary = _run_job(args.config, args.partition)
+    _print_build(summary, cfg.store_url)
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    print("Building a LookBench release from the embedded demo shop (served on 127.0.0.1)…")
+    return cmd_build(argparse.Namespace(config=None, partition=None))
+
+
+def cmd_releases(args: argparse.Namespace) -> int:
+    from .pipeline import store_of
+    from .release import list_releases
+
+    store = store_of(load_config(args.config))
+    versions = list_releases(store)
+    if not versions:
+        print(f"no releases in {store.url}")
+    for v in versions:
+        print(v)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from .pipeline import store_of
+    from .release import read_manifest
+
+    m = read_manifest(store_of(load_config(args.config)), args.version)
+    print(json.dumps({k: m[k] for k in ("version", "window", "built_at", "code_version", "annotators",
+                                         "taxonomy_version", "files", "counts") if k in m}, indent=2))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from .evaluate import evaluate_release, format_table
+    from .pipeline import store_of
+
+    cfg = load_config(args.config)
+    cutoff = date.fromisoformat(args.cutoff) if args.cutoff else None
+    scores, skipped = evaluate_release(store_of(cfg), args.release, args.model or cfg.evaluate.models,
+                                       Path(cfg.data_dir) / "embeddings", cfg.evaluate.ks, cfg.evaluate.ndcg_k, cutoff)
+    print(format_table(scores))
+    for s in skipped:
+        print(f"skipped {s['model']}: {s['reason']}", file=sys.stderr)
+    if args.output:
+        import pyarrow.parquet as pq
+
+        pq.write_table(scores, args.output)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="build a release from the embedded demo shop and print its evaluation")
+    p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("build", help="run the release job for one release window")
+    p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
+    p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
+    p.set_defaults(fn=cmd_build)
+    p = sub.add_parser("releases", help="list published versions")
+    p.add_argument("--config")
+    p.set_defaults(fn=cmd_releases)
+    p = sub.add_parser("info", help="summary of a release's manifest")
+    p.add_argument("version")
+    p.add_argument("--config")
+    p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("evaluate", help="score retrieval models on a published release")
+    p.add_argument("--release", required=True)
+    p.add_argument("--model", action="append", help="model id (repeatable); default: the config's models")
+    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD)")
+    p.add_argument("--output", help="also write the scores as Parquet here")
+    p.add_argument("--config")
+    p.set_defaults(fn=cmd_evaluate)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        return args.fn(args)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

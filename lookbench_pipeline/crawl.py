@@ -1,0 +1,189 @@
+"""Running a site's crawl: serve the demo shop or the replayed pages when the site needs it, run the Scrapy
+``shop`` spider in a child process (Twisted's reactor cannot restart inside one process), and read its feed.
+
+Then :func:`merge_catalog` turns the feed into the ``products``, ``looks`` and ``crawl_log`` tables, keeping
+``first_seen_at`` from the previous state of the same site: the first crawl that saw an item sets it for good.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import subprocess
+import sys
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schemas
+from .config import SiteConfig
+from .extract import path_key, product_key
+
+log = logging.getLogger(__name__)
+
+CRAWLERS_DIR = Path(__file__).resolve().parents[1] / "crawlers"
+
+
+class CrawlError(RuntimeError):
+    """The spider process failed (the message carries the end of its log)."""
+
+
+@dataclass
+class CrawlOutput:
+    site: str
+    feed: Path
+    log_file: Path
+    base_url: str
+    items: list[dict]
+
+    def of_kind(self, kind: str) -> list[dict]:
+        return [i for i in self.items if i.get("kind") == kind]
+
+
+def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
+               timeout_s: float = 1800) -> tuple[Path, Path]:
+    """Run ``scrapy crawl shop`` for one site in a child process; returns (feed JSONL path, log path).
+
+    Raises:
+        CrawlError: the process exited non-zero or timed out.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    feed, logf = out_dir / "items.jsonl", out_dir / "scrapy.log"
+    logf.unlink(missing_ok=True)
+    feed.unlink(missing_ok=True)
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRAWLERS_DIR), str(CRAWLERS_DIR.parent),
+                                                      env.get("PYTHONPATH")]))
+    env["SCRAPY_SETTINGS_MODULE"] = "lookbench_crawlers.settings"
+    site = SiteConfig.from_yaml(site_config_path)
+    cmd = [sys.executable, "-m", "scrapy", "crawl", "shop",
+           "-a", f"site_config={site_config_path}", "-a", f"base_url={base_url}",
+           "-s", f"USER_AGENT={user_agent}",
+           "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={site.concurrency_per_domain}",
+           "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
+           "-s", f"CLOSESPIDER_PAGECOUNT={site.max_pages}",
+           "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}", "-O", f"{feed}:jsonlines"]
+    try:
+        proc = subprocess.run(cmd, cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=timeout_s)
+    except subprocess.TimeoutExpired as exc:
+        raise CrawlError(f"crawl of {site.name} timed out after {timeout_s} s") from exc
+    if proc.returncode != 0:
+        tail = (logf.read_text()[-3000:] if logf.exists() else "") + proc.stderr[-3000:]
+        raise CrawlError(f"crawl of {site.name} failed (exit {proc.returncode}):\n{tail}")
+    return feed, logf
+
+
+def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str) -> CrawlOutput:
+    """Crawl one configured site. ``demo`` sites are generated under ``work_dir/site`` and ``replay`` sites served
+    from their ``pages_dir``, both on 127.0.0.1 for the duration of the crawl."""
+    from . import demo_shop, serve
+
+    site = SiteConfig.from_yaml(site_config_path)
+    with ExitStack() as stack:
+        base_url = ""
+        if site.kind == "demo":
+            root = work_dir / "site"
+            demo_shop.generate(root, site.demo_products, site.demo_looks, site.demo_seed)
+            base_url = stack.enter_context(serve.serving(serve.static_resolver(root))).base_url
+        elif site.kind == "replay":
+            if not site.pages_dir or not site.pages_dir.is_dir():
+                raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
+            base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
+        feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent)
+    items = [json.loads(line) for line in feed.read_text(encoding="utf-8").splitlines() if line.strip()]
+    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+
+
+def _ts(s: str | None) -> datetime | None:
+    if not s:
+        return None
+    dt = datetime.fromisoformat(s)
+    return dt if dt.tzinfo else dt.replace(tzinfo=timezone.utc)
+
+
+def _previous(path: Path, key: str) -> dict[str, dict]:
+    if not path.is_file():
+        return {}
+    return {r[key]: r for r in pq.read_table(path).to_pylist()}
+
+
+@dataclass
+class Catalog:
+    products: pa.Table
+    looks: pa.Table
+    crawl_log: pa.Table
+    downloads: pa.Table
+    counts: dict[str, int]
+
+
+def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
+    """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
+
+    ``first_seen_at`` is the earliest crawl that saw the item (kept from the state); ``last_seen_at`` is this
+    crawl. An item seen on several pages in one crawl is one row (the first page wins, later pages add images).
+    The state keeps items not seen in this crawl, so an item that comes back keeps its first time.
+    """
+    sdir = state_dir / out.site
+    sdir.mkdir(parents=True, exist_ok=True)
+    prev_p = _previous(sdir / "products.parquet", "product_id")
+    prev_l = _previous(sdir / "looks.parquet", "look_id")
+
+    products: dict[str, dict] = {}
+    url_to_pid: dict[str, str] = {}
+    for it in out.of_kind("product"):
+        pid = product_key(out.site, it["url"], it.get("sku"))
+        crawled = _ts(it["crawled_at"])
+        url_to_pid.setdefault(path_key(out.site, it["url"]), pid)
+        if pid in products:
+            products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
+            continue
+        first = prev_p.get(pid, {}).get("first_seen_at") or crawled
+        products[pid] = {**{k: it.get(k) for k in schemas.PRODUCTS.names if k in it}, "product_id": pid,
+                         "image_urls": it.get("image_urls") or [], "crawled_at": crawled,
+                         "first_seen_at": min(first, crawled), "last_seen_at": crawled}
+    looks: dict[str, dict] = {}
+    for it in out.of_kind("look"):
+        lid = path_key(out.site, it["url"])
+        crawled = _ts(it["crawled_at"])
+        pids = [url_to_pid.get(path_key(out.site, u)) for u in it.get("product_urls") or []]
+        first = prev_l.get(lid, {}).get("first_seen_at") or crawled
+        looks[lid] = {"look_id": lid, "site": out.site, "url": it["url"], "image_url": it["image_url"],
+                      "product_urls": it.get("product_urls") or [], "product_ids": [p for p in pids if p],
+                      "crawled_at": crawled, "first_seen_at": min(first, crawled), "last_seen_at": crawled}
+    pages = [{**{k: it.get(k) for k in schemas.CRAWL_LOG.names}, "crawled_at": _ts(it["crawled_at"]),
+              "status": int(it.get("status") or 0)} for it in out.of_kind("page")]
+
+    files_root = out.feed.parent / "files"
+    downloads: dict[str, dict] = {}
+    for it in out.of_kind("product") + out.of_kind("look"):
+        for d in it.get("images") or []:
+            downloads.setdefault(d["url"], {
+                "site": out.site, "url": d["url"], "reason": d.get("reason"),
+                "stored_path": str(files_root / d["path"]) if d.get("path") else None})
+    d_tab = schemas.from_rows(sorted(downloads.values(), key=lambda r: r["url"]), schemas.IMAGE_DOWNLOADS)
+    p_tab = schemas.from_rows(sorted(products.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS)
+    l_tab = schemas.from_rows(sorted(looks.values(), key=lambda r: r["look_id"]), schemas.LOOKS)
+    c_tab = schemas.from_rows(sorted(pages, key=lambda r: r["url"]), schemas.CRAWL_LOG)
+
+    # state = previous items (not seen now) + this crawl's
+    state_p = {**prev_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
+    state_l = {**prev_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
+    pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS),
+                   sdir / "products.parquet")
+    pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
+                   sdir / "looks.parquet")
+    outcomes: dict[str, int] = {}
+    for pg in pages:
+        key = pg["outcome"] if pg["outcome"] != "rejected" else f"rejected.{pg['reason']}"
+        outcomes[f"pages.{key}"] = outcomes.get(f"pages.{key}", 0) + 1
+    counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
+              "looks": len(looks), "looks_unresolved_products": sum(
+                  len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()), **outcomes}
+    counts["image_urls"] = len(downloads)
+    counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
+    return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

@@ -1,0 +1,113 @@
+"""Duplicate detection: exact (same sha256 of the original bytes) and near (pHash Hamming distance <= threshold).
+
+Clusters are the connected components of the near-duplicate graph (union-find). The representative of a cluster
+is deterministic: the earliest ``first_seen_at``, then the largest image (width x height, pixels), then the
+smallest sha256. Images flagged ``uniform`` (blank, single-colour) are never merged as near duplicates of each
+other: all blank images share a pHash and are not the same picture.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+
+def hex_to_u64(hashes: Sequence[str]) -> np.ndarray:
+    """16-hex-digit pHashes -> ``uint64`` array of shape (n,)."""
+    return np.array([int(h, 16) for h in hashes], dtype=np.uint64)
+
+
+_POP8 = np.array([bin(i).count("1") for i in range(256)], dtype=np.uint8)
+
+
+def popcount64(x: np.ndarray) -> np.ndarray:
+    """Bit count of each ``uint64``; returns ``uint8`` of the same shape."""
+    b = x.view(np.uint8).reshape(*x.shape, 8)
+    return _POP8[b].sum(axis=-1, dtype=np.uint8)
+
+
+def near_pairs(hashes: np.ndarray, threshold: int, chunk: int = 2048) -> np.ndarray:
+    """All pairs ``(i, j)``, ``i < j``, with Hamming distance ``<= threshold``, by chunked brute force.
+
+    Args:
+        hashes: ``uint64`` array (n,).
+        threshold: maximum Hamming distance in bits (0..64).
+    Returns:
+        ``int64`` array (m, 3): ``i, j, distance``, sorted by ``i`` then ``j``. Exact: O(n^2 / 2) comparisons,
+        memory O(chunk * n).
+    """
+    n = len(hashes)
+    out = []
+    for s in range(0, n, chunk):
+        block = hashes[s : s + chunk]
+        d = popcount64(block[:, None] ^ hashes[None, :])  # (b, n)
+        ii, jj = np.nonzero(d <= threshold)
+        ii = ii + s
+        keep = jj > ii
+        out.append(np.stack([ii[keep], jj[keep], d[ii[keep] - s, jj[keep]].astype(np.int64)], axis=1))
+    if not out:
+        return np.zeros((0, 3), dtype=np.int64)
+    return np.concatenate(out).astype(np.int64)
+
+
+class UnionFind:
+    def __init__(self, n: int):
+        self.parent = list(range(n))
+
+    def find(self, a: int) -> int:
+        while self.parent[a] != a:
+            self.parent[a] = self.parent[self.parent[a]]
+            a = self.parent[a]
+        return a
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+
+def cluster(images: list[dict], threshold: int) -> list[dict]:
+    """Cluster accepted images (rows of the ``images`` table) into duplicate groups.
+
+    Returns one ``image_clusters`` row per input image: ``cluster_id`` (the representative's sha256),
+    ``is_representative``, ``duplicate_kind`` (``unique`` for a singleton, ``near`` otherwise; exact byte
+    duplicates never reach here as two rows, the sha256 already made them one) and ``hamming_to_representative``.
+    """
+    n = len(images)
+    if n == 0:
+        return []
+    hashes = hex_to_u64([im["phash"] for im in images])
+    uniform = np.array(["uniform" in (im.get("flags") or []) for im in images])
+    uf = UnionFind(n)
+    for i, j, _ in near_pairs(hashes, threshold):
+        if not (uniform[i] or uniform[j]):
+            uf.union(int(i), int(j))
+    groups: dict[int, list[int]] = {}
+    for i in range(n):
+        groups.setdefault(uf.find(i), []).append(i)
+    rows = []
+    for members in groups.values():
+        rep = min(members, key=lambda k: (images[k]["first_seen_at"], -(images[k]["width"] * images[k]["height"]),
+                                          images[k]["image_sha256"]))
+        rep_sha = images[rep]["image_sha256"]
+        for k in members:
+            rows.append({
+                "image_sha256": images[k]["image_sha256"],
+                "cluster_id": rep_sha,
+                "is_representative": k == rep,
+                "duplicate_kind": "unique" if len(members) == 1 else "near",
+                "hamming_to_representative": int(popcount64(np.array([hashes[k] ^ hashes[rep]]))[0]),
+            })
+    return sorted(rows, key=lambda r: r["image_sha256"])
+
+
+def exact_duplicate_refs(refs: list[dict]) -> int:
+    """Number of accepted references whose bytes another accepted reference already had (same sha256)."""
+    seen, dup = set(), 0
+    for r in refs:
+        if r["status"] == "accepted":
+            if r["image_sha256"] in seen:
+                dup += 1
+            seen.add(r["image_sha256"])
+    return dup

@@ -1,0 +1,311 @@
+"""The embedded demo shop: a small fashion site the project generates itself, so the default build needs no
+outside data.
+
+Garments are drawn procedurally (a silhouette per category, filled with a colour and a pattern), so every product's
+category and attributes are known and the evaluation table means something. Each product has two photos:
+
+* position 0, a packshot: the garment centred on white (what a gallery holds);
+* position 1, an alternative shot: rotated, scaled, shifted, on a tinted, noisy background (what a query holds).
+
+"Shop the look" pages show a scene with two to three products composited at known boxes and link those products.
+The site has a ``robots.txt`` that disallows ``/private/`` (a page linked from the index that must never be
+fetched), a ``sitemap.xml``, and an ``about`` page without product data (a recorded rejection).
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from PIL import Image, ImageDraw, ImageFilter
+
+COLORS: dict[str, tuple[int, int, int]] = {
+    "black": (25, 25, 28), "white": (238, 236, 230), "grey": (128, 128, 132), "red": (200, 30, 40),
+    "pink": (240, 140, 180), "orange": (240, 130, 30), "yellow": (240, 210, 40), "green": (40, 140, 60),
+    "blue": (30, 70, 190), "purple": (120, 50, 160), "brown": (120, 75, 40), "beige": (215, 195, 160),
+}
+PATTERNS = ["solid", "striped", "dotted", "checked"]
+MATERIALS = {"top": "cotton", "shirt": "linen", "dress": "silk", "skirt": "wool", "trousers": "denim",
+             "shorts": "cotton", "outerwear": "wool", "shoes": "leather", "bag": "leather", "sweater": "wool"}
+NOUNS = {"top": "t-shirt", "shirt": "shirt", "dress": "dress", "skirt": "skirt", "trousers": "trousers",
+         "shorts": "shorts", "outerwear": "coat", "shoes": "sneakers", "bag": "tote bag", "sweater": "sweater"}
+CATEGORIES = list(NOUNS)
+SLEEVES = {"short": "short-sleeve", "long": "long-sleeve", "sleeveless": "sleeveless"}
+LENGTHS = {"mini": "mini", "knee": "knee-length", "maxi": "maxi"}
+
+
+@dataclass
+class DemoProduct:
+    sku: str
+    category: str
+    color: str
+    pattern: str
+    material: str
+    sleeve: str | None = None
+    length: str | None = None
+    shape_seed: int = 0
+    price: float = 0.0
+
+    @property
+    def slug(self) -> str:
+        return self.sku.lower()
+
+    @property
+    def title(self) -> str:
+        parts = [self.color.capitalize(), self.pattern]
+        if self.sleeve:
+            parts.append(SLEEVES[self.sleeve])
+        if self.length:
+            parts.append(LENGTHS[self.length])
+        parts.append(NOUNS[self.category])
+        return " ".join(parts)
+
+    @property
+    def truth(self) -> dict[str, str]:
+        """The attributes the picture really shows (what a perfect annotator would say)."""
+        t = {"color": self.color, "pattern": self.pattern, "material": self.material}
+        if self.sleeve:
+            t["sleeve_length"] = self.sleeve
+        if self.length:
+            t["length"] = self.length
+        return t
+
+
+@dataclass
+class DemoLook:
+    number: int
+    skus: list[str]
+    boxes: list[tuple[int, int, int, int]] = field(default_factory=list)
+
+
+def plan(n_products: int, n_looks: int, seed: int) -> tuple[list[DemoProduct], list[DemoLook]]:
+    """Choose distinct (category, colour, pattern) products and looks that combine them; deterministic in seed."""
+    rng = random.Random(seed)
+    combos = [(c, col, p) for c in CATEGORIES for col in COLORS for p in PATTERNS]
+    rng.shuffle(combos)
+    # spread categories evenly: round-robin over categories
+    by_cat: dict[str, list] = {c: [x for x in combos if x[0] == c] for c in CATEGORIES}
+    chosen = []
+    while len(chosen) < n_products:
+        for c in CATEGORIES:
+            if len(chosen) < n_products and by_cat[c]:
+                chosen.append(by_cat[c].pop())
+    products = []
+    for i, (cat, col, pat) in enumerate(chosen):
+        p = DemoProduct(sku=f"DEMO-{i:04d}", category=cat, color=col, pattern=pat, material=MATERIALS[cat],
+                        shape_seed=rng.randrange(1 << 30), price=round(rng.uniform(9, 240), 2))
+        if cat in ("top", "shirt", "dress", "sweater"):
+            p.sleeve = rng.choice(["short", "long"] if cat != "dress" else ["short", "long", "sleeveless"])
+        if cat in ("dress", "skirt"):
+            p.length = rng.choice(list(LENGTHS))
+        products.append(p)
+    uppers = [p for p in products if p.category in ("top", "shirt", "sweater", "outerwear")]
+    lowers = [p for p in products if p.category in ("trousers", "skirt", "shorts")]
+    extras = [p for p in products if p.category in ("shoes", "bag")]
+    looks = []
+    for n in range(n_looks):
+        items = [rng.choice(uppers).sku, rng.choice(lowers).sku]
+        if extras and rng.random() < 0.7:
+            items.append(rng.choice(extras).sku)
+        looks.append(DemoLook(number=n, skus=items))
+    return products, looks
+
+
+# ------------------------------------------------------------------------------------------------ drawing
+
+
+def _pattern_fill(size: tuple[int, int], color: tuple[int, int, int], pattern: str, rng: random.Random) -> Image.Image:
+    w, h = size
+    img = Image.new("RGB", size, color)
+    d = ImageDraw.Draw(img)
+    contrast = (250, 250, 250) if sum(color) < 380 else (20, 20, 20)
+    step = rng.randint(14, 22)
+    if pattern == "striped":
+        for y in range(0, h, step):
+            d.rectangle([0, y, w, y + step // 2 - 1], fill=contrast)
+    elif pattern == "dotted":
+        r = step // 4
+        for y in range(step // 2, h, step):
+            for x in range(step // 2 + (y // step % 2) * step // 2, w, step):
+                d.ellipse([x - r, y - r, x + r, y + r], fill=contrast)
+    elif pattern == "checked":
+        for y in range(0, h, step):
+            for x in range(0, w, step):
+                if (x // step + y // step) % 2 == 0:
+                    d.rectangle([x, y, x + step - 1, y + step - 1], fill=contrast)
+    return img
+
+
+def _silhouette(p: DemoProduct, size: int = 256) -> Image.Image:
+    """The garment's mask (mode L, size x size, 255 inside)."""
+    rng = random.Random(p.shape_seed)
+    s = size
+    m = Image.new("L", (s, s), 0)
+    d = ImageDraw.Draw(m)
+    j = lambda a: int(a * s + rng.uniform(-0.02, 0.02) * s)  # noqa: E731  small per-product shape jitter
+    c = p.category
+    if c in ("top", "shirt", "sweater", "outerwear"):
+        body_bottom = {"outerwear": 0.95, "sweater": 0.85}.get(c, 0.82)
+        d.polygon([(j(.3), j(.12)), (j(.7), j(.12)), (j(.72), j(body_bottom)), (j(.28), j(body_bottom))], fill=255)
+        sleeve_end = {"long": 0.75, "short": 0.38, None: 0.38}.get(p.sleeve, 0.75 if c == "outerwear" else 0.38)
+        if c == "outerwear":
+            sleeve_end = 0.8
+        if p.sleeve != "sleeveless":
+            d.polygon([(j(.3), j(.12)), (j(.08), j(sleeve_end)), (j(.18), j(sleeve_end + .03)), (j(.32), j(.35))], fill=255)
+            d.polygon([(j(.7), j(.12)), (j(.92), j(sleeve_end)), (j(.82), j(sleeve_end + .03)), (j(.68), j(.35))], fill=255)
+        d.ellipse([j(.42), j(.06), j(.58), j(.18)], fill=0)  # neckline
+        if c == "shirt":
+            d.polygon([(j(.42), j(.1)), (j(.5), j(.22)), (j(.58), j(.1))], fill=255)
+    elif c == "dress":
+        bottom = {"mini": 0.6, "knee": 0.78, "maxi": 0.96}[p.length or "knee"]
+        d.polygon([(j(.36), j(.08)), (j(.64), j(.08)), (j(.62), j(.38)), (j(.8), j(bottom)),
+                   (j(.2), j(bottom)), (j(.38), j(.38))], fill=255)
+        if p.sleeve == "short":
+            d.polygon([(j(.36), j(.08)), (j(.22), j(.25)), (j(.34), j(.3))], fill=255)
+            d.polygon([(j(.64), j(.08)), (j(.78), j(.25)), (j(.66), j(.3))], fill=255)
+        elif p.sleeve == "long":
+            d.polygon([(j(.36), j(.08)), (j(.16), j(.6)), (j(.24), j(.62)), (j(.38), j(.3))], fill=255)
+            d.polygon([(j(.64), j(.08)), (j(.84), j(.6)), (j(.76), j(.62)), (j(.62), j(.3))], fill=255)
+        d.ellipse([j(.44), j(.03), j(.56), j(.13)], fill=0)
+    elif c == "skirt":
+        bottom = {"mini": 0.55, "knee": 0.75, "maxi": 0.95}[p.length or "knee"]
+        d.polygon([(j(.35), j(.1)), (j(.65), j(.1)), (j(.82), j(bottom)), (j(.18), j(bottom))], fill=255)
+    elif c in ("trousers", "shorts"):
+        leg = 0.95 if c == "trousers" else 0.5
+        d.polygon([(j(.28), j(.06)), (j(.72), j(.06)), (j(.76), j(leg)), (j(.53), j(leg)), (j(.5), j(.3)),
+                   (j(.47), j(leg)), (j(.24), j(leg))], fill=255)
+    elif c == "shoes":
+        for dx in (0.0, 0.42):
+            d.rounded_rectangle([j(.06 + dx), j(.55), j(.5 + dx), j(.78)], radius=int(s * .08), fill=255)
+            d.rectangle([j(.06 + dx), j(.4), j(.24 + dx), j(.6)], fill=255)
+    elif c == "bag":
+        d.rectangle([j(.2), j(.35), j(.8), j(.9)], fill=255)
+        d.arc([j(.32), j(.1), j(.68), j(.55)], 180, 360, fill=255, width=max(3, s // 28))
+    return m
+
+
+def draw_garment(p: DemoProduct, size: int = 256) -> Image.Image:
+    """The garment as RGBA (transparent outside its silhouette), ``size`` x ``size`` pixels."""
+    rng = random.Random(p.shape_seed ^ 0x5EED)
+    fill = _pattern_fill((size, size), COLORS[p.color], p.pattern, rng).convert("RGBA")
+    mask = _silhouette(p, size)
+    fill.putalpha(mask)
+    return fill
+
+
+def packshot(p: DemoProduct) -> Image.Image:
+    """Position-0 photo: garment centred on white, 320x400 pixels."""
+    bg = Image.new("RGB", (320, 400), (255, 255, 255))
+    g = draw_garment(p, 280)
+    bg.paste(g, (20, 60), g)
+    return bg
+
+
+def alt_shot(p: DemoProduct) -> Image.Image:
+    """Position-1 photo: rotated, scaled and shifted garment on a tinted, noisy background, 320x400 pixels."""
+    rng = random.Random(p.shape_seed ^ 0xA17)
+    tint = tuple(rng.randint(200, 240) for _ in range(3))
+    bg = Image.effect_noise((320, 400), 18).convert("RGB")
+    bg = Image.blend(Image.new("RGB", (320, 400), tint), bg, 0.15)
+    g = draw_garment(p, rng.randint(210, 250)).rotate(rng.uniform(-10, 10), expand=True, resample=Image.BICUBIC)
+    bg.paste(g, (rng.randint(0, max(0, 320 - g.width)), rng.randint(40, max(41, 400 - g.height))), g)
+    return bg.filter(ImageFilter.GaussianBlur(0.6))
+
+
+def look_image(look: DemoLook, products: dict[str, DemoProduct]) -> Image.Image:
+    """A scene (640x800 pixels) with the look's garments composited; fills ``look.boxes`` (x1, y1, x2, y2)."""
+    rng = random.Random(look.number * 7919)
+    bg = Image.new("RGB", (640, 800))
+    d = ImageDraw.Draw(bg)
+    top, bottom = [rng.randint(90, 200) for _ in range(3)], [rng.randint(60, 150) for _ in range(3)]
+    for y in range(800):
+        t = y / 799
+        d.line([(0, y), (640, y)], fill=tuple(int(a * (1 - t) + b * t) for a, b in zip(top, bottom)))
+    for _ in range(6):  # street furniture
+        x, y = rng.randint(0, 600), rng.randint(0, 760)
+        d.rectangle([x, y, x + rng.randint(20, 120), y + rng.randint(20, 160)],
+                    fill=tuple(rng.randint(40, 200) for _ in range(3)))
+    slots = {"upper": (170, 90, 300), "lower": (190, 380, 260), "extra": (420, 560, 180)}
+    look.boxes = []
+    for sku in look.skus:
+        p = products[sku]
+        slot = ("upper" if p.category in ("top", "shirt", "sweater", "outerwear")
+                else "lower" if p.category in ("trousers", "skirt", "shorts") else "extra")
+        x, y, size = slots[slot]
+        g = draw_garment(p, size)
+        bg.paste(g, (x, y), g)
+        x1, y1, x2, y2 = g.getbbox() or (0, 0, size, size)
+        look.boxes.append((x + x1, y + y1, x + x2, y + y2))
+    return bg
+
+
+# ------------------------------------------------------------------------------------------------ the site
+
+
+def _product_page(p: DemoProduct) -> str:
+    imgs = [f"{{{{BASE}}}}/images/products/{p.slug}-{i}.jpg" for i in range(2)]
+    desc = f"{p.title}. Made of {p.material}. Regular fit."
+    ld = {
+        "@context": "https://schema.org", "@type": "Product", "name": p.title, "sku": p.sku,
+        "brand": {"@type": "Brand", "name": "Demo Atelier"}, "description": desc, "color": p.color,
+        "material": p.material, "category": f"Women > {NOUNS[p.category].capitalize()}", "image": imgs,
+        "offers": {"@type": "Offer", "price": f"{p.price:.2f}", "priceCurrency": "EUR",
+                   "availability": "https://schema.org/InStock"},
+    }
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(p.title)}</title>"
+            f"<script type='application/ld+json'>{json.dumps(ld)}</script></head><body>"
+            f"<h1>{html.escape(p.title)}</h1>" + "".join(f"<img src='{u}' alt=''>" for u in imgs)
+            + "<a href='/'>home</a></body></html>")
+
+
+def _look_page(look: DemoLook, products: dict[str, DemoProduct]) -> str:
+    links = "".join(f"<a class='look-product' href='/products/{products[s].slug}.html'>{html.escape(products[s].title)}</a>"
+                    for s in look.skus)
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>Look {look.number}</title></head><body>"
+            f"<div class='look'><img class='look-image' src='/images/looks/look-{look.number:03d}.jpg'>"
+            f"{links}</div></body></html>")
+
+
+def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7) -> dict:
+    """Write the demo shop under ``root`` (idempotent: the same seed writes the same bytes).
+
+    Returns the ground truth: ``{"products": {sku: {...}}, "looks": {n: {"skus": [...], "boxes": [...]}}}``,
+    also written to ``root/ground_truth.json`` (not linked from the site).
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "products").mkdir(exist_ok=True)
+    (root / "looks").mkdir(exist_ok=True)
+    (root / "private").mkdir(exist_ok=True)
+    (root / "images" / "products").mkdir(parents=True, exist_ok=True)
+    (root / "images" / "looks").mkdir(parents=True, exist_ok=True)
+    products, looks = plan(n_products, n_looks, seed)
+    by_sku = {p.sku: p for p in products}
+    urls = []
+    for p in products:
+        (root / "products" / f"{p.slug}.html").write_text(_product_page(p), encoding="utf-8")
+        packshot(p).save(root / "images" / "products" / f"{p.slug}-0.jpg", quality=90)
+        alt_shot(p).save(root / "images" / "products" / f"{p.slug}-1.jpg", quality=90)
+        urls.append(f"/products/{p.slug}.html")
+    for look in looks:
+        look_image(look, by_sku).save(root / "images" / "looks" / f"look-{look.number:03d}.jpg", quality=90)
+        (root / "looks" / f"look-{look.number:03d}.html").write_text(_look_page(look, by_sku), encoding="utf-8")
+        urls.append(f"/looks/look-{look.number:03d}.html")
+    (root / "private" / "staff-sale.html").write_text(
+        "<html><body>robots.txt disallows this page; a polite crawler never fetches it.</body></html>")
+    (root / "about.html").write_text("<html><body><h1>About the Demo Atelier</h1></body></html>")
+    links = "".join(f"<a href='{u}'>{u}</a>\n" for u in urls)
+    (root / "index.html").write_text(
+        f"<html><body>{links}<a href='/about.html'>about</a><a href='/private/staff-sale.html'>staff</a></body></html>")
+    (root / "robots.txt").write_text("User-agent: *\nDisallow: /private/\nSitemap: {{BASE}}/sitemap.xml\n")
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        + "".join(f"<url><loc>{{{{BASE}}}}{u}</loc></url>\n" for u in urls) + "</urlset>\n")
+    truth = {
+        "products": {p.sku: {"category": p.category, "title": p.title, **p.truth} for p in products},
+        "looks": {str(lk.number): {"skus": lk.skus, "boxes": lk.boxes} for lk in looks},
+    }
+    (root / "ground_truth.json").write_text(json.dumps(truth, indent=1))
+    return truth

@@ -1,0 +1,77 @@
+"""Image drops: folders of images that enter the pipeline without a crawl (real photo sets, AI-generated images).
+
+A drop is configured by :class:`~lookbench_pipeline.config.DropConfig`. Every image file under a mapped subfolder
+becomes one ``drop_items`` row; ``subfolders`` maps a subfolder name to ``"<subset>:<role>"`` (role ``query`` or
+``gallery``). An optional CSV (``items.csv`` in the folder, or ``items_csv``) with the header
+``path,item_id,role,subset,title,description`` overrides per file (``path`` relative to the drop folder): files
+that share an ``item_id`` show the same item, which is how query and gallery get ground truth. Files are read in
+place: nothing is copied.
+
+``first_seen_at`` of a file is the first ingestion that saw it, kept in ``state_dir/drops/<name>.parquet``.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+from datetime import datetime
+from pathlib import Path
+
+import pyarrow as pa  # noqa: F401
+import pyarrow.parquet as pq
+
+from . import schemas
+from .config import ConfigError, DropConfig
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".avif", ".heic"}
+
+DROP_ITEMS = schemas.DROP_ITEMS
+
+
+def _read_csv(path: Path) -> dict[str, dict[str, str]]:
+    with path.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or "path" not in reader.fieldnames:
+            raise ConfigError(f"{path}: needs a header with at least a 'path' column")
+        return {row["path"].strip(): {k: (v or "").strip() for k, v in row.items() if k} for row in reader}
+
+
+def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
+    """List a drop's images as ``drop_items`` rows (sorted by path).
+
+    Raises:
+        ConfigError: the folder does not exist, a mapping is not ``subset:role``, or the CSV is malformed.
+    """
+    root = Path(drop.path)
+    if not root.is_dir():
+        raise ConfigError(f"drop {drop.name}: {root} is not a folder")
+    csv_path = drop.items_csv or (root / "items.csv")
+    overrides = _read_csv(csv_path) if Path(csv_path).is_file() else {}
+    state_file = state_dir / "drops" / f"{drop.name}.parquet"
+    prev = ({r["drop_image_id"]: r for r in pq.read_table(state_file).to_pylist()} if state_file.is_file() else {})
+    rows = []
+    for sub, target in sorted(drop.subfolders.items()):
+        if ":" not in target:
+            raise ConfigError(f"drop {drop.name}: subfolder {sub!r} maps to {target!r}, expected 'subset:role'")
+        subset, role = target.split(":", 1)
+        if role not in ("query", "gallery"):
+            raise ConfigError(f"drop {drop.name}: role must be query or gallery, got {role!r}")
+        for f in sorted((root / sub).rglob("*")):
+            if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
+                continue
+            rel = f.relative_to(root).as_posix()
+            o = overrides.get(rel, {})
+            did = hashlib.sha1(f"{drop.name}\x00{rel}".encode()).hexdigest()
+            rows.append({
+                "drop_image_id": did,
+                "item_id": o.get("item_id") or f"{drop.name}:{rel}",
+                "drop": drop.name, "path": str(f.resolve()),
+                "subset": o.get("subset") or subset, "role": o.get("role") or role,
+                "title": o.get("title") or None, "description": o.get("description") or None,
+                "first_seen_at": prev.get(did, {}).get("first_seen_at") or now,
+            })
+    table = schemas.from_rows(rows, DROP_ITEMS)
+    state_file.parent.mkdir(parents=True, exist_ok=True)
+    merged = {**prev, **{r["drop_image_id"]: r for r in rows}}
+    pq.write_table(schemas.from_rows(sorted(merged.values(), key=lambda r: r["path"]), DROP_ITEMS), state_file)
+    return table

@@ -1,0 +1,306 @@
+"""Product and look extraction from HTML pages (schema.org JSON-LD, microdata, RDFa, OpenGraph; CSS fallback rules).
+
+Pure functions of (HTML, URL, rules): the Scrapy spider calls them on live responses, and the same calls re-run them
+on archived pages, so extraction is reproducible without the network.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+from collections.abc import Iterable, Iterator
+from typing import Any
+
+import extruct
+from parsel import Selector
+from price_parser import Price
+from w3lib.html import get_base_url
+from w3lib.url import canonicalize_url
+
+from .config import LookRules, ProductRules
+
+log = logging.getLogger(__name__)
+
+SYNTAXES = ["json-ld", "microdata", "rdfa", "opengraph"]
+_PRODUCT_TYPES = {"product", "productgroup", "individualproduct", "productmodel"}
+
+
+def _types(node: dict) -> set[str]:
+    t = node.get("@type") or node.get("type") or []
+    if isinstance(t, str):
+        t = [t]
+    out = set()
+    for x in t:
+        if isinstance(x, str):
+            out.add(x.rsplit("/", 1)[-1].rsplit("#", 1)[-1].lower())
+    return out
+
+
+def _walk(node: Any) -> Iterator[dict]:
+    """Every dict in a JSON-LD / microdata tree (``@graph``, lists, nested values)."""
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from _walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from _walk(v)
+
+
+def _first(v: Any) -> Any:
+    while isinstance(v, list):
+        if not v:
+            return None
+        v = v[0]
+    return v
+
+
+def _text(v: Any) -> str | None:
+    v = _first(v)
+    if isinstance(v, dict):
+        v = v.get("name") or v.get("@value") or v.get("value")
+        v = _first(v)
+    if v is None:
+        return None
+    s = re.sub(r"\s+", " ", str(v)).strip()
+    return s or None
+
+
+def _image_urls(v: Any) -> list[str]:
+    out: list[str] = []
+    for x in v if isinstance(v, list) else [v]:
+        if isinstance(x, str):
+            out.append(x.strip())
+        elif isinstance(x, dict):
+            u = x.get("contentUrl") or x.get("url") or x.get("@id")
+            out.extend(_image_urls(u) if u is not None else [])
+    return [u for u in out if u and not u.startswith("data:")]
+
+
+def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | None]:
+    """Parse a price and its currency with ``price-parser``: ``("1.299,00 €", None) -> (1299.0, "€")``."""
+    if amount is None:
+        return None, _text(currency)
+    if isinstance(amount, (int, float)) and not isinstance(amount, bool):
+        return float(amount), _text(currency)
+    p = Price.fromstring(str(amount), currency_hint=_text(currency))
+    value = float(p.amount) if p.amount is not None else None
+    return value, _text(currency) or p.currency
+
+
+def _offer_price(offers: Any) -> tuple[float | None, str | None]:
+    for offer in offers if isinstance(offers, list) else [offers]:
+        if not isinstance(offer, dict):
+            continue
+        amount = offer.get("price")
+        if amount is None:
+            amount = offer.get("lowPrice")
+        if amount is None and isinstance(offer.get("priceSpecification"), (dict, list)):
+            spec = _first(offer["priceSpecification"])
+            amount = spec.get("price") if isinstance(spec, dict) else None
+            if isinstance(spec, dict) and not offer.get("priceCurrency"):
+                offer = {**offer, "priceCurrency": spec.get("priceCurrency")}
+        if amount is None and "offers" in offer:  # AggregateOffer with nested offers
+            return _offer_price(offer["offers"])
+        if amount is not None:
+            return parse_price(amount, offer.get("priceCurrency"))
+    return None, None
+
+
+def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
+    props = node.get("properties", node) if syntax == "rdfa-raw" else node
+    price, currency = _offer_price(props.get("offers"))
+    brand = props.get("brand") or props.get("manufacturer")
+    return {
+        "title": _text(props.get("name")),
+        "description": _text(props.get("description")),
+        "brand": _text(brand),
+        "sku": _text(props.get("sku") or props.get("mpn") or props.get("productID")),
+        "price": price,
+        "currency": currency,
+        "color": _text(props.get("color")),
+        "material": _text(props.get("material")),
+        "category_text": _text(props.get("category")),
+        "image_urls": _image_urls(props.get("image")),
+        "extracted_from": syntax,
+    }
+
+
+def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
+    og: dict[str, list[str]] = {}
+    for item in items:
+        for k, v in item.items():
+            if k.startswith("@"):
+                continue
+            og.setdefault(k, []).extend(v if isinstance(v, list) else [v])
+    otype = (og.get("og:type") or [""])[0].lower()
+    has_price = any(k in og for k in ("product:price:amount", "og:price:amount"))
+    if "product" not in otype and not has_price:
+        return None
+    amount = (og.get("product:price:amount") or og.get("og:price:amount") or [None])[0]
+    cur = (og.get("product:price:currency") or og.get("og:price:currency") or [None])[0]
+    price, currency = parse_price(amount, cur)
+    return {
+        "title": _text(og.get("og:title")),
+        "description": _text(og.get("og:description")),
+        "brand": _text(og.get("product:brand") or og.get("og:brand")),
+        "sku": _text(og.get("product:retailer_item_id") or og.get("product:sku")),
+        "price": price,
+        "currency": currency,
+        "color": _text(og.get("product:color")),
+        "material": _text(og.get("product:material")),
+        "category_text": _text(og.get("product:category")),
+        "image_urls": _image_urls(og.get("og:image", [])),
+        "extracted_from": "opengraph",
+    }
+
+
+def _absolute(urls: Iterable[str], base: str) -> list[str]:
+    from urllib.parse import urljoin
+
+    seen, out = set(), []
+    for u in urls:
+        a = urljoin(base, u.strip())
+        if a.startswith(("http://", "https://")) and a not in seen:
+            seen.add(a)
+            out.append(a)
+    return out
+
+
+def _from_rules(sel: Selector, rules: ProductRules) -> dict[str, Any] | None:
+    if not rules.title:
+        return None
+    def get(css: str | None) -> str | None:
+        return _text(sel.css(css).get()) if css else None
+    title = get(rules.title)
+    if not title:
+        return None
+    price, currency = parse_price(get(rules.price))
+    return {
+        "title": title,
+        "description": get(rules.description),
+        "brand": get(rules.brand),
+        "sku": get(rules.sku),
+        "price": price,
+        "currency": currency,
+        "color": None,
+        "material": None,
+        "category_text": None,
+        "image_urls": sel.css(rules.images).getall() if rules.images else [],
+        "extracted_from": "rules",
+    }
+
+
+def _merge(primary: dict[str, Any], extra: dict[str, Any]) -> dict[str, Any]:
+    out = dict(primary)
+    for k, v in extra.items():
+        if k == "image_urls":
+            out[k] = list(dict.fromkeys([*out.get(k, []), *v]))
+        elif out.get(k) in (None, "") and v not in (None, ""):
+            out[k] = v
+    return out
+
+
+def extract_products(html: str | bytes, url: str, rules: ProductRules | None = None) -> list[dict[str, Any]]:
+    """Extract schema.org products from a page.
+
+    Args:
+        html: the page (text, or bytes decoded as UTF-8 with replacement).
+        url: the page URL, used to resolve relative image URLs (``<base href>`` honoured).
+        rules: CSS fallback for pages with no structured data.
+
+    Returns:
+        One dict per distinct product (keys: title, description, brand, sku, price (float), currency, color,
+        material, category_text, image_urls (absolute), extracted_from). JSON-LD wins over microdata over RDFa over
+        OpenGraph; fields a higher source lacks are filled from the lower ones when the page has a single product.
+        An empty list when the page carries no product.
+    """
+    if isinstance(html, bytes):
+        html = html.decode("utf-8", errors="replace")
+    base = get_base_url(html, url)
+    try:
+        data = extruct.extract(html, base_url=base, syntaxes=SYNTAXES, uniform=True, errors="log")
+    except Exception as exc:  # a page extruct cannot parse at all: fall back to rules
+        log.warning("extruct failed on %s: %s", url, exc)
+        data = {}
+    found: list[dict[str, Any]] = []
+    for syntax in ("json-ld", "microdata", "rdfa"):
+        for node in _walk(data.get(syntax, [])):
+            if _types(node) & _PRODUCT_TYPES:
+                p = _from_schema_node(node, syntax)
+                if p["title"] or p["sku"]:
+                    found.append(p)
+    og = _from_opengraph(data.get("opengraph", []))
+    sel = Selector(text=html)
+    ruled = _from_rules(sel, rules) if rules else None
+
+    # Collapse the same product seen through several syntaxes (same sku, else same title).
+    merged: dict[str, dict[str, Any]] = {}
+    for p in found:
+        key = (p["sku"] or p["title"] or "").lower()
+        merged[key] = _merge(merged[key], p) if key in merged else p
+    # Size/colour variants published as separate Product nodes with the same title and images are one item.
+    variants: dict[tuple, dict[str, Any]] = {}
+    for p in merged.values():
+        variants.setdefault(((p["title"] or "").lower(), tuple(p["image_urls"])), p)
+    products = list(variants.values())
+    if not products:
+        products = [p for p in (og, ruled) if p][:1]
+    elif len(products) == 1:
+        for extra in (og, ruled):
+            if extra:
+                products[0] = _merge(products[0], extra)
+    for p in products:
+        p["image_urls"] = _absolute(p["image_urls"], base)
+    return products
+
+
+def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any] | None:
+    """Extract a "shop the look" block: ``{image_url, product_urls}`` or ``None`` when the page has none."""
+    if isinstance(html, bytes):
+        html = html.decode("utf-8", errors="replace")
+    base = get_base_url(html, url)
+    sel = Selector(text=html)
+    image = sel.css(rules.image).get()
+    products = sel.css(rules.products).getall()
+    if not image or not products:
+        return None
+    imgs = _absolute([image], base)
+    if not imgs:
+        return None
+    return {"image_url": imgs[0], "product_urls": _absolute(products, base)}
+
+
+def canonical(url: str) -> str:
+    """Canonical form of a URL (sorted query, no fragment) used for identity and de-duplication of requests."""
+    return canonicalize_url(url)
+
+
+def product_key(site: str, url: str, sku: str | None) -> str:
+    """The stable product id: sha1 of ``site`` and the sku, or the URL path when there is no sku.
+
+    The host and port are not part of it, so a replayed or re-served copy of a site keeps its product ids.
+    """
+    import hashlib
+    from urllib.parse import urlsplit
+
+    if sku:
+        basis = f"{site}\x00sku\x00{sku}"
+    else:
+        parts = urlsplit(canonical(url))
+        basis = f"{site}\x00path\x00{parts.path}?{parts.query}"
+    return hashlib.sha1(basis.encode()).hexdigest()
+
+
+def path_key(site: str, url: str) -> str:
+    """Stable id of a page by site and URL path (host and port ignored): sha1 hex."""
+    import hashlib
+    from urllib.parse import urlsplit
+
+    parts = urlsplit(canonical(url))
+    return hashlib.sha1(f"{site}\x00{parts.path}?{parts.query}".encode()).hexdigest()
+
+
+def dumps(obj: Any) -> str:
+    return json.dumps(obj, sort_keys=True, ensure_ascii=False)

@@ -1,0 +1,313 @@
+"""Image intake: fetch or read the bytes, keep the original content-addressed by sha256, decode safely, normalise.
+
+Normalisation (applied before anything looks at pixels: hash, detector, crops, embeddings):
+
+1. the pixel count is checked against ``max_pixels`` from the header, before decoding (decompression bombs);
+2. the whole file is decoded; a truncated file is rejected, never loaded half grey;
+3. EXIF orientation is applied (``ImageOps.exif_transpose``);
+4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
+5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
+6. alpha and palette transparency are composited on white;
+7. the first frame of an animated image is used, and the image is flagged ``animated``.
+
+Every reference ends ``accepted`` or ``rejected`` with one reason from :class:`Reject`; ``in = accepted + rejected``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import logging
+import warnings
+from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageCms, ImageOps
+
+from .config import ImageConfig
+from .store import ObjectStore, original_key
+
+log = logging.getLogger(__name__)
+
+PHASH_METHOD = "imagehash.phash(hash_size=8,highfreq=4)/normalised-rgb/v1"
+"""The one pHash method of this pipeline, stored with every hash so hashes of different releases compare."""
+
+
+class Reject:
+    """Named rejection reasons of the image intake."""
+
+    FETCH_ERROR = "fetch_error"  # the crawl's own reasons pass through: host_not_allowed, robots_disallowed...
+    NOT_DOWNLOADED = "not_downloaded"
+    TOO_LARGE = "too_large_bytes"
+    NOT_FOUND = "file_not_found"
+    EMPTY = "empty_file"
+    NOT_AN_IMAGE = "not_an_image"
+    TRUNCATED = "truncated"
+    DECOMPRESSION_BOMB = "decompression_bomb"
+    TOO_SMALL = "too_small"
+    DECODE_ERROR = "decode_error"
+
+
+@dataclass
+class Decoded:
+    """A decoded, normalised image: ``rgb`` is an RGB ``PIL.Image`` (8 bits per channel, sRGB)."""
+
+    rgb: Image.Image
+    format: str
+    n_frames: int
+    flags: list[str] = field(default_factory=list)
+
+
+class ImageRejected(Exception):
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+_SRGB = ImageCms.createProfile("sRGB")
+
+
+def decode(data: bytes, cfg: ImageConfig | None = None) -> Decoded:
+    """Decode and normalise image bytes (see the module docstring for the steps).
+
+    Raises:
+        ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
+            ``decode_error`` or ``too_small`` (a side below ``cfg.min_side_px`` pixels).
+    """
+    cfg = cfg or ImageConfig()
+    if not data:
+        raise ImageRejected(Reject.EMPTY)
+    try:
+        im = Image.open(io.BytesIO(data))
+    except Image.UnidentifiedImageError as exc:
+        raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
+    except Exception as exc:
+        raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
+    fmt = im.format or "UNKNOWN"
+    w, h = im.size
+    if w * h > cfg.max_pixels:
+        raise ImageRejected(Reject.DECOMPRESSION_BOMB, f"{w}x{h} > {cfg.max_pixels} pixels")
+    flags: list[str] = []
+    n_frames = int(getattr(im, "n_frames", 1) or 1)
+    if n_frames > 1:
+        flags.append("animated")  # policy: first frame, flagged
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            im.load()
+    except (Image.DecompressionBombError, Image.DecompressionBombWarning) as exc:
+        raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
+    except OSError as exc:
+        msg = str(exc)
+        reason = Reject.TRUNCATED if "truncated" in msg.lower() or "broken data" in msg.lower() else Reject.DECODE_ERROR
+        raise ImageRejected(reason, msg) from exc
+    except Exception as exc:  # SyntaxError, ValueError from broken plugins
+        raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
+    orientation = im.getexif().get(0x0112, 1) if hasattr(im, "getexif") else 1
+    if orientation not in (None, 1):
+        im = ImageOps.exif_transpose(im)
+        flags.append("exif_rotated")
+    rgb = _to_rgb(im, flags)
+    if min(rgb.size) < cfg.min_side_px:
+        raise ImageRejected(Reject.TOO_SMALL, f"{rgb.size[0]}x{rgb.size[1]} < {cfg.min_side_px} px side")
+    if _is_uniform(rgb):
+        flags.append("uniform")
+    return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, flags=flags)
+
+
+def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
+    icc = im.info.get("icc_profile")
+    if im.mode in ("I;16", "I;16B", "I;16L", "I", "I;16N"):
+        flags.append("16bit")
+        arr = np.asarray(im, dtype=np.uint32)
+        im = Image.fromarray((arr >> 8).astype(np.uint8) if arr.max() > 255 else arr.astype(np.uint8), "L")
+    elif im.mode == "RGBA" and im.info.get("bits") == 16:
+        flags.append("16bit")
+    if im.mode == "P":
+        im = im.convert("RGBA") if "transparency" in im.info else im.convert("RGB")
+    if im.mode == "CMYK":
+        flags.append("cmyk")
+        if icc:
+            try:
+                src = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+                im = ImageCms.profileToProfile(im, src, _SRGB, outputMode="RGB")
+                flags.append("icc_converted")
+            except (ImageCms.PyCMSError, OSError):
+                im = im.convert("RGB")
+        else:
+            im = im.convert("RGB")
+    elif icc and im.mode in ("RGB", "RGBA", "L", "LA"):
+        try:
+            src = ImageCms.ImageCmsProfile(io.BytesIO(icc))
+            if "srgb" not in (ImageCms.getProfileDescription(src) or "").lower():
+                mode = "RGBA" if im.mode in ("RGBA", "LA") else "RGB"
+                im = ImageCms.profileToProfile(im.convert(mode), src, _SRGB, outputMode=mode)
+                flags.append("icc_converted")
+        except (ImageCms.PyCMSError, OSError):
+            pass
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "RGB" and "transparency" in im.info):
+        flags.append("had_alpha")
+        rgba = im.convert("RGBA")
+        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
+        # Pixels with alpha 0 become pure white whatever colour they hid.
+        return Image.alpha_composite(white, rgba).convert("RGB")
+    if im.mode != "RGB":
+        if im.mode in ("L", "1"):
+            flags.append("grayscale")
+        im = im.convert("RGB")
+    return im
+
+
+def _is_uniform(rgb: Image.Image, max_std: float = 2.0) -> bool:
+    small = np.asarray(rgb.resize((32, 32), Image.Resampling.BILINEAR), dtype=np.float32)
+    return float(small.std()) <= max_std
+
+
+def phash_hex(rgb: Image.Image) -> str:
+    """64-bit pHash (``imagehash.phash``, 8x8 DCT of a 32x32 greyscale) as 16 hex digits."""
+    import imagehash
+
+    return str(imagehash.phash(rgb, hash_size=8, highfreq_factor=4))
+
+
+def encode_normalised(rgb: Image.Image) -> bytes:
+    """JPEG bytes (quality 92, no EXIF or other metadata) of a normalised image: what a release publishes."""
+    buf = io.BytesIO()
+    rgb.save(buf, format="JPEG", quality=92, optimize=False)
+    return buf.getvalue()
+
+
+def normalised_key(sha256: str) -> str:
+    return f"normalised/{sha256[:2]}/{sha256}.jpg"
+
+
+# ---------------------------------------------------------------------------------------------- fetching
+
+
+@dataclass
+class ImageRef:
+    """One image reference to take in: a URL (crawl) or a file path (image drop)."""
+
+    owner_type: str
+    owner_id: str
+    position: int
+    source: str
+    site: str
+    first_seen_at: datetime
+
+    @property
+    def ref_id(self) -> str:
+        return hashlib.sha1(f"{self.owner_type}\x00{self.owner_id}\x00{self.position}".encode()).hexdigest()
+
+
+class SourceReader:
+    """Reads the bytes of an image reference.
+
+    URLs are not fetched here: the crawl downloaded them (through robots.txt, the host allow-list and throttling)
+    and ``downloads`` (rows of the ``image_downloads`` table) says where each one's bytes are, or why there are
+    none. Other sources are local file paths (image drops).
+    """
+
+    def __init__(self, downloads: Iterable[dict] = (), max_bytes: int = 50_000_000):
+        self.downloads = {d["url"]: d for d in downloads}
+        self.max_bytes = max_bytes
+
+    def __call__(self, source: str) -> bytes:
+        if source.startswith(("http://", "https://")):
+            d = self.downloads.get(source)
+            if d is None:
+                raise ImageRejected(Reject.NOT_DOWNLOADED, source)
+            if not d["stored_path"]:
+                raise ImageRejected(d["reason"] or Reject.FETCH_ERROR, source)
+            source = d["stored_path"]
+        p = Path(source.removeprefix("file://"))
+        if not p.is_file():
+            raise ImageRejected(Reject.NOT_FOUND, source)
+        if p.stat().st_size > self.max_bytes:
+            raise ImageRejected(Reject.TOO_LARGE, f"{p.stat().st_size} bytes")
+        return p.read_bytes()
+
+
+@dataclass
+class IntakeResult:
+    """Rows of ``image_refs`` (one per reference) and ``images`` (one per distinct accepted sha256)."""
+
+    refs: list[dict]
+    images: list[dict]
+
+    @property
+    def counts(self) -> dict[str, int]:
+        out = {"in": len(self.refs), "accepted": 0, "rejected": 0}
+        for r in self.refs:
+            out[r["status"]] += 1
+            if r["reason"]:
+                out[f"rejected.{r['reason']}"] = out.get(f"rejected.{r['reason']}", 0) + 1
+        out["distinct_images"] = len(self.images)
+        return out
+
+
+def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectStore,
+            cfg: ImageConfig | None = None, progress: Callable[[int, int], None] | None = None) -> IntakeResult:
+    """Fetch, store, decode and hash every reference.
+
+    Original bytes go to ``originals/<sha[:2]>/<sha>`` and the normalised JPEG to ``normalised/...`` in ``store``
+    (skipped when already there: intake is idempotent). Returns one ``image_refs`` row per input reference, in
+    input order, so ``len(result.refs) == len(refs)``.
+    """
+    cfg = cfg or ImageConfig()
+    by_source: dict[str, list[ImageRef]] = {}
+    for ref in refs:
+        by_source.setdefault(ref.source, []).append(ref)
+
+    def one(source: str) -> tuple[str, str | None, str | None, dict | None]:
+        try:
+            data = fetch(source)
+        except ImageRejected as exc:
+            return source, exc.reason, None, None
+        sha = hashlib.sha256(data).hexdigest()
+        try:
+            dec = decode(data, cfg)
+        except ImageRejected as exc:
+            return source, exc.reason, sha, None
+        if not store.exists(original_key(sha)):
+            store.put_bytes(original_key(sha), data)
+        if not store.exists(normalised_key(sha)):
+            store.put_bytes(normalised_key(sha), encode_normalised(dec.rgb), "image/jpeg")
+        info = {
+            "image_sha256": sha, "store_key": original_key(sha), "format": dec.format,
+            "width": dec.rgb.size[0], "height": dec.rgb.size[1], "n_frames": dec.n_frames,
+            "flags": dec.flags, "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD,
+        }
+        return source, None, sha, info
+
+    results: dict[str, tuple] = {}
+    sources = list(by_source)
+    with ThreadPoolExecutor(max_workers=max(1, cfg.fetch_workers)) as pool:
+        for i, res in enumerate(pool.map(one, sources), 1):
+            results[res[0]] = res
+            if progress:
+                progress(i, len(sources))
+
+    ref_rows, images = [], {}
+    for ref in refs:
+        _, reason, sha, info = results[ref.source]
+        ref_rows.append({
+            "ref_id": ref.ref_id, "owner_type": ref.owner_type, "owner_id": ref.owner_id,
+            "position": ref.position, "source": ref.source, "site": ref.site,
+            "status": "rejected" if reason else "accepted", "reason": reason,
+            "image_sha256": sha, "first_seen_at": ref.first_seen_at,
+        })
+        if info:
+            prev = images.get(sha)
+            if prev is None or ref.first_seen_at < prev["first_seen_at"]:
+                images[sha] = {**info, "first_seen_at": ref.first_seen_at}
+    return IntakeResult(refs=ref_rows, images=sorted(images.values(), key=lambda r: r["image_sha256"]))
+
+
+def load_normalised(store: ObjectStore, sha256: str) -> Image.Image:
+    """The normalised RGB image of an accepted original."""
+    return Image.open(io.BytesIO(store.get_bytes(normalised_key(sha256)))).convert("RGB")

@@ -1,0 +1,129 @@
+"""Retrieval metrics of LookBench: Coarse / Fine Recall@K and graded nDCG@K. Formulas and sources: docs/METRICS.md.
+
+Inputs are per-row labels: a category (str) and attributes (``{name: value}``) for each query and gallery item.
+"not visible" and absent attributes are "not carried": they neither agree nor disagree.
+
+Ranking: gallery items in descending cosine similarity; ties broken by ascending gallery index (stable sort),
+so results are deterministic.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+NOT_VISIBLE = "not visible"
+
+
+def rank_topk(sim: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the top-``k`` gallery items per query: ``(q, min(k, g))`` int64, best first, ties by index."""
+    k = min(k, sim.shape[1])
+    # argpartition is O(g); the stable tie rule is applied among the candidates whose score >= the k-th score.
+    if k == sim.shape[1]:
+        return np.argsort(-sim, axis=1, kind="stable")
+    part = np.argpartition(-sim, k - 1, axis=1)[:, :k]
+    kth = np.take_along_axis(sim, part, axis=1).min(axis=1, keepdims=True)
+    out = np.empty((sim.shape[0], k), dtype=np.int64)
+    for i in range(sim.shape[0]):
+        cand = np.nonzero(sim[i] >= kth[i])[0]  # ascending index order
+        order = np.argsort(-sim[i, cand], kind="stable")
+        out[i] = cand[order][:k]
+    return out
+
+
+class LabelCodes:
+    """Categories and attributes encoded as integer codes for vectorised comparison."""
+
+    def __init__(self, q_cat: Sequence[str], q_attrs: Sequence[Mapping[str, str]],
+                 g_cat: Sequence[str], g_attrs: Sequence[Mapping[str, str]]):
+        cats = {c: i for i, c in enumerate(sorted(set(q_cat) | set(g_cat)))}
+        self.qc = np.array([cats[c] for c in q_cat], dtype=np.int32)
+        self.gc = np.array([cats[c] for c in g_cat], dtype=np.int32)
+        names = sorted({n for a in [*q_attrs, *g_attrs] for n in a})
+        self.qa = np.full((len(q_cat), len(names)), -1, dtype=np.int32)
+        self.ga = np.full((len(g_cat), len(names)), -1, dtype=np.int32)
+        vocab: dict[tuple[str, str], int] = {}
+        for arr, rows in ((self.qa, q_attrs), (self.ga, g_attrs)):
+            for i, a in enumerate(rows):
+                for j, n in enumerate(names):
+                    v = a.get(n)
+                    if v is not None and v != NOT_VISIBLE:
+                        arr[i, j] = vocab.setdefault((n, v), len(vocab))
+
+    def compare(self, qi: np.ndarray, gi: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """For queries ``qi`` against gallery items ``gi`` (all when None): ``(same_category, shared, agree)``,
+        arrays of shape (len(qi), n_gallery): bool, int16 (attributes both carry), int16 (of those, equal)."""
+        gc = self.gc if gi is None else self.gc[gi]
+        ga = self.ga if gi is None else self.ga[gi]
+        same = self.qc[qi][:, None] == gc[None, :] if gi is None else self.qc[qi][:, None] == gc
+        shared = np.zeros(same.shape, dtype=np.int16)
+        agree = np.zeros(same.shape, dtype=np.int16)
+        for j in range(self.qa.shape[1]):
+            q = self.qa[qi, j][:, None]
+            g = ga[None, :, j] if gi is None else ga[..., j]
+            both = (q >= 0) & (g >= 0)
+            shared += both
+            agree += both & (q == g)
+        return same, shared, agree
+
+
+def graded_gain(same: np.ndarray, shared: np.ndarray, agree: np.ndarray) -> np.ndarray:
+    """Gain of a gallery item for a query, in [0, 1]: 0 when the category differs, else
+    ``(1 + agreeing attributes) / (1 + attributes both carry)`` (docs/METRICS.md)."""
+    return np.where(same, (1.0 + agree) / (1.0 + shared), 0.0)
+
+
+def evaluate_rankings(sim: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndcg_k: int,
+                      q_items: Sequence[str] | None = None, g_items: Sequence[str] | None = None,
+                      chunk: int = 256) -> dict[str, np.ndarray]:
+    """Per-query metric values from a similarity matrix.
+
+    Args:
+        sim: ``(q, g)`` similarities (higher is closer).
+        codes: labels of the same queries and gallery items.
+        ks: the K of Recall@K.
+        ndcg_k: the K of nDCG@K.
+        q_items, g_items: item ids, for exact-item Recall@K (optional).
+    Returns:
+        ``{"coarse_recall@K": (q,) float64 in {0,1}, "fine_recall@K": ..., "item_recall@K": ..., "ndcg@K": (q,)}``
+    """
+    kmax = max([*ks, ndcg_k])
+    n_q = sim.shape[0]
+    out: dict[str, np.ndarray] = {}
+    coarse = np.zeros((n_q, kmax), dtype=bool)
+    fine = np.zeros((n_q, kmax), dtype=bool)
+    item = np.zeros((n_q, kmax), dtype=bool)
+    ndcg = np.zeros(n_q)
+    discounts = 1.0 / np.log2(np.arange(2, ndcg_k + 2))
+    for s in range(0, n_q, chunk):
+        qi = np.arange(s, min(n_q, s + chunk))
+        top = rank_topk(sim[qi], kmax)
+        kk = top.shape[1]
+        same, shared, agree = codes.compare(qi)
+        gain_all = graded_gain(same, shared, agree)
+        rows = np.arange(len(qi))[:, None]
+        coarse[qi, :kk] = same[rows, top]
+        fine[qi, :kk] = (same & (agree == shared))[rows, top]
+        if q_items is not None and g_items is not None:
+            gi = np.asarray(g_items, dtype=object)
+            item[qi, :kk] = gi[top] == np.asarray(q_items, dtype=object)[qi][:, None]
+        g_top = gain_all[rows, top[:, :ndcg_k]]
+        dcg = (g_top * discounts[: g_top.shape[1]]).sum(axis=1)
+        ideal = -np.sort(-gain_all, axis=1)[:, :ndcg_k]
+        idcg = (ideal * discounts[: ideal.shape[1]]).sum(axis=1)
+        ndcg[qi] = np.divide(dcg, idcg, out=np.zeros_like(dcg), where=idcg > 0)
+    for k in ks:
+        out[f"coarse_recall@{k}"] = coarse[:, :k].any(axis=1).astype(float)
+        out[f"fine_recall@{k}"] = fine[:, :k].any(axis=1).astype(float)
+        if q_items is not None and g_items is not None:
+            out[f"item_recall@{k}"] = item[:, :k].any(axis=1).astype(float)
+    out[f"ndcg@{ndcg_k}"] = ndcg
+    return out
+
+
+def weighted_overall(per_subset: Mapping[str, tuple[float, int]]) -> float:
+    """Query-count-weighted mean over subsets: ``sum(value_s * n_s) / sum(n_s)`` (how LookBench's "Overall"
+    column is computed). ``per_subset[s] = (value, n_queries)``."""
+    n = sum(c for _, c in per_subset.values())
+    return float(sum(v * c for v, c in per_subset.values()) / n) if n else float("nan")

@@ -1,0 +1,168 @@
+"""The stages of a release build as plain functions over tables: what each Dagster asset calls, and what a test or
+a notebook can call without Dagster. Each returns its tables and a ``counts`` dict that reconciles
+(``in = kept + rejected``)."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from . import __version__, crawl, dedup, drops, schemas
+from .annotate import CatalogTextAnnotator
+from .config import PipelineConfig
+from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
+from .release import ReleaseTables, Window, build, publish
+from .store import ObjectStore, open_store
+from .taxonomy import Taxonomy
+
+log = logging.getLogger(__name__)
+
+
+def store_of(cfg: PipelineConfig) -> ObjectStore:
+    return open_store(cfg.store_url, cfg.store.endpoint_url, cfg.store.region, cfg.store.checksum_mode)
+
+
+def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
+    return pa.concat_tables(tables) if tables else schemas.empty(schema)
+
+
+@dataclass
+class CrawlResult:
+    products: pa.Table
+    looks: pa.Table
+    crawl_log: pa.Table
+    downloads: pa.Table
+    counts: dict[str, Any]
+
+
+def stage_crawl(cfg: PipelineConfig, run_dir: Path) -> CrawlResult:
+    """Crawl every configured site (each in its own child process) and merge with the previous state."""
+    parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
+    counts: dict[str, Any] = {}
+    for path in cfg.sites:
+        site = crawl.SiteConfig.from_yaml(path)
+        out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent)
+        cat = crawl.merge_catalog(out, Path(cfg.data_dir) / "state")
+        for k in parts:
+            parts[k].append(getattr(cat, k))
+        counts[site.name] = cat.counts
+    return CrawlResult(
+        products=_concat(parts["products"], schemas.PRODUCTS), looks=_concat(parts["looks"], schemas.LOOKS),
+        crawl_log=_concat(parts["crawl_log"], schemas.CRAWL_LOG),
+        downloads=_concat(parts["downloads"], schemas.IMAGE_DOWNLOADS), counts=counts)
+
+
+def stage_drops(cfg: PipelineConfig, now: datetime) -> pa.Table:
+    """List the images of every configured image drop."""
+    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now) for d in cfg.drops], schemas.DROP_ITEMS)
+
+
+def image_refs_of(products: pa.Table, looks: pa.Table, drop_items: pa.Table) -> list[ImageRef]:
+    """Every image reference of the crawl and the drops, in a deterministic order."""
+    refs = []
+    for p in products.to_pylist():
+        for i, u in enumerate(p["image_urls"] or []):
+            refs.append(ImageRef("product", p["product_id"], i, u, p["site"], p["first_seen_at"]))
+    for lk in looks.to_pylist():
+        refs.append(ImageRef("look", lk["look_id"], 0, lk["image_url"], lk["site"], lk["first_seen_at"]))
+    for d in drop_items.to_pylist():
+        refs.append(ImageRef("drop", d["drop_image_id"], 0, d["path"], f"drop:{d['drop']}", d["first_seen_at"]))
+    return refs
+
+
+def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_items: pa.Table,
+                 downloads: pa.Table, store: ObjectStore) -> tuple[pa.Table, pa.Table, dict[str, int]]:
+    """Take in every image reference: returns ``(image_refs, images, counts)``."""
+    refs = image_refs_of(products, looks, drop_items)
+    reader = SourceReader(downloads.to_pylist(), cfg.images.max_bytes)
+    res = take_in(refs, reader, store, cfg.images)
+    counts = res.counts
+    assert counts["in"] == counts["accepted"] + counts["rejected"]
+    return (schemas.from_rows(res.refs, schemas.IMAGE_REFS), schemas.from_rows(res.images, schemas.IMAGES), counts)
+
+
+def stage_dedup(cfg: PipelineConfig, image_refs: pa.Table, images: pa.Table) -> tuple[pa.Table, dict[str, int]]:
+    """Cluster exact and near duplicates; returns ``(image_clusters, counts)``."""
+    rows = dedup.cluster(images.to_pylist(), cfg.dedup.hamming_threshold)
+    table = schemas.from_rows(rows, schemas.IMAGE_CLUSTERS)
+    counts = {
+        "accepted_refs": sum(1 for r in image_refs.to_pylist() if r["status"] == "accepted"),
+        "exact_duplicate_refs": dedup.exact_duplicate_refs(image_refs.to_pylist()),
+        "distinct_images": images.num_rows,
+        "clusters": len({r["cluster_id"] for r in rows}),
+        "near_duplicate_images": sum(1 for r in rows if not r["is_representative"]),
+        "uniform_images": sum(1 for r in images.to_pylist() if "uniform" in (r["flags"] or [])),
+        "hamming_threshold": cfg.dedup.hamming_threshold,
+    }
+    counts["representatives"] = counts["clusters"]
+    assert counts["distinct_images"] == counts["representatives"] + counts["near_duplicate_images"]
+    return table, counts
+
+
+def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table) -> tuple[pa.Table, dict]:
+    """Label every product and drop item with the catalogue-text annotator; returns ``(annotations, counts)``."""
+    tax = Taxonomy.load(cfg.taxonomy)
+    ann = CatalogTextAnnotator(tax)
+    rows = []
+    for p in products.to_pylist():
+        rows.append(ann.annotate(p["product_id"], p["title"], p["description"], p["category_text"], p["color"],
+                                 p["material"]).row())
+    items: dict[str, dict] = {}
+    for d in drop_items.to_pylist():
+        it = items.setdefault(d["item_id"], {"title": d["title"], "description": d["description"]})
+        it["title"] = it["title"] or d["title"]
+        it["description"] = it["description"] or d["description"]
+    for item_id, it in sorted(items.items()):
+        rows.append(ann.annotate(item_id, it["title"], it["description"]).row())
+    table = schemas.from_rows(rows, schemas.ANNOTATIONS)
+    counts: dict[str, Any] = {"items": len(rows), "labelled": 0, "rejected": 0}
+    for r in rows:
+        counts[r["status"]] += 1
+        if r["reason"]:
+            counts[f"rejected.{r['reason']}"] = counts.get(f"rejected.{r['reason']}", 0) + 1
+        if r["category"]:
+            counts[f"category.{r['category']}"] = counts.get(f"category.{r['category']}", 0) + 1
+    counts["annotator"] = ann.name
+    counts["taxonomy_version"] = tax.version
+    return table, counts
+
+
+def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
+                  store: ObjectStore) -> ReleaseTables:
+    """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`)."""
+    return build(version=version, window=window, taxonomy=Taxonomy.load(cfg.taxonomy), store=store, **tables)
+
+
+def code_version() -> str:
+    """The package version and, when run from a git checkout, the commit (``0.1.0+g1a2b3c4``)."""
+    try:
+        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
+                             capture_output=True, text=True, timeout=5).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        sha = ""
+    return f"{__version__}+g{sha}" if sha else __version__
+
+
+def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
+    tax = Taxonomy.load(cfg.taxonomy)
+    return {
+        "code_version": code_version(),
+        "annotators": sorted(set(annotators)),
+        "taxonomy_version": tax.version,
+        "dedup": {"method": PHASH_METHOD, "hamming_threshold": cfg.dedup.hamming_threshold},
+        "sites": [crawl.SiteConfig.from_yaml(p).name for p in cfg.sites],
+        "drops": [d.name for d in cfg.drops],
+        "models": [],
+    }
+
+
+def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],
+                  extra_provenance: dict[str, Any] | None = None) -> dict[str, Any]:
+    return publish(rel, store, {**provenance(cfg, annotators), **(extra_provenance or {})},
+                   now=datetime.now(timezone.utc))

@@ -1,0 +1,354 @@
+"""Building and publishing a LookBench release.
+
+Layout in the object store (as LookBench publishes it)::
+
+    releases/v{YYYYMMDD}/{subset}/query.parquet
+    releases/v{YYYYMMDD}/{subset}/gallery.parquet
+    releases/v{YYYYMMDD}/manifest.json      <- written last: a version exists once its manifest does
+    releases/latest                          <- the newest version's name, written after its manifest
+
+How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
+
+* ``real_studio_flat``: a crawled product's first accepted image (position 0, the catalogue packshot) goes to the
+  gallery, its next distinct image becomes the query (``single-item``, ``easy``); further images go to the gallery.
+* ``real_streetlook``: a "shop the look" image is one query per product it links (``multi-item``, ``hard``), with
+  the look id; the positives are the linked products' gallery images.
+* image drops: each file goes to the subset and role its drop config or CSV gives it.
+* every subset's gallery is the whole catalogue gallery (all gallery images of the window), so distractors are
+  the other items.
+
+A candidate sample is kept or rejected with a reason; ``candidates = query rows + gallery rows + rejected``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+from collections import Counter
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schemas
+from .annotate import format_main_attribute
+from .images import normalised_key
+from .store import ObjectStore, StoreError
+from .taxonomy import Taxonomy
+
+SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
+SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
+               "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
+               "noise": ("distractor", "n/a")}
+PARQUET_OPTS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": True}
+
+
+class ReleaseExistsError(RuntimeError):
+    """A release version is already published with different content; versions are immutable."""
+
+
+class ReleaseIntegrityError(RuntimeError):
+    """A file read back from the store does not have the sha256 or size that was written."""
+
+
+@dataclass
+class Window:
+    """The release's time window ``[start, end)`` of ``first_seen_at`` (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    def __contains__(self, ts: datetime) -> bool:
+        return self.start <= ts < self.end
+
+
+@dataclass
+class ReleaseTables:
+    """The release's tables before publishing: ``files[(subset, role)] = pa.Table`` of schema RELEASE."""
+
+    version: str
+    window: Window
+    files: dict[tuple[str, str], pa.Table]
+    rejected: list[dict] = field(default_factory=list)
+    counts: dict[str, Any] = field(default_factory=dict)
+
+
+def build(
+    *,
+    version: str,
+    window: Window,
+    products: pa.Table,
+    looks: pa.Table,
+    drop_items: pa.Table,
+    image_refs: pa.Table,
+    images: pa.Table,
+    clusters: pa.Table,
+    annotations: pa.Table,
+    taxonomy: Taxonomy,
+    store: ObjectStore,
+) -> ReleaseTables:
+    """Form query and gallery samples from the stage tables (see the module docstring for the rules).
+
+    Rows are sorted by (item_ID, sample_id), so the same inputs give byte-identical files.
+    """
+    img = {r["image_sha256"]: r for r in images.to_pylist()}
+    cl = {r["image_sha256"]: r for r in clusters.to_pylist()}
+    ann = {r["item_id"]: r for r in annotations.to_pylist()}
+    refs_by_owner: dict[tuple[str, str], list[dict]] = {}
+    for r in image_refs.to_pylist():
+        if r["status"] == "accepted":
+            refs_by_owner.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
+    for v in refs_by_owner.values():
+        v.sort(key=lambda r: r["position"])
+
+    rejected: list[dict] = []
+    candidates = 0
+
+    def reject(kind: str, ident: str, reason: str) -> None:
+        rejected.append({"candidate": kind, "id": ident, "reason": reason})
+
+    def labelled(item_id: str) -> dict | None:
+        a = ann.get(item_id)
+        return a if a and a["status"] == "labelled" else None
+
+    def sample(role: str, subset: str, item_id: str, sha: str, a: dict, *, site: str, source: str,
+               crawled_at: datetime | None, first_seen: datetime, look_id: str | None = None,
+               box: list[float] | None = None, task: str | None = None) -> dict:
+        attrs = {x["name"]: x["value"] for x in a["attributes"]}
+        main_s, other_s = format_main_attribute(taxonomy, a["category"], attrs)
+        t, difficulty = SUBSET_TASK[subset]
+        sid = hashlib.sha1(f"{role}\x00{subset}\x00{item_id}\x00{sha}\x00{look_id}".encode()).hexdigest()[:16]
+        return {
+            "image": {"bytes": None, "path": f"{sha}.jpg"}, "item_ID": item_id, "category": a["category"],
+            "main_attribute": main_s, "other_attributes": other_s, "task": task or t, "difficulty": difficulty,
+            "sample_id": sid, "subset": subset, "role": role, "attributes": a["attributes"],
+            "annotator": a["annotator"], "image_sha256": sha, "width": img[sha]["width"],
+            "height": img[sha]["height"], "look_id": look_id, "box": box, "site": site, "source_url": source,
+            "crawled_at": crawled_at, "first_seen_at": first_seen,
+        }
+
+    gallery: list[dict] = []
+    queries: list[dict] = []
+    product_rows = {r["product_id"]: r for r in products.to_pylist()}
+
+    # --- crawled products: packshot -> gallery, next distinct image -> studio-flat query
+    for pid, p in sorted(product_rows.items()):
+        refs = refs_by_owner.get(("product", pid), [])
+        candidates += len(refs)
+        if p["first_seen_at"] not in window:
+            for r in refs:
+                reject("product_image", r["ref_id"], "outside_window")
+            continue
+        a = labelled(pid)
+        if a is None:
+            for r in refs:
+                reject("product_image", r["ref_id"], "not_labelled")
+            continue
+        seen_clusters: set[str] = set()
+        for r in refs:
+            c = cl[r["image_sha256"]]["cluster_id"]
+            if c in seen_clusters:
+                reject("product_image", r["ref_id"], "duplicate_within_item")
+                continue
+            role = "query" if len(seen_clusters) == 1 else "gallery"  # 1st distinct image gallery, 2nd query
+            seen_clusters.add(c)
+            row = sample(role, "real_studio_flat", pid, r["image_sha256"], a, site=p["site"],
+                         source=r["source"], crawled_at=p["crawled_at"], first_seen=p["first_seen_at"])
+            (gallery if role == "gallery" else queries).append(row)
+
+    # --- looks: one query per linked, labelled product
+    for lk in sorted(looks.to_pylist(), key=lambda r: r["look_id"]):
+        refs = refs_by_owner.get(("look", lk["look_id"]), [])
+        n_links = len(lk["product_urls"])
+        candidates += n_links
+        if not refs:
+            for i in range(n_links):
+                reject("look_item", f"{lk['look_id']}#{i}", "look_image_not_accepted")
+            continue
+        if lk["first_seen_at"] not in window:
+            for i in range(n_links):
+                reject("look_item", f"{lk['look_id']}#{i}", "outside_window")
+            continue
+        sha = refs[0]["image_sha256"]
+        resolved = list(lk["product_ids"])
+        for i in range(n_links - len(resolved)):
+            reject("look_item", f"{lk['look_id']}#u{i}", "linked_product_not_crawled")
+        task = "multi-item" if n_links > 1 else "single-item"
+        for pid in resolved:
+            a = labelled(pid)
+            if a is None:
+                reject("look_item", f"{lk['look_id']}#{pid}", "not_labelled")
+                continue
+            queries.append(sample("query", "real_streetlook", pid, sha, a, site=lk["site"], source=refs[0]["source"],
+                                  crawled_at=lk["crawled_at"], first_seen=lk["first_seen_at"],
+                                  look_id=lk["look_id"], task=task))
+
+    # --- image drops
+    for d in sorted(drop_items.to_pylist(), key=lambda r: r["path"]):
+        candidates += 1
+        refs = refs_by_owner.get(("drop", d["drop_image_id"]), [])
+        if not refs:
+            reject("drop_image", d["drop_image_id"], "image_not_accepted")
+            continue
+        if d["first_seen_at"] not in window:
+            reject("drop_image", d["drop_image_id"], "outside_window")
+            continue
+        a = labelled(d["item_id"])
+        if a is None:
+            reject("drop_image", d["drop_image_id"], "not_labelled")
+            continue
+        if d["subset"] not in SUBSETS:
+            reject("drop_image", d["drop_image_id"], f"unknown_subset:{d['subset']}")
+            continue
+        row = sample(d["role"], d["subset"], d["item_id"], refs[0]["image_sha256"], a, site=f"drop:{d['drop']}",
+                     source=d["path"], crawled_at=None, first_seen=d["first_seen_at"])
+        (gallery if d["role"] == "gallery" else queries).append(row)
+
+    # --- the gallery holds each picture once; queries must not be a gallery picture and need a positive
+    gal_by_cluster: dict[str, dict] = {}
+    for g in sorted(gallery, key=lambda r: (r["first_seen_at"], r["item_ID"], r["sample_id"])):
+        c = cl[g["image_sha256"]]["cluster_id"]
+        if c in gal_by_cluster:
+            reject("gallery", g["sample_id"], "duplicate_in_gallery")
+            continue
+        gal_by_cluster[c] = g
+    gallery = list(gal_by_cluster.values())
+    gallery_items = {g["item_ID"] for g in gallery}
+    kept_queries: list[dict] = []
+    seen_q: set[tuple[str, str, str | None]] = set()
+    for q in sorted(queries, key=lambda r: (r["subset"], r["item_ID"], r["sample_id"])):
+        c = cl[q["image_sha256"]]["cluster_id"]
+        if c in gal_by_cluster:
+            reject("query", q["sample_id"], "duplicate_of_gallery_image")
+        elif (q["subset"], c, q["item_ID"]) in seen_q:
+            reject("query", q["sample_id"], "duplicate_query")
+        elif q["item_ID"] not in gallery_items:
+            reject("query", q["sample_id"], "no_positive_in_gallery")
+        else:
+            seen_q.add((q["subset"], c, q["item_ID"]))
+            kept_queries.append(q)
+
+    files: dict[tuple[str, str], pa.Table] = {}
+    gallery_sorted = sorted(gallery, key=lambda r: (r["item_ID"], r["sample_id"]))
+    for subset in SUBSETS:
+        qs = [q for q in kept_queries if q["subset"] == subset]
+        if not qs:
+            continue
+        files[(subset, "query")] = _with_bytes(qs, store)
+        files[(subset, "gallery")] = _with_bytes([{**g, "subset": subset} for g in gallery_sorted], store)
+    reasons = Counter(r["reason"] for r in rejected)
+    counts = {
+        "candidates": candidates,
+        "query_rows": len(kept_queries),
+        "gallery_rows_distinct": len(gallery),
+        "rejected": len(rejected),
+        "rejected_by_reason": dict(sorted(reasons.items())),
+        "per_file_rows": {f"{s}/{r}": t.num_rows for (s, r), t in sorted(files.items())},
+    }
+    return ReleaseTables(version=version, window=window, files=files, rejected=rejected, counts=counts)
+
+
+def _with_bytes(rows: list[dict], store: ObjectStore) -> pa.Table:
+    out = []
+    for r in sorted(rows, key=lambda r: (r["item_ID"], r["sample_id"])):
+        out.append({**r, "image": {"bytes": store.get_bytes(normalised_key(r["image_sha256"])),
+                                   "path": r["image"]["path"]}})
+    return schemas.from_rows(out, schemas.RELEASE)
+
+
+def parquet_bytes(table: pa.Table) -> bytes:
+    """Deterministic Parquet encoding of a release table (same table -> same bytes)."""
+    buf = io.BytesIO()
+    pq.write_table(table, buf, **PARQUET_OPTS)
+    return buf.getvalue()
+
+
+def release_prefix(version: str) -> str:
+    return f"releases/{version}"
+
+
+def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
+            now: datetime | None = None) -> dict[str, Any]:
+    """Write a release to the store and return its manifest.
+
+    Every data file is written, read back and checked by sha256 and size; then ``manifest.json`` (the version
+    exists from this moment); then ``releases/latest``. Data files of a version without a manifest are leftovers
+    of an interrupted run and are overwritten by a rerun.
+
+    Raises:
+        ReleaseExistsError: the version already has a manifest with different file checksums.
+        ReleaseIntegrityError: a file read back does not match.
+    """
+    prefix = release_prefix(rel.version)
+    encoded = {f"{s}/{r}.parquet": parquet_bytes(t) for (s, r), t in sorted(rel.files.items())}
+    files = {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v),
+                 "rows": rel.files[tuple(k.removesuffix(".parquet").split("/"))].num_rows}
+             for k, v in encoded.items()}
+    manifest_key = f"{prefix}/manifest.json"
+    if store.exists(manifest_key):
+        existing = json.loads(store.get_bytes(manifest_key))
+        if existing.get("files") == files:
+            return {**existing, "already_published": True}
+        raise ReleaseExistsError(
+            f"release {rel.version} is already published at {store.url}/{prefix} with different content; "
+            f"published versions are immutable. Build a new version (another date) instead.")
+    for k, data in encoded.items():
+        store.put_bytes(f"{prefix}/{k}", data, "application/vnd.apache.parquet")
+        back = store.get_bytes(f"{prefix}/{k}")
+        if len(back) != len(data) or hashlib.sha256(back).hexdigest() != files[k]["sha256"]:
+            raise ReleaseIntegrityError(f"{prefix}/{k}: read-back does not match what was written")
+    now = now or datetime.now(timezone.utc)
+    manifest = {
+        "name": "LookBench",
+        "version": rel.version,
+        "window": {"start": rel.window.start.isoformat(), "end": rel.window.end.isoformat()},
+        "built_at": now.isoformat(timespec="seconds"),
+        "files": files,
+        "counts": rel.counts,
+        **provenance,
+    }
+    store.put_bytes(manifest_key, json.dumps(manifest, indent=2, sort_keys=True).encode(), "application/json")
+    _update_latest(store, rel.version)
+    return manifest
+
+
+def _update_latest(store: ObjectStore, version: str) -> None:
+    try:
+        current = store.get_bytes("releases/latest").decode().strip()
+    except StoreError:
+        current = ""
+    if version >= current:
+        store.put_bytes("releases/latest", version.encode(), "text/plain")
+
+
+def list_releases(store: ObjectStore) -> list[str]:
+    """Published versions (those with a manifest), oldest first."""
+    out = set()
+    for key in store.list("releases/"):
+        parts = key.split("/")
+        if len(parts) == 3 and parts[2] == "manifest.json":
+            out.add(parts[1])
+    return sorted(out)
+
+
+def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
+    """The manifest of a published version. Raises StoreError when the version is not published."""
+    return json.loads(store.get_bytes(f"{release_prefix(version)}/manifest.json"))
+
+
+def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True) -> pa.Table:
+    """Read one release file, checking its sha256 against the manifest.
+
+    Raises:
+        ReleaseIntegrityError: the bytes do not match the manifest.
+    """
+    key = f"{subset}/{role}.parquet"
+    data = store.get_bytes(f"{release_prefix(version)}/{key}")
+    if verify:
+        expected = read_manifest(store, version)["files"][key]["sha256"]
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
+    return pq.read_table(io.BytesIO(data))

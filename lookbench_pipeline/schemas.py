@@ -1,0 +1,254 @@
+"""The data contracts: one explicit pyarrow schema per table, and the only place they are defined.
+
+Every stage reads and writes these tables through :func:`conform`, so a column that is missing, misnamed or of the
+wrong type is an error at the boundary, not a surprise three stages later.
+
+Timestamps are ``timestamp[us, tz=UTC]`` everywhere (microseconds since the Unix epoch, UTC).
+
+Tables (stage that writes it -> table):
+
+* crawl -> ``products``, ``looks``: what the shops publish, with ``crawled_at`` / ``first_seen_at`` / ``last_seen_at``.
+* images -> ``drop_items``: images that came from an image drop folder, with the item they show.
+* crawl -> ``image_downloads``: every image URL the crawl tried, with the stored file or the failure reason.
+* crawl -> ``crawl_log``: every page the spider handled, with its outcome (kept or rejected and why).
+* images -> ``image_refs``: every image reference (a URL on a product or look page, or a file in an image drop) and
+  its intake outcome; ``accepted`` rows carry the sha256 of the original bytes.
+* images -> ``images``: one row per distinct accepted image (sha256), with its decoded size and perceptual hash.
+* dedup -> ``image_clusters``: every accepted image mapped to its duplicate cluster and representative.
+* attributes -> ``annotations``: category and attributes per item, with the annotator that produced them.
+* release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
+* evaluate -> ``scores``: one row per (model, subset, metric).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import pyarrow as pa
+
+TS = pa.timestamp("us", tz="UTC")
+"""Timestamp type of every table: microseconds, UTC."""
+
+ATTRIBUTE = pa.struct([("name", pa.string()), ("value", pa.string())])
+"""One attribute label: ``{name, value}``; a list of these is how attributes are stored (a Parquet map is not read
+by every consumer, a list of structs is)."""
+
+IMAGE = pa.struct([("bytes", pa.binary()), ("path", pa.string())])
+"""The Hugging Face ``datasets.Image`` storage struct, so ``load_dataset("parquet")`` decodes the column as images."""
+
+BOX = pa.list_(pa.float32(), 4)
+"""A box in pixels on the EXIF-transposed image: ``[x1, y1, x2, y2]``."""
+
+PRODUCTS = pa.schema(
+    [
+        ("product_id", pa.string()),  # stable id: sha1 of site + sku (or URL path), independent of host/port
+        ("site", pa.string()),
+        ("url", pa.string()),
+        ("title", pa.string()),
+        ("description", pa.string()),
+        ("brand", pa.string()),
+        ("sku", pa.string()),
+        ("price", pa.float64()),
+        ("currency", pa.string()),  # ISO 4217 where known, else the symbol as printed
+        ("color", pa.string()),
+        ("material", pa.string()),
+        ("category_text", pa.string()),  # the shop's own category / breadcrumb text
+        ("image_urls", pa.list_(pa.string())),
+        ("extracted_from", pa.string()),  # json-ld | microdata | rdfa | opengraph | rules
+        ("crawled_at", TS),
+        ("first_seen_at", TS),
+        ("last_seen_at", TS),
+    ]
+)
+
+LOOKS = pa.schema(
+    [
+        ("look_id", pa.string()),
+        ("site", pa.string()),
+        ("url", pa.string()),
+        ("image_url", pa.string()),
+        ("product_urls", pa.list_(pa.string())),
+        ("product_ids", pa.list_(pa.string())),
+        ("crawled_at", TS),
+        ("first_seen_at", TS),
+        ("last_seen_at", TS),
+    ]
+)
+
+DROP_ITEMS = pa.schema(
+    [
+        ("drop_image_id", pa.string()),  # sha1 of drop name + relative path
+        ("item_id", pa.string()),
+        ("drop", pa.string()),
+        ("path", pa.string()),  # absolute path of the file
+        ("subset", pa.string()),
+        ("role", pa.string()),  # query | gallery
+        ("title", pa.string()),
+        ("description", pa.string()),
+        ("first_seen_at", TS),
+    ]
+)
+
+CRAWL_LOG = pa.schema(
+    [
+        ("site", pa.string()),
+        ("url", pa.string()),
+        ("status", pa.int32()),  # HTTP status, 0 when no response
+        ("outcome", pa.string()),  # product | look | listing | rejected
+        ("reason", pa.string()),  # why rejected (no_structured_data, http_404, robots_disallowed...)
+        ("crawled_at", TS),
+    ]
+)
+
+IMAGE_DOWNLOADS = pa.schema(
+    [
+        ("site", pa.string()),
+        ("url", pa.string()),
+        ("stored_path", pa.string()),  # absolute path of the downloaded bytes; null when the download failed
+        ("reason", pa.string()),  # why it failed (host_not_allowed, robots_disallowed, http_error, fetch_error...)
+    ]
+)
+
+IMAGE_REFS = pa.schema(
+    [
+        ("ref_id", pa.string()),  # sha1 of owner_type/owner_id/position
+        ("owner_type", pa.string()),  # product | look | drop
+        ("owner_id", pa.string()),  # product_id, look_id, or drop item id
+        ("position", pa.int32()),  # order of the image on its page (0 = main image)
+        ("source", pa.string()),  # URL or file path the bytes came from
+        ("site", pa.string()),
+        ("status", pa.string()),  # accepted | rejected
+        ("reason", pa.string()),  # rejection reason (see lookbench_pipeline.images.Reject), null when accepted
+        ("image_sha256", pa.string()),  # of the original bytes; null when nothing was fetched
+        ("first_seen_at", TS),
+    ]
+)
+
+IMAGES = pa.schema(
+    [
+        ("image_sha256", pa.string()),
+        ("store_key", pa.string()),  # object-store key of the original bytes
+        ("format", pa.string()),  # JPEG | PNG | WEBP | GIF ... as Pillow detects it (never the file extension)
+        ("width", pa.int32()),  # pixels, after EXIF orientation
+        ("height", pa.int32()),
+        ("n_frames", pa.int32()),
+        ("flags", pa.list_(pa.string())),  # animated | uniform | exif_rotated | had_alpha | cmyk | 16bit ...
+        ("phash", pa.string()),  # 64-bit pHash as 16 hex digits, method in phash_method
+        ("phash_method", pa.string()),
+        ("first_seen_at", TS),
+    ]
+)
+
+IMAGE_CLUSTERS = pa.schema(
+    [
+        ("image_sha256", pa.string()),
+        ("cluster_id", pa.string()),  # the representative's sha256
+        ("is_representative", pa.bool_()),
+        ("duplicate_kind", pa.string()),  # unique | exact | near
+        ("hamming_to_representative", pa.int32()),
+    ]
+)
+
+ANNOTATIONS = pa.schema(
+    [
+        ("item_id", pa.string()),  # product_id or drop item id
+        ("status", pa.string()),  # labelled | rejected
+        ("reason", pa.string()),
+        ("category", pa.string()),
+        ("attributes", pa.list_(ATTRIBUTE)),
+        ("annotator", pa.string()),  # name/version of what produced the labels
+        ("taxonomy_version", pa.string()),
+    ]
+)
+
+RELEASE = pa.schema(
+    [
+        # The columns the public LookBench loader reads.
+        ("image", IMAGE),
+        ("item_ID", pa.string()),
+        ("category", pa.string()),
+        ("main_attribute", pa.string()),  # "name: value" of the category's main attribute
+        ("other_attributes", pa.string()),  # "name: value; name: value" for the rest
+        ("task", pa.string()),  # single-item | multi-item
+        ("difficulty", pa.string()),  # easy | medium | hard
+        # Ours.
+        ("sample_id", pa.string()),
+        ("subset", pa.string()),
+        ("role", pa.string()),  # query | gallery
+        ("attributes", pa.list_(ATTRIBUTE)),
+        ("annotator", pa.string()),
+        ("image_sha256", pa.string()),
+        ("width", pa.int32()),
+        ("height", pa.int32()),
+        ("look_id", pa.string()),
+        ("box", BOX),
+        ("site", pa.string()),
+        ("source_url", pa.string()),
+        ("crawled_at", TS),
+        ("first_seen_at", TS),
+    ]
+)
+
+SCORES = pa.schema(
+    [
+        ("release", pa.string()),
+        ("model", pa.string()),
+        ("subset", pa.string()),  # a subset name or "overall"
+        ("metric", pa.string()),  # coarse_recall@1, fine_recall@5, ndcg@5 ...
+        ("value", pa.float64()),  # in [0, 1]
+        ("n_queries", pa.int64()),
+        ("cutoff", pa.string()),  # ISO date, or null for no cutoff
+    ]
+)
+
+TABLES: dict[str, pa.Schema] = {
+    "products": PRODUCTS,
+    "looks": LOOKS,
+    "crawl_log": CRAWL_LOG,
+    "drop_items": DROP_ITEMS,
+    "image_downloads": IMAGE_DOWNLOADS,
+    "image_refs": IMAGE_REFS,
+    "images": IMAGES,
+    "image_clusters": IMAGE_CLUSTERS,
+    "annotations": ANNOTATIONS,
+    "release": RELEASE,
+    "scores": SCORES,
+}
+
+
+class SchemaError(ValueError):
+    """A table does not match its contract (missing column, or a value that cannot be cast)."""
+
+
+def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """Return ``table`` with exactly the columns of ``schema``, in order and cast to its types.
+
+    Raises:
+        SchemaError: a column of the schema is missing, or a value cannot be cast losslessly.
+    """
+    missing = [f.name for f in schema if f.name not in table.column_names]
+    if missing:
+        raise SchemaError(f"missing columns {missing}; table has {table.column_names}")
+    try:
+        return table.select(schema.names).cast(schema)
+    except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as exc:
+        raise SchemaError(f"cannot cast to schema: {exc}") from exc
+
+
+def from_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
+    """Build a table of ``schema`` from dict rows; absent keys become null.
+
+    Raises:
+        SchemaError: a value does not fit its column's type.
+    """
+    rows = list(rows)
+    try:
+        return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
+    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+        raise SchemaError(f"rows do not fit the schema: {exc}") from exc
+
+
+def empty(schema: pa.Schema) -> pa.Table:
+    """An empty table of ``schema``."""
+    return schema.empty_table()

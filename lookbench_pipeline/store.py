@@ -1,0 +1,179 @@
+"""The object store: a local folder by default, S3 (or any S3-compatible server) through boto3 when configured.
+
+Keys are ``/``-separated relative paths (``originals/ab/abcdef….jpg``, ``releases/v20260701/manifest.json``).
+Both stores write atomically: a reader never sees half an object (local: write to a temp file, then ``os.replace``;
+S3: a PUT is atomic per object).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Protocol
+
+
+class StoreError(RuntimeError):
+    """An object-store operation failed (the message names the key and the store)."""
+
+
+class ObjectStore(Protocol):
+    url: str
+
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None: ...
+    def get_bytes(self, key: str) -> bytes: ...
+    def exists(self, key: str) -> bool: ...
+    def list(self, prefix: str = "") -> Iterator[str]: ...
+    def delete(self, key: str) -> None: ...
+
+
+def _check_key(key: str) -> str:
+    if not key or key.startswith("/") or ".." in key.split("/"):
+        raise StoreError(f"invalid object key {key!r}")
+    return key
+
+
+class LocalStore:
+    """A folder on disk used as an object store."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+        self.root.mkdir(parents=True, exist_ok=True)
+        self.url = str(self.root)
+
+    def path(self, key: str) -> Path:
+        return self.root / _check_key(key)
+
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        dest = self.path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                fh.flush()
+                os.fsync(fh.fileno())
+            os.replace(tmp, dest)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self.path(key).read_bytes()
+        except FileNotFoundError as exc:
+            raise StoreError(f"no object {key!r} in {self.url}") from exc
+
+    def exists(self, key: str) -> bool:
+        return self.path(key).is_file()
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        base = self.root
+        for p in sorted(base.rglob("*")):
+            if p.is_file() and not p.name.startswith(".tmp-"):
+                key = p.relative_to(base).as_posix()
+                if key.startswith(prefix):
+                    yield key
+
+    def delete(self, key: str) -> None:
+        self.path(key).unlink(missing_ok=True)
+
+
+class S3Store:
+    """An S3 bucket (optionally under a prefix) through boto3.
+
+    ``checksum_mode="when_required"`` turns off the CRC trailers that boto3 >= 1.36 adds by default, which several
+    S3-compatible servers reject or store wrongly. Integrity is checked by our own sha256 after upload, never by ETag.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        endpoint_url: str | None = None,
+        region: str = "us-east-1",
+        checksum_mode: str = "when_required",
+    ):
+        import boto3
+        from botocore.config import Config
+
+        if not url.startswith("s3://"):
+            raise StoreError(f"not an s3:// URL: {url!r}")
+        bucket, _, prefix = url[5:].partition("/")
+        self.bucket, self.prefix, self.url = bucket, prefix.strip("/"), url
+        cfg = Config(
+            request_checksum_calculation=checksum_mode,
+            response_checksum_validation=checksum_mode,
+            retries={"max_attempts": 8, "mode": "standard"},
+            s3={"addressing_style": "path"},
+        )
+        self.client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=cfg)
+
+    def _key(self, key: str) -> str:
+        _check_key(key)
+        return f"{self.prefix}/{key}" if self.prefix else key
+
+    def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        import io
+
+        from boto3.s3.transfer import TransferConfig
+
+        extra = {"ContentType": content_type} if content_type else {}
+        try:
+            # upload_fileobj switches to multipart above the threshold (8 MiB).
+            self.client.upload_fileobj(
+                io.BytesIO(data), self.bucket, self._key(key), ExtraArgs=extra or None,
+                Config=TransferConfig(multipart_threshold=8 * 1024 * 1024),
+            )
+        except Exception as exc:  # botocore.exceptions.ClientError, EndpointConnectionError...
+            raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
+
+    def get_bytes(self, key: str) -> bytes:
+        try:
+            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except self.client.exceptions.NoSuchKey as exc:
+            raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except Exception as exc:
+            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+
+    def exists(self, key: str) -> bool:
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return True
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                return False
+            raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
+        paginator = self.client.get_paginator("list_objects_v2")
+        strip = len(self.prefix) + 1 if self.prefix else 0
+        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+            for obj in page.get("Contents", []):
+                yield obj["Key"][strip:]
+
+    def delete(self, key: str) -> None:
+        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+
+
+def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east-1",
+               checksum_mode: str = "when_required") -> ObjectStore:
+    """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store`, anything else a :class:`LocalStore` folder."""
+    if url.startswith("s3://"):
+        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode)
+    if "://" in url and not url.startswith("file://"):
+        raise StoreError(f"unsupported store URL {url!r} (use a folder or s3://bucket/prefix)")
+    return LocalStore(url.removeprefix("file://"))
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def original_key(sha256: str) -> str:
+    """Content-addressed key of an original image: ``originals/<2 hex>/<sha256>``."""
+    return f"originals/{sha256[:2]}/{sha256}"
