@@ -36,7 +36,8 @@ def _run_job(config_path: str | None, partition: str | None) -> dict:
     job = defs.resolve_job_def("release_job")
     key = partition or release_partitions.get_last_partition_key()
     instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False)
+    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False,
+                                    run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}})
     if not result.success:
         for ev in result.all_events:
             if ev.is_step_failure:

@@ -70,6 +70,16 @@ class SiteConfig(BaseModel):
     demo_looks: int = 12
     demo_seed: int = 7
     pages_dir: Path | None = None
+    # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
+    # URLs and releases do not depend on the port of one run.
+    public_origin: str | None = None
+
+    @property
+    def recorded_origin(self) -> str | None:
+        if self.public_origin:
+            return self.public_origin.rstrip("/")
+        return {"demo": f"https://{self.name}.demo.lookbench.invalid",
+                "replay": f"https://{self.name}.replay.lookbench.invalid"}.get(self.kind)
 
     @classmethod
     def from_yaml(cls, path: str | Path) -> "SiteConfig":
@@ -117,6 +127,7 @@ class ImageConfig(BaseModel):
 
 class DedupConfig(BaseModel):
     hamming_threshold: int = 6  # pHash bits; <= this is a near duplicate
+    max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
 
 
 class EvaluateConfig(BaseModel):

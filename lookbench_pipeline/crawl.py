@@ -96,7 +96,20 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str) -> Crawl
             base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
         feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent)
     items = [json.loads(line) for line in feed.read_text(encoding="utf-8").splitlines() if line.strip()]
+    if base_url and site.recorded_origin:
+        items = [_rebase(it, base_url, site.recorded_origin) for it in items]
     return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+
+
+def _rebase(obj, base: str, origin: str):
+    """Replace the local serving origin by the site's recorded origin in every URL of an item."""
+    if isinstance(obj, str):
+        return origin + obj[len(base):] if obj.startswith(base) else obj
+    if isinstance(obj, list):
+        return [_rebase(x, base, origin) for x in obj]
+    if isinstance(obj, dict):
+        return {k: (v if k == "path" else _rebase(v, base, origin)) for k, v in obj.items()}
+    return obj
 
 
 def _ts(s: str | None) -> datetime | None:
@@ -112,6 +125,17 @@ def _previous(path: Path, key: str) -> dict[str, dict]:
     return {r[key]: r for r in pq.read_table(path).to_pylist()}
 
 
+_VOLATILE = {"crawled_at", "first_seen_at", "last_seen_at"}
+
+
+def _unchanged_since(prev: dict, row: dict, crawled: datetime) -> datetime:
+    """``crawled_at`` is when the crawl fetched the content this row holds: kept from the previous crawl while the
+    extracted content is unchanged (so an unchanged shop rebuilds a byte-identical release), else now."""
+    if prev and prev.get("crawled_at") and all(prev.get(k) == v for k, v in row.items() if k not in _VOLATILE):
+        return prev["crawled_at"]
+    return crawled
+
+
 @dataclass
 class Catalog:
     products: pa.Table
@@ -125,7 +149,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
 
     ``first_seen_at`` is the earliest crawl that saw the item (kept from the state); ``last_seen_at`` is this
-    crawl. An item seen on several pages in one crawl is one row (the first page wins, later pages add images).
+    crawl; ``crawled_at`` is the crawl that fetched the current content (kept while the content is unchanged). An item seen on several pages in one crawl is one row (the first page wins, later pages add images).
     The state keeps items not seen in this crawl, so an item that comes back keeps its first time.
     """
     sdir = state_dir / out.site
@@ -142,19 +166,23 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         if pid in products:
             products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
             continue
-        first = prev_p.get(pid, {}).get("first_seen_at") or crawled
-        products[pid] = {**{k: it.get(k) for k in schemas.PRODUCTS.names if k in it}, "product_id": pid,
-                         "image_urls": it.get("image_urls") or [], "crawled_at": crawled,
+        prev = prev_p.get(pid, {})
+        first = prev.get("first_seen_at") or crawled
+        row = {**{k: it.get(k) for k in schemas.PRODUCTS.names if k in it}, "product_id": pid,
+               "image_urls": it.get("image_urls") or []}
+        products[pid] = {**row, "crawled_at": _unchanged_since(prev, row, crawled),
                          "first_seen_at": min(first, crawled), "last_seen_at": crawled}
     looks: dict[str, dict] = {}
     for it in out.of_kind("look"):
         lid = path_key(out.site, it["url"])
         crawled = _ts(it["crawled_at"])
         pids = [url_to_pid.get(path_key(out.site, u)) for u in it.get("product_urls") or []]
-        first = prev_l.get(lid, {}).get("first_seen_at") or crawled
-        looks[lid] = {"look_id": lid, "site": out.site, "url": it["url"], "image_url": it["image_url"],
-                      "product_urls": it.get("product_urls") or [], "product_ids": [p for p in pids if p],
-                      "crawled_at": crawled, "first_seen_at": min(first, crawled), "last_seen_at": crawled}
+        prev = prev_l.get(lid, {})
+        first = prev.get("first_seen_at") or crawled
+        row = {"look_id": lid, "site": out.site, "url": it["url"], "image_url": it["image_url"],
+               "product_urls": it.get("product_urls") or [], "product_ids": [p for p in pids if p]}
+        looks[lid] = {**row, "crawled_at": _unchanged_since(prev, row, crawled),
+                      "first_seen_at": min(first, crawled), "last_seen_at": crawled}
     pages = [{**{k: it.get(k) for k in schemas.CRAWL_LOG.names}, "crawled_at": _ts(it["crawled_at"]),
               "status": int(it.get("status") or 0)} for it in out.of_kind("page")]
 

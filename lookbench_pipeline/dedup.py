@@ -3,7 +3,10 @@
 Clusters are the connected components of the near-duplicate graph (union-find). The representative of a cluster
 is deterministic: the earliest ``first_seen_at``, then the largest image (width x height, pixels), then the
 smallest sha256. Images flagged ``uniform`` (blank, single-colour) are never merged as near duplicates of each
-other: all blank images share a pHash and are not the same picture.
+other: all blank images share a pHash and are not the same picture. pHash sees luminance only, so a near pair is
+confirmed only when the images' 8 x 8 colour signatures also agree: the 90th percentile of the per-channel
+absolute differences must be <= ``max_color_diff`` levels of 255 (a re-encoded or resized copy stays well under
+it, a colour variant of one packshot, which differs only where the garment is, does not).
 """
 
 from __future__ import annotations
@@ -67,7 +70,16 @@ class UnionFind:
             self.parent[max(ra, rb)] = min(ra, rb)
 
 
-def cluster(images: list[dict], threshold: int) -> list[dict]:
+def color_diff(a: str | None, b: str | None) -> float:
+    """90th percentile of the absolute differences (0..255) of two colour signatures; 0 when either is missing."""
+    if not a or not b:
+        return 0.0
+    x = np.frombuffer(bytes.fromhex(a), dtype=np.uint8).astype(np.int16)
+    y = np.frombuffer(bytes.fromhex(b), dtype=np.uint8).astype(np.int16)
+    return float(np.percentile(np.abs(x - y), 90))
+
+
+def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0) -> list[dict]:
     """Cluster accepted images (rows of the ``images`` table) into duplicate groups.
 
     Returns one ``image_clusters`` row per input image: ``cluster_id`` (the representative's sha256),
@@ -81,8 +93,11 @@ def cluster(images: list[dict], threshold: int) -> list[dict]:
     uniform = np.array(["uniform" in (im.get("flags") or []) for im in images])
     uf = UnionFind(n)
     for i, j, _ in near_pairs(hashes, threshold):
-        if not (uniform[i] or uniform[j]):
-            uf.union(int(i), int(j))
+        if uniform[i] or uniform[j]:
+            continue
+        if color_diff(images[i].get("color_signature"), images[j].get("color_signature")) > max_color_diff:
+            continue
+        uf.union(int(i), int(j))
     groups: dict[int, list[int]] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), []).append(i)

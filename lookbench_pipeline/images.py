@@ -174,6 +174,13 @@ def phash_hex(rgb: Image.Image) -> str:
     return str(imagehash.phash(rgb, hash_size=8, highfreq_factor=4))
 
 
+def color_signature(rgb: Image.Image) -> str:
+    """An 8 x 8 RGB thumbnail (box-filtered) as 384 hex digits. pHash works on a 32 x 32 luminance image, so
+    colour variants (and fine patterns) of the same packshot share a pHash; dedup confirms a near duplicate with
+    this signature."""
+    return rgb.resize((8, 8), Image.Resampling.BOX).tobytes().hex()
+
+
 def encode_normalised(rgb: Image.Image) -> bytes:
     """JPEG bytes (quality 92, no EXIF or other metadata) of a normalised image: what a release publishes."""
     buf = io.BytesIO()
@@ -281,6 +288,7 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             "image_sha256": sha, "store_key": original_key(sha), "format": dec.format,
             "width": dec.rgb.size[0], "height": dec.rgb.size[1], "n_frames": dec.n_frames,
             "flags": dec.flags, "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD,
+            "color_signature": color_signature(dec.rgb),
         }
         return source, None, sha, info
 

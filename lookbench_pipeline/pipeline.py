@@ -89,7 +89,7 @@ def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_
 
 def stage_dedup(cfg: PipelineConfig, image_refs: pa.Table, images: pa.Table) -> tuple[pa.Table, dict[str, int]]:
     """Cluster exact and near duplicates; returns ``(image_clusters, counts)``."""
-    rows = dedup.cluster(images.to_pylist(), cfg.dedup.hamming_threshold)
+    rows = dedup.cluster(images.to_pylist(), cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
     table = schemas.from_rows(rows, schemas.IMAGE_CLUSTERS)
     counts = {
         "accepted_refs": sum(1 for r in image_refs.to_pylist() if r["status"] == "accepted"),

@@ -136,6 +136,7 @@ IMAGES = pa.schema(
         ("flags", pa.list_(pa.string())),  # animated | uniform | exif_rotated | had_alpha | cmyk | 16bit ...
         ("phash", pa.string()),  # 64-bit pHash as 16 hex digits, method in phash_method
         ("phash_method", pa.string()),
+        ("color_signature", pa.string()),  # 8x8 RGB thumbnail, 384 hex digits: pHash is colour-blind
         ("first_seen_at", TS),
     ]
 )
