@@ -20,6 +20,7 @@ import random
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 from PIL import Image, ImageDraw, ImageFilter
 
 COLORS: dict[str, tuple[int, int, int]] = {
@@ -208,7 +209,8 @@ def alt_shot(p: DemoProduct) -> Image.Image:
     """Position-1 photo: rotated, scaled and shifted garment on a tinted, noisy background, 320x400 pixels."""
     rng = random.Random(p.shape_seed ^ 0xA17)
     tint = tuple(rng.randint(200, 240) for _ in range(3))
-    bg = Image.effect_noise((320, 400), 18).convert("RGB")
+    noise = np.random.default_rng(p.shape_seed).normal(128, 18, (400, 320)).clip(0, 255).astype(np.uint8)
+    bg = Image.fromarray(noise, "L").convert("RGB")  # seeded: the same seed draws the same bytes
     bg = Image.blend(Image.new("RGB", (320, 400), tint), bg, 0.15)
     g = draw_garment(p, rng.randint(210, 250)).rotate(rng.uniform(-10, 10), expand=True, resample=Image.BICUBIC)
     bg.paste(g, (rng.randint(0, max(0, 320 - g.width)), rng.randint(40, max(41, 400 - g.height))), g)

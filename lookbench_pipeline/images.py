@@ -164,7 +164,7 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
 
 def _is_uniform(rgb: Image.Image, max_std: float = 2.0) -> bool:
     small = np.asarray(rgb.resize((32, 32), Image.Resampling.BILINEAR), dtype=np.float32)
-    return float(small.std()) <= max_std
+    return float(small.reshape(-1, 3).std(axis=0).max()) <= max_std  # per channel: a flat red is uniform
 
 
 def phash_hex(rgb: Image.Image) -> str:

@@ -79,7 +79,7 @@ def static_resolver(root: Path, extra: dict[str, str] | None = None) -> Callable
 
     def resolve(path: str, base: str) -> tuple[bytes | None, str]:
         if path in extra:
-            ctype = mimetypes.guess_type(path)[0] or "text/plain"
+            ctype = mimetypes.guess_type(path)[0] or ("text/html" if path.endswith("/") else "text/plain")
             return extra[path].replace("{{BASE}}", base).encode("utf-8"), ctype + "; charset=utf-8"
         rel = path.lstrip("/") or "index.html"
         if rel.endswith("/"):

@@ -64,7 +64,8 @@ class ShopSpider(scrapy.Spider):
             if sm.type == "sitemapindex":
                 yield scrapy.Request(loc, callback=self.parse_sitemap, errback=self.on_error)
             else:
-                yield scrapy.Request(loc, callback=self.parse_page, errback=self.on_error)
+                yield scrapy.Request(loc, callback=self.parse_page, errback=self.on_error,
+                                     meta={"from_sitemap": True})
 
     def parse_page(self, response):
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
@@ -82,9 +83,11 @@ class ShopSpider(scrapy.Spider):
             outcome = "product" if products else "look"
             yield self._page(response.url, response.status, outcome)
         else:
+            # A page the sitemap lists is meant to be a product or look page: finding nothing there is a rejection.
             links = response.css("a::attr(href)").getall()
-            yield self._page(response.url, response.status, "listing" if links else "rejected",
-                             None if links else "no_structured_data")
+            listing = bool(links) and not response.meta.get("from_sitemap")
+            yield self._page(response.url, response.status, "listing" if listing else "rejected",
+                             None if listing else "no_structured_data")
         if self.site.follow_links:
             for href in response.css("a::attr(href)").getall():
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):

@@ -1,0 +1,72 @@
+"""Shared fixtures. Real inputs are read from ../shared/realdata (never copied into the repository)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+REALDATA = ROOT.parent / "shared" / "realdata"
+
+
+def pytest_collection_modifyitems(config, items):
+    for item in items:
+        if "realdata" in item.fixturenames and not REALDATA.is_dir():
+            item.add_marker(pytest.mark.skip(reason=f"{REALDATA} not present"))
+
+
+@pytest.fixture(scope="session")
+def realdata() -> Path:
+    return REALDATA
+
+
+@pytest.fixture
+def demo_config(tmp_path: Path) -> Path:
+    """A pipeline config for the demo shop (small) with data and store under tmp_path."""
+    site = yaml.safe_load((ROOT / "lookbench_pipeline/data/sites/demo.yaml").read_text())
+    site.update(demo_products=20, demo_looks=5)
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    cfg = {"data_dir": "data", "store": {"url": "store"}, "sites": ["demo.yaml"]}
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    return tmp_path / "pipeline.yaml"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def s3_server():
+    """A real S3-compatible server (moto's server mode) on 127.0.0.1; yields its endpoint URL."""
+    port = _free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "moto.server", "-H", "127.0.0.1", "-p", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5):
+                break
+        except OSError:
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        raise RuntimeError("moto server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture
+def s3_env(monkeypatch):
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")

@@ -1,0 +1,57 @@
+"""Near-duplicate search and clustering."""
+
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+
+from lookbench_pipeline.dedup import cluster, near_pairs, popcount64
+
+
+def test_near_pairs_equal_brute_force():
+    rng = np.random.default_rng(0)
+    base = rng.integers(0, 2**63, size=300, dtype=np.uint64)
+    # plant near duplicates by flipping a few bits
+    flips = np.array([np.uint64(1) << np.uint64(b) for b in rng.integers(0, 64, size=150)], dtype=np.uint64)
+    h = np.concatenate([base, base[:150] ^ flips])
+    got = {(int(i), int(j), int(d)) for i, j, d in near_pairs(h, 8, chunk=64)}
+    want = set()
+    for i in range(len(h)):
+        for j in range(i + 1, len(h)):
+            d = bin(int(h[i]) ^ int(h[j])).count("1")
+            if d <= 8:
+                want.add((i, j, d))
+    assert got == want and len(want) >= 150
+
+
+def test_popcount():
+    x = np.array([0, 1, 2**64 - 1, 0xF0F0], dtype=np.uint64)
+    assert popcount64(x).tolist() == [0, 1, 64, 8]
+
+
+def _img(sha, phash, first, w=100, h=100, flags=(), sig=None):
+    return {"image_sha256": sha, "phash": phash, "first_seen_at": first, "width": w, "height": h,
+            "flags": list(flags), "color_signature": sig}
+
+
+def test_cluster_representative_is_earliest_then_largest():
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    imgs = [_img("b", "ffff000000000000", t0 + timedelta(days=1), 500, 500),
+            _img("a", "ffff000000000001", t0, 100, 100),
+            _img("c", "ffff000000000003", t0, 200, 200),
+            _img("z", "0000ffffffffffff", t0)]
+    rows = {r["image_sha256"]: r for r in cluster(imgs, 4)}
+    assert rows["a"]["cluster_id"] == rows["b"]["cluster_id"] == rows["c"]["cluster_id"] == "c"
+    assert rows["c"]["is_representative"] and rows["z"]["duplicate_kind"] == "unique"
+
+
+def test_uniform_and_colour_variants_not_merged():
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    red = ("c80a0a" * 64)
+    blue = ("0a0ac8" * 64)
+    imgs = [_img("u1", "8000000000000000", t0, flags=["uniform"]), _img("u2", "8000000000000000", t0, flags=["uniform"]),
+            _img("r", "123456789abcdef0", t0, sig=red), _img("b", "123456789abcdef0", t0, sig=blue),
+            _img("r2", "123456789abcdef1", t0, sig=red)]
+    rows = {r["image_sha256"]: r["cluster_id"] for r in cluster(imgs, 6)}
+    assert rows["u1"] != rows["u2"]
+    assert rows["r"] != rows["b"]
+    assert rows["r"] == rows["r2"]

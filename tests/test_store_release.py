@@ -1,0 +1,72 @@
+"""Object stores (local and a real S3-compatible server) and immutable release publishing."""
+
+from datetime import datetime, timezone
+
+import boto3
+import pyarrow as pa
+import pytest
+
+from lookbench_pipeline import schemas
+from lookbench_pipeline.release import (ReleaseExistsError, ReleaseIntegrityError, ReleaseTables, Window,
+                                        list_releases, publish, read_file, read_manifest)
+from lookbench_pipeline.store import LocalStore, S3Store, StoreError, open_store
+
+
+def _release(version="v20260701", label="top"):
+    t0 = datetime(2026, 3, 1, 12, 0, 0, 123456, tzinfo=timezone.utc)
+    row = {"image": {"bytes": b"\xff\xd8fake", "path": "a.jpg"}, "item_ID": "i1", "category": label,
+           "main_attribute": "sleeve_length: short", "other_attributes": "", "task": "single-item",
+           "difficulty": "easy", "sample_id": "s1", "subset": "real_studio_flat", "role": "query",
+           "attributes": [{"name": "sleeve_length", "value": "short"}], "annotator": "t", "image_sha256": "ab",
+           "width": 10, "height": 10, "look_id": None, "box": None, "site": "x", "source_url": "u",
+           "crawled_at": t0, "first_seen_at": t0}
+    t = schemas.from_rows([row], schemas.RELEASE)
+    w = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
+    return ReleaseTables(version, w, {("real_studio_flat", "query"): t, ("real_studio_flat", "gallery"): t},
+                         counts={"query_rows": 1})
+
+
+def _roundtrip(store):
+    m = publish(_release(), store, {"code_version": "test"})
+    assert list_releases(store) == ["v20260701"]
+    assert store.get_bytes("releases/latest") == b"v20260701"
+    t = read_file(store, "v20260701", "real_studio_flat", "query")
+    assert t.schema.field("first_seen_at").type == pa.timestamp("us", tz="UTC")
+    assert t.column("first_seen_at")[0].as_py().microsecond == 123456
+    # same content again: a no-op; different content: refused
+    again = publish(_release(), store, {"code_version": "test"})
+    assert again["already_published"] and again["files"] == m["files"]
+    with pytest.raises(ReleaseExistsError, match="immutable"):
+        publish(_release(label="dress"), store, {"code_version": "test"})
+    assert read_manifest(store, "v20260701")["files"] == m["files"]
+
+
+def test_local_store_release(tmp_path):
+    _roundtrip(LocalStore(tmp_path / "store"))
+
+
+def test_tampered_file_detected(tmp_path):
+    store = LocalStore(tmp_path / "store")
+    publish(_release(), store, {})
+    store.put_bytes("releases/v20260701/real_studio_flat/query.parquet", b"tampered")
+    with pytest.raises(ReleaseIntegrityError):
+        read_file(store, "v20260701", "real_studio_flat", "query")
+
+
+def test_s3_store_release(s3_server, s3_env):
+    boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1").create_bucket(Bucket="lookbench")
+    store = open_store("s3://lookbench/bench", endpoint_url=s3_server)
+    assert isinstance(store, S3Store)
+    _roundtrip(store)
+    keys = list(store.list("releases/"))
+    assert "releases/v20260701/manifest.json" in keys
+    with pytest.raises(StoreError):
+        store.get_bytes("releases/nope")
+
+
+def test_bad_keys_and_urls(tmp_path):
+    store = LocalStore(tmp_path)
+    with pytest.raises(StoreError):
+        store.put_bytes("../escape", b"x")
+    with pytest.raises(StoreError):
+        open_store("ftp://host/x")
