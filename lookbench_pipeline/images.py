@@ -33,8 +33,15 @@ from .store import ObjectStore, original_key
 
 log = logging.getLogger(__name__)
 
-PHASH_METHOD = "imagehash.phash(hash_size=8,highfreq=4)/normalised-rgb/v1"
-"""The one pHash method of this pipeline, stored with every hash so hashes of different releases compare."""
+PHASH_METHOD = "phash-v1:normalised-rgb,jpeg-draft>=128px,L601,lanczos32,dct2-8x8>median"
+"""The one pHash method of this pipeline, stored with every hash so hashes of different releases compare:
+the normalised image (EXIF orientation applied, alpha on white), JPEGs decoded in the DCT domain at the smallest
+scale whose shorter side is >= 128 px, converted to luma (ITU-R 601-2), resized to 32 x 32 with Lanczos, 2-D DCT-II,
+the top-left 8 x 8 coefficients compared with their median (row-major, first coefficient = most significant bit).
+That is ``imagehash.phash`` (Zauner 2010) applied to a reduced decode; BENCHMARKS.md measures the agreement."""
+PHASH_WORK_SIDE = 128
+# The first 8 rows of the 32-point DCT-II matrix, scipy.fft.dct(type=2, norm=None): 2 cos(pi k (2n + 1) / 64).
+_DCT32 = 2 * np.cos(np.pi * np.arange(8)[:, None] * (2 * np.arange(32)[None, :] + 1) / 64)
 
 
 class Reject:
@@ -54,11 +61,17 @@ class Reject:
 
 @dataclass
 class Decoded:
-    """A decoded, normalised image: ``rgb`` is an RGB ``PIL.Image`` (8 bits per channel, sRGB)."""
+    """A decoded, normalised image: ``rgb`` is an RGB ``PIL.Image`` (8 bits per channel, sRGB).
+
+    ``width`` x ``height`` is the full size in pixels after EXIF orientation; ``rgb`` has that size, or is smaller
+    when the decode was asked for a reduced working size (JPEG DCT-domain scaling, see :func:`decode`).
+    """
 
     rgb: Image.Image
     format: str
     n_frames: int
+    width: int
+    height: int
     flags: list[str] = field(default_factory=list)
 
 
@@ -71,8 +84,14 @@ class ImageRejected(Exception):
 _SRGB = ImageCms.createProfile("sRGB")
 
 
-def decode(data: bytes, cfg: ImageConfig | None = None) -> Decoded:
+def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None) -> Decoded:
     """Decode and normalise image bytes (see the module docstring for the steps).
+
+    Args:
+        work_side: when set, a JPEG is decoded in the DCT domain at the smallest scale (1/2, 1/4 or 1/8, Pillow's
+            ``draft``) whose shorter side is still >= ``work_side`` pixels: every byte is still entropy-decoded
+            (truncation is still detected) but the inverse DCT and colour conversion run on fewer pixels.
+            Other formats are decoded at full size.
 
     Raises:
         ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
@@ -91,6 +110,11 @@ def decode(data: bytes, cfg: ImageConfig | None = None) -> Decoded:
     w, h = im.size
     if w * h > cfg.max_pixels:
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, f"{w}x{h} > {cfg.max_pixels} pixels")
+    if work_side and fmt == "JPEG" and im.mode in ("RGB", "YCbCr", "L"):
+        scale = min(w, h) / work_side
+        if scale >= 2:
+            im.draft(im.mode if im.mode == "L" else "RGB", (max(1, w * work_side // min(w, h)),
+                                                            max(1, h * work_side // min(w, h))))
     flags: list[str] = []
     n_frames = int(getattr(im, "n_frames", 1) or 1)
     if n_frames > 1:
@@ -111,12 +135,14 @@ def decode(data: bytes, cfg: ImageConfig | None = None) -> Decoded:
     if orientation not in (None, 1):
         im = ImageOps.exif_transpose(im)
         flags.append("exif_rotated")
+        if orientation in (5, 6, 7, 8):
+            w, h = h, w
     rgb = _to_rgb(im, flags)
-    if min(rgb.size) < cfg.min_side_px:
-        raise ImageRejected(Reject.TOO_SMALL, f"{rgb.size[0]}x{rgb.size[1]} < {cfg.min_side_px} px side")
+    if min(w, h) < cfg.min_side_px:
+        raise ImageRejected(Reject.TOO_SMALL, f"{w}x{h} < {cfg.min_side_px} px side")
     if _is_uniform(rgb):
         flags.append("uniform")
-    return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, flags=flags)
+    return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
 
 
 def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
@@ -168,10 +194,16 @@ def _is_uniform(rgb: Image.Image, max_std: float = 2.0) -> bool:
 
 
 def phash_hex(rgb: Image.Image) -> str:
-    """64-bit pHash (``imagehash.phash``, 8x8 DCT of a 32x32 greyscale) as 16 hex digits."""
-    import imagehash
+    """64-bit pHash of an (already normalised) image as 16 hex digits; see :data:`PHASH_METHOD`."""
+    px = np.asarray(rgb.convert("L").resize((32, 32), Image.Resampling.LANCZOS), dtype=np.float64)
+    low = _DCT32 @ px @ _DCT32.T  # 2-D DCT-II (scipy's unnormalised convention), top-left 8 x 8 rows/cols only
+    bits = low > np.median(low)
+    return np.packbits(bits.ravel()).tobytes().hex()
 
-    return str(imagehash.phash(rgb, hash_size=8, highfreq_factor=4))
+
+def fast_phash(data: bytes, cfg: ImageConfig | None = None) -> str:
+    """pHash straight from file bytes through the reduced decode (what the intake computes)."""
+    return phash_hex(decode(data, cfg, work_side=PHASH_WORK_SIDE).rgb)
 
 
 def color_signature(rgb: Image.Image) -> str:
@@ -188,8 +220,10 @@ def encode_normalised(rgb: Image.Image) -> bytes:
     return buf.getvalue()
 
 
-def normalised_key(sha256: str) -> str:
-    return f"normalised/{sha256[:2]}/{sha256}.jpg"
+def publishable_jpeg(store: ObjectStore, sha256: str, cfg: ImageConfig | None = None) -> bytes:
+    """The bytes a release publishes for an image: the original, fully decoded and normalised, re-encoded as
+    JPEG without EXIF (no GPS or other personal metadata). The original stays in the private store."""
+    return encode_normalised(decode(store.get_bytes(original_key(sha256)), cfg).rgb)
 
 
 # ---------------------------------------------------------------------------------------------- fetching
@@ -261,8 +295,9 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             cfg: ImageConfig | None = None, progress: Callable[[int, int], None] | None = None) -> IntakeResult:
     """Fetch, store, decode and hash every reference.
 
-    Original bytes go to ``originals/<sha[:2]>/<sha>`` and the normalised JPEG to ``normalised/...`` in ``store``
-    (skipped when already there: intake is idempotent). Returns one ``image_refs`` row per input reference, in
+    Original bytes go to ``originals/<sha[:2]>/<sha>`` in ``store`` (skipped when already there: intake is
+    idempotent). The publishable normalised JPEG is made later, only for images that a release uses
+    (:func:`publishable_jpeg`). Returns one ``image_refs`` row per input reference, in
     input order, so ``len(result.refs) == len(refs)``.
     """
     cfg = cfg or ImageConfig()
@@ -277,16 +312,14 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             return source, exc.reason, None, None
         sha = hashlib.sha256(data).hexdigest()
         try:
-            dec = decode(data, cfg)
+            dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
         except ImageRejected as exc:
             return source, exc.reason, sha, None
         if not store.exists(original_key(sha)):
             store.put_bytes(original_key(sha), data)
-        if not store.exists(normalised_key(sha)):
-            store.put_bytes(normalised_key(sha), encode_normalised(dec.rgb), "image/jpeg")
         info = {
             "image_sha256": sha, "store_key": original_key(sha), "format": dec.format,
-            "width": dec.rgb.size[0], "height": dec.rgb.size[1], "n_frames": dec.n_frames,
+            "width": dec.width, "height": dec.height, "n_frames": dec.n_frames,
             "flags": dec.flags, "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD,
             "color_signature": color_signature(dec.rgb),
         }
@@ -316,6 +349,6 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
     return IntakeResult(refs=ref_rows, images=sorted(images.values(), key=lambda r: r["image_sha256"]))
 
 
-def load_normalised(store: ObjectStore, sha256: str) -> Image.Image:
-    """The normalised RGB image of an accepted original."""
-    return Image.open(io.BytesIO(store.get_bytes(normalised_key(sha256)))).convert("RGB")
+def load_normalised(store: ObjectStore, sha256: str, work_side: int | None = None) -> Image.Image:
+    """The normalised RGB image of an accepted original (reduced decode when ``work_side`` is set)."""
+    return decode(store.get_bytes(original_key(sha256)), work_side=work_side).rgb

@@ -35,7 +35,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .annotate import format_main_attribute
-from .images import normalised_key
+from .images import publishable_jpeg
 from .store import ObjectStore, StoreError
 from .taxonomy import Taxonomy
 
@@ -232,13 +232,14 @@ def build(
             kept_queries.append(q)
 
     files: dict[tuple[str, str], pa.Table] = {}
+    jpegs: dict[str, bytes] = {}
     gallery_sorted = sorted(gallery, key=lambda r: (r["item_ID"], r["sample_id"]))
     for subset in SUBSETS:
         qs = [q for q in kept_queries if q["subset"] == subset]
         if not qs:
             continue
-        files[(subset, "query")] = _with_bytes(qs, store)
-        files[(subset, "gallery")] = _with_bytes([{**g, "subset": subset} for g in gallery_sorted], store)
+        files[(subset, "query")] = _with_bytes(qs, store, jpegs)
+        files[(subset, "gallery")] = _with_bytes([{**g, "subset": subset} for g in gallery_sorted], store, jpegs)
     reasons = Counter(r["reason"] for r in rejected)
     counts = {
         "candidates": candidates,
@@ -251,11 +252,13 @@ def build(
     return ReleaseTables(version=version, window=window, files=files, rejected=rejected, counts=counts)
 
 
-def _with_bytes(rows: list[dict], store: ObjectStore) -> pa.Table:
+def _with_bytes(rows: list[dict], store: ObjectStore, cache: dict[str, bytes]) -> pa.Table:
     out = []
     for r in sorted(rows, key=lambda r: (r["item_ID"], r["sample_id"])):
-        out.append({**r, "image": {"bytes": store.get_bytes(normalised_key(r["image_sha256"])),
-                                   "path": r["image"]["path"]}})
+        sha = r["image_sha256"]
+        if sha not in cache:
+            cache[sha] = publishable_jpeg(store, sha)
+        out.append({**r, "image": {"bytes": cache[sha], "path": r["image"]["path"]}})
     return schemas.from_rows(out, schemas.RELEASE)
 
 
