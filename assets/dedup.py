@@ -2,12 +2,12 @@
 
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, Output, asset
+from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, asset, multi_asset
 
-from lookbench_pipeline.pipeline import stage_dedup
+from lookbench_pipeline.pipeline import stage_contamination, stage_dedup
 
 from .common import table_metadata
-from .partitions import release_partitions
+from .partitions import release_partitions, window_and_version
 from .resources import LookbenchConfig
 
 
@@ -18,3 +18,23 @@ def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, i
     table, counts = stage_dedup(lookbench.load(), image_refs, images)
     context.log.info(f"dedup: {counts}")
     return Output(table, metadata=table_metadata(table, counts, ["image_sha256", "cluster_id", "duplicate_kind"]))
+
+
+@multi_asset(
+    outs={
+        "contamination_index": AssetOut(description="Hashes of legacy benchmarks and earlier releases."),
+        "contamination": AssetOut(description="New images that match the index, with the source they leak from."),
+    },
+    partitions_def=release_partitions,
+    group_name="dedup",
+    compute_kind="imagehash",
+)
+def contamination_check(context: AssetExecutionContext, lookbench: LookbenchConfig, images: pa.Table):
+    _, version = window_and_version(context.partition_key)
+    index, found, counts = stage_contamination(lookbench.load(), images, lookbench.store(), version)
+    context.log.info(f"contamination: {counts}")
+    yield Output(index, "contamination_index", metadata=table_metadata(index, None, ["source", "path", "phash"]))
+    yield Output(found, "contamination", metadata={
+        **table_metadata(found, None, ["source", "matched_path", "hamming", "kind"]),
+        "rate_per_source": MetadataValue.json(counts["rate"]),
+        "contaminated_images": counts["contaminated_images"], "index_size": counts["index_size"]})

@@ -10,7 +10,8 @@ from .io import TableIOManager
 from .partitions import release_partitions
 from .resources import LookbenchConfig
 
-ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, attributes.annotations,
+ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
+              attributes.annotations,
               release.release, evaluate.evaluation]
 
 release_job = define_asset_job(

@@ -18,3 +18,13 @@ release_partitions = TimeWindowPartitionsDefinition(
     timezone=RELEASE_TIMEZONE,
     end_offset=1,
 )
+
+
+def window_and_version(partition_key: str):
+    """The release window of a partition and the version a build of it now gets."""
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline.windows import version_for, window_starting
+
+    window = window_starting(partition_key, RELEASE_TIMEZONE)
+    return window, version_for(window, datetime.now(timezone.utc), RELEASE_TIMEZONE)

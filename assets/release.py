@@ -1,16 +1,13 @@
 """Stage 5, release: query and gallery Parquet files per subset and a manifest, published to the object store."""
 
 
-from datetime import datetime, timezone
-
 import pyarrow as pa
 from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
 
 from lookbench_pipeline.pipeline import stage_publish, stage_release
 from lookbench_pipeline.release import ReleaseExistsError
-from lookbench_pipeline.windows import version_for, window_starting
 
-from .partitions import RELEASE_TIMEZONE, release_partitions
+from .partitions import release_partitions, window_and_version
 from .resources import LookbenchConfig
 
 
@@ -18,14 +15,14 @@ from .resources import LookbenchConfig
        description="The published release: its manifest (version, window, files with sha256, counts, provenance).")
 def release(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, looks: pa.Table,
             drop_items: pa.Table, image_refs: pa.Table, images: pa.Table, image_clusters: pa.Table,
-            annotations: pa.Table) -> Output[dict]:
+            annotations: pa.Table, contamination: pa.Table) -> Output[dict]:
     cfg = lookbench.load()
     store = lookbench.store()
-    window = window_starting(context.partition_key, RELEASE_TIMEZONE)
-    version = version_for(window, datetime.now(timezone.utc), RELEASE_TIMEZONE)
+    window, version = window_and_version(context.partition_key)
     rel = stage_release(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
-        "images": images, "clusters": image_clusters, "annotations": annotations}, store)
+        "images": images, "clusters": image_clusters, "annotations": annotations,
+        "contamination": contamination}, store)
     annotators = sorted({a for a in annotations.column("annotator").to_pylist() if a})
     try:
         manifest = stage_publish(cfg, rel, store, annotators)

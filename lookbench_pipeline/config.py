@@ -130,6 +130,19 @@ class DedupConfig(BaseModel):
     max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
 
 
+class LegacySource(BaseModel):
+    """A legacy benchmark on disk, read in its own format (see lookbench_pipeline.contamination)."""
+
+    name: str
+    kind: Literal["fashion200k", "deepfashion_inshop", "deepfashion2", "folder"]
+    path: Path
+
+
+class ContaminationConfig(BaseModel):
+    sources: list[LegacySource] = Field(default_factory=list)
+    include_published_releases: bool = True
+
+
 class EvaluateConfig(BaseModel):
     models: list[str] = Field(default_factory=lambda: ["baseline/hsv-hog-v1"])
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10])
@@ -149,6 +162,7 @@ class PipelineConfig(BaseSettings):
     taxonomy: Path = DEFAULT_TAXONOMY
     images: ImageConfig = Field(default_factory=ImageConfig)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
+    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
@@ -231,6 +245,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
             drop["path"] = str(_resolve(base, drop["path"]))
             if drop.get("items_csv"):
                 drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+        for src in (data.get("contamination") or {}).get("sources", []):
+            src["path"] = str(_resolve(base, src["path"]))
         store = data.get("store") or {}
         if store.get("url") and "://" not in store["url"]:
             store["url"] = str(_resolve(base, store["url"]))

@@ -105,6 +105,22 @@ def stage_dedup(cfg: PipelineConfig, image_refs: pa.Table, images: pa.Table) -> 
     return table, counts
 
 
+def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStore,
+                        current_version: str | None) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
+    """Update the contamination index and match the new images against it: ``(index, contamination, counts)``."""
+    from . import contamination as cont
+
+    index, counts = cont.update_index(Path(cfg.data_dir) / "contamination" / "index.parquet",
+                                      cfg.contamination.sources,
+                                      store if cfg.contamination.include_published_releases else None,
+                                      exclude_release=current_version, cfg=cfg.images)
+    found = cont.find_contamination(images, index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+    counts = {**counts, "index_size": index.num_rows, "images": images.num_rows,
+              "contaminated_images": len(set(found["image_sha256"].to_pylist())),
+              "rate": cont.rates(images, found)}
+    return index, found, counts
+
+
 def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table) -> tuple[pa.Table, dict]:
     """Label every product and drop item with the catalogue-text annotator; returns ``(annotations, counts)``."""
     tax = Taxonomy.load(cfg.taxonomy)

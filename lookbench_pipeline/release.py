@@ -16,6 +16,8 @@ How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
 * image drops: each file goes to the subset and role its drop config or CSV gives it.
 * every subset's gallery is the whole catalogue gallery (all gallery images of the window), so distractors are
   the other items.
+* a query whose image matches the contamination index (a legacy benchmark or an earlier release) is rejected
+  with ``contamination:<source>``.
 
 A candidate sample is kept or rejected with a reason; ``candidates = query rows + gallery rows + rejected``.
 """
@@ -87,6 +89,7 @@ def build(
     images: pa.Table,
     clusters: pa.Table,
     annotations: pa.Table,
+    contamination: pa.Table | None = None,
     taxonomy: Taxonomy,
     store: ObjectStore,
 ) -> ReleaseTables:
@@ -97,6 +100,9 @@ def build(
     img = {r["image_sha256"]: r for r in images.to_pylist()}
     cl = {r["image_sha256"]: r for r in clusters.to_pylist()}
     ann = {r["item_id"]: r for r in annotations.to_pylist()}
+    leaked: dict[str, str] = {}
+    for r in (contamination.to_pylist() if contamination is not None else []):
+        leaked.setdefault(r["image_sha256"], r["source"])
     refs_by_owner: dict[tuple[str, str], list[dict]] = {}
     for r in image_refs.to_pylist():
         if r["status"] == "accepted":
@@ -221,7 +227,9 @@ def build(
     seen_q: set[tuple[str, str, str | None]] = set()
     for q in sorted(queries, key=lambda r: (r["subset"], r["item_ID"], r["sample_id"])):
         c = cl[q["image_sha256"]]["cluster_id"]
-        if c in gal_by_cluster:
+        if q["image_sha256"] in leaked:
+            reject("query", q["sample_id"], f"contamination:{leaked[q['image_sha256']]}")
+        elif c in gal_by_cluster:
             reject("query", q["sample_id"], "duplicate_of_gallery_image")
         elif (q["subset"], c, q["item_ID"]) in seen_q:
             reject("query", q["sample_id"], "duplicate_query")

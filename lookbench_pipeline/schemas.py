@@ -15,6 +15,8 @@ Tables (stage that writes it -> table):
   its intake outcome; ``accepted`` rows carry the sha256 of the original bytes.
 * images -> ``images``: one row per distinct accepted image (sha256), with its decoded size and perceptual hash.
 * dedup -> ``image_clusters``: every accepted image mapped to its duplicate cluster and representative.
+* dedup -> ``contamination_index`` (legacy benchmarks and earlier releases) and ``contamination`` (new images
+  that match it, with the source).
 * attributes -> ``annotations``: category and attributes per item, with the annotator that produced them.
 * release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
 * evaluate -> ``scores``: one row per (model, subset, metric).
@@ -151,6 +153,31 @@ IMAGE_CLUSTERS = pa.schema(
     ]
 )
 
+CONTAMINATION_INDEX = pa.schema(
+    [
+        ("source", pa.string()),  # legacy benchmark name, or "release:vYYYYMMDD"
+        ("path", pa.string()),  # path within the source (or subset/role/sample_id of a release)
+        ("item_id", pa.string()),
+        ("image_sha256", pa.string()),
+        ("phash", pa.string()),
+        ("phash_method", pa.string()),
+        ("color_signature", pa.string()),
+        ("flags", pa.list_(pa.string())),
+        ("stamp", pa.string()),  # "size:mtime" of the file when indexed (incremental re-indexing)
+    ]
+)
+
+CONTAMINATION = pa.schema(
+    [
+        ("image_sha256", pa.string()),  # the new image
+        ("source", pa.string()),
+        ("matched_path", pa.string()),
+        ("matched_item_id", pa.string()),
+        ("hamming", pa.int32()),  # pHash bits; 0 for an exact (sha256) match
+        ("kind", pa.string()),  # exact | near
+    ]
+)
+
 ANNOTATIONS = pa.schema(
     [
         ("item_id", pa.string()),  # product_id or drop item id
@@ -212,6 +239,8 @@ TABLES: dict[str, pa.Schema] = {
     "image_refs": IMAGE_REFS,
     "images": IMAGES,
     "image_clusters": IMAGE_CLUSTERS,
+    "contamination_index": CONTAMINATION_INDEX,
+    "contamination": CONTAMINATION,
     "annotations": ANNOTATIONS,
     "release": RELEASE,
     "scores": SCORES,

@@ -55,3 +55,20 @@ def test_uniform_and_colour_variants_not_merged():
     assert rows["u1"] != rows["u2"]
     assert rows["r"] != rows["b"]
     assert rows["r"] == rows["r2"]
+
+
+def test_mih_equals_brute_force_with_planted_pairs():
+    from lookbench_pipeline.dedup import mih_plan, near_pairs_mih
+
+    rng = np.random.default_rng(3)
+    n, k = 5000, 800
+    h = rng.integers(0, 2**63, size=n, dtype=np.uint64) * np.uint64(2)
+    flips = np.zeros(k, dtype=np.uint64)
+    for _ in range(5):
+        flips |= np.uint64(1) << rng.integers(0, 64, size=k).astype(np.uint64)
+    h = np.concatenate([h, h[:k] ^ flips])
+    for radius in (0, 3, 8, 10):
+        assert np.array_equal(near_pairs_mih(h, radius), near_pairs(h, radius)), radius
+    for n_, r in ((10, 8), (20_000, 8), (1_000_000, 8), (1_000_000, 12)):
+        plan = mih_plan(n_, r)
+        assert sum(w for _, w in plan) == 64 and r // len(plan) <= 2

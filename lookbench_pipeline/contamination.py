@@ -1,0 +1,230 @@
+"""Contamination: new images that are (near) copies of images already published or of legacy benchmarks.
+
+A persistent hash index (``contamination_index`` table, Parquet at ``<data_dir>/contamination/index.parquet``)
+holds the sha256, pHash (same method as the intake) and colour signature of every image of
+
+* legacy benchmarks read from their own on-disk formats (:func:`iter_source`):
+  ``fashion200k`` (``labels/*_detect_all.txt``: tab-separated image path, detection score, description; images
+  under ``women/<category>/<subcategory>/<product_id>/``), ``deepfashion_inshop`` (``Eval/list_eval_partition.txt``:
+  a count line, a header, then ``image_name item_id evaluation_status``), ``deepfashion2`` (``image/*.jpg`` with
+  ``annos/*.json``), ``folder`` (any images under a folder);
+* earlier LookBench releases in the object store (their published image bytes).
+
+The index is incremental: a file already indexed with the same size and mtime is not read again. A new image
+matching an index entry within the Hamming threshold (colour-confirmed, as in dedup) is contamination, recorded
+with the matching source and path; the release keeps it out of queries.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import logging
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from . import schemas
+from .config import ImageConfig, LegacySource
+from .dedup import confirmed_by_colour, hex_to_u64, near_pairs_mih
+from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
+from .release import list_releases, read_file
+from .store import ObjectStore
+
+log = logging.getLogger(__name__)
+
+IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp"}
+
+
+class LegacyFormatError(ValueError):
+    """A legacy benchmark folder does not have the layout its kind requires (the message says what is missing)."""
+
+
+@dataclass
+class SourceImage:
+    path: Path
+    rel: str
+    item_id: str | None
+
+
+def _fashion200k(root: Path) -> Iterator[SourceImage]:
+    labels = sorted((root / "labels").glob("*_detect_all.txt"))
+    if not labels:
+        raise LegacyFormatError(f"{root}: no labels/*_detect_all.txt (Fashion200K layout)")
+    seen = set()
+    for lf in labels:
+        for n, line in enumerate(lf.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+            if not line.strip():
+                continue
+            parts = line.split("\t")
+            if len(parts) < 3:
+                raise LegacyFormatError(f"{lf}:{n}: expected 'path<TAB>score<TAB>description'")
+            rel = parts[0].strip()
+            if rel in seen:
+                continue
+            seen.add(rel)
+            segs = rel.split("/")
+            yield SourceImage(root / rel, rel, segs[3] if len(segs) > 4 else None)
+
+
+def _deepfashion_inshop(root: Path) -> Iterator[SourceImage]:
+    part = root / "Eval" / "list_eval_partition.txt"
+    if not part.is_file():
+        raise LegacyFormatError(f"{root}: no Eval/list_eval_partition.txt (DeepFashion In-shop layout)")
+    lines = part.read_text(encoding="utf-8").splitlines()
+    for n, line in enumerate(lines[2:], 3):
+        parts = line.split()
+        if len(parts) != 3:
+            raise LegacyFormatError(f"{part}:{n}: expected 'image_name item_id evaluation_status'")
+        yield SourceImage(root / parts[0], parts[0], parts[1])
+
+
+def _deepfashion2(root: Path) -> Iterator[SourceImage]:
+    imgs = sorted((root / "image").glob("*.jpg"))
+    if not (root / "image").is_dir():
+        raise LegacyFormatError(f"{root}: no image/ folder (DeepFashion2 layout)")
+    for p in imgs:
+        yield SourceImage(p, f"image/{p.name}", None)
+
+
+def _folder(root: Path) -> Iterator[SourceImage]:
+    if not root.is_dir():
+        raise LegacyFormatError(f"{root} is not a folder")
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and p.suffix.lower() in IMAGE_SUFFIXES:
+            yield SourceImage(p, p.relative_to(root).as_posix(), None)
+
+
+READERS = {"fashion200k": _fashion200k, "deepfashion_inshop": _deepfashion_inshop,
+           "deepfashion2": _deepfashion2, "folder": _folder}
+
+
+def iter_source(kind: str, root: Path) -> Iterator[SourceImage]:
+    """The images of a legacy benchmark in its own format. Raises LegacyFormatError (or KeyError: unknown kind)."""
+    return READERS[kind](Path(root))
+
+
+def _row(source: str, rel: str, item_id: str | None, data: bytes, stamp: str, cfg: ImageConfig) -> dict | None:
+    try:
+        dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
+    except ImageRejected as exc:
+        log.info("index: %s/%s not indexed: %s", source, rel, exc)
+        return None
+    return {"source": source, "path": rel, "item_id": item_id, "image_sha256": hashlib.sha256(data).hexdigest(),
+            "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD, "color_signature": color_signature(dec.rgb),
+            "flags": dec.flags, "stamp": stamp}
+
+
+def update_index(index_path: Path, sources: list[LegacySource], store: ObjectStore | None = None,
+                 exclude_release: str | None = None, cfg: ImageConfig | None = None) -> tuple[pa.Table, dict]:
+    """Bring the index up to date with ``sources`` and (when ``store`` is given) the published releases other
+    than ``exclude_release``. Returns ``(index, counts)`` with per-source counts of indexed / unreadable files."""
+    cfg = cfg or ImageConfig()
+    old = {(r["source"], r["path"]): r for r in pq.read_table(index_path).to_pylist()} if index_path.is_file() else {}
+    rows: dict[tuple[str, str], dict] = {}
+    counts: dict[str, int] = {}
+    for src in sources:
+        n_ok = n_bad = 0
+        for im in iter_source(src.kind, src.path):
+            try:
+                st = im.path.stat()
+            except FileNotFoundError:
+                n_bad += 1
+                continue
+            stamp = f"{st.st_size}:{int(st.st_mtime)}"
+            prev = old.get((src.name, im.rel))
+            if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD:
+                rows[(src.name, im.rel)] = prev
+                n_ok += 1
+                continue
+            row = _row(src.name, im.rel, im.item_id, im.path.read_bytes(), stamp, cfg)
+            if row is None:
+                n_bad += 1
+            else:
+                rows[(src.name, im.rel)] = row
+                n_ok += 1
+        counts[f"{src.name}.indexed"] = n_ok
+        counts[f"{src.name}.unreadable"] = n_bad
+    if store is not None:
+        for version in list_releases(store):
+            if version == exclude_release:
+                continue
+            name = f"release:{version}"
+            prior = {k: v for k, v in old.items() if k[0] == name}
+            if prior:
+                rows.update(prior)
+                counts[f"{name}.indexed"] = len(prior)
+                continue
+            n = 0
+            for subset, role in _release_files(store, version):
+                t = read_file(store, version, subset, role)
+                for r in t.select(["image", "item_ID", "sample_id"]).to_pylist():
+                    rel = f"{subset}/{role}/{r['sample_id']}"
+                    row = _row(name, rel, r["item_ID"], r["image"]["bytes"], "release", cfg)
+                    if row:
+                        rows[(name, rel)] = row
+                        n += 1
+            counts[f"{name}.indexed"] = n
+    table = schemas.from_rows([rows[k] for k in sorted(rows)], schemas.CONTAMINATION_INDEX)
+    index_path.parent.mkdir(parents=True, exist_ok=True)
+    pq.write_table(table, index_path)
+    return table, counts
+
+
+def _release_files(store: ObjectStore, version: str) -> list[tuple[str, str]]:
+    from .release import read_manifest
+
+    out = []
+    for key in read_manifest(store, version)["files"]:
+        subset, role = key.removesuffix(".parquet").split("/")
+        out.append((subset, role))
+    return sorted(out)
+
+
+def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_color_diff: float) -> pa.Table:
+    """New images that match the index: one ``contamination`` row per (image, source), the closest match.
+
+    Exact matches (same sha256) have distance 0 and ``kind = exact``; others are pHash-near (<= ``threshold``
+    bits) and colour-confirmed, ``kind = near``.
+    """
+    new = images.to_pylist()
+    old = index.to_pylist()
+    if not new or not old:
+        return schemas.empty(schemas.CONTAMINATION)
+    h = hex_to_u64([r["phash"] for r in new] + [r["phash"] for r in old])
+    pairs = near_pairs_mih(h, threshold)
+    n_new = len(new)
+    best: dict[tuple[str, str], dict] = {}
+    by_sha: dict[str, int] = {}
+    for j, r in enumerate(old):
+        by_sha.setdefault(r["image_sha256"], j)
+    candidates = [(int(i), int(j) - n_new, int(d)) for i, j, d in pairs if i < n_new <= j]
+    candidates += [(k, by_sha[r["image_sha256"]], 0) for k, r in enumerate(new) if r["image_sha256"] in by_sha]
+    for i, j, d in candidates:
+        a, b = new[i], old[j]
+        exact = a["image_sha256"] == b["image_sha256"]
+        if not exact and not confirmed_by_colour(a, b, max_color_diff):
+            continue
+        key = (a["image_sha256"], b["source"])
+        if key not in best or d < best[key]["hamming"]:
+            best[key] = {"image_sha256": a["image_sha256"], "source": b["source"], "matched_path": b["path"],
+                         "matched_item_id": b["item_id"], "hamming": 0 if exact else d,
+                         "kind": "exact" if exact else "near"}
+    return schemas.from_rows([best[k] for k in sorted(best)], schemas.CONTAMINATION)
+
+
+def rates(images: pa.Table, contamination: pa.Table) -> dict[str, float]:
+    """Share of new images contaminated, per source and overall."""
+    n = max(images.num_rows, 1)
+    out: dict[str, float] = {}
+    rows = contamination.to_pylist()
+    for src in sorted({r["source"] for r in rows}):
+        out[src] = len({r["image_sha256"] for r in rows if r["source"] == src}) / n
+    out["any"] = len({r["image_sha256"] for r in rows}) / n
+    return out
+
+
+def read_index(index_path: Path) -> pa.Table:
+    return pq.read_table(index_path) if index_path.is_file() else schemas.empty(schemas.CONTAMINATION_INDEX)

@@ -1,0 +1,100 @@
+"""The contamination index over legacy benchmark formats and earlier releases."""
+
+import io
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from lookbench_pipeline import schemas
+from lookbench_pipeline.config import LegacySource
+from lookbench_pipeline.contamination import LegacyFormatError, find_contamination, iter_source, update_index
+from lookbench_pipeline.images import color_signature, decode, phash_hex
+
+
+def _photo(seed: int) -> Image.Image:
+    rng = np.random.default_rng(seed)
+    a = rng.integers(0, 255, (12, 9, 3), dtype=np.uint8)
+    return Image.fromarray(a).resize((300, 400), Image.Resampling.BICUBIC)
+
+
+def _fashion200k(root: Path, images: dict[str, Image.Image]) -> None:
+    (root / "labels").mkdir(parents=True)
+    lines = []
+    for i, (rel, im) in enumerate(images.items()):
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        im.save(p, quality=85)
+        lines.append(f"{rel}\t0.{90 + i}\tblack dress number {i}")
+    (root / "labels/dress_train_detect_all.txt").write_text("\n".join(lines) + "\n")
+
+
+def _inshop(root: Path, images: dict[str, Image.Image]) -> None:
+    (root / "Eval").mkdir(parents=True)
+    rows = ["%d" % len(images), "image_name item_id evaluation_status"]
+    for rel, im in images.items():
+        p = root / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        im.save(p)
+        rows.append(f"{rel} {rel.split('/')[3]} query")
+    (root / "Eval/list_eval_partition.txt").write_text("\n".join(rows) + "\n")
+
+
+def _new_images(ims):
+    t = datetime(2026, 8, 1, tzinfo=timezone.utc)
+    rows = []
+    for name, im in ims.items():
+        buf = io.BytesIO()
+        im.save(buf, format="JPEG", quality=95)
+        d = decode(buf.getvalue())
+        rows.append({"image_sha256": name, "store_key": "", "format": "JPEG", "width": 300, "height": 400,
+                     "n_frames": 1, "flags": d.flags, "phash": phash_hex(d.rgb), "phash_method": "",
+                     "color_signature": color_signature(d.rgb), "first_seen_at": t})
+    return schemas.from_rows(rows, schemas.IMAGES)
+
+
+def test_legacy_formats_and_matching(tmp_path):
+    f2 = tmp_path / "f200k"
+    _fashion200k(f2, {"women/dresses/casual_dresses/51727804/51727804_0.jpeg": _photo(1),
+                      "women/dresses/casual_dresses/51727805/51727805_0.jpeg": _photo(2)})
+    ds = tmp_path / "inshop"
+    _inshop(ds, {"img/WOMEN/Dresses/id_00000002/02_1_front.jpg": _photo(3)})
+    imgs = list(iter_source("fashion200k", f2))
+    assert [i.item_id for i in imgs] == ["51727804", "51727805"]
+    assert [i.item_id for i in iter_source("deepfashion_inshop", ds)] == ["id_00000002"]
+
+    sources = [LegacySource(name="fashion200k", kind="fashion200k", path=f2),
+               LegacySource(name="deepfashion", kind="deepfashion_inshop", path=ds)]
+    index, counts = update_index(tmp_path / "index.parquet", sources)
+    assert index.num_rows == 3 and counts["fashion200k.indexed"] == 2
+
+    new = _new_images({"leak-resized": _photo(1).resize((240, 320)), "leak-inshop": _photo(3),
+                       "fresh": _photo(99)})
+    found = find_contamination(new, index, threshold=8, max_color_diff=32).to_pylist()
+    by = {r["image_sha256"]: r for r in found}
+    assert set(by) == {"leak-resized", "leak-inshop"}
+    assert by["leak-resized"]["source"] == "fashion200k" and by["leak-resized"]["kind"] == "near"
+    assert by["leak-inshop"]["matched_item_id"] == "id_00000002"
+
+
+def test_index_is_incremental(tmp_path, monkeypatch):
+    f2 = tmp_path / "f200k"
+    _fashion200k(f2, {"women/tops/t/1/1_0.jpeg": _photo(5)})
+    src = [LegacySource(name="f", kind="fashion200k", path=f2)]
+    update_index(tmp_path / "i.parquet", src)
+    import lookbench_pipeline.contamination as c
+
+    monkeypatch.setattr(c, "_row", lambda *a, **k: pytest.fail("re-read an unchanged file"))
+    index, _ = update_index(tmp_path / "i.parquet", src)
+    assert index.num_rows == 1
+
+
+def test_bad_layouts_are_named(tmp_path):
+    with pytest.raises(LegacyFormatError, match="labels"):
+        list(iter_source("fashion200k", tmp_path))
+    (tmp_path / "Eval").mkdir()
+    (tmp_path / "Eval/list_eval_partition.txt").write_text("1\nimage_name item_id evaluation_status\nonly-two cols\n")
+    with pytest.raises(LegacyFormatError, match="expected"):
+        list(iter_source("deepfashion_inshop", tmp_path))
