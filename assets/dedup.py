@@ -30,8 +30,8 @@ def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, i
     compute_kind="imagehash",
 )
 def contamination_check(context: AssetExecutionContext, lookbench: LookbenchConfig, images: pa.Table):
-    _, version = window_and_version(context.partition_key)
-    index, found, counts = stage_contamination(lookbench.load(), images, lookbench.store(), version)
+    window, _ = window_and_version(context.partition_key)
+    index, found, counts = stage_contamination(lookbench.load(), images, lookbench.store(), window)
     context.log.info(f"contamination: {counts}")
     yield Output(index, "contamination_index", metadata=table_metadata(index, None, ["source", "path", "phash"]))
     yield Output(found, "contamination", metadata={

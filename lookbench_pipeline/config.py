@@ -131,15 +131,25 @@ class DedupConfig(BaseModel):
 
 
 class LegacySource(BaseModel):
-    """A legacy benchmark on disk, read in its own format (see lookbench_pipeline.contamination)."""
+    """A legacy benchmark on disk, read in its own format (see lookbench_pipeline.contamination).
+
+    A relative ``path`` is under ``data_dir``. ``demo: true`` generates a small Fashion200K-format tree there
+    (with two leaked demo-shop images) when it does not exist: the embedded default's legacy benchmark.
+    """
 
     name: str
     kind: Literal["fashion200k", "deepfashion_inshop", "deepfashion2", "folder"]
     path: Path
+    demo: bool = False
+
+
+def _demo_legacy() -> list[LegacySource]:
+    return [LegacySource(name="fashion200k-demo", kind="fashion200k", path=Path("legacy/fashion200k-demo"),
+                         demo=True)]
 
 
 class ContaminationConfig(BaseModel):
-    sources: list[LegacySource] = Field(default_factory=list)
+    sources: list[LegacySource] = Field(default_factory=_demo_legacy)
     include_published_releases: bool = True
 
 

@@ -118,9 +118,11 @@ def _row(source: str, rel: str, item_id: str | None, data: bytes, stamp: str, cf
 
 
 def update_index(index_path: Path, sources: list[LegacySource], store: ObjectStore | None = None,
-                 exclude_release: str | None = None, cfg: ImageConfig | None = None) -> tuple[pa.Table, dict]:
-    """Bring the index up to date with ``sources`` and (when ``store`` is given) the published releases other
-    than ``exclude_release``. Returns ``(index, counts)`` with per-source counts of indexed / unreadable files."""
+                 exclude_releases: set[str] | frozenset[str] = frozenset(), cfg: ImageConfig | None = None,
+                 ) -> tuple[pa.Table, dict]:
+    """Bring the index up to date with ``sources`` and (when ``store`` is given) the published releases not in
+    ``exclude_releases`` (earlier builds of the same window are predecessors, not leaks). Returns
+    ``(index, counts)`` with per-source counts of indexed / unreadable files."""
     cfg = cfg or ImageConfig()
     old = {(r["source"], r["path"]): r for r in pq.read_table(index_path).to_pylist()} if index_path.is_file() else {}
     rows: dict[tuple[str, str], dict] = {}
@@ -149,7 +151,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
         counts[f"{src.name}.unreadable"] = n_bad
     if store is not None:
         for version in list_releases(store):
-            if version == exclude_release:
+            if version in exclude_releases:
                 continue
             name = f"release:{version}"
             prior = {k: v for k, v in old.items() if k[0] == name}

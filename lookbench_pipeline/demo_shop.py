@@ -311,3 +311,51 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7)
     }
     (root / "ground_truth.json").write_text(json.dumps(truth, indent=1))
     return truth
+
+
+# --------------------------------------------------------------------------------- a legacy benchmark to leak into
+
+FASHION200K_CATEGORY = {"dress": ("dress", "dresses"), "outerwear": ("jacket", "jackets"), "trousers": ("pants", "pants"),
+                        "shorts": ("pants", "pants"), "skirt": ("skirt", "skirts"), "top": ("top", "tops"),
+                        "shirt": ("top", "tops"), "sweater": ("top", "tops")}
+
+
+def write_fashion200k(root: Path, n_products: int, n_looks: int, seed: int, n_items: int = 40,
+                      n_leaks: int = 2) -> dict:
+    """Write a small legacy benchmark in Fashion200K's on-disk format under ``root``:
+    ``labels/<category>_train_detect_all.txt`` (image path, detection score, description, tab-separated) and
+    images under ``women/<category>/<subcategory>/<product_id>/<product_id>_0.jpeg``.
+
+    ``n_items`` garments are drawn from a different seed (look-alike distractors), and the alternative shots (the
+    query images) of the demo shop's first ``n_leaks`` garments are copied in, resized and re-encoded: a leak
+    the contamination check must find. Returns ``{"leaked_skus": [...], "items": n}``.
+    """
+    root.mkdir(parents=True, exist_ok=True)
+    rng = random.Random(seed + 200_000)
+    own, _ = plan(n_products, n_looks, seed)
+    others, _ = plan(n_items, 0, seed + 1)
+    lines: dict[str, list[str]] = {}
+    leaked = []
+
+    def put(img: Image.Image, cat: str, desc: str, pid: int) -> None:
+        top, sub = FASHION200K_CATEGORY[cat]
+        rel = f"women/{sub}/{sub}_{cat}/{pid}/{pid}_0.jpeg"
+        (root / rel).parent.mkdir(parents=True, exist_ok=True)
+        img.save(root / rel, quality=80)
+        lines.setdefault(top, []).append(f"{rel}\t{rng.uniform(0.8, 1.0):.4f}\t{desc}")
+
+    pid = 91_000_000
+    for p in others:
+        if p.category in FASHION200K_CATEGORY:
+            put(packshot(p), p.category, p.title.lower(), pid)
+            pid += 1
+    for p in [p for p in own if p.category in FASHION200K_CATEGORY][:n_leaks]:
+        im = alt_shot(p)
+        put(im.resize((im.width * 9 // 10, im.height * 9 // 10), Image.Resampling.LANCZOS), p.category,
+            p.title.lower(), pid)
+        leaked.append(p.sku)
+        pid += 1
+    (root / "labels").mkdir(exist_ok=True)
+    for top, ls in lines.items():
+        (root / "labels" / f"{top}_train_detect_all.txt").write_text("\n".join(ls) + "\n", encoding="utf-8")
+    return {"leaked_skus": leaked, "items": pid - 91_000_000}

@@ -106,14 +106,27 @@ def stage_dedup(cfg: PipelineConfig, image_refs: pa.Table, images: pa.Table) -> 
 
 
 def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStore,
-                        current_version: str | None) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
-    """Update the contamination index and match the new images against it: ``(index, contamination, counts)``."""
-    from . import contamination as cont
+                        window: Window) -> tuple[pa.Table, pa.Table, dict[str, Any]]:
+    """Update the contamination index and match the new images against it: ``(index, contamination, counts)``.
 
-    index, counts = cont.update_index(Path(cfg.data_dir) / "contamination" / "index.parquet",
-                                      cfg.contamination.sources,
+    Releases of the same window (earlier previews of this release) are not treated as leaks."""
+    from .release import list_releases, read_manifest
+    from . import contamination as cont
+    from . import demo_shop
+
+    sources = []
+    for src in cfg.contamination.sources:
+        path = src.path if src.path.is_absolute() else Path(cfg.data_dir) / src.path
+        if src.demo and not path.exists():
+            demo = next((s for s in cfg.site_configs() if s.kind == "demo"), None)
+            if demo is not None:
+                demo_shop.write_fashion200k(path, demo.demo_products, demo.demo_looks, demo.demo_seed)
+        sources.append(src.model_copy(update={"path": path}))
+    same_window = {v for v in list_releases(store)
+                   if read_manifest(store, v)["window"]["start"] == window.start.isoformat()}
+    index, counts = cont.update_index(Path(cfg.data_dir) / "contamination" / "index.parquet", sources,
                                       store if cfg.contamination.include_published_releases else None,
-                                      exclude_release=current_version, cfg=cfg.images)
+                                      exclude_releases=same_window, cfg=cfg.images)
     found = cont.find_contamination(images, index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
     counts = {**counts, "index_size": index.num_rows, "images": images.num_rows,
               "contaminated_images": len(set(found["image_sha256"].to_pylist())),

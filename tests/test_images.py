@@ -101,3 +101,63 @@ def test_take_in_reconciles_and_stores(tmp_path):
                                                Reject.NOT_DOWNLOADED]
     sha = res.refs[0]["image_sha256"]
     assert store.exists(f"originals/{sha[:2]}/{sha}") and len(res.images) == 1
+
+
+def test_animated_policy_first_frame_flagged():
+    frames = [Image.new("RGB", (64, 64), c) for c in ((250, 0, 0), (0, 250, 0), (0, 0, 250))]
+    for f in frames:
+        f.paste((255, 255, 255), (0, 0, 32, 32))
+    buf = io.BytesIO()
+    frames[0].save(buf, format="GIF", save_all=True, append_images=frames[1:], duration=100, loop=0)
+    d = decode(buf.getvalue())
+    assert d.n_frames == 3 and "animated" in d.flags
+    r, g, b = d.rgb.getpixel((60, 60))
+    assert r > 200 and g < 50 and b < 50, "the first frame is the one kept"
+
+
+def test_cmyk_adobe_jpeg_is_not_inverted():
+    d = decode(_bytes(Image.new("CMYK", (64, 64), (0, 255, 255, 0)), "JPEG"))
+    r, g, b = d.rgb.getpixel((32, 32))
+    assert r > 200 and g < 60 and b < 60 and "cmyk" in d.flags
+
+
+def test_avif_and_webp_and_lying_extension(tmp_path):
+    im = Image.new("RGB", (64, 48), (10, 120, 200))
+    im.paste((250, 250, 250), (0, 0, 20, 20))
+    for fmt in ("AVIF", "WEBP"):
+        d = decode(_bytes(im, fmt))
+        assert d.format == fmt and (d.width, d.height) == (64, 48)
+    p = tmp_path / "photo.jpg"
+    p.write_bytes(_bytes(im, "PNG"))
+    assert decode(p.read_bytes()).format == "PNG"
+
+
+def test_published_bytes_carry_no_exif(tmp_path):
+    from lookbench_pipeline.images import publishable_jpeg
+    from lookbench_pipeline.store import original_key
+
+    im = Image.effect_noise((80, 60), 30).convert("RGB")
+    exif = Image.Exif()
+    exif[0x010F] = "PhoneMaker"  # Make
+    exif[0x0112] = 6  # rotate 90 CW on display
+    exif.get_ifd(0x8825)[1] = "N"  # GPSLatitudeRef
+    raw = _bytes(im, "JPEG", exif=exif.tobytes())
+    assert Image.open(io.BytesIO(raw)).getexif().get(0x010F) == "PhoneMaker"
+    store = LocalStore(tmp_path)
+    import hashlib
+
+    sha = hashlib.sha256(raw).hexdigest()
+    store.put_bytes(original_key(sha), raw)
+    out = Image.open(io.BytesIO(publishable_jpeg(store, sha)))
+    assert len(out.getexif()) == 0 and "exif" not in out.info
+    assert out.size == (60, 80), "orientation applied to the pixels, not left in metadata"
+
+
+def test_reduced_decode_still_rejects_truncation():
+    big = Image.effect_noise((1600, 1200), 60).convert("RGB")
+    data = _bytes(big, "JPEG", quality=90)
+    with pytest.raises(ImageRejected) as e:
+        decode(data[: len(data) // 2], work_side=128)
+    assert e.value.reason == Reject.TRUNCATED
+    d = decode(data, work_side=128)
+    assert (d.width, d.height) == (1600, 1200) and min(d.rgb.size) >= 128 and max(d.rgb.size) < 1600

@@ -60,3 +60,12 @@ def test_materialize_whole_graph_twice(demo_config):
     assert m2.get("already_published") and m2["files"] == m1["files"]
     first_seen_2 = pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist()
     assert first_seen_1 == first_seen_2
+
+
+def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):
+    r = _materialize(demo_config, DagsterInstance.ephemeral())
+    assert r.success
+    m = r.output_for_node("release")
+    assert m["counts"]["rejected_by_reason"].get("contamination:fashion200k-demo", 0) >= 1
+    found = r.output_for_node("contamination_check", "contamination")
+    assert "fashion200k-demo" in set(found["source"].to_pylist())
