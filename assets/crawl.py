@@ -26,7 +26,7 @@ from .resources import LookbenchConfig
 def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig):
     cfg = lookbench.load()
     run_dir = Path(cfg.data_dir) / "runs" / context.run.run_id
-    res = stage_crawl(cfg, run_dir)
+    res = stage_crawl(cfg, run_dir, lookbench.store(), context.run.run_id)
     for site, c in res.counts.items():
         context.log.info(f"crawl {site}: {c}")
     yield Output(res.products, "products",

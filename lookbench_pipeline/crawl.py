@@ -45,17 +45,10 @@ class CrawlOutput:
         return [i for i in self.items if i.get("kind") == kind]
 
 
-def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
-               timeout_s: float = 1800) -> tuple[Path, Path]:
-    """Run ``scrapy crawl shop`` for one site in a child process; returns (feed JSONL path, log path).
-
-    Raises:
-        CrawlError: the process exited non-zero or timed out.
-    """
-    out_dir.mkdir(parents=True, exist_ok=True)
-    feed, logf = out_dir / "items.jsonl", out_dir / "scrapy.log"
-    logf.unlink(missing_ok=True)
-    feed.unlink(missing_ok=True)
+def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
+                   cache_dir: Path | None = None, resume: bool = False) -> tuple[list[str], dict[str, str]]:
+    """The ``scrapy crawl shop`` command line and environment for one site (see :func:`run_spider`)."""
+    feed, logf, warc = out_dir / "items.jsonl", out_dir / "scrapy.log", out_dir / "crawl.warc.gz"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRAWLERS_DIR), str(CRAWLERS_DIR.parent),
                                                       env.get("PYTHONPATH")]))
@@ -67,7 +60,35 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
            "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={site.concurrency_per_domain}",
            "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
            "-s", f"CLOSESPIDER_PAGECOUNT={site.max_pages}",
-           "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}", "-O", f"{feed}:jsonlines"]
+           "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
+           "-s", f"LOOKBENCH_WARC_PATH={warc}", "-o", f"{feed}:jsonlines"]
+    if cache_dir is not None:
+        cmd += ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={cache_dir}"]
+    if resume:
+        cmd += ["-a", f"resume_feed={feed}"]
+    return cmd, env
+
+
+def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
+               timeout_s: float = 1800, cache_dir: Path | None = None, resume: bool = False) -> tuple[Path, Path]:
+    """Run ``scrapy crawl shop`` for one site in a child process; returns (feed JSONL path, log path).
+
+    The feed (``items.jsonl``), the log and the WARC archive (``crawl.warc.gz``) are written under ``out_dir``.
+    ``cache_dir`` turns on the per-site HTTP cache, so pages are revalidated with conditional requests.
+    ``resume=True`` continues an interrupted crawl in the same ``out_dir`` (finished pages are skipped, the
+    feed and the WARC are appended to); otherwise both start empty.
+
+    Raises:
+        CrawlError: the process exited non-zero or timed out.
+    """
+    out_dir.mkdir(parents=True, exist_ok=True)
+    feed, logf = out_dir / "items.jsonl", out_dir / "scrapy.log"
+    if not resume:
+        feed.unlink(missing_ok=True)
+        (out_dir / "crawl.warc.gz").unlink(missing_ok=True)
+    logf.unlink(missing_ok=True)
+    site = SiteConfig.from_yaml(site_config_path)
+    cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume)
     try:
         proc = subprocess.run(cmd, cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
@@ -78,9 +99,11 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
     return feed, logf
 
 
-def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str) -> CrawlOutput:
+def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
+               ) -> CrawlOutput:
     """Crawl one configured site. ``demo`` sites are generated under ``work_dir/site`` and ``replay`` sites served
-    from their ``pages_dir``, both on 127.0.0.1 for the duration of the crawl."""
+    from their ``pages_dir``, both on 127.0.0.1 for the duration of the crawl. ``cache_dir``: the site's HTTP
+    cache (conditional requests on re-crawls)."""
     from . import demo_shop, serve
 
     site = SiteConfig.from_yaml(site_config_path)
@@ -94,11 +117,22 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str) -> Crawl
             if not site.pages_dir or not site.pages_dir.is_dir():
                 raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
             base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
-        feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent)
-    items = [json.loads(line) for line in feed.read_text(encoding="utf-8").splitlines() if line.strip()]
+        feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent, cache_dir=cache_dir)
+    items = read_feed(feed)
     if base_url and site.recorded_origin:
         items = [_rebase(it, base_url, site.recorded_origin) for it in items]
     return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+
+
+def read_feed(feed: Path) -> list[dict]:
+    """The items of a JSON-lines feed; a torn last line (a crawl killed mid-write) is skipped."""
+    items = []
+    for line in feed.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            items.append(json.loads(line))
+        except json.JSONDecodeError:
+            log.warning("%s: skipping a torn feed line", feed)
+    return items
 
 
 def _rebase(obj, base: str, origin: str):
@@ -125,7 +159,7 @@ def _previous(path: Path, key: str) -> dict[str, dict]:
     return {r[key]: r for r in pq.read_table(path).to_pylist()}
 
 
-_VOLATILE = {"crawled_at", "first_seen_at", "last_seen_at"}
+_VOLATILE = {"crawled_at", "first_seen_at", "last_seen_at", "disappeared_at"}
 
 
 def _unchanged_since(prev: dict, row: dict, crawled: datetime) -> datetime:
@@ -198,9 +232,12 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     l_tab = schemas.from_rows(sorted(looks.values(), key=lambda r: r["look_id"]), schemas.LOOKS)
     c_tab = schemas.from_rows(sorted(pages, key=lambda r: r["url"]), schemas.CRAWL_LOG)
 
-    # state = previous items (not seen now) + this crawl's
-    state_p = {**prev_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
-    state_l = {**prev_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
+    # state = previous items (not seen now: marked disappeared, first time only) + this crawl's
+    now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
+    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items() if k not in products}
+    gone_l = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_l.items() if k not in looks}
+    state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
+    state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
     pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS),
                    sdir / "products.parquet")
     pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
@@ -210,6 +247,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         key = pg["outcome"] if pg["outcome"] != "rejected" else f"rejected.{pg['reason']}"
         outcomes[f"pages.{key}"] = outcomes.get(f"pages.{key}", 0) + 1
     counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
+              "products_new": sum(1 for k in products if k not in prev_p),
+              "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(
                   len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()), **outcomes}
     counts["image_urls"] = len(downloads)

@@ -22,8 +22,86 @@ from .config import LookRules, ProductRules
 
 log = logging.getLogger(__name__)
 
-SYNTAXES = ["json-ld", "microdata", "rdfa", "opengraph"]
+SYNTAXES = ["microdata", "rdfa", "opengraph"]  # JSON-LD is parsed here, leniently (see parse_jsonld)
 _PRODUCT_TYPES = {"product", "productgroup", "individualproduct", "productmodel"}
+
+
+_CDATA = re.compile(r"^\s*(?://\s*)?<!\[CDATA\[|(?://\s*)?\]\]>\s*$")
+_TRAILING_COMMA = re.compile(r",(\s*[}\]])")
+_LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
+
+
+def parse_jsonld(raw: str) -> Any | None:
+    """Parse one JSON-LD block the way browsers and search engines tolerate it: CDATA wrappers and HTML comment
+    markers removed, raw control characters inside strings allowed, trailing commas and ``//`` comment lines
+    dropped. Returns None when the block is still not JSON."""
+    text = raw.strip().replace("<!--", "").replace("-->", "")
+    text = "\n".join(line for line in text.splitlines() if not _CDATA.match(line))
+    text = re.sub(r"<!\[CDATA\[|\]\]>", "", text)
+    for attempt in (text, _TRAILING_COMMA.sub(r"\1", text), _TRAILING_COMMA.sub(r"\1", _LINE_COMMENT.sub("", text))):
+        try:
+            return json.loads(attempt, strict=False)
+        except json.JSONDecodeError:
+            continue
+    return None
+
+
+def parse_srcset(value: str) -> list[tuple[str, float]]:
+    """Candidates of a ``srcset`` as ``(url, width-or-density)``, following the HTML standard's parser: a URL is
+    a run of non-space characters (commas inside it, as CDN URLs have, are kept; trailing commas end it), then
+    an optional ``<n>w`` or ``<n>x`` descriptor. A candidate without a descriptor counts as ``1x``."""
+    out, i, n = [], 0, len(value)
+    while i < n:
+        while i < n and (value[i].isspace() or value[i] == ","):
+            i += 1
+        j = i
+        while j < n and not value[j].isspace():
+            j += 1
+        url = value[i:j]
+        i = j
+        descriptor = ""
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            k = i
+            depth = 0
+            while k < n and (value[k] != "," or depth):
+                depth += {"(": 1, ")": -1}.get(value[k], 0)
+                k += 1
+            descriptor = value[i:k].strip()
+            i = k + 1
+        if not url:
+            continue
+        size = 1.0
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([wxh])", descriptor)
+        if m:
+            size = float(m.group(1)) * (1.0 if m.group(2) == "w" else 1000.0 if m.group(2) == "x" else 1.0)
+        out.append((url, size))
+    return out
+
+
+def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
+    """The best URL of every element ``css`` selects (``img`` or ``source``): the largest ``srcset`` /
+    ``data-srcset`` candidate, else ``data-src`` (lazy loading), else ``src``; ``data:`` placeholders ignored;
+    resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work)."""
+    if "::" in css:  # a selector that already names the attribute or text
+        return _absolute([u for u in sel.css(css).getall() if u and not u.strip().startswith("data:")], base)
+    urls = []
+    for el in sel.css(css):
+        cands = []
+        for attr in ("srcset", "data-srcset"):
+            v = el.attrib.get(attr)
+            if v:
+                cands += [c for c in parse_srcset(v) if not c[0].startswith("data:")]
+        if cands:
+            urls.append(max(cands, key=lambda c: c[1])[0])
+            continue
+        for attr in ("data-src", "data-lazy-src", "data-original", "src"):
+            v = (el.attrib.get(attr) or "").strip()
+            if v and not v.startswith("data:"):
+                urls.append(v)
+                break
+    return _absolute(urls, base)
 
 
 def _types(node: dict) -> set[str]:
@@ -168,7 +246,7 @@ def _absolute(urls: Iterable[str], base: str) -> list[str]:
     return out
 
 
-def _from_rules(sel: Selector, rules: ProductRules) -> dict[str, Any] | None:
+def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str, Any] | None:
     if not rules.title:
         return None
     def get(css: str | None) -> str | None:
@@ -187,7 +265,7 @@ def _from_rules(sel: Selector, rules: ProductRules) -> dict[str, Any] | None:
         "color": None,
         "material": None,
         "category_text": None,
-        "image_urls": sel.css(rules.images).getall() if rules.images else [],
+        "image_urls": page_image_urls(sel, rules.images, base) if rules.images else [],
         "extracted_from": "rules",
     }
 
@@ -224,6 +302,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     except Exception as exc:  # a page extruct cannot parse at all: fall back to rules
         log.warning("extruct failed on %s: %s", url, exc)
         data = {}
+    sel = Selector(text=html)
+    data["json-ld"] = [d for d in (parse_jsonld(raw) for raw in sel.xpath(
+        "//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]/text()").getall()) if d is not None]
     found: list[dict[str, Any]] = []
     for syntax in ("json-ld", "microdata", "rdfa"):
         for node in _walk(data.get(syntax, [])):
@@ -232,8 +313,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                 if p["title"] or p["sku"]:
                     found.append(p)
     og = _from_opengraph(data.get("opengraph", []))
-    sel = Selector(text=html)
-    ruled = _from_rules(sel, rules) if rules else None
+    ruled = _from_rules(sel, rules, base) if rules else None
 
     # Collapse the same product seen through several syntaxes (same sku, else same title).
     merged: dict[str, dict[str, Any]] = {}
@@ -253,6 +333,8 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                 products[0] = _merge(products[0], extra)
     for p in products:
         p["image_urls"] = _absolute(p["image_urls"], base)
+        if not p["image_urls"] and rules and rules.images:
+            p["image_urls"] = page_image_urls(sel, rules.images, base)
     return products
 
 

@@ -41,17 +41,26 @@ class CrawlResult:
     counts: dict[str, Any]
 
 
-def stage_crawl(cfg: PipelineConfig, run_dir: Path) -> CrawlResult:
-    """Crawl every configured site (each in its own child process) and merge with the previous state."""
+def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = None,
+                run_id: str = "run") -> CrawlResult:
+    """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
+    WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release)."""
     parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
     counts: dict[str, Any] = {}
     for path in cfg.sites:
         site = crawl.SiteConfig.from_yaml(path)
-        out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent)
-        cat = crawl.merge_catalog(out, Path(cfg.data_dir) / "state")
+        state = Path(cfg.data_dir) / "state"
+        out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent,
+                               cache_dir=state / site.name / "httpcache")
+        cat = crawl.merge_catalog(out, state)
         for k in parts:
             parts[k].append(getattr(cat, k))
         counts[site.name] = cat.counts
+        warc = out.feed.parent / "crawl.warc.gz"
+        if store is not None and warc.is_file():
+            key = f"warc/{site.name}/{run_id}.warc.gz"
+            store.put_bytes(key, warc.read_bytes(), "application/warc")
+            counts[site.name]["warc"] = key
     return CrawlResult(
         products=_concat(parts["products"], schemas.PRODUCTS), looks=_concat(parts["looks"], schemas.LOOKS),
         crawl_log=_concat(parts["crawl_log"], schemas.CRAWL_LOG),

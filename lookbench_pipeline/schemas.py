@@ -61,6 +61,7 @@ PRODUCTS = pa.schema(
         ("crawled_at", TS),
         ("first_seen_at", TS),
         ("last_seen_at", TS),
+        ("disappeared_at", TS),  # state only: first crawl that no longer found it (null while present)
     ]
 )
 
@@ -75,6 +76,7 @@ LOOKS = pa.schema(
         ("crawled_at", TS),
         ("first_seen_at", TS),
         ("last_seen_at", TS),
+        ("disappeared_at", TS),
     ]
 )
 

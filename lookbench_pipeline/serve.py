@@ -37,18 +37,23 @@ class _Handler(BaseHTTPRequestHandler):
         self.server.hits.append(path)
         body, ctype = self.server.resolve(path)
         if body is None:
+            self.server.statuses.append((path, 404))
             self.send_response(404)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
         etag = '"' + hashlib.sha1(body).hexdigest()[:16] + '"'
         if self.headers.get("If-None-Match") == etag:
+            self.server.statuses.append((path, 304))
             self.send_response(304)
             self.send_header("ETag", etag)
             self.send_header("Content-Length", "0")
             self.end_headers()
             return
+        self.server.statuses.append((path, 200))
         self.send_response(200)
+        for k, v in self.server.extra_headers(path).items():
+            self.send_header(k, v)
         self.send_header("Content-Type", ctype)
         self.send_header("Content-Length", str(len(body)))
         self.send_header("ETag", etag)
@@ -61,9 +66,12 @@ class _Handler(BaseHTTPRequestHandler):
 class _Server(ThreadingHTTPServer):
     daemon_threads = True
 
-    def __init__(self, resolver: Callable[[str, str], tuple[bytes | None, str]]):
+    def __init__(self, resolver: Callable[[str, str], tuple[bytes | None, str]],
+                 extra_headers: Callable[[str], dict[str, str]] | None = None):
         super().__init__(("127.0.0.1", 0), _Handler)
         self._resolver = resolver
+        self.extra_headers = extra_headers or (lambda path: {})
+        self.statuses: list[tuple[str, int]] = []
         self.base_url = f"http://127.0.0.1:{self.server_address[1]}"
         self.hits: list[str] = []
         self.mtime = 1_700_000_000.0
@@ -99,10 +107,12 @@ def static_resolver(root: Path, extra: dict[str, str] | None = None) -> Callable
 
 
 @contextmanager
-def serving(resolver: Callable[[str, str], tuple[bytes | None, str]]) -> Iterator[_Server]:
+def serving(resolver: Callable[[str, str], tuple[bytes | None, str]],
+            extra_headers: Callable[[str], dict[str, str]] | None = None) -> Iterator[_Server]:
     """Serve on 127.0.0.1 (a free port) for the duration of the ``with`` block; yields the server
-    (``.base_url``, ``.hits``)."""
-    srv = _Server(resolver)
+    (``.base_url``, ``.hits`` paths requested, ``.statuses`` (path, status) answered). ``extra_headers(path)``
+    adds response headers (e.g. ``X-Robots-Tag``)."""
+    srv = _Server(resolver, extra_headers)
     t = threading.Thread(target=srv.serve_forever, name="lookbench-http", daemon=True)
     t.start()
     try:

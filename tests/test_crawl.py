@@ -53,3 +53,120 @@ def test_first_seen_kept_across_runs(tmp_path):
         "unchanged content keeps the crawl that fetched it"
     assert all(u.startswith("https://demo.demo.lookbench.invalid/") for u in cat2.products["url"].to_pylist())
     assert cat1.counts["products"] == 12 and cat1.counts["looks"] == 3
+
+
+def test_warc_replay_conditional_requests_and_x_robots_tag(tmp_path):
+    from lookbench_pipeline.config import SiteConfig
+    from lookbench_pipeline.warc import extract_from_warc
+
+    site = _site(tmp_path)
+    root = tmp_path / "shop"
+    demo_shop.generate(root, 12, 3, 7)
+    noindex = "/images/products/demo-0003-0.jpg"
+    headers = lambda path: {"X-Robots-Tag": "noimageindex"} if path == noindex else {}  # noqa: E731
+    cache = tmp_path / "httpcache"
+    with serve.serving(serve.static_resolver(root), headers) as srv:
+        feed, _ = run_spider(site, srv.base_url, tmp_path / "c1", "test-bot", cache_dir=cache)
+        first = list(srv.statuses)
+        srv.statuses.clear()
+        run_spider(site, srv.base_url, tmp_path / "c2", "test-bot", cache_dir=cache)
+        second = list(srv.statuses)
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    # X-Robots-Tag: noimageindex is honoured for images
+    reasons = {d["url"].split("/", 3)[-1]: d["reason"] for i in items if i["kind"] == "product" for d in i["images"]}
+    assert reasons[noindex.lstrip("/")] == "x_robots_tag_noimageindex"
+    assert sum(r is None for r in reasons.values()) == len(reasons) - 1
+    # the re-crawl revalidates pages with conditional requests and gets 304s
+    assert all(s == 200 for p, s in first if p.endswith(".html"))
+    assert sum(1 for p, s in second if p.startswith("/products/") and s == 304) == 12
+    # the WARC alone reproduces the products
+    from_warc = extract_from_warc([tmp_path / "c1/crawl.warc.gz"], SiteConfig.from_yaml(site))
+    key = lambda i: (i["url"], i.get("sku"), i.get("title"), i.get("price"), tuple(i.get("image_urls") or []))  # noqa: E731
+    crawled = sorted(key(i) for i in items if i["kind"] == "product")
+    assert sorted(key(i) for i in from_warc if i["kind"] == "product") == crawled
+    assert len([i for i in from_warc if i["kind"] == "look"]) == 3
+
+
+def test_real_robots_files_are_obeyed(tmp_path, realdata):
+    """For each real robots.txt, a sitemap lists pages it disallows and pages it allows; only the allowed are
+    fetched."""
+    from protego import Protego
+
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"name": "robots", "kind": "web", "start_urls": [],
+                                    "sitemap_urls": ["{{BASE}}/sitemap.xml"], "allow_private_addresses": True,
+                                    "follow_links": False}))
+    candidates = ["/checkout/", "/cart/", "/account/", "/search?q=dress", "/api/", "/wishlist/", "/my-account/",
+                  "/login", "/basket", "/customer/", "/*.pdf", "/giftcard/",
+                  "/women/dresses/p/123.html", "/product/red-dress", "/sale/", "/on/demandware.store/x"]
+    checked = 0
+    for rb in sorted((realdata / "pages/robots").glob("*.txt")):
+        text = rb.read_text(encoding="utf-8", errors="replace")
+        rp = Protego.parse(text)
+        ua = "LookBenchBot"
+        allowed = [c for c in candidates if rp.can_fetch("http://h" + c, ua)]
+        disallowed = [c for c in candidates if not rp.can_fetch("http://h" + c, ua)]
+        if not disallowed:
+            continue
+        urls = allowed + disallowed
+        pages = {"/robots.txt": text, "/sitemap.xml": '<?xml version="1.0"?><urlset xmlns="http://www.sitemaps.'
+                 'org/schemas/sitemap/0.9">' + "".join(f"<url><loc>{{{{BASE}}}}{u.replace('&', '&amp;')}</loc></url>"
+                                                      for u in urls) + "</urlset>"}
+        root = tmp_path / rb.stem
+        root.mkdir()
+        with serve.serving(serve.static_resolver(root, pages)) as srv:
+            run_spider(site, srv.base_url, tmp_path / f"out-{rb.stem}", f"{ua}/0.1 (+https://example.invalid)")
+            hits = set(srv.hits)
+        for d in disallowed:
+            assert d.split("?")[0] not in hits, f"{rb.name}: fetched disallowed {d}"
+        checked += 1
+    assert checked >= 6
+
+
+def test_killed_crawl_resumes_to_the_same_products(tmp_path):
+    import os
+    import random
+    import signal
+    import subprocess
+    import time
+
+    from lookbench_pipeline.crawl import CRAWLERS_DIR, read_feed, spider_command
+
+    site = _site(tmp_path)
+    root = tmp_path / "shop"
+    truth = demo_shop.generate(root, 12, 3, 7)
+    rng = random.Random(5)
+    with serve.serving(serve.static_resolver(root)) as srv:
+        out = tmp_path / "killed"
+        out.mkdir()
+        for attempt in range(4):
+            cmd, env = spider_command(site, srv.base_url, out, "test-bot", resume=attempt > 0)
+            cmd += ["-s", "DOWNLOAD_DELAY=0.05", "-s", "AUTOTHROTTLE_ENABLED=False", "-s", "CONCURRENT_REQUESTS=2"]
+            proc = subprocess.Popen(cmd, cwd=CRAWLERS_DIR, env=env, start_new_session=True,
+                                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(rng.uniform(1.2, 2.5))
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        run_spider(site, srv.base_url, out, "test-bot", resume=True)
+    items = read_feed(out / "items.jsonl")
+    assert {i["sku"] for i in items if i["kind"] == "product"} == set(truth["products"])
+    assert {i["url"].rsplit("/", 1)[-1] for i in items if i["kind"] == "look"} == {
+        f"look-{n:03d}.html" for n in range(3)}
+
+
+def test_disappeared_products_are_marked(tmp_path):
+    site = _site(tmp_path)
+    out1 = crawl_site(site, tmp_path / "run1", "test-bot")
+    merge_catalog(out1, tmp_path / "state")
+    # the shop drops a product: remove its page from the second crawl's feed as if it were gone
+    out2 = crawl_site(site, tmp_path / "run2", "test-bot")
+    gone_sku = "DEMO-0000"
+    out2.items = [i for i in out2.items if i.get("sku") != gone_sku]
+    cat2 = merge_catalog(out2, tmp_path / "state")
+    assert cat2.counts["products_disappeared"] == 1 and cat2.products.num_rows == 11
+    import pyarrow.parquet as pq
+
+    state = pq.read_table(tmp_path / "state/demo/products.parquet").to_pylist()
+    gone = [r for r in state if r["sku"] == gone_sku]
+    assert gone and gone[0]["disappeared_at"] is not None
+    assert all(r["disappeared_at"] is None for r in state if r["sku"] != gone_sku)

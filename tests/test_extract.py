@@ -82,3 +82,38 @@ def test_price_parser_and_ids():
     b = product_key("s", "http://127.0.0.1:9999/p/1?a=1&b=2", None)
     assert a == b, "ids ignore host, port and query order"
     assert product_key("s", "http://x/p/1", "SKU1") == product_key("s", "http://y/other", "SKU1")
+
+
+def test_lenient_jsonld():
+    from lookbench_pipeline.extract import parse_jsonld
+
+    raw = """//<![CDATA[
+    {"@context": "https://schema.org", "@type": "Product", "name": "Line\tbreak
+    shirt", "offers": {"price": "10.00", "priceCurrency": "EUR",},}
+    //]]>"""
+    d = parse_jsonld(raw)
+    assert d["name"].startswith("Line") and d["offers"]["price"] == "10.00"
+    html = f"<html><head><script type='application/LD+JSON'>{raw}</script></head></html>"
+    [p] = extract_products(html, "https://shop.test/p")
+    assert p["price"] == 10.0 and p["extracted_from"] == "json-ld"
+    assert parse_jsonld("{not json at all") is None
+
+
+def test_list_of_products_in_jsonld():
+    ld = [{"@type": "Product", "name": "A", "sku": "1"}, {"@type": "Product", "name": "B", "sku": "2"}]
+    html = f"<script type='application/ld+json'>{json.dumps(ld)}</script>"
+    assert {p["sku"] for p in extract_products(html, "https://shop.test/")} == {"1", "2"}
+
+
+def test_srcset_and_lazy_images():
+    from lookbench_pipeline.extract import parse_srcset
+
+    cdn = "https://cdn.test/image/upload/w_400,h_600,c_fill/shirt.jpg"
+    cdn2 = "https://cdn.test/image/upload/w_1200,h_1800,c_fill/shirt.jpg"
+    assert parse_srcset(f"{cdn} 400w, {cdn2} 1200w") == [(cdn, 400.0), (cdn2, 1200.0)]
+    html = (f"<base href='https://shop.test/women/'><img class='pi' src='data:image/gif;base64,R0lGOD' "
+            f"data-srcset='{cdn} 400w, {cdn2} 1200w'><img class='pi' data-src='//cdn.test/b.jpg' "
+            f"src='data:image/png;base64,xx'><img class='pi' src='c.jpg'>")
+    rules = ProductRules(title="title::text", images="img.pi")
+    [p] = extract_products(f"<title>Shirt</title>{html}", "https://shop.test/p/1", rules)
+    assert p["image_urls"] == [cdn2, "https://cdn.test/b.jpg", "https://shop.test/women/c.jpg"]

@@ -41,4 +41,5 @@ class PageItem(scrapy.Item):
     status = scrapy.Field()
     outcome = scrapy.Field()
     reason = scrapy.Field()
+    n_items = scrapy.Field()  # products + looks the page yielded (resume bookkeeping)
     crawled_at = scrapy.Field()

@@ -27,11 +27,16 @@ from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 
 def _failure_reason(failure):
     exc = getattr(failure, "value", failure)
-    reason = getattr(exc, "reason", None)
-    if reason:
-        return reason
+    cause = exc
+    while cause is not None:  # Scrapy may wrap our exception (FileException from ImageRefused)
+        if getattr(cause, "reason", None):
+            return cause.reason
+        cause = cause.__cause__ or cause.__context__
     name = type(exc).__name__
     text = str(exc).lower()
+    for known in ("host_not_allowed", "private_address"):
+        if text.startswith(known):
+            return known
     if "robots" in text:
         return "robots_disallowed"
     if "offsite" in text or "filtered" in text:
@@ -41,6 +46,12 @@ def _failure_reason(failure):
     if name == "IgnoreRequest":
         return "ignored"
     return "fetch_error"
+
+
+class ImageRefused(Exception):
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
 
 
 class ImageDownloadPipeline(FilesPipeline):
@@ -53,6 +64,18 @@ class ImageDownloadPipeline(FilesPipeline):
 
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
         return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls]
+
+    async def media_downloaded(self, response, request, info, *, item=None):
+        if response.status != 200:
+            raise ImageRefused(f"http_{response.status}")
+        # X-Robots-Tag: noimageindex / noai / none forbid using the image (Google's and the AI-opt-out meanings);
+        # a value may be scoped to a user agent ("googlebot: noimageindex"), which we honour as well.
+        tags = ",".join(v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")).lower()
+        words = {t.strip().split(":")[-1].strip() for t in tags.split(",") if t.strip()}
+        for word in ("noimageindex", "noai", "none"):
+            if word in words:
+                raise ImageRefused(f"x_robots_tag_{word}")
+        return await super().media_downloaded(response, request, info, item=item)
 
     def file_path(self, request, response=None, info=None, *, item=None):
         return "images/" + hashlib.sha1(request.url.encode()).hexdigest()

@@ -28,7 +28,15 @@ LOG_LEVEL = "INFO"
 
 DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
+    "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
 }
+# Incremental crawls: pages are cached per site (HTTPCACHE_DIR set by the pipeline) and revalidated with
+# conditional requests on every crawl. Images are not cached here (they are content-addressed downstream).
+HTTPCACHE_ENABLED = False
+HTTPCACHE_POLICY = "lookbench_crawlers.httpcache.RevalidateAlwaysPolicy"
+HTTPCACHE_STORAGE = "scrapy.extensions.httpcache.FilesystemCacheStorage"
+HTTPCACHE_IGNORE_SCHEMES = ["file", "data"]
+# LOOKBENCH_WARC_PATH: the crawl's WARC file (set by the pipeline); unset, nothing is archived.
 ITEM_PIPELINES = {
     "lookbench_crawlers.pipelines.StampAndValidatePipeline": 100,
     "lookbench_crawlers.pipelines.ImageDownloadPipeline": 200,

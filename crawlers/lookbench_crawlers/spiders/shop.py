@@ -2,7 +2,14 @@
 and yields what the library's extractors find. It only crawls: ids, first-seen times and tables are the library's.
 
 Arguments (``-a``): ``site_config`` (path to the site's YAML file), ``base_url`` (replaces ``{{BASE}}`` in the
-config's URLs: the demo and replay servers pick a free port).
+config's URLs: the demo and replay servers pick a free port), ``resume_feed`` (the JSON-lines feed of an
+interrupted run of the same crawl: pages it finished are not fetched again).
+
+Resuming: Scrapy's JOBDIR only survives a graceful stop; a crawl killed with SIGKILL may lose requests that were
+dequeued but not finished. Instead, every page item records how many products and looks the page yielded
+(``n_items``), and a page counts as finished only when its page item and that many items are in the feed; a
+restart re-reads the sitemaps and start pages and skips finished pages. Items are appended (``-o``), and the
+library merges them by id, so a page processed twice is not a duplicate.
 """
 
 from urllib.parse import urlsplit
@@ -18,8 +25,9 @@ from lookbench_pipeline.extract import extract_look, extract_products
 class ShopSpider(scrapy.Spider):
     name = "shop"
 
-    def __init__(self, site_config=None, base_url="", *args, **kwargs):
+    def __init__(self, site_config=None, base_url="", resume_feed=None, *args, **kwargs):
         super().__init__(*args, **kwargs)
+        self.done = finished_pages(resume_feed) if resume_feed else set()
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -42,8 +50,9 @@ class ShopSpider(scrapy.Spider):
         for u in self.start_list:
             yield scrapy.Request(u, callback=self.parse_page, errback=self.on_error)
 
-    def _page(self, url, status, outcome, reason=None):
-        return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason)
+    def _page(self, url, status, outcome, reason=None, n_items=0):
+        return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
+                        n_items=n_items)
 
     def parse_sitemap(self, response):
         body = response.body
@@ -63,6 +72,8 @@ class ShopSpider(scrapy.Spider):
                 continue
             if sm.type == "sitemapindex":
                 yield scrapy.Request(loc, callback=self.parse_sitemap, errback=self.on_error)
+            elif loc in self.done:
+                continue
             else:
                 yield scrapy.Request(loc, callback=self.parse_page, errback=self.on_error,
                                      meta={"from_sitemap": True})
@@ -81,7 +92,7 @@ class ShopSpider(scrapy.Spider):
             yield LookItem(kind="look", site=self.site.name, url=response.url, **look)
         if products or look:
             outcome = "product" if products else "look"
-            yield self._page(response.url, response.status, outcome)
+            yield self._page(response.url, response.status, outcome, n_items=len(products) + bool(look))
         else:
             # A page the sitemap lists is meant to be a product or look page: finding nothing there is a rejection.
             links = response.css("a::attr(href)").getall()
@@ -91,6 +102,8 @@ class ShopSpider(scrapy.Spider):
         if self.site.follow_links:
             for href in response.css("a::attr(href)").getall():
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):
+                    continue
+                if response.urljoin(href) in self.done:
                     continue
                 yield response.follow(href, callback=self.parse_page, errback=self.on_error)
 
@@ -113,3 +126,25 @@ class ShopSpider(scrapy.Spider):
             else:
                 reason = f"fetch_error:{type(exc).__name__}"
         yield self._page(request.url, status, "rejected", reason)
+
+
+def finished_pages(feed_path):
+    """URLs of pages an earlier run finished: a page item in the feed and as many product / look items for that
+    URL as the page item's ``n_items``. A torn last line (a kill mid-write) is ignored."""
+    import json
+    from pathlib import Path
+
+    p = Path(feed_path)
+    if not p.is_file():
+        return set()
+    pages, counts = {}, {}
+    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
+        try:
+            it = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if it.get("kind") == "page":
+            pages[it["url"]] = int(it.get("n_items") or 0)
+        elif it.get("kind") in ("product", "look"):
+            counts[it["url"]] = counts.get(it["url"], 0) + 1
+    return {u for u, n in pages.items() if counts.get(u, 0) >= n}
