@@ -36,7 +36,9 @@ def test_release_from_real_input(tmp_path, realdata):
     n_photos = len(list((realdata / "images/studio").iterdir())) + len(list((realdata / "images/street").iterdir()))
     assert sum(r["owner_type"] == "drop" for r in refs) == n_photos
     assert all((r["status"] == "accepted") == (r["reason"] is None) for r in refs)
-    assert {r["reason"] for r in refs if r["owner_type"] == "product"} <= {"host_not_allowed", "http_error"}
+    reasons = {r["reason"] for r in refs if r["owner_type"] == "product"}
+    assert "host_not_allowed" in reasons
+    assert all(r == "host_not_allowed" or r.startswith("http_4") for r in reasons), reasons
     # dedup: the byte-identical pair of street photos is one image
     by_source = {Path(r["source"]).name: r["image_sha256"] for r in refs if r["owner_type"] == "drop"}
     assert by_source["model-studio_catvton_049713_0.jpg"] == by_source["model-studio_ootd_049713_0.jpg"]
