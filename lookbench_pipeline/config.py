@@ -60,6 +60,7 @@ class SiteConfig(BaseModel):
     image_hosts: list[str] = Field(default_factory=list)
     allow_private_addresses: bool = False
     follow_links: bool = True
+    shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     max_pages: int = 10_000
     download_delay_s: float = 0.0
     concurrency_per_domain: int = 8

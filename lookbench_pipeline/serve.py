@@ -33,9 +33,10 @@ class _Handler(BaseHTTPRequestHandler):
         self._serve(head=False)
 
     def _serve(self, head: bool) -> None:
-        path = unquote(urlsplit(self.path).path)
+        parts = urlsplit(self.path)
+        path = unquote(parts.path)
         self.server.hits.append(path)
-        body, ctype = self.server.resolve(path)
+        body, ctype = self.server.resolve(path + (f"?{parts.query}" if parts.query else ""))
         if body is None:
             self.server.statuses.append((path, 404))
             self.send_response(404)
@@ -86,6 +87,7 @@ def static_resolver(root: Path, extra: dict[str, str] | None = None) -> Callable
     extra = extra or {}
 
     def resolve(path: str, base: str) -> tuple[bytes | None, str]:
+        path = path.split("?", 1)[0]
         if path in extra:
             ctype = mimetypes.guess_type(path)[0] or ("text/html" if path.endswith("/") else "text/plain")
             return extra[path].replace("{{BASE}}", base).encode("utf-8"), ctype + "; charset=utf-8"
@@ -134,6 +136,7 @@ def replay_resolver(pages_dir: Path) -> Callable[[str, str], tuple[bytes | None,
     static = static_resolver(pages_dir)
 
     def resolve(path: str, base: str) -> tuple[bytes | None, str]:
+        path = path.split("?", 1)[0]
         if path in extra:
             return static_resolver(pages_dir, extra)(path, base)
         if path.startswith("/pages/"):

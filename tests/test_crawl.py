@@ -170,3 +170,33 @@ def test_disappeared_products_are_marked(tmp_path):
     gone = [r for r in state if r["sku"] == gone_sku]
     assert gone and gone[0]["disappeared_at"] is not None
     assert all(r["disappeared_at"] is None for r in state if r["sku"] != gone_sku)
+
+
+def test_shopify_json_endpoints(tmp_path, realdata):
+    from lookbench_pipeline.extract import shopify_products
+
+    many = {"products": json.loads((realdata / "pages/shopify/shopify_admin_api_fixture_products.json").read_text())}
+    one = json.loads((realdata / "pages/shopify/shopify_admin_api_fixture_product.json").read_text())
+    [p] = shopify_products(one, "https://shop.test/products/ipod-nano.json")
+    assert p["title"] == "IPod Nano - 8GB" and p["price"] == 199.0 and p["url"] == "https://shop.test/products/ipod-nano"
+    assert p["image_urls"] and p["extracted_from"] == "shopify-json"
+
+    def resolve(path, base):
+        if path.startswith("/products.json"):
+            page = int(path.split("page=")[1].split("&")[0])
+            body = many if page == 1 else {"products": []}
+            return json.dumps(body).encode(), "application/json"
+        if path == "/robots.txt":
+            return b"User-agent: *\nAllow: /\n", "text/plain"
+        return None, ""
+
+    site = tmp_path / "shopify.yaml"
+    site.write_text(yaml.safe_dump({"name": "shopify", "start_urls": [], "sitemap_urls": ["{{BASE}}/robots.txt"],
+                                    "shopify": True, "allow_private_addresses": True, "follow_links": False}))
+    with serve.serving(resolve) as srv:
+        feed, _ = run_spider(site, srv.base_url, tmp_path / "out", "test-bot")
+        hits = list(srv.hits)
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    titles = {i["title"] for i in items if i["kind"] == "product"}
+    assert titles == {p["title"] for p in many["products"]}
+    assert hits.count("/products.json") == 2, "paginated until an empty page"

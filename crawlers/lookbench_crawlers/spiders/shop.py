@@ -49,6 +49,33 @@ class ShopSpider(scrapy.Spider):
             yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
         for u in self.start_list:
             yield scrapy.Request(u, callback=self.parse_page, errback=self.on_error)
+        if self.site.shopify:
+            for origin in sorted({"/".join(u.split("/")[:3]) for u in self.start_list + self.sitemap_list}):
+                yield self._shopify_page(origin, 1)
+
+    def _shopify_page(self, origin, page):
+        return scrapy.Request(f"{origin}/products.json?limit=250&page={page}", callback=self.parse_shopify,
+                              errback=self.on_error, cb_kwargs={"origin": origin, "page": page})
+
+    def parse_shopify(self, response, origin=None, page=1):
+        """Shopify's public JSON: a page of /products.json (paginated until empty) or one product's .json."""
+        import json
+
+        from lookbench_pipeline.extract import shopify_products
+
+        try:
+            doc = json.loads(response.text)
+        except (ValueError, AttributeError):
+            yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
+            return
+        products = shopify_products(doc, response.url)
+        for p in products:
+            url = p.pop("url")
+            yield ProductItem(kind="product", site=self.site.name, url=url, **p)
+        yield self._page(response.url, response.status, "product" if products else "listing",
+                         n_items=len(products))
+        if origin and products and "products" in doc:
+            yield self._shopify_page(origin, page + 1)
 
     def _page(self, url, status, outcome, reason=None, n_items=0):
         return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
