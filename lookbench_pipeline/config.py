@@ -61,6 +61,8 @@ class SiteConfig(BaseModel):
     allow_private_addresses: bool = False
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
+    render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
+    chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
     max_pages: int = 10_000
     download_delay_s: float = 0.0
     concurrency_per_domain: int = 8

@@ -62,8 +62,19 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
            "-s", f"CLOSESPIDER_PAGECOUNT={site.max_pages}",
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
            "-s", f"LOOKBENCH_WARC_PATH={warc}", "-o", f"{feed}:jsonlines"]
-    if cache_dir is not None:
+    if cache_dir is not None and not site.render_js:
         cmd += ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={cache_dir}"]
+    if site.render_js:
+        handler = "scrapy_playwright.handler.ScrapyPlaywrightDownloadHandler"
+        cmd += ["-s", "DOWNLOAD_HANDLERS=" + json.dumps({"http": handler, "https": handler}),
+                "-s", "PLAYWRIGHT_BROWSER_TYPE=chromium",
+                "-s", "PLAYWRIGHT_LAUNCH_OPTIONS=" + json.dumps({
+                    "executable_path": site.chromium_path, "headless": True,
+                    "args": ["--no-sandbox", "--disable-gpu", "--disable-background-networking",
+                             "--disable-component-update", "--disable-sync", "--no-first-run",
+                             "--disable-dev-shm-usage"]}),
+                "-s", "PLAYWRIGHT_MAX_CONTEXTS=1", "-s", "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=4",
+                "-s", f"CONCURRENT_REQUESTS={min(4, site.concurrency_per_domain)}"]
     if resume:
         cmd += ["-a", f"resume_feed={feed}"]
     return cmd, env

@@ -359,3 +359,32 @@ def write_fashion200k(root: Path, n_products: int, n_looks: int, seed: int, n_it
     for top, ls in lines.items():
         (root / "labels" / f"{top}_train_detect_all.txt").write_text("\n".join(ls) + "\n", encoding="utf-8")
     return {"leaked_skus": leaked, "items": pid - 91_000_000}
+
+
+def write_js_pages(root: Path, n: int) -> None:
+    """A site whose product data exists only after JavaScript runs: each of ``n`` pages builds its schema.org
+    JSON-LD and its image in the browser. A crawler that does not render finds nothing."""
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "js").mkdir(exist_ok=True)
+    urls = []
+    for i in range(n):
+        data = json.dumps({"name": f"Rendered {COLORS_LIST[i % len(COLORS_LIST)]} dress {i}", "sku": f"JS-{i:05d}",
+                           "price": f"{10 + i % 90}.00"})
+        (root / "js" / f"p-{i:05d}.html").write_text(
+            "<!doctype html><html><head><meta charset='utf-8'><title>loading</title></head><body>"
+            "<div id='app'>loading…</div><script>"
+            f"const d = {data};"
+            "const ld = {'@context': 'https://schema.org', '@type': 'Product', name: d.name, sku: d.sku,"
+            " image: ['/img/' + d.sku + '.jpg'], offers: {'@type': 'Offer', price: d.price, priceCurrency: 'EUR'}};"
+            "const s = document.createElement('script'); s.type = 'application/ld+json';"
+            "s.text = JSON.stringify(ld); document.head.appendChild(s);"
+            "document.getElementById('app').textContent = d.name;"
+            "</script></body></html>", encoding="utf-8")
+        urls.append(f"/js/p-{i:05d}.html")
+    (root / "robots.txt").write_text("User-agent: *\nAllow: /\n")
+    (root / "sitemap.xml").write_text(
+        '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
+        + "".join(f"<url><loc>{{{{BASE}}}}{u}</loc></url>\n" for u in urls) + "</urlset>\n")
+
+
+COLORS_LIST = list(COLORS)

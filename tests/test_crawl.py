@@ -200,3 +200,32 @@ def test_shopify_json_endpoints(tmp_path, realdata):
     titles = {i["title"] for i in items if i["kind"] == "product"}
     assert titles == {p["title"] for p in many["products"]}
     assert hits.count("/products.json") == 2, "paginated until an empty page"
+
+
+def _chromium() -> str | None:
+    import shutil
+
+    return shutil.which("chromium")
+
+
+def test_javascript_pages_rendered_with_playwright(tmp_path):
+    import pytest
+
+    if not _chromium():
+        pytest.skip("Debian's chromium is not installed (make test installs it when run as root)")
+    root = tmp_path / "js"
+    demo_shop.write_js_pages(root, 6)
+    plain = tmp_path / "plain.yaml"
+    conf = {"name": "jsshop", "start_urls": [], "sitemap_urls": ["{{BASE}}/sitemap.xml"],
+            "allow_private_addresses": True, "follow_links": False}
+    plain.write_text(yaml.safe_dump(conf))
+    rendered = tmp_path / "rendered.yaml"
+    rendered.write_text(yaml.safe_dump({**conf, "render_js": True, "chromium_path": _chromium()}))
+    with serve.serving(serve.static_resolver(root)) as srv:
+        feed_plain, _ = run_spider(plain, srv.base_url, tmp_path / "plain", "test-bot")
+        feed_js, _ = run_spider(rendered, srv.base_url, tmp_path / "rendered", "test-bot")
+    kinds = lambda f: [json.loads(x) for x in f.read_text().splitlines()]  # noqa: E731
+    assert not [i for i in kinds(feed_plain) if i["kind"] == "product"]
+    products = [i for i in kinds(feed_js) if i["kind"] == "product"]
+    assert {p["sku"] for p in products} == {f"JS-{i:05d}" for i in range(6)}
+    assert all(p["image_urls"][0].endswith(".jpg") for p in products)

@@ -48,7 +48,7 @@ class ShopSpider(scrapy.Spider):
         for u in self.sitemap_list:
             yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
         for u in self.start_list:
-            yield scrapy.Request(u, callback=self.parse_page, errback=self.on_error)
+            yield self._request(u, self.parse_page)
         if self.site.shopify:
             for origin in sorted({"/".join(u.split("/")[:3]) for u in self.start_list + self.sitemap_list}):
                 yield self._shopify_page(origin, 1)
@@ -77,6 +77,14 @@ class ShopSpider(scrapy.Spider):
         if origin and products and "products" in doc:
             yield self._shopify_page(origin, page + 1)
 
+    def _request(self, url, callback, **kw):
+        """A page request; rendered in headless Chromium when the site config asks (scrapy-playwright closes
+        each page after the response, so memory stays flat)."""
+        meta = kw.pop("meta", {})
+        if self.site.render_js and callback == self.parse_page:
+            meta = {**meta, "playwright": True}
+        return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw)
+
     def _page(self, url, status, outcome, reason=None, n_items=0):
         return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
                         n_items=n_items)
@@ -102,8 +110,7 @@ class ShopSpider(scrapy.Spider):
             elif loc in self.done:
                 continue
             else:
-                yield scrapy.Request(loc, callback=self.parse_page, errback=self.on_error,
-                                     meta={"from_sitemap": True})
+                yield self._request(loc, self.parse_page, meta={"from_sitemap": True})
 
     def parse_page(self, response):
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
@@ -132,7 +139,7 @@ class ShopSpider(scrapy.Spider):
                     continue
                 if response.urljoin(href) in self.done:
                     continue
-                yield response.follow(href, callback=self.parse_page, errback=self.on_error)
+                yield self._request(response.urljoin(href), self.parse_page)
 
     def on_error(self, failure):
         request = failure.request
