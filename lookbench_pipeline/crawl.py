@@ -61,7 +61,8 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
            "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
            "-s", f"CLOSESPIDER_PAGECOUNT={site.max_pages}",
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
-           "-s", f"LOOKBENCH_WARC_PATH={warc}", "-o", f"{feed}:jsonlines"]
+           "-s", f"LOOKBENCH_WARC_PATH={warc}", "-s", f"LOOKBENCH_STATS_PATH={out_dir / 'stats.json'}",
+           "-o", f"{feed}:jsonlines"]
     if cache_dir is not None and not site.render_js:
         cmd += ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={cache_dir}"]
     if site.render_js:
@@ -262,6 +263,14 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
               "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(
                   len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()), **outcomes}
+    stats_file = out.feed.parent / "stats.json"
+    if stats_file.is_file():
+        st = json.loads(stats_file.read_text())
+        keep = ("downloader/request_count", "downloader/response_count", "item_scraped_count", "item_dropped_count",
+                "robotstxt/forbidden", "httpcache/hit", "httpcache/miss", "httpcache/revalidate",
+                "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds")
+        counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
+            ("downloader/response_status_count/", "downloader/exception_type_count/"))}
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)
