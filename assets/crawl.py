@@ -3,12 +3,12 @@
 
 from pathlib import Path
 
-from dagster import AssetExecutionContext, AssetOut, Output, multi_asset
+from dagster import AssetExecutionContext, AssetOut, Failure, Output, multi_asset
 
 from lookbench_pipeline.pipeline import stage_crawl
 
 from .common import table_metadata
-from .partitions import release_partitions
+from .partitions import crawl_partitions
 from .resources import LookbenchConfig
 
 
@@ -19,14 +19,19 @@ from .resources import LookbenchConfig
         "crawl_log": AssetOut(description="Every page the spider handled, with its outcome and reason."),
         "image_downloads": AssetOut(description="Every image URL the crawl tried: stored file or failure reason."),
     },
-    partitions_def=release_partitions,
+    partitions_def=crawl_partitions,
     group_name="crawl",
     compute_kind="scrapy",
 )
 def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig):
     cfg = lookbench.load()
+    site = context.partition_key.keys_by_dimension["site"]
+    by_name = {s.name: p for s, p in zip(cfg.site_configs(), cfg.sites)}
+    if site not in by_name:
+        raise Failure(description=f"site partition {site!r} has no site config; configured: {sorted(by_name)}")
     run_dir = Path(cfg.data_dir) / "runs" / context.run.run_id
-    res = stage_crawl(cfg, run_dir, lookbench.store(), context.run.run_id)
+    res = stage_crawl(cfg.model_copy(update={"sites": [by_name[site]]}), run_dir, lookbench.store(),
+                      context.run.run_id)
     for site, c in res.counts.items():
         context.log.info(f"crawl {site}: {c}")
     yield Output(res.products, "products",

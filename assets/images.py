@@ -9,7 +9,7 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, mul
 from lookbench_pipeline.pipeline import stage_drops, stage_images
 
 from .common import table_metadata
-from .partitions import release_partitions
+from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
 
 
@@ -25,7 +25,8 @@ def drop_items(context: AssetExecutionContext, lookbench: LookbenchConfig) -> Ou
         "image_refs": AssetOut(description="Every image reference and its intake outcome (accepted / rejected + reason)."),
         "images": AssetOut(description="One row per distinct accepted image: size, format, flags, pHash."),
     },
-    ins={"products": AssetIn(), "looks": AssetIn(), "drop_items": AssetIn(), "image_downloads": AssetIn()},
+    ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
+         "drop_items": AssetIn(), "image_downloads": AssetIn(partition_mapping=by_window)},
     partitions_def=release_partitions,
     group_name="images",
     compute_kind="pillow",

@@ -15,10 +15,16 @@ from lookbench_pipeline.config import load_config
 class TableIOManager(ConfigurableIOManager):
     config_path: str | None = None
 
+    def _base(self, context: OutputContext | InputContext) -> Path:
+        return Path(load_config(self.config_path).data_dir) / "assets" / "/".join(context.asset_key.path)
+
+    @staticmethod
+    def _name(key: str) -> str:
+        return str(key).replace("|", "__")  # a MultiPartitionKey is "site|window"
+
     def _path(self, context: OutputContext | InputContext) -> Path:
-        base = Path(load_config(self.config_path).data_dir) / "assets" / "/".join(context.asset_key.path)
         key = context.asset_partition_key if context.has_asset_partitions else "all"
-        return base / key
+        return self._base(context) / self._name(key)
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
         path = self._path(context)
@@ -29,6 +35,16 @@ class TableIOManager(ConfigurableIOManager):
             path.with_suffix(".json").write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
 
     def load_input(self, context: InputContext) -> object:
+        if context.has_asset_partitions and len(context.asset_partition_keys) != 1:
+            # e.g. every site's crawl of one window: the tables are concatenated, in partition-key order
+            tables = []
+            for key in sorted(context.asset_partition_keys):
+                p = (self._base(context) / self._name(key)).with_suffix(".parquet")
+                if not p.is_file():
+                    raise FileNotFoundError(f"{context.asset_key.to_user_string()} partition {key} has no stored "
+                                            f"value at {p}; materialize it first")
+                tables.append(pq.read_table(p))
+            return pa.concat_tables(tables) if tables else None
         path = self._path(context)
         if path.with_suffix(".parquet").is_file():
             return pq.read_table(path.with_suffix(".parquet"))

@@ -7,7 +7,8 @@ built at any time; the schedule runs at the start of each window for the window 
 
 import os
 
-from dagster import TimeWindowPartitionsDefinition
+from dagster import (DynamicPartitionsDefinition, MultiPartitionKey, MultiPartitionsDefinition,
+                     MultiToSingleDimensionPartitionMapping, TimeWindowPartitionsDefinition)
 
 RELEASE_TIMEZONE = os.environ.get("LOOKBENCH_TIMEZONE", "UTC")
 
@@ -28,3 +29,16 @@ def window_and_version(partition_key: str):
 
     window = window_starting(partition_key, RELEASE_TIMEZONE)
     return window, version_for(window, datetime.now(timezone.utc), RELEASE_TIMEZONE)
+
+
+# One dynamic partition per configured site: crawls fan out per site (and run in parallel on a cluster); the
+# release of a window takes every site's crawl of that window (MultiToSingleDimensionPartitionMapping).
+site_partitions = DynamicPartitionsDefinition(name="sites")
+
+crawl_partitions = MultiPartitionsDefinition({"window": release_partitions, "site": site_partitions})
+
+by_window = MultiToSingleDimensionPartitionMapping(partition_dimension_name="window")
+
+
+def crawl_key(window: str, site: str) -> MultiPartitionKey:
+    return MultiPartitionKey({"window": window, "site": site})

@@ -2,16 +2,19 @@
 
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, Failure, MetadataValue, Output, asset
+from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
 
 from lookbench_pipeline.pipeline import stage_publish, stage_release
 from lookbench_pipeline.release import ReleaseExistsError
 
-from .partitions import release_partitions, window_and_version
+from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
 
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
+       ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
+            "drop_items": AssetIn(), "image_refs": AssetIn(), "images": AssetIn(), "image_clusters": AssetIn(),
+            "annotations": AssetIn(), "contamination": AssetIn()},
        description="The published release: its manifest (version, window, files with sha256, counts, provenance).")
 def release(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, looks: pa.Table,
             drop_items: pa.Table, image_refs: pa.Table, images: pa.Table, image_clusters: pa.Table,

@@ -23,30 +23,17 @@ from .config import ConfigError, load_config
 
 
 def _run_job(config_path: str | None, partition: str | None) -> dict:
-    """Materialize the whole asset graph for one release partition; returns a summary. Raises SystemExit(1)
-    with the failing step's message when a step fails."""
-    from dagster import DagsterInstance
-
-    from assets.definitions import build_defs
-    from assets.partitions import release_partitions
+    """Crawl every site and build the release of one window through Dagster (imported here only: the library
+    itself knows nothing of Dagster). Raises SystemExit(1) with the failing step's message."""
+    from assets.runner import RunFailed, run_release
 
     if config_path:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(config_path).resolve())
-    defs = build_defs(os.environ.get("LOOKBENCH_CONFIG"))
-    job = defs.resolve_job_def("release_job")
-    key = partition or release_partitions.get_last_partition_key()
-    instance = DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral()
-    result = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False,
-                                    run_config={"loggers": {"console": {"config": {"log_level": "INFO"}}}})
-    if not result.success:
-        for ev in result.all_events:
-            if ev.is_step_failure:
-                err = ev.step_failure_data.error
-                print(f"step {ev.step_key} failed: {err.message if err else ''}", file=sys.stderr)
-        raise SystemExit(1)
-    manifest = result.output_for_node("release")
-    return {"partition": key, "manifest": manifest, "scores": result.output_for_node("evaluation"),
-            "run_id": result.run_id}
+    try:
+        return run_release(os.environ.get("LOOKBENCH_CONFIG"), partition)
+    except RunFailed as exc:
+        print(str(exc), file=sys.stderr)
+        raise SystemExit(1) from exc
 
 
 def _print_build(summary: dict, store_url: str) -> None:

@@ -1,9 +1,10 @@
 """The whole asset graph materialized for one release partition with Dagster's own APIs, twice."""
 
 import pyarrow.parquet as pq
-from dagster import DagsterInstance, materialize
+from dagster import AssetSelection, DagsterInstance, materialize
 
-from assets.definitions import ALL_ASSETS, build_defs
+from assets.definitions import ALL_ASSETS, CRAWL_SELECTION, build_defs
+from assets.partitions import crawl_key
 from assets.io import TableIOManager
 from assets.resources import LookbenchConfig
 from lookbench_pipeline.config import load_config
@@ -11,17 +12,36 @@ from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.release import list_releases, read_file
 
 
+class _Both:
+    """The crawl run(s) and the release run of one window, materialized with Dagster's own APIs."""
+
+    def __init__(self, crawl, release):
+        self.crawl, self.release = crawl, release
+        self.success = crawl.success and release.success
+
+    def output_for_node(self, *a):
+        return self.release.output_for_node(*a)
+
+    def get_asset_materialization_events(self):
+        return self.crawl.get_asset_materialization_events() + self.release.get_asset_materialization_events()
+
+
 def _materialize(cfg_path, instance):
-    return materialize(ALL_ASSETS, partition_key="2026-07-01", instance=instance,
-                       resources={"lookbench": LookbenchConfig(config_path=str(cfg_path)),
-                                  "io_manager": TableIOManager(config_path=str(cfg_path))})
+    resources = {"lookbench": LookbenchConfig(config_path=str(cfg_path)),
+                 "io_manager": TableIOManager(config_path=str(cfg_path))}
+    instance.add_dynamic_partitions("sites", [s for s in ["demo"] if not instance.has_dynamic_partition("sites", s)])
+    crawl = materialize(ALL_ASSETS, selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
+                        instance=instance, resources=resources)
+    release = materialize(ALL_ASSETS, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
+                          instance=instance, resources=resources)
+    return _Both(crawl, release)
 
 
 def test_definitions_load():
     defs = build_defs()
     job = defs.resolve_job_def("release_job")
-    assert {n.name for n in job.nodes} >= {"crawl", "image_intake", "image_clusters", "annotations", "release",
-                                             "evaluation"}
+    assert {n.name for n in job.nodes} >= {"image_intake", "image_clusters", "annotations", "release", "evaluation"}
+    assert {n.name for n in defs.resolve_job_def("crawl_job").nodes} == {"crawl"}
     assert defs.resolve_schedule_def("semiannual_release") is not None
 
 
