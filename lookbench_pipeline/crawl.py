@@ -59,7 +59,6 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
            "-s", f"USER_AGENT={user_agent}",
            "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={site.concurrency_per_domain}",
            "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
-           "-s", f"CLOSESPIDER_PAGECOUNT={site.max_pages}",
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
            "-s", f"LOOKBENCH_WARC_PATH={warc}", "-s", f"LOOKBENCH_STATS_PATH={out_dir / 'stats.json'}",
            "-o", f"{feed}:jsonlines"]

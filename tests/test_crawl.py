@@ -229,3 +229,19 @@ def test_javascript_pages_rendered_with_playwright(tmp_path):
     products = [i for i in kinds(feed_js) if i["kind"] == "product"]
     assert {p["sku"] for p in products} == {f"JS-{i:05d}" for i in range(6)}
     assert all(p["image_urls"][0].endswith(".jpg") for p in products)
+
+
+def test_max_pages_counts_pages_not_images(tmp_path):
+    site = _site(tmp_path)
+    conf = yaml.safe_load(site.read_text())
+    conf["max_pages"] = 5
+    site.write_text(yaml.safe_dump(conf))
+    root = tmp_path / "shop"
+    demo_shop.generate(root, 12, 3, 7)
+    with serve.serving(serve.static_resolver(root)) as srv:
+        feed, _ = run_spider(site, srv.base_url, tmp_path / "c", "test-bot")
+        html_hits = [h for h in srv.hits if h.endswith(".html") or h == "/"]
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    assert len(html_hits) <= 5
+    products = [i for i in items if i["kind"] == "product"]
+    assert products and all(d["path"] for p in products for d in p["images"]), "images still downloaded"

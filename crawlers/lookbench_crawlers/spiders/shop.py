@@ -28,6 +28,8 @@ class ShopSpider(scrapy.Spider):
     def __init__(self, site_config=None, base_url="", resume_feed=None, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.done = finished_pages(resume_feed) if resume_feed else set()
+        self.pages_requested = 0
+        self.limit_logged = False
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -48,7 +50,9 @@ class ShopSpider(scrapy.Spider):
         for u in self.sitemap_list:
             yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
         for u in self.start_list:
-            yield self._request(u, self.parse_page)
+            req = self._request(u, self.parse_page)
+            if req is not None:
+                yield req
         if self.site.shopify:
             for origin in sorted({"/".join(u.split("/")[:3]) for u in self.start_list + self.sitemap_list}):
                 yield self._shopify_page(origin, 1)
@@ -79,7 +83,16 @@ class ShopSpider(scrapy.Spider):
 
     def _request(self, url, callback, **kw):
         """A page request; rendered in headless Chromium when the site config asks (scrapy-playwright closes
-        each page after the response, so memory stays flat)."""
+        each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
+        crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
+        if callback == self.parse_page:
+            if self.pages_requested >= self.site.max_pages:
+                if not self.limit_logged:
+                    self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
+                    self.crawler.stats.set_value("lookbench/max_pages_reached", 1)
+                    self.limit_logged = True
+                return None
+            self.pages_requested += 1
         meta = kw.pop("meta", {})
         if self.site.render_js and callback == self.parse_page:
             meta = {**meta, "playwright": True}
@@ -110,7 +123,9 @@ class ShopSpider(scrapy.Spider):
             elif loc in self.done:
                 continue
             else:
-                yield self._request(loc, self.parse_page, meta={"from_sitemap": True})
+                req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
+                if req is not None:
+                    yield req
 
     def parse_page(self, response):
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
@@ -139,7 +154,9 @@ class ShopSpider(scrapy.Spider):
                     continue
                 if response.urljoin(href) in self.done:
                     continue
-                yield self._request(response.urljoin(href), self.parse_page)
+                req = self._request(response.urljoin(href), self.parse_page)
+                if req is not None:
+                    yield req
 
     def on_error(self, failure):
         request = failure.request
