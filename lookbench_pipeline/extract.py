@@ -167,13 +167,36 @@ def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | 
     return value, _text(currency) or p.currency
 
 
+def _ci(d: dict, key: str) -> Any:
+    """``d[key]`` with a case-insensitive key (shops write ``lowprice``, ``PriceCurrency``…)."""
+    if key in d:
+        return d[key]
+    low = key.lower()
+    return next((v for k, v in d.items() if isinstance(k, str) and k.lower() == low), None)
+
+
+def _dig_amount(v: Any) -> tuple[Any, Any]:
+    """A price written as an object (``{"sales": {"value": 3499, "currency": "ARS"}}``): the first nested
+    ``value`` / ``amount`` / ``price`` and its ``currency``."""
+    for node in _walk(v):
+        for k in ("value", "amount", "price", "decimalPrice"):
+            amount = _ci(node, k)
+            if amount is not None and not isinstance(amount, (dict, list)):
+                return amount, _ci(node, "currency") or _ci(node, "priceCurrency")
+    return None, None
+
+
 def _offer_price(offers: Any) -> tuple[float | None, str | None]:
     for offer in offers if isinstance(offers, list) else [offers]:
         if not isinstance(offer, dict):
             continue
-        amount = offer.get("price")
+        amount = _ci(offer, "price")
         if amount is None:
-            amount = offer.get("lowPrice")
+            amount = _ci(offer, "lowPrice")
+        if isinstance(amount, (dict, list)):
+            amount, cur = _dig_amount(amount)
+            if cur and not _ci(offer, "priceCurrency"):
+                offer = {**offer, "priceCurrency": cur}
         if amount is None and isinstance(offer.get("priceSpecification"), (dict, list)):
             spec = _first(offer["priceSpecification"])
             amount = spec.get("price") if isinstance(spec, dict) else None
@@ -182,7 +205,7 @@ def _offer_price(offers: Any) -> tuple[float | None, str | None]:
         if amount is None and "offers" in offer:  # AggregateOffer with nested offers
             return _offer_price(offer["offers"])
         if amount is not None:
-            return parse_price(amount, offer.get("priceCurrency"))
+            return parse_price(amount, _ci(offer, "priceCurrency"))
     return None, None
 
 
