@@ -5,7 +5,7 @@ import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
 
 from lookbench_pipeline.pipeline import stage_publish, stage_release
-from lookbench_pipeline.release import ReleaseExistsError
+from lookbench_pipeline.release import EmptyReleaseError, ReleaseExistsError
 
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
@@ -29,7 +29,7 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, products
     annotators = sorted({a for a in annotations.column("annotator").to_pylist() if a})
     try:
         manifest = stage_publish(cfg, rel, store, annotators)
-    except ReleaseExistsError as exc:
+    except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc
     state = "unchanged, already published" if manifest.get("already_published") else "published"
     context.log.info(f"release {version} {state} at {store.url}/releases/{version}: {rel.counts}")

@@ -24,6 +24,8 @@ def _check(result: ExecuteInProcessResult) -> None:
     for ev in result.all_events:
         if ev.is_step_failure:
             err = ev.step_failure_data.error
+            while err is not None and err.cause is not None:  # the library's own exception, not the wrapper
+                err = err.cause
             msgs.append(f"step {ev.step_key} failed: {err.message.strip() if err else ''}")
     raise RunFailed("\n".join(msgs) or "run failed")
 

@@ -55,6 +55,10 @@ def _print_build(summary: dict, store_url: str) -> None:
 
 def cmd_build(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    if args.partition:
+        from .windows import window_starting
+
+        window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     summary = _run_job(args.config, args.partition)
     _print_build(summary, cfg.store_url)
     return 0
@@ -93,12 +97,20 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from .pipeline import store_of
 
     cfg = load_config(args.config)
-    cutoff = date.fromisoformat(args.cutoff) if args.cutoff else None
+    try:
+        cutoff = date.fromisoformat(args.cutoff) if args.cutoff else None
+    except ValueError as exc:
+        raise ValueError(f"--cutoff must be a date YYYY-MM-DD, got {args.cutoff!r}") from exc
+    if args.output and not Path(args.output).parent.is_dir():
+        raise ValueError(f"--output: folder {Path(args.output).parent} does not exist")
     scores, skipped = evaluate_release(store_of(cfg), args.release, args.model or cfg.evaluate.models,
                                        Path(cfg.data_dir) / "embeddings", cfg.evaluate.ks, cfg.evaluate.ndcg_k, cutoff)
-    print(format_table(scores))
     for s in skipped:
         print(f"skipped {s['model']}: {s['reason']}", file=sys.stderr)
+    if scores.num_rows == 0:
+        print("no model could be scored", file=sys.stderr)
+        return 1
+    print(format_table(scores))
     if args.output:
         import pyarrow.parquet as pq
 
@@ -129,13 +141,27 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", help="also write the scores as Parquet here")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_evaluate)
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .release import ReleaseIntegrityError
+    from .store import StoreError
+
     try:
         return args.fn(args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return 2
+    except (StoreError, ReleaseIntegrityError, ValueError, OSError) as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # anything else: one line, the traceback with --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

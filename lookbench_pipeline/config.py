@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 PACKAGE_DATA = Path(__file__).parent / "data"
@@ -27,14 +27,23 @@ class ConfigError(ValueError):
     """A configuration file or value is invalid (the message names the file and field)."""
 
 
-class LookRules(BaseModel):
+class _Strict(BaseModel):
+    """Unknown keys are errors at every level: a typo must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook")
+
+
+class LookRules(_Strict):
     """CSS selectors that find a "shop the look" block on a page."""
 
     image: str = "img.look-image::attr(src)"
     products: str = "a.look-product::attr(href)"
 
 
-class ProductRules(BaseModel):
+class ProductRules(_Strict):
     """Fallback CSS selectors for pages without schema.org data (each returns text or an attribute)."""
 
     title: str | None = None
@@ -45,7 +54,7 @@ class ProductRules(BaseModel):
     description: str | None = None
 
 
-class SiteConfig(BaseModel):
+class SiteConfig(_Strict):
     """One shop to crawl (a YAML file per site).
 
     ``kind`` says where the pages come from: ``web`` (a real site), ``demo`` (the embedded demo shop, generated and
@@ -97,30 +106,42 @@ class SiteConfig(BaseModel):
             raise ConfigError(f"{path}: {exc}") from exc
 
 
-class StoreConfig(BaseModel):
+class StoreConfig(_Strict):
     """Where releases and original image bytes live: a local folder, or ``s3://bucket/prefix``."""
 
-    url: str = "data/store"
+    url: str | None = None  # default: <data_dir>/store
     endpoint_url: str | None = None
     region: str = "us-east-1"
     # Stores that reject boto3's newer default checksum trailers need "when_required".
     checksum_mode: Literal["when_supported", "when_required"] = "when_required"
 
 
-class DropConfig(BaseModel):
+class DropConfig(_Strict):
     """A folder of images that enters the pipeline without a crawl (real photos, AI-generated images).
 
-    Each direct subfolder is mapped to a subset by ``subfolders`` (e.g. ``studio: real_studio_flat``). An optional
-    ``items.csv`` in the folder (or at ``items_csv``) gives per image: ``path,item_id,role,title,description``.
+    ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
+    An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
+    description``; without a title or description an image cannot be labelled by the catalogue-text annotator
+    and is rejected ``not_labelled`` at the release (a VLM annotator labels from pixels).
     """
 
     name: str
     path: Path
-    subfolders: dict[str, str] = Field(default_factory=dict)
+    subfolders: dict[str, str] = Field(min_length=1)
     items_csv: Path | None = None
 
+    @field_validator("subfolders")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        for sub, target in v.items():
+            subset, _, role = target.partition(":")
+            if subset not in SUBSET_NAMES or role not in ("query", "gallery"):
+                raise ValueError(f"subfolder {sub!r} maps to {target!r}; expected '<subset>:<query|gallery>' with "
+                                 f"a subset in {list(SUBSET_NAMES)}")
+        return v
 
-class ImageConfig(BaseModel):
+
+class ImageConfig(_Strict):
     min_side_px: int = 32
     max_pixels: int = 64_000_000  # decompression-bomb guard, checked before decoding
     max_bytes: int = 50_000_000
@@ -128,12 +149,12 @@ class ImageConfig(BaseModel):
     fetch_workers: int = 8
 
 
-class DedupConfig(BaseModel):
+class DedupConfig(_Strict):
     hamming_threshold: int = 6  # pHash bits; <= this is a near duplicate
     max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
 
 
-class LegacySource(BaseModel):
+class LegacySource(_Strict):
     """A legacy benchmark on disk, read in its own format (see lookbench_pipeline.contamination).
 
     A relative ``path`` is under ``data_dir``. ``demo: true`` generates a small Fashion200K-format tree there
@@ -151,12 +172,12 @@ def _demo_legacy() -> list[LegacySource]:
                          demo=True)]
 
 
-class ContaminationConfig(BaseModel):
+class ContaminationConfig(_Strict):
     sources: list[LegacySource] = Field(default_factory=_demo_legacy)
     include_published_releases: bool = True
 
 
-class EvaluateConfig(BaseModel):
+class EvaluateConfig(_Strict):
     models: list[str] = Field(default_factory=lambda: ["baseline/hsv-hog-v1"])
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10])
     ndcg_k: int = 5
@@ -179,6 +200,13 @@ class PipelineConfig(BaseSettings):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
+
+    @field_validator("sites", "drops", mode="before")
+    @classmethod
+    def _must_be_list(cls, v: Any) -> Any:
+        if isinstance(v, (str, dict)):
+            raise ValueError("must be a list (one '- item' per entry)")
+        return v
 
     @field_validator("sites")
     @classmethod
@@ -207,12 +235,31 @@ class PipelineConfig(BaseSettings):
     ) -> tuple[PydanticBaseSettingsSource, ...]:
         return (env_settings, init_settings)
 
+    @model_validator(mode="after")
+    def _check_inputs(self) -> "PipelineConfig":
+        names = set()
+        for site in self.site_configs():  # raises ConfigError on an invalid site file
+            if site.name in names:
+                raise ValueError(f"two site files are named {site.name!r}")
+            names.add(site.name)
+            if site.kind == "replay" and (not site.pages_dir or not Path(site.pages_dir).is_dir()):
+                raise ValueError(f"replay site {site.name!r}: pages_dir {site.pages_dir} is not a folder")
+        for d in self.drops:
+            if not Path(d.path).is_dir():
+                raise ValueError(f"drop {d.name!r}: {d.path} is not a folder")
+            for sub in d.subfolders:
+                if not (Path(d.path) / sub).is_dir():
+                    raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
+        return self
+
     def site_configs(self) -> list[SiteConfig]:
         return [SiteConfig.from_yaml(p) for p in self.sites]
 
     @property
     def store_url(self) -> str:
         url = self.store.url
+        if url is None:
+            return str(Path(self.data_dir) / "store")
         if "://" in url:
             return url
         return str(Path(url) if Path(url).is_absolute() else (Path.cwd() / url))
@@ -245,29 +292,45 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
     """
     path = path or os.environ.get("LOOKBENCH_CONFIG")
     data: dict[str, Any] = {}
-    if path:
-        path = Path(path)
-        data = _read_yaml(path)
-        base = path.parent.resolve()
-        for key in _PATH_KEYS:
-            if key in data:
-                data[key] = str(_resolve(base, data[key]))
-        if "sites" in data:
-            data["sites"] = [str(_resolve(base, s)) for s in data["sites"]]
-        for drop in data.get("drops", []):
-            drop["path"] = str(_resolve(base, drop["path"]))
-            if drop.get("items_csv"):
-                drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
-        for src in (data.get("contamination") or {}).get("sources", []):
-            src["path"] = str(_resolve(base, src["path"]))
-        store = data.get("store") or {}
-        if store.get("url") and "://" not in store["url"]:
-            store["url"] = str(_resolve(base, store["url"]))
+    try:
+        data = _read_and_resolve(path) if path else {}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: malformed configuration ({type(exc).__name__}: {exc}); see README.md") from exc
     data.update(overrides)
     try:
         return PipelineConfig(**data)
+    except ConfigError:
+        raise
     except Exception as exc:  # pydantic.ValidationError
         raise ConfigError(f"{path or 'defaults'}: {exc}") from exc
+
+
+def _read_and_resolve(path: str | Path) -> dict[str, Any]:
+    """Read a config file and resolve its relative paths against its folder (shape errors surface as
+    KeyError / TypeError / AttributeError, turned into ConfigError by the caller)."""
+    path = Path(path)
+    data = _read_yaml(path)
+    base = path.parent.resolve()
+    for key in _PATH_KEYS:
+        if key in data:
+            data[key] = str(_resolve(base, data[key]))
+    if isinstance(data.get("sites"), list):
+        data["sites"] = [str(_resolve(base, s)) for s in data["sites"]]
+    if isinstance(data.get("drops"), list):
+        for drop in data["drops"]:
+            if "path" not in drop:
+                raise KeyError(f"drop {drop.get('name', '?')!r} has no 'path'")
+            drop["path"] = str(_resolve(base, drop["path"]))
+            if drop.get("items_csv"):
+                drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+    for src in (data.get("contamination") or {}).get("sources", []):
+        src["path"] = str(_resolve(base, src["path"]))
+    store = data.get("store") or {}
+    if not isinstance(store, dict):
+        raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")
+    if store.get("url") and "://" not in store["url"]:
+        store["url"] = str(_resolve(base, store["url"]))
+    return data
 
 
 def _resolve(base: Path, p: str | Path) -> Path:

@@ -23,17 +23,33 @@ import pyarrow.parquet as pq
 from . import schemas
 from .config import ConfigError, DropConfig
 
-IMAGE_SUFFIXES = {".jpg", ".jpeg", ".png", ".webp", ".gif", ".bmp", ".tif", ".tiff", ".avif", ".heic"}
 
 DROP_ITEMS = schemas.DROP_ITEMS
 
 
-def _read_csv(path: Path) -> dict[str, dict[str, str]]:
-    with path.open(newline="", encoding="utf-8") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or "path" not in reader.fieldnames:
-            raise ConfigError(f"{path}: needs a header with at least a 'path' column")
-        return {row["path"].strip(): {k: (v or "").strip() for k, v in row.items() if k} for row in reader}
+def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
+    """The item sheet, validated: a ``path`` column, roles ``query``/``gallery``, known subsets, files that
+    exist. Raises ConfigError naming the file and line."""
+    from .config import SUBSET_NAMES
+
+    try:
+        text = path.read_text(encoding="utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
+    reader = csv.DictReader(text.splitlines())
+    if not reader.fieldnames or "path" not in reader.fieldnames:
+        raise ConfigError(f"{path}: needs a header with at least a 'path' column")
+    rows = {}
+    for n, row in enumerate(reader, 2):
+        r = {k: (v or "").strip() for k, v in row.items() if k}
+        if r.get("role") and r["role"] not in ("query", "gallery"):
+            raise ConfigError(f"{path}:{n}: role {r['role']!r} is not query or gallery")
+        if r.get("subset") and r["subset"] not in SUBSET_NAMES:
+            raise ConfigError(f"{path}:{n}: unknown subset {r['subset']!r}")
+        if not (root / r["path"]).is_file():
+            raise ConfigError(f"{path}:{n}: {r['path']} does not exist under {root}")
+        rows[r["path"]] = r
+    return rows
 
 
 def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
@@ -46,18 +62,14 @@ def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
     if not root.is_dir():
         raise ConfigError(f"drop {drop.name}: {root} is not a folder")
     csv_path = drop.items_csv or (root / "items.csv")
-    overrides = _read_csv(csv_path) if Path(csv_path).is_file() else {}
+    overrides = _read_csv(Path(csv_path), root) if Path(csv_path).is_file() else {}
     state_file = state_dir / "drops" / f"{drop.name}.parquet"
     prev = ({r["drop_image_id"]: r for r in pq.read_table(state_file).to_pylist()} if state_file.is_file() else {})
     rows = []
     for sub, target in sorted(drop.subfolders.items()):
-        if ":" not in target:
-            raise ConfigError(f"drop {drop.name}: subfolder {sub!r} maps to {target!r}, expected 'subset:role'")
-        subset, role = target.split(":", 1)
-        if role not in ("query", "gallery"):
-            raise ConfigError(f"drop {drop.name}: role must be query or gallery, got {role!r}")
+        subset, role = target.split(":", 1)  # validated by DropConfig
         for f in sorted((root / sub).rglob("*")):
-            if not f.is_file() or f.suffix.lower() not in IMAGE_SUFFIXES:
+            if not f.is_file():  # every file counts: a non-image is rejected not_an_image at intake, never skipped
                 continue
             rel = f.relative_to(root).as_posix()
             o = overrides.get(rel, {})

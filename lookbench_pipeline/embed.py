@@ -136,7 +136,8 @@ class TransformersEmbedder:
             import torch
             from transformers import AutoImageProcessor, AutoModel
         except ImportError as exc:
-            raise EmbedderUnavailable(f"{model_id}: needs transformers and torch ({exc})") from exc
+            raise EmbedderUnavailable(f"{model_id}: not a known baseline or open_clip id, and the transformers "
+                                      f"backend is not installed (pip install -e '.[models]'): {exc}") from exc
         self.model_id, self.revision, self.batch_size = model_id, revision, batch_size
         self.device = device or ("cuda" if torch.cuda.is_available() else "cpu")
         try:

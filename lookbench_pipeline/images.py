@@ -102,6 +102,8 @@ def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = 
         raise ImageRejected(Reject.EMPTY)
     try:
         im = Image.open(io.BytesIO(data))
+    except Image.DecompressionBombError as exc:  # Pillow's own limit (2x MAX_IMAGE_PIXELS) trips at open
+        raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except Image.UnidentifiedImageError as exc:
         raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
     except Exception as exc:

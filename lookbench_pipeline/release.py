@@ -52,6 +52,10 @@ class ReleaseExistsError(RuntimeError):
     """A release version is already published with different content; versions are immutable."""
 
 
+class EmptyReleaseError(RuntimeError):
+    """A release would have no query: nothing is published (a version is permanent, an empty one is useless)."""
+
+
 class ReleaseIntegrityError(RuntimeError):
     """A file read back from the store does not have the sha256 or size that was written."""
 
@@ -291,8 +295,13 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
 
     Raises:
         ReleaseExistsError: the version already has a manifest with different file checksums.
+        EmptyReleaseError: no subset has a query row.
         ReleaseIntegrityError: a file read back does not match.
     """
+    if not any(role == "query" and t.num_rows for (_, role), t in rel.files.items()):
+        raise EmptyReleaseError(
+            f"release {rel.version} would have no query rows (rejections: {rel.counts.get('rejected_by_reason')}); "
+            "nothing was published")
     prefix = release_prefix(rel.version)
     encoded = {f"{s}/{r}.parquet": parquet_bytes(t) for (s, r), t in sorted(rel.files.items())}
     files = {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v),
@@ -347,7 +356,10 @@ def list_releases(store: ObjectStore) -> list[str]:
 
 def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
     """The manifest of a published version. Raises StoreError when the version is not published."""
-    return json.loads(store.get_bytes(f"{release_prefix(version)}/manifest.json"))
+    key = f"{release_prefix(version)}/manifest.json"
+    if not store.exists(key):
+        raise StoreError(f"release {version} is not published in {store.url} (`lookbench releases` lists them)")
+    return json.loads(store.get_bytes(key))
 
 
 def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True) -> pa.Table:

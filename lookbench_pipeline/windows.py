@@ -1,7 +1,9 @@
 """Release windows: semiannual, starting on 1 January and 1 July (UTC by default, or a configured time zone).
 
 A release covers the items first seen in ``[start, end)`` of its window. Its version is ``v{YYYYMMDD}`` of the day
-it is cut: the window's end when the window is over, else the day of the build (a preview of an open window).
+it is cut: the window's last day (31 December or 30 June) once the window is over, else the day of the build (a
+preview of the open window; a build on another day is another version). The two never collide: the open
+window starts the day after the closed window's last day.
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ def window_starting(start_key: str, tz: str = "UTC") -> Window:
 
 
 def version_for(window: Window, now: datetime, tz: str = "UTC") -> str:
-    """``v{YYYYMMDD}``: the window's end day once it is over, else ``now``'s day (both in ``tz``)."""
-    day = window.end if now >= window.end else now
+    """``v{YYYYMMDD}``: the window's last day once it is over, else ``now``'s day (both in ``tz``)."""
+    from datetime import timedelta
+
+    day = (window.end.astimezone(ZoneInfo(tz)) - timedelta(days=1)) if now >= window.end else now
     return "v" + day.astimezone(ZoneInfo(tz)).strftime("%Y%m%d")

@@ -1,0 +1,118 @@
+"""Bad configuration and bad input give clear errors, never a silent fallback or a raw traceback."""
+
+import struct
+import subprocess
+import sys
+import zlib
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.images import ImageRejected, Reject, decode
+from lookbench_pipeline.windows import version_for, window_containing, window_starting
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _cfg(tmp_path, data) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump(data) if not isinstance(data, str) else data)
+    return p
+
+
+@pytest.mark.parametrize("data,match", [
+    ({"images": {"bogus": 2}}, "bogus"),
+    ({"sites": "configs/x.yaml"}, "must be a list"),
+    ({"drops": [{"name": "d", "path": "."}]}, "subfolders"),
+    ({"drops": [{"name": "d", "path": ".", "subfolders": {"x": "real_studio_flat"}}]}, "subset"),
+    ({"drops": [{"name": "d", "subfolders": {"x": "real_studio_flat:gallery"}}]}, "no 'path'"),
+    ({"drops": [{"name": "d", "path": "nowhere", "subfolders": {"x": "real_studio_flat:gallery"}}]}, "not a folder"),
+    ({"store": "/tmp/x"}, "store"),
+    ("- a list", "mapping"),
+    ("{not: yaml", "YAML"),
+])
+def test_bad_configs_are_named(tmp_path, data, match):
+    with pytest.raises(ConfigError, match=match):
+        load_config(_cfg(tmp_path, data))
+
+
+def test_bad_site_files_fail_at_load(tmp_path):
+    (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "bogus": 1}))
+    with pytest.raises(ConfigError, match="bogus"):
+        load_config(_cfg(tmp_path, {"sites": ["s.yaml"]}))
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": "missing"}))
+    with pytest.raises(ConfigError, match="pages_dir"):
+        load_config(_cfg(tmp_path, {"sites": ["r.yaml"]}))
+
+
+def test_store_defaults_under_data_dir(tmp_path):
+    cfg = load_config(_cfg(tmp_path, {"data_dir": "somewhere"}))
+    assert Path(cfg.store_url) == tmp_path / "somewhere" / "store"
+
+
+def test_item_sheet_is_validated(tmp_path):
+    from lookbench_pipeline.drops import scan
+
+    (tmp_path / "d/studio").mkdir(parents=True)
+    (tmp_path / "d/studio/a.jpg").write_bytes(b"x")
+    (tmp_path / "d/studio/notes.txt").write_text("not an image")
+    base = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"}}
+    for rows, match in (("path,item_id,role\nstudio/a.jpg,i,probe\n", "role"),
+                        ("path,item_id\nstudio/missing.jpg,i\n", "does not exist")):
+        (tmp_path / "d/items.csv").write_text(rows)
+        cfg = load_config(_cfg(tmp_path, {"drops": [base]}))
+        with pytest.raises(ConfigError, match=match):
+            scan(cfg.drops[0], tmp_path / "state", datetime.now(timezone.utc))
+    (tmp_path / "d/items.csv").write_text("path,item_id\nstudio/a.jpg,i\n")
+    t = scan(load_config(_cfg(tmp_path, {"drops": [base]})).drops[0], tmp_path / "state", datetime.now(timezone.utc))
+    assert sorted(Path(p).name for p in t["path"].to_pylist()) == ["a.jpg", "notes.txt"], "no file is skipped"
+
+
+def test_versions_of_adjacent_windows_never_collide():
+    jan1 = datetime(2027, 1, 1, 0, 30, tzinfo=timezone.utc)
+    closed = window_starting("2026-07-01")
+    open_ = window_containing(jan1)
+    assert version_for(closed, jan1) == "v20261231"
+    assert version_for(open_, jan1) == "v20270101"
+    with pytest.raises(ValueError, match="1 January or 1 July"):
+        window_starting("2026-03-05")
+
+
+def test_huge_png_header_is_a_decompression_bomb():
+    ihdr = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    chunk = lambda t, d: struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d))  # noqa: E731
+    png = b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 10)) + chunk(b"IEND", b"")
+    with pytest.raises(ImageRejected) as e:
+        decode(png)
+    assert e.value.reason == Reject.DECOMPRESSION_BOMB
+
+
+def test_empty_release_is_not_published(tmp_path):
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.release import EmptyReleaseError, ReleaseTables, Window, publish
+    from lookbench_pipeline.store import LocalStore
+
+    w = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
+    rel = ReleaseTables("v20260630", w, {("real_studio_flat", "gallery"): schemas.empty(schemas.RELEASE)},
+                        counts={"rejected_by_reason": {"outside_window": 3}})
+    store = LocalStore(tmp_path)
+    with pytest.raises(EmptyReleaseError, match="outside_window"):
+        publish(rel, store, {})
+    assert not list(store.list("releases/"))
+
+
+@pytest.mark.parametrize("args,match", [
+    (["info", "v19990101"], "not published"),
+    (["evaluate", "--release", "vNOPE"], "not published"),
+    (["build", "--partition", "2026-03-05"], "1 January or 1 July"),
+    (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD"),
+])
+def test_cli_errors_are_one_line(tmp_path, args, match):
+    cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data")})
+    proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", *args, "--config", str(cfg)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 1
+    assert match in proc.stderr and "Traceback" not in proc.stderr
