@@ -84,10 +84,10 @@ def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
     """The best URL of every element ``css`` selects (``img`` or ``source``): the largest ``srcset`` /
     ``data-srcset`` candidate, else ``data-src`` (lazy loading), else ``src``; ``data:`` placeholders ignored;
     resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work)."""
-    if "::" in css:  # a selector that already names the attribute or text
-        return _absolute([u for u in sel.css(css).getall() if u and not u.strip().startswith("data:")], base)
+    if "::" in css or "/@" in css:  # a rule that already names the attribute or text
+        return _absolute([u for u in select(sel, css).getall() if u and not u.strip().startswith("data:")], base)
     urls = []
-    for el in sel.css(css):
+    for el in select(sel, css):
         cands = []
         for attr in ("srcset", "data-srcset"):
             v = el.attrib.get(attr)
@@ -102,6 +102,15 @@ def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
                 urls.append(v)
                 break
     return _absolute(urls, base)
+
+
+def _short_keys(node: Any) -> Any:
+    """RDFa as extruct gives it keys properties by full IRI (``https://schema.org/name``); use the local name."""
+    if isinstance(node, list):
+        return [_short_keys(x) for x in node]
+    if isinstance(node, dict):
+        return {(k.rsplit("/", 1)[-1].rsplit("#", 1)[-1] if "://" in k else k): _short_keys(v) for k, v in node.items()}
+    return node
 
 
 def _types(node: dict) -> set[str]:
@@ -269,11 +278,39 @@ def _absolute(urls: Iterable[str], base: str) -> list[str]:
     return out
 
 
+def select(sel: Selector, rule: str):
+    """Apply a rule: XPath when it starts with ``/`` or ``(``, else CSS (``::text`` / ``::attr(x)`` allowed)."""
+    return sel.xpath(rule) if rule.lstrip().startswith(("/", "(")) else sel.css(rule)
+
+
+def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
+    """Decode a page's bytes; returns ``(text, encoding)``.
+
+    Order: a byte-order mark; then the HTTP ``charset`` and the page's own ``<meta charset>``: when they
+    disagree, the one under which the bytes decode strictly wins, UTF-8 first (a header that says ISO-8859-1 on a
+    UTF-8 page is a common server default; the reverse, a UTF-8 header on Latin-1 bytes, fails strict UTF-8);
+    when neither is declared, w3lib's detection.
+    """
+    from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, html_to_unicode, read_bom
+
+    bom, _ = read_bom(body)
+    header = http_content_type_encoding(content_type) if content_type else None
+    meta = html_body_declared_encoding(body)
+    if not bom and header and meta and header != meta:
+        for enc in sorted({header, meta}, key=lambda e: e not in ("utf-8", "utf8")):
+            try:
+                return body.decode(enc), enc
+            except (UnicodeDecodeError, LookupError):
+                continue
+    enc, text = html_to_unicode(content_type, body)
+    return text, enc
+
+
 def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str, Any] | None:
     if not rules.title:
         return None
-    def get(css: str | None) -> str | None:
-        return _text(sel.css(css).get()) if css else None
+    def get(rule: str | None) -> str | None:
+        return _text(select(sel, rule).get()) if rule else None
     title = get(rules.title)
     if not title:
         return None
@@ -328,6 +365,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     sel = Selector(text=html)
     data["json-ld"] = [d for d in (parse_jsonld(raw) for raw in sel.xpath(
         "//script[contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json')]/text()").getall()) if d is not None]
+    data["rdfa"] = _short_keys(data.get("rdfa", []))
     found: list[dict[str, Any]] = []
     for syntax in ("json-ld", "microdata", "rdfa"):
         for node in _walk(data.get(syntax, [])):
@@ -367,8 +405,8 @@ def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any
         html = html.decode("utf-8", errors="replace")
     base = get_base_url(html, url)
     sel = Selector(text=html)
-    image = sel.css(rules.image).get()
-    products = sel.css(rules.products).getall()
+    image = select(sel, rules.image).get()
+    products = select(sel, rules.products).getall()
     if not image or not products:
         return None
     imgs = _absolute([image], base)

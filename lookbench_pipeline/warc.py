@@ -12,7 +12,7 @@ from pathlib import Path
 from warcio.archiveiterator import ArchiveIterator
 
 from .config import SiteConfig
-from .extract import extract_look, extract_products
+from .extract import decode_html, extract_look, extract_products
 
 
 def html_responses(paths: Iterable[Path]) -> Iterable[tuple[str, bytes, str]]:
@@ -37,9 +37,7 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig) -> list[dict]:
     extracted fields, as the spider yields them (without ``crawled_at``)."""
     out = []
     for url, body, ctype in html_responses(paths):
-        from w3lib.encoding import html_to_unicode
-
-        _, text = html_to_unicode(ctype, body)
+        text, _ = decode_html(body, ctype)
         for p in extract_products(text, url, site.product_rules):
             out.append({"kind": "product", "site": site.name, "url": url, **p})
         look = extract_look(text, url, site.look_rules)

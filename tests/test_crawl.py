@@ -245,3 +245,18 @@ def test_max_pages_counts_pages_not_images(tmp_path):
     assert len(html_hits) <= 5
     products = [i for i in items if i["kind"] == "product"]
     assert products and all(d["path"] for p in products for d in p["images"]), "images still downloaded"
+
+
+def test_private_addresses_refused_unless_allowed(tmp_path):
+    site = _site(tmp_path)
+    conf = yaml.safe_load(site.read_text())
+    conf["allow_private_addresses"] = False
+    site.write_text(yaml.safe_dump(conf))
+    root = tmp_path / "shop"
+    demo_shop.generate(root, 4, 1, 7)
+    with serve.serving(serve.static_resolver(root)) as srv:
+        feed, _ = run_spider(site, srv.base_url, tmp_path / "c", "test-bot")
+        hits = list(srv.hits)
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    assert hits == [], "nothing may be fetched from a private address"
+    assert items and all(i["kind"] == "page" and i["reason"] == "private_address" for i in items)

@@ -117,3 +117,28 @@ def test_srcset_and_lazy_images():
     rules = ProductRules(title="title::text", images="img.pi")
     [p] = extract_products(f"<title>Shirt</title>{html}", "https://shop.test/p/1", rules)
     assert p["image_urls"] == [cdn2, "https://cdn.test/b.jpg", "https://shop.test/women/c.jpg"]
+
+
+def test_charset_disagreement_decoded_right():
+    from lookbench_pipeline.extract import decode_html
+
+    page = "<html><head><meta charset='utf-8'><title>Crème brûlée dress</title></head></html>"
+    text, enc = decode_html(page.encode("utf-8"), "text/html; charset=iso-8859-1")
+    assert "Crème brûlée" in text and enc == "utf-8"
+    page2 = "<html><head><meta charset='iso-8859-1'><title>Crème</title></head></html>"
+    text2, enc2 = decode_html(page2.encode("latin-1"), "text/html; charset=utf-8")
+    assert "Crème" in text2 and enc2 in ("iso-8859-1", "latin-1", "cp1252")
+    text3, _ = decode_html(page.encode("utf-8"), None)
+    assert "Crème" in text3
+
+
+def test_xpath_rules_and_rdfa():
+    html = ("<html><body><div id='p'><span>Green skirt</span><b>€ 30</b></div>"
+            "<div vocab='https://schema.org/' typeof='Product'><span property='name'>RDFa coat</span>"
+            "<span property='sku'>R-1</span></div></body></html>")
+    rules = ProductRules(title="//div[@id='p']/span/text()", price="//div[@id='p']/b/text()")
+    products = extract_products(html, "https://shop.test/x", rules)
+    assert [(p["title"], p["extracted_from"]) for p in products] == [("RDFa coat", "rdfa")]
+    no_rdfa = html.split("<div vocab")[0] + "</body></html>"
+    [p] = extract_products(no_rdfa, "https://shop.test/x", rules)
+    assert (p["title"], p["price"], p["extracted_from"]) == ("Green skirt", 30.0, "rules")

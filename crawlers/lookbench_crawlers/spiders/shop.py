@@ -19,7 +19,7 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_pipeline.config import SiteConfig
-from lookbench_pipeline.extract import extract_look, extract_products
+from lookbench_pipeline.extract import decode_html, extract_look, extract_products
 
 
 class ShopSpider(scrapy.Spider):
@@ -132,7 +132,7 @@ class ShopSpider(scrapy.Spider):
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
             yield self._page(response.url, response.status, "rejected", "not_html")
             return
-        html = response.text
+        html, _ = decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)
         products = extract_products(html, response.url, self.site.product_rules)
         look = extract_look(html, response.url, self.site.look_rules)
         for p in products:
