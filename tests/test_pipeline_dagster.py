@@ -89,3 +89,35 @@ def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):
     assert m["counts"]["rejected_by_reason"].get("contamination:fashion200k-demo", 0) >= 1
     found = r.output_for_node("contamination_check", "contamination")
     assert "fashion200k-demo" in set(found["source"].to_pylist())
+
+
+def test_whole_graph_on_an_s3_store(tmp_path, s3_server, s3_env):
+    """The same build with the object store on a real S3-compatible server (moto) instead of a folder."""
+    import boto3
+    import yaml
+
+    boto3.client("s3", endpoint_url=s3_server, region_name="us-east-1").create_bucket(Bucket="bench")
+    site = yaml.safe_load(open("lookbench_pipeline/data/sites/demo.yaml"))
+    site.update(demo_products=12, demo_looks=3)
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "p.yaml").write_text(yaml.safe_dump({
+        "data_dir": "data", "sites": ["demo.yaml"],
+        "store": {"url": "s3://bench/lookbench", "endpoint_url": s3_server}}))
+    r = _materialize(tmp_path / "p.yaml", DagsterInstance.ephemeral())
+    assert r.success
+    store = store_of(load_config(tmp_path / "p.yaml"))
+    [version] = list_releases(store)
+    assert read_file(store, version, "real_studio_flat", "query").num_rows > 0
+    keys = list(store.list(""))
+    assert any(k.startswith("originals/") for k in keys) and any(k.startswith("warc/demo/") for k in keys)
+
+
+def test_dagster_cli_validates_the_workspace():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    dagster = Path(sys.executable).parent / "dagster"
+    proc = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], capture_output=True,
+                          text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
