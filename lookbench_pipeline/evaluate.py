@@ -15,7 +15,9 @@ from PIL import Image
 
 from . import schemas
 from .embed import Embedder, EmbedderUnavailable, load_embedder
-from .metrics import LabelCodes, evaluate_rankings, weighted_overall
+import numpy as np
+
+from .metrics import LabelCodes, bootstrap_ci, evaluate_rankings, weighted_overall
 from .release import SUBSETS, read_file, read_manifest
 from .store import ObjectStore
 
@@ -85,6 +87,7 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
             continue
         cache = EmbeddingCache(cache_dir, emb.info())
         per_metric: dict[str, dict[str, tuple[float, int]]] = {}
+        per_query: dict[str, list[np.ndarray]] = {}
         for subset in subsets:
             q = _cut(read_file(store, version, subset, "query"), cutoff)
             g = read_file(store, version, subset, "gallery")
@@ -102,11 +105,17 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
             for metric, values in res.items():
                 v = float(values.mean())
                 per_metric.setdefault(metric, {})[subset] = (v, q.num_rows)
+                per_query.setdefault(metric, []).append(values)
+                lo, hi = bootstrap_ci(values)
                 rows.append({"release": version, "model": model_id, "subset": subset, "metric": metric,
-                             "value": v, "n_queries": q.num_rows, "cutoff": cutoff.isoformat() if cutoff else None})
+                             "value": v, "ci_low": lo, "ci_high": hi, "n_queries": q.num_rows,
+                             "cutoff": cutoff.isoformat() if cutoff else None})
         for metric, by_subset in per_metric.items():
+            # query-count weighting is the mean over the pooled queries, so the interval resamples the pool
+            lo, hi = bootstrap_ci(np.concatenate(per_query[metric]))
             rows.append({"release": version, "model": model_id, "subset": "overall", "metric": metric,
-                         "value": weighted_overall(by_subset), "n_queries": sum(n for _, n in by_subset.values()),
+                         "value": weighted_overall(by_subset), "ci_low": lo, "ci_high": hi,
+                         "n_queries": sum(n for _, n in by_subset.values()),
                          "cutoff": cutoff.isoformat() if cutoff else None})
     return schemas.from_rows(rows, schemas.SCORES), skipped
 

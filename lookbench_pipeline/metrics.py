@@ -95,7 +95,6 @@ def evaluate_rankings(sim: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndc
     fine = np.zeros((n_q, kmax), dtype=bool)
     item = np.zeros((n_q, kmax), dtype=bool)
     ndcg = np.zeros(n_q)
-    discounts = 1.0 / np.log2(np.arange(2, ndcg_k + 2))
     for s in range(0, n_q, chunk):
         qi = np.arange(s, min(n_q, s + chunk))
         top = rank_topk(sim[qi], kmax)
@@ -108,11 +107,7 @@ def evaluate_rankings(sim: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndc
         if q_items is not None and g_items is not None:
             gi = np.asarray(g_items, dtype=object)
             item[qi, :kk] = gi[top] == np.asarray(q_items, dtype=object)[qi][:, None]
-        g_top = gain_all[rows, top[:, :ndcg_k]]
-        dcg = (g_top * discounts[: g_top.shape[1]]).sum(axis=1)
-        ideal = -np.sort(-gain_all, axis=1)[:, :ndcg_k]
-        idcg = (ideal * discounts[: ideal.shape[1]]).sum(axis=1)
-        ndcg[qi] = np.divide(dcg, idcg, out=np.zeros_like(dcg), where=idcg > 0)
+        ndcg[qi] = ndcg_from_gains(gain_all, top, ndcg_k)
     for k in ks:
         out[f"coarse_recall@{k}"] = coarse[:, :k].any(axis=1).astype(float)
         out[f"fine_recall@{k}"] = fine[:, :k].any(axis=1).astype(float)
@@ -120,6 +115,52 @@ def evaluate_rankings(sim: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndc
             out[f"item_recall@{k}"] = item[:, :k].any(axis=1).astype(float)
     out[f"ndcg@{ndcg_k}"] = ndcg
     return out
+
+
+def ndcg_from_gains(gains: np.ndarray, top: np.ndarray, k: int) -> np.ndarray:
+    """nDCG@k per query from the gains of every gallery item ``(q, g)`` and the ranked indices ``(q, >=k)``:
+    ``DCG = sum_i gain_i / log2(i + 1)`` over the top k, divided by the DCG of the k largest gains (0 when a
+    query has no positive gain), linear gains as in ``sklearn.metrics.ndcg_score``."""
+    discounts = 1.0 / np.log2(np.arange(2, k + 2))
+    rows = np.arange(gains.shape[0])[:, None]
+    g_top = gains[rows, top[:, :k]]
+    dcg = (g_top * discounts[: g_top.shape[1]]).sum(axis=1)
+    ideal = -np.sort(-gains, axis=1)[:, :k]
+    idcg = (ideal * discounts[: ideal.shape[1]]).sum(axis=1)
+    return np.divide(dcg, idcg, out=np.zeros_like(dcg, dtype=float), where=idcg > 0)
+
+
+def bootstrap_ci(values: np.ndarray, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0) -> tuple[float, float]:
+    """Percentile bootstrap confidence interval of the mean of per-query values (Efron & Tibshirani 1993):
+    resample queries with replacement ``n_boot`` times; returns the ``alpha/2`` and ``1 - alpha/2`` quantiles."""
+    values = np.asarray(values, dtype=float)
+    if len(values) == 0:
+        return float("nan"), float("nan")
+    rng = np.random.default_rng(seed)
+    means = values[rng.integers(0, len(values), size=(n_boot, len(values)))].mean(axis=1)
+    return float(np.quantile(means, alpha / 2)), float(np.quantile(means, 1 - alpha / 2))
+
+
+def paired_bootstrap(a: np.ndarray, b: np.ndarray, n_boot: int = 2000, seed: int = 0) -> dict[str, float]:
+    """Paired bootstrap test of model A against model B on the same queries (Koehn 2004; Sakai 2014): resample
+    queries, recompute the mean difference; ``p_value`` is the two-sided share of resamples whose difference has
+    the opposite sign to the observed one (doubled, capped at 1).
+
+    Returns ``{"diff": mean(a - b), "ci_low", "ci_high", "p_value"}``. Raises ValueError when lengths differ.
+    """
+    a, b = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if a.shape != b.shape:
+        raise ValueError(f"paired test needs the same queries: {a.shape} vs {b.shape}")
+    d = a - b
+    rng = np.random.default_rng(seed)
+    boots = d[rng.integers(0, len(d), size=(n_boot, len(d)))].mean(axis=1)
+    obs = float(d.mean())
+    if obs == 0:
+        p = 1.0
+    else:
+        p = min(1.0, 2 * float(np.mean(boots <= 0) if obs > 0 else np.mean(boots >= 0)))
+    return {"diff": obs, "ci_low": float(np.quantile(boots, 0.025)), "ci_high": float(np.quantile(boots, 0.975)),
+            "p_value": p}
 
 
 def weighted_overall(per_subset: Mapping[str, tuple[float, int]]) -> float:

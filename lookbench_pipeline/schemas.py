@@ -227,6 +227,8 @@ SCORES = pa.schema(
         ("subset", pa.string()),  # a subset name or "overall"
         ("metric", pa.string()),  # coarse_recall@1, fine_recall@5, ndcg@5 ...
         ("value", pa.float64()),  # in [0, 1]
+        ("ci_low", pa.float64()),  # 95% percentile-bootstrap interval over queries (metrics.bootstrap_ci)
+        ("ci_high", pa.float64()),
         ("n_queries", pa.int64()),
         ("cutoff", pa.string()),  # ISO date, or null for no cutoff
     ]

@@ -35,3 +35,37 @@ def test_hand_worked_case():
 
 def test_weighted_overall():
     assert weighted_overall({"a": (1.0, 10), "b": (0.0, 30)}) == 0.25
+
+
+def test_binary_ndcg_equals_sklearn():
+    sklearn = pytest.importorskip("sklearn.metrics")
+    from lookbench_pipeline.metrics import ndcg_from_gains
+
+    rng = np.random.default_rng(0)
+    gains = (rng.random((40, 60)) < 0.1).astype(float)
+    gains[:, 0] = 1.0  # every query has a positive
+    sim = rng.random((40, 60))  # continuous scores: no ties, where sklearn averages
+    for k in (1, 5, 10, 20):
+        ours = ndcg_from_gains(gains, rank_topk(sim, k), k)
+        theirs = [sklearn.ndcg_score(gains[i : i + 1], sim[i : i + 1], k=k) for i in range(40)]
+        assert ours == pytest.approx(theirs), k
+    graded = rng.random((10, 30)) * (rng.random((10, 30)) < 0.3)
+    graded[:, 1] = 0.5
+    ours = ndcg_from_gains(graded, rank_topk(sim[:10, :30], 5), 5)
+    assert ours == pytest.approx([sklearn.ndcg_score(graded[i : i + 1], sim[i : i + 1, :30], k=5) for i in range(10)])
+
+
+def test_bootstrap_intervals_and_paired_test():
+    from lookbench_pipeline.metrics import bootstrap_ci, paired_bootstrap
+
+    rng = np.random.default_rng(1)
+    a = (rng.random(500) < 0.6).astype(float)
+    lo, hi = bootstrap_ci(a)
+    assert lo < a.mean() < hi and hi - lo < 0.12
+    b = np.where(rng.random(500) < 0.2, 0.0, a)  # model B loses a fifth of A's hits
+    t = paired_bootstrap(a, b)
+    assert t["diff"] > 0 and t["p_value"] < 0.01 and t["ci_low"] > 0
+    same = paired_bootstrap(a, a.copy())
+    assert same["p_value"] == 1.0
+    with pytest.raises(ValueError):
+        paired_bootstrap(a, b[:10])
