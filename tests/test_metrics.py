@@ -69,3 +69,41 @@ def test_bootstrap_intervals_and_paired_test():
     assert same["p_value"] == 1.0
     with pytest.raises(ValueError):
         paired_bootstrap(a, b[:10])
+
+
+def test_vectorised_metrics_equal_a_plain_reference():
+    """Random labels, many tied scores: the fast path equals a per-query, per-item reference."""
+    rng = np.random.default_rng(7)
+    cats = ["top", "dress", "bag"]
+    def lab(n):
+        c = [cats[i] for i in rng.integers(0, 3, n)]
+        a = [{k: v for k, v in (("color", ["red", "blue", "not visible"][rng.integers(3)]),
+                                ("size", ["s", "m"][rng.integers(2)])) if rng.random() < 0.8} for _ in range(n)]
+        return c, a
+    qc, qa = lab(30)
+    gc, ga = lab(80)
+    sim = rng.integers(0, 6, (30, 80)).astype(float)  # heavy ties
+    ks, nk = [1, 3, 10], 5
+    got = evaluate_rankings(sim, LabelCodes(qc, qa, gc, ga), ks, nk)
+
+    def carried(a):
+        return {k: v for k, v in a.items() if v != "not visible"}
+
+    def gain(i, j):
+        if qc[i] != gc[j]:
+            return 0.0
+        x, y = carried(qa[i]), carried(ga[j])
+        sh = [k for k in x if k in y]
+        return (1 + sum(x[k] == y[k] for k in sh)) / (1 + len(sh))
+
+    for i in range(30):
+        order = sorted(range(80), key=lambda j: (-sim[i, j], j))
+        for k in ks:
+            assert got[f"coarse_recall@{k}"][i] == any(qc[i] == gc[j] for j in order[:k])
+            fine = any(qc[i] == gc[j] and all(carried(qa[i])[a] == carried(ga[j])[a]
+                                               for a in carried(qa[i]) if a in carried(ga[j])) for j in order[:k])
+            assert got[f"fine_recall@{k}"][i] == fine
+        dcg = sum(gain(i, j) / math.log2(r + 2) for r, j in enumerate(order[:nk]))
+        ideal = sorted((gain(i, j) for j in range(80)), reverse=True)[:nk]
+        idcg = sum(g / math.log2(r + 2) for r, g in enumerate(ideal))
+        assert got[f"ndcg@{nk}"][i] == pytest.approx(dcg / idcg if idcg else 0.0)
