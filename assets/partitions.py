@@ -12,13 +12,18 @@ from dagster import (DynamicPartitionsDefinition, MultiPartitionKey, MultiPartit
 
 RELEASE_TIMEZONE = os.environ.get("LOOKBENCH_TIMEZONE", "UTC")
 
-release_partitions = TimeWindowPartitionsDefinition(
-    cron_schedule="0 0 1 1,7 *",
-    start="2025-01-01",
-    fmt="%Y-%m-%d",
-    timezone=RELEASE_TIMEZONE,
-    end_offset=1,
-)
+def make_release_partitions(timezone: str = RELEASE_TIMEZONE) -> TimeWindowPartitionsDefinition:
+    """Semiannual windows starting at local midnight of 1 January and 1 July in ``timezone``."""
+    return TimeWindowPartitionsDefinition(
+        cron_schedule="0 0 1 1,7 *",
+        start="2025-01-01",
+        fmt="%Y-%m-%d",
+        timezone=timezone,
+        end_offset=1,
+    )
+
+
+release_partitions = make_release_partitions()
 
 
 def window_and_version(partition_key: str):
