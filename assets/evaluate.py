@@ -6,7 +6,9 @@ from pathlib import Path
 import pyarrow as pa
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from lookbench_pipeline.evaluate import evaluate_release, format_table
+
+
+from lookbench_pipeline.evaluate import evaluate_legacy, evaluate_release, format_table
 
 from .partitions import release_partitions
 from .resources import LookbenchConfig
@@ -18,6 +20,8 @@ def evaluation(context: AssetExecutionContext, lookbench: LookbenchConfig, relea
     cfg = lookbench.load()
     scores, skipped = evaluate_release(lookbench.store(), release["version"], cfg.evaluate.models,
                                        Path(cfg.data_dir) / "embeddings", cfg.evaluate.ks, cfg.evaluate.ndcg_k)
+    legacy = evaluate_legacy(cfg.evaluate.legacy, cfg.evaluate.models, Path(cfg.data_dir), release["version"])
+    scores = pa.concat_tables([scores, legacy])
     table = format_table(scores)
     context.log.info("evaluation of %s:\n%s" % (release["version"], table))
     return Output(scores, metadata={"dagster/row_count": scores.num_rows, "release": release["version"],

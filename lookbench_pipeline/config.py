@@ -177,8 +177,15 @@ class ContaminationConfig(_Strict):
     include_published_releases: bool = True
 
 
+def _demo_inshop() -> list[LegacySource]:
+    return [LegacySource(name="deepfashion-inshop-demo", kind="deepfashion_inshop",
+                         path=Path("legacy/deepfashion-inshop-demo"), demo=True)]
+
+
 class EvaluateConfig(_Strict):
     models: list[str] = Field(default_factory=lambda: ["baseline/hsv-hog-v1"])
+    # legacy benchmarks scored beside the live release (kind deepfashion_inshop); relative paths under data_dir
+    legacy: list[LegacySource] = Field(default_factory=_demo_inshop)
     ks: list[int] = Field(default_factory=lambda: [1, 5, 10])
     ndcg_k: int = 5
     cutoff: str | None = None
@@ -323,8 +330,9 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
             drop["path"] = str(_resolve(base, drop["path"]))
             if drop.get("items_csv"):
                 drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
-    for src in (data.get("contamination") or {}).get("sources", []):
-        src["path"] = str(_resolve(base, src["path"]))
+    for section, key in (("contamination", "sources"), ("evaluate", "legacy")):
+        for src in (data.get(section) or {}).get(key, []):
+            src["path"] = str(_resolve(base, src["path"]))
     store = data.get("store") or {}
     if not isinstance(store, dict):
         raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")

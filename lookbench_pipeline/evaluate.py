@@ -120,9 +120,36 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
     return schemas.from_rows(rows, schemas.SCORES), skipped
 
 
+def evaluate_legacy(sources: list, model_ids: list[str], data_dir: Path, release: str) -> pa.Table:
+    """Each model's exact-item Recall@K on each legacy benchmark (``subset = "legacy:<name>"``), for the report
+    to show beside the live scores. Demo sources (``demo: true``) are generated under ``data_dir`` if missing."""
+    from .legacy import score_inshop, write_demo_inshop
+
+    rows = []
+    for src in sources:
+        path = src.path if Path(src.path).is_absolute() else data_dir / src.path
+        if src.kind != "deepfashion_inshop":
+            raise ValueError(f"legacy scoring supports deepfashion_inshop, not {src.kind} ({src.name})")
+        if src.demo and not path.exists():
+            write_demo_inshop(path)
+        for model_id in model_ids:
+            try:
+                emb = load_embedder(model_id)
+            except EmbedderUnavailable:
+                continue
+            res = score_inshop(path, emb)
+            for metric, v in res.items():
+                if metric.startswith("item_recall@"):
+                    rows.append({"release": release, "model": model_id, "subset": f"legacy:{src.name}",
+                                 "metric": metric, "value": v, "ci_low": None, "ci_high": None,
+                                 "n_queries": int(res["queries"]), "cutoff": None})
+    return schemas.from_rows(rows, schemas.SCORES)
+
+
 def format_table(scores: pa.Table, metrics: tuple[str, ...] = ("coarse_recall@1", "coarse_recall@5",
                                                                "coarse_recall@10", "fine_recall@1", "fine_recall@5",
-                                                               "fine_recall@10", "ndcg@5")) -> str:
+                                                               "fine_recall@10", "ndcg@5", "item_recall@1",
+                                                               "item_recall@10")) -> str:
     """A plain-text table: one row per (model, subset), one column per metric, values in percent."""
     data: dict[tuple[str, str], dict[str, float]] = {}
     nq: dict[tuple[str, str], int] = {}
@@ -133,8 +160,10 @@ def format_table(scores: pa.Table, metrics: tuple[str, ...] = ("coarse_recall@1"
     head = ["model", "subset", "queries", *metrics]
     lines = []
     order = {s: i for i, s in enumerate([*SUBSETS, "overall"])}
+    # "-" where a metric does not apply (a legacy benchmark has item ids but no LookBench labels)
     for (model, subset), d in sorted(data.items(), key=lambda kv: (kv[0][0], order.get(kv[0][1], 99))):
-        lines.append([model, subset, str(nq[(model, subset)]), *(f"{100 * d.get(m, float('nan')):.1f}" for m in metrics)])
+        lines.append([model, subset, str(nq[(model, subset)]),
+                      *(f"{100 * d[m]:.1f}" if m in d else "-" for m in metrics)])
     widths = [max(len(h), *(len(line[i]) for line in lines)) if lines else len(h) for i, h in enumerate(head)]
     fmt = lambda cells: "  ".join(c.ljust(w) for c, w in zip(cells, widths))  # noqa: E731
     return "\n".join([fmt(head), fmt(["-" * w for w in widths]), *(fmt(line) for line in lines)])
