@@ -2,31 +2,69 @@
 
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
+from pathlib import Path
+
+from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn, Failure,
+                     MetadataValue, Output, asset)
 
 from lookbench_pipeline.pipeline import stage_publish, stage_release
-from lookbench_pipeline.release import EmptyReleaseError, ReleaseExistsError
+from lookbench_pipeline.release import (EmptyReleaseError, ReleaseExistsError, check_candidate, read_candidate,
+                                        write_candidate)
 
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
+
+
+CHECKS = {
+    "has_queries": "At least one subset has a query row.",
+    "schema": "Every file has exactly the release schema.",
+    "every_query_has_a_positive": "Each query's item is in its subset's gallery.",
+    "no_image_in_query_and_gallery": "No image is both a query and a gallery item of a subset.",
+    "unique_sample_ids": "No sample id repeats within a file.",
+}
 
 
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
        ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
             "drop_items": AssetIn(), "image_refs": AssetIn(), "images": AssetIn(), "image_clusters": AssetIn(),
             "annotations": AssetIn(), "contamination": AssetIn()},
-       description="The published release: its manifest (version, window, files with sha256, counts, provenance).")
-def release(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, looks: pa.Table,
-            drop_items: pa.Table, image_refs: pa.Table, images: pa.Table, image_clusters: pa.Table,
-            annotations: pa.Table, contamination: pa.Table) -> Output[dict]:
+       check_specs=[AssetCheckSpec(name, asset="release_candidate", blocking=True, description=d)
+                    for name, d in CHECKS.items()],
+       description="The release built but not yet published (files under data/candidates/<version>), for the "
+                   "blocking checks to inspect.")
+def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
+                      looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table, images: pa.Table,
+                      image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table):
     cfg = lookbench.load()
-    store = lookbench.store()
     window, version = window_and_version(context.partition_key)
     rel = stage_release(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
         "images": images, "clusters": image_clusters, "annotations": annotations,
-        "contamination": contamination}, store)
-    annotators = sorted({a for a in annotations.column("annotator").to_pylist() if a})
+        "contamination": contamination}, lookbench.store())
+    summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
+    summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
+    yield Output(summary, metadata={
+        "version": version, "query_rows": rel.counts["query_rows"],
+        "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
+        "candidates": rel.counts["candidates"],
+        "rejected_by_reason": MetadataValue.json(rel.counts["rejected_by_reason"]),
+        "files": MetadataValue.json(summary["files"])})
+    # Blocking checks: a failed one stops `release` (the publish step) in the same run.
+    for name, (passed, details) in check_candidate(rel).items():
+        yield AssetCheckResult(check_name=name, passed=passed, severity=AssetCheckSeverity.ERROR,
+                               metadata={k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v
+                                         for k, v in details.items()})
+
+
+@asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
+       description="The published release: its manifest (version, window, files with sha256, counts, provenance). "
+                   "Runs only when the release candidate's blocking checks pass.")
+def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_candidate: dict) -> Output[dict]:
+    cfg = lookbench.load()
+    store = lookbench.store()
+    rel = read_candidate(release_candidate)
+    version = rel.version
+    annotators = release_candidate.get("annotators", [])
     try:
         manifest = stage_publish(cfg, rel, store, annotators)
     except (ReleaseExistsError, EmptyReleaseError) as exc:

@@ -30,6 +30,7 @@ import json
 from collections import Counter
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
@@ -279,6 +280,71 @@ def parquet_bytes(table: pa.Table) -> bytes:
     buf = io.BytesIO()
     pq.write_table(table, buf, **PARQUET_OPTS)
     return buf.getvalue()
+
+
+def write_candidate(rel: ReleaseTables, folder: Path) -> dict[str, Any]:
+    """Keep a built, not yet published release under ``folder`` (``<subset>/<role>.parquet`` + ``candidate.json``)
+    so that checks can look at it before anything is published. Returns the candidate's summary."""
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for (subset, role), t in sorted(rel.files.items()):
+        data = parquet_bytes(t)
+        (folder / subset).mkdir(exist_ok=True)
+        (folder / subset / f"{role}.parquet").write_bytes(data)
+        files[f"{subset}/{role}.parquet"] = {"rows": t.num_rows, "sha256": hashlib.sha256(data).hexdigest()}
+    summary = {"version": rel.version, "window": {"start": rel.window.start.isoformat(),
+                                                   "end": rel.window.end.isoformat()},
+               "folder": str(folder), "files": files, "counts": rel.counts}
+    (folder / "candidate.json").write_text(json.dumps(summary, indent=1, sort_keys=True, default=str))
+    return summary
+
+
+def read_candidate(summary: dict[str, Any]) -> ReleaseTables:
+    """The release written by :func:`write_candidate`."""
+    folder = Path(summary["folder"])
+    files = {}
+    for key in summary["files"]:
+        subset, role = key.removesuffix(".parquet").split("/")
+        files[(subset, role)] = pq.read_table(folder / key)
+    w = summary["window"]
+    return ReleaseTables(summary["version"], Window(datetime.fromisoformat(w["start"]), datetime.fromisoformat(w["end"])),
+                         files, counts=summary["counts"])
+
+
+def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]]:
+    """The checks a release must pass before it is published: ``{name: (passed, details)}``.
+
+    * ``has_queries``: at least one subset has a query row;
+    * ``schema``: every file has exactly the RELEASE schema;
+    * ``every_query_has_a_positive``: each query's item_ID is in its subset's gallery;
+    * ``no_image_in_query_and_gallery``: no image (sha256) is both a query and a gallery item of a subset;
+    * ``unique_sample_ids``: no sample id repeats within a file.
+    """
+    out: dict[str, tuple[bool, dict[str, Any]]] = {}
+    n_q = sum(t.num_rows for (_, r), t in rel.files.items() if r == "query")
+    out["has_queries"] = (n_q > 0, {"query_rows": n_q})
+    bad_schema = [f"{s}/{r}" for (s, r), t in rel.files.items() if not t.schema.equals(schemas.RELEASE)]
+    out["schema"] = (not bad_schema, {"files_not_matching": bad_schema})
+    no_pos, both, dup = {}, {}, []
+    for subset in sorted({s for s, _ in rel.files}):
+        q, g = rel.files.get((subset, "query")), rel.files.get((subset, "gallery"))
+        if q is None or g is None:
+            continue
+        g_items = set(g["item_ID"].to_pylist())
+        missing = [i for i in q["item_ID"].to_pylist() if i not in g_items]
+        if missing:
+            no_pos[subset] = len(missing)
+        overlap = set(q["image_sha256"].to_pylist()) & set(g["image_sha256"].to_pylist())
+        if overlap:
+            both[subset] = len(overlap)
+        for role, t in (("query", q), ("gallery", g)):
+            ids = t["sample_id"].to_pylist()
+            if len(ids) != len(set(ids)):
+                dup.append(f"{subset}/{role}")
+    out["every_query_has_a_positive"] = (not no_pos, {"queries_without_positive": no_pos})
+    out["no_image_in_query_and_gallery"] = (not both, {"images_in_both": both})
+    out["unique_sample_ids"] = (not dup, {"files_with_repeats": dup})
+    return out
 
 
 def release_prefix(version: str) -> str:

@@ -3,7 +3,7 @@
 import pyarrow.parquet as pq
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from assets.definitions import ALL_ASSETS, CRAWL_SELECTION, build_defs
+from assets.definitions import ALL_ASSETS, ALL_CHECKS, CRAWL_SELECTION, build_defs
 from assets.partitions import crawl_key
 from assets.io import TableIOManager
 from assets.resources import LookbenchConfig
@@ -30,9 +30,9 @@ def _materialize(cfg_path, instance):
     resources = {"lookbench": LookbenchConfig(config_path=str(cfg_path)),
                  "io_manager": TableIOManager(config_path=str(cfg_path))}
     instance.add_dynamic_partitions("sites", [s for s in ["demo"] if not instance.has_dynamic_partition("sites", s)])
-    crawl = materialize(ALL_ASSETS, selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
+    crawl = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
                         instance=instance, resources=resources)
-    release = materialize(ALL_ASSETS, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
+    release = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
                           instance=instance, resources=resources)
     return _Both(crawl, release)
 
@@ -49,6 +49,10 @@ def test_materialize_whole_graph_twice(demo_config):
     instance = DagsterInstance.ephemeral()
     r1 = _materialize(demo_config, instance)
     assert r1.success
+    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
+              for e in r1.release.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert checks == {"has_queries": True, "schema": True, "every_query_has_a_positive": True,
+                      "no_image_in_query_and_gallery": True, "unique_sample_ids": True}
     cfg = load_config(demo_config)
     store = store_of(cfg)
     [version] = list_releases(store)
@@ -121,3 +125,44 @@ def test_dagster_cli_validates_the_workspace():
     proc = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], capture_output=True,
                           text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
+
+
+def test_release_candidate_checks_run_and_block():
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.release import ReleaseTables, Window, check_candidate
+
+    w = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
+    row = {"image": {"bytes": b"x", "path": "a.jpg"}, "item_ID": "A", "category": "top", "sample_id": "s1",
+           "image_sha256": "same", "attributes": []}
+    q = schemas.from_rows([row], schemas.RELEASE)
+    g = schemas.from_rows([{**row, "item_ID": "B", "sample_id": "s2"}], schemas.RELEASE)
+    res = check_candidate(ReleaseTables("v1", w, {("real_studio_flat", "query"): q, ("real_studio_flat", "gallery"): g}))
+    assert res["has_queries"][0] and res["schema"][0]
+    assert not res["every_query_has_a_positive"][0] and not res["no_image_in_query_and_gallery"][0]
+
+
+def test_failed_blocking_check_stops_publishing(demo_config, monkeypatch):
+    import assets.release as rel_assets
+
+    real = rel_assets.check_candidate
+
+    def broken(rel):
+        out = real(rel)
+        out["every_query_has_a_positive"] = (False, {"queries_without_positive": {"real_studio_flat": 1}})
+        return out
+
+    monkeypatch.setattr(rel_assets, "check_candidate", broken)
+    instance = DagsterInstance.ephemeral()
+    resources = {"lookbench": LookbenchConfig(config_path=str(demo_config)),
+                 "io_manager": TableIOManager(config_path=str(demo_config))}
+    instance.add_dynamic_partitions("sites", ["demo"])
+    materialize(ALL_ASSETS, selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
+                instance=instance, resources=resources)
+    r = materialize(ALL_ASSETS, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
+                    instance=instance, resources=resources, raise_on_error=False)
+    assert not r.success
+    done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
+    assert "release_candidate" in done and "release" not in done and "evaluation" not in done
+    assert list_releases(store_of(load_config(demo_config))) == []
