@@ -37,10 +37,15 @@ SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_st
 
 
 class LookRules(_Strict):
-    """CSS selectors that find a "shop the look" block on a page."""
+    """CSS (or XPath) rules that find a "shop the look" block on a page."""
 
     image: str = "img.look-image::attr(src)"
     products: str = "a.look-product::attr(href)"
+
+    @field_validator("image", "products")
+    @classmethod
+    def _valid(cls, v: str) -> str:
+        return _check_rule(v)
 
 
 class ProductRules(_Strict):
@@ -52,6 +57,24 @@ class ProductRules(_Strict):
     sku: str | None = None
     images: str | None = None
     description: str | None = None
+
+    @field_validator("title", "price", "brand", "sku", "images", "description")
+    @classmethod
+    def _valid(cls, v: str | None) -> str | None:
+        return _check_rule(v)
+
+
+def _check_rule(rule: str | None) -> str | None:
+    """A CSS or XPath rule that compiles (XPath when it starts with / or (); raises ValueError."""
+    if rule:
+        from parsel import Selector
+
+        try:
+            sel = Selector(text="<html></html>")
+            sel.xpath(rule) if rule.lstrip().startswith(("/", "(")) else sel.css(rule)
+        except Exception as exc:
+            raise ValueError(f"rule {rule!r} is not valid CSS/XPath: {exc}") from exc
+    return rule
 
 
 class SiteConfig(_Strict):

@@ -28,6 +28,8 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import ImageConfig, LegacySource
+import numpy as np
+
 from .dedup import confirmed_by_colour, hex_to_u64, near_pairs_mih
 from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
 from .release import list_releases, read_file
@@ -195,15 +197,30 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
     old = index.to_pylist()
     if not new or not old:
         return schemas.empty(schemas.CONTAMINATION)
-    h = hex_to_u64([r["phash"] for r in new] + [r["phash"] for r in old])
-    pairs = near_pairs_mih(h, threshold)
-    n_new = len(new)
     best: dict[tuple[str, str], dict] = {}
     by_sha: dict[str, int] = {}
     for j, r in enumerate(old):
         by_sha.setdefault(r["image_sha256"], j)
-    candidates = [(int(i), int(j) - n_new, int(d)) for i, j, d in pairs if i < n_new <= j]
-    candidates += [(k, by_sha[r["image_sha256"]], 0) for k, r in enumerate(new) if r["image_sha256"] in by_sha]
+    candidates = [(k, by_sha[r["image_sha256"]], 0) for k, r in enumerate(new) if r["image_sha256"] in by_sha]
+    # near matches: distinct hashes of non-uniform images (blank images all share a hash and prove nothing)
+    ok_new = [k for k, r in enumerate(new) if "uniform" not in (r.get("flags") or [])]
+    ok_old = [j for j, r in enumerate(old) if "uniform" not in (r.get("flags") or [])]
+    if ok_new and ok_old:
+        u_new, inv_new = np.unique(hex_to_u64([new[k]["phash"] for k in ok_new]), return_inverse=True)
+        u_old, inv_old = np.unique(hex_to_u64([old[j]["phash"] for j in ok_old]), return_inverse=True)
+        members_new: list[list[int]] = [[] for _ in u_new]
+        members_old: list[list[int]] = [[] for _ in u_old]
+        for k, u in zip(ok_new, inv_new.tolist()):
+            members_new[u].append(k)
+        for j, u in zip(ok_old, inv_old.tolist()):
+            members_old[u].append(j)
+        both = np.concatenate([u_new, u_old])
+        n_u = len(u_new)
+        for a, b, d in near_pairs_mih(both, threshold):
+            if a < n_u <= b:
+                # the closest legacy copy per new image is enough: one representative of each legacy hash
+                for k in members_new[a]:
+                    candidates.append((k, members_old[b - n_u][0], int(d)))
     for i, j, d in candidates:
         a, b = new[i], old[j]
         exact = a["image_sha256"] == b["image_sha256"]

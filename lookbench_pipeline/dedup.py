@@ -175,9 +175,19 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0) ->
     hashes = hex_to_u64([im["phash"] for im in images])
     uniform = np.array(["uniform" in (im.get("flags") or []) for im in images])
     uf = UnionFind(n)
-    pairs = near_pairs(hashes, threshold) if n <= 4096 else near_pairs_mih(hashes, threshold)
-    for i, j, _ in pairs:
-        if uniform[i] or uniform[j]:
+    # Pairs are searched among the distinct hashes of non-uniform images only: many copies of one hash would
+    # otherwise make the pair list quadratic. Members of a hash group are then paired within the group.
+    idx = np.nonzero(~uniform)[0]
+    uniq, inverse = np.unique(hashes[idx], return_inverse=True)
+    groups_by_hash: list[list[int]] = [[] for _ in range(len(uniq))]
+    for k, u in zip(idx.tolist(), inverse.tolist()):
+        groups_by_hash[u].append(k)
+    candidate_pairs = [(g[0], m) for g in groups_by_hash for m in g[1:]]
+    pairs = near_pairs(uniq, threshold) if len(uniq) <= 4096 else near_pairs_mih(uniq, threshold)
+    for a, b, _ in pairs:
+        candidate_pairs += [(i, j) for i in groups_by_hash[a] for j in groups_by_hash[b]]
+    for i, j in candidate_pairs:
+        if uf.find(i) == uf.find(j):
             continue
         if not confirmed_by_colour(images[i], images[j], max_color_diff):
             continue

@@ -26,6 +26,8 @@ SYNTAXES = ["microdata", "rdfa", "opengraph"]  # JSON-LD is parsed here, lenient
 _PRODUCT_TYPES = {"product", "productgroup", "individualproduct", "productmodel"}
 
 
+_MACHINE_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+_XML_DECL = re.compile(r"^\s*<\?xml[^>]*\?>")
 _CDATA = re.compile(r"^\s*(?://\s*)?<!\[CDATA\[|(?://\s*)?\]\]>\s*$")
 _TRAILING_COMMA = re.compile(r",(\s*[}\]])")
 _LINE_COMMENT = re.compile(r"^\s*//.*$", re.MULTILINE)
@@ -43,6 +45,8 @@ def parse_jsonld(raw: str) -> Any | None:
             return json.loads(attempt, strict=False)
         except json.JSONDecodeError:
             continue
+        except (RecursionError, ValueError):  # absurd nesting or a number too long to convert: not data
+            return None
     return None
 
 
@@ -115,7 +119,7 @@ def _short_keys(node: Any) -> Any:
 
 def _types(node: dict) -> set[str]:
     t = node.get("@type") or node.get("type") or []
-    if isinstance(t, str):
+    if not isinstance(t, list):
         t = [t]
     out = set()
     for x in t:
@@ -167,13 +171,25 @@ def _image_urls(v: Any) -> list[str]:
 
 def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | None]:
     """Parse a price and its currency with ``price-parser``: ``("1.299,00 €", None) -> (1299.0, "€")``."""
+    import math
+
     if amount is None:
         return None, _text(currency)
-    if isinstance(amount, (int, float)) and not isinstance(amount, bool):
-        return float(amount), _text(currency)
-    p = Price.fromstring(str(amount), currency_hint=_text(currency))
-    value = float(p.amount) if p.amount is not None else None
-    return value, _text(currency) or p.currency
+    if isinstance(amount, bool) or not isinstance(amount, (int, float, str)):
+        return None, _text(currency)
+    if isinstance(amount, (int, float)):
+        value = float(amount)
+    elif _MACHINE_NUMBER.match(amount.strip()):
+        value = float(amount.strip())  # schema.org prices use "." as the decimal point ("1.234" is 1.234)
+    else:
+        p = Price.fromstring(amount, currency_hint=_text(currency))
+        value = float(p.amount) if p.amount is not None else None
+        currency = currency or p.currency
+        if value is not None and re.search(r"(^|\s)-\s*\d", amount):
+            value = -value
+    if value is None or not math.isfinite(value) or value < 0:
+        return None, _text(currency)  # a negative, NaN or infinite price is not a price
+    return value, _text(currency)
 
 
 def _ci(d: dict, key: str) -> Any:
@@ -244,7 +260,9 @@ def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
             if k.startswith("@"):
                 continue
             og.setdefault(k, []).extend(v if isinstance(v, list) else [v])
-    otype = (og.get("og:type") or [""])[0].lower()
+    types = [str(t) for item in items for t in (item.get("@type") if isinstance(item.get("@type"), list)
+                                                 else [item.get("@type")]) if t]
+    otype = " ".join([*(og.get("og:type") or []), *types]).lower()
     has_price = any(k in og for k in ("product:price:amount", "og:price:amount"))
     if "product" not in otype and not has_price:
         return None
@@ -271,6 +289,8 @@ def _absolute(urls: Iterable[str], base: str) -> list[str]:
 
     seen, out = set(), []
     for u in urls:
+        if not isinstance(u, str) or not u.strip():
+            continue  # an empty src would resolve to the page itself
         a = urljoin(base, u.strip())
         if a.startswith(("http://", "https://")) and a not in seen:
             seen.add(a)
@@ -297,7 +317,8 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     header = http_content_type_encoding(content_type) if content_type else None
     meta = html_body_declared_encoding(body)
     if not bom and header and meta and header != meta:
-        for enc in sorted({header, meta}, key=lambda e: e not in ("utf-8", "utf8")):
+        # ordered, deterministic: UTF-8 first (if declared), then the header's, then the meta's
+        for enc in sorted([header, meta], key=lambda e: e.replace("_", "-") not in ("utf-8", "utf8")):
             try:
                 return body.decode(enc), enc
             except (UnicodeDecodeError, LookupError):
@@ -357,8 +378,12 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
     base = get_base_url(html, url)
+    if not base.startswith(("http://", "https://")):  # a javascript: or data: <base href> is ignored, as browsers do
+        base = url
     try:
-        data = extruct.extract(html, base_url=base, syntaxes=SYNTAXES, uniform=True, errors="log")
+        # lxml refuses a str that carries an XML encoding declaration (XHTML pages): drop the declaration
+        data = extruct.extract(_XML_DECL.sub("", html, count=1), base_url=base, syntaxes=SYNTAXES, uniform=True,
+                               errors="ignore")
     except Exception as exc:  # a page extruct cannot parse at all: fall back to rules
         log.warning("extruct failed on %s: %s", url, exc)
         data = {}
@@ -482,9 +507,9 @@ def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
             if isinstance(opt, dict) and str(opt.get("name", "")).lower() in ("color", "colour"):
                 color = _text(opt.get("values"))
         out.append({
-            "url": f"{origin}/products/{p['handle']}" if p.get("handle") else url,
+            "url": f"{origin}/products/{p['handle']}" if isinstance(p.get("handle"), str) and p["handle"] else url,
             "title": _text(p.get("title")),
-            "description": _text(remove_tags(p.get("body_html") or "")),
+            "description": _text(remove_tags(str(p.get("body_html") or ""))),
             "brand": _text(p.get("vendor")),
             "sku": _text(v0.get("sku")) or (str(p["id"]) if p.get("id") else None),
             "price": price,
@@ -492,8 +517,8 @@ def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
             "color": color,
             "material": None,
             "category_text": _text(p.get("product_type")),
-            "image_urls": _absolute([i.get("src") for i in p.get("images") or [] if isinstance(i, dict)
-                                     and i.get("src")], url),
+            "image_urls": _absolute([i["src"] for i in p.get("images") or [] if isinstance(i, dict)
+                                     and isinstance(i.get("src"), str) and i["src"]], url),
             "extracted_from": "shopify-json",
         })
     return out

@@ -82,9 +82,23 @@ class ImageRejected(Exception):
 
 
 _SRGB = ImageCms.createProfile("sRGB")
+Image.init()
+ALLOWED_FORMATS = tuple(f for f in ("JPEG", "PNG", "GIF", "WEBP", "AVIF", "TIFF", "BMP") if f in Image.OPEN)
+"""Formats the intake opens; anything else (EPS, which Pillow hands to Ghostscript, PSD, ICO…) is
+``not_an_image``."""
 
 
 def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None) -> Decoded:
+    """See :func:`_decode`; any failure of a broken file inside Pillow is a ``decode_error`` rejection."""
+    try:
+        return _decode(data, cfg, work_side)
+    except ImageRejected:
+        raise
+    except Exception as exc:  # Pillow raises TypeError / IndexError / SyntaxError / struct.error on broken files
+        raise ImageRejected(Reject.DECODE_ERROR, f"{type(exc).__name__}: {exc}") from exc
+
+
+def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None) -> Decoded:
     """Decode and normalise image bytes (see the module docstring for the steps).
 
     Args:
@@ -101,7 +115,7 @@ def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = 
     if not data:
         raise ImageRejected(Reject.EMPTY)
     try:
-        im = Image.open(io.BytesIO(data))
+        im = Image.open(io.BytesIO(data), formats=ALLOWED_FORMATS)
     except Image.DecompressionBombError as exc:  # Pillow's own limit (2x MAX_IMAGE_PIXELS) trips at open
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except Image.UnidentifiedImageError as exc:
@@ -134,7 +148,7 @@ def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = 
     except Exception as exc:  # SyntaxError, ValueError from broken plugins
         raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
     orientation = im.getexif().get(0x0112, 1) if hasattr(im, "getexif") else 1
-    if orientation not in (None, 1):
+    if orientation in (2, 3, 4, 5, 6, 7, 8):  # other values are invalid and ignored, as exif_transpose does
         im = ImageOps.exif_transpose(im)
         flags.append("exif_rotated")
         if orientation in (5, 6, 7, 8):
@@ -149,10 +163,20 @@ def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = 
 
 def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
     icc = im.info.get("icc_profile")
-    if im.mode in ("I;16", "I;16B", "I;16L", "I", "I;16N"):
-        flags.append("16bit")
-        arr = np.asarray(im, dtype=np.uint32)
-        im = Image.fromarray((arr >> 8).astype(np.uint8) if arr.max() > 255 else arr.astype(np.uint8), "L")
+    if im.mode in ("I;16", "I;16B", "I;16L", "I;16N"):
+        flags.append("16bit")  # scaled by the bit depth, never by the image's own maximum
+        im = Image.fromarray((np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8), "L")
+    elif im.mode == "I":
+        # 32-bit integer pixels: Pillow opens 16-bit greyscale PNG/TIFF this way (values 0..65535)
+        arr = np.clip(np.asarray(im, dtype=np.int64), 0, None)
+        shift = 8 if arr.max(initial=0) <= 0xFFFF else 24
+        flags.append("16bit" if shift == 8 else "32bit")
+        im = Image.fromarray(np.clip(arr >> shift, 0, 255).astype(np.uint8), "L")
+    elif im.mode == "F":
+        arr = np.nan_to_num(np.asarray(im, dtype=np.float64))
+        top = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
+        flags.append("float")
+        im = Image.fromarray((np.clip(arr / top, 0, 1) * 255).round().astype(np.uint8), "L")
     elif im.mode == "RGBA" and im.info.get("bits") == 16:
         flags.append("16bit")
     if im.mode == "P":
@@ -317,6 +341,9 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
         except ImageRejected as exc:
             return source, exc.reason, sha, None
+        except Exception as exc:  # never let one file end the batch
+            log.warning("intake: %s failed to decode: %r", source, exc)
+            return source, Reject.DECODE_ERROR, sha, None
         if not store.exists(original_key(sha)):
             store.put_bytes(original_key(sha), data)
         info = {

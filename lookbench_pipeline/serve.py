@@ -36,7 +36,14 @@ class _Handler(BaseHTTPRequestHandler):
         parts = urlsplit(self.path)
         path = unquote(parts.path)
         self.server.hits.append(path)
-        body, ctype = self.server.resolve(path + (f"?{parts.query}" if parts.query else ""))
+        try:
+            body, ctype = self.server.resolve(path + (f"?{parts.query}" if parts.query else ""))
+        except Exception:  # a resolver that fails is a server error, as on a real site
+            self.server.statuses.append((path, 500))
+            self.send_response(500)
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+            return
         if body is None:
             self.server.statuses.append((path, 404))
             self.send_response(404)

@@ -49,3 +49,27 @@ class AddressPolicyMiddleware:
         if not allow_private and is_private_host(host):
             raise AddressRefused("private_address", request.url)
         return None
+
+
+from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
+
+
+class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
+    """robots.txt as RFC 9309 (section 2.3.1) says: a 4xx robots.txt means no rules (allow all), but a server
+    error (5xx) or an unreachable server means the crawler must assume complete disallow. Scrapy's middleware
+    treats both as allow-all."""
+
+    _DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
+
+    async def _parse_robots(self, response, netloc, request):
+        if response.status >= 500:
+            self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
+            response = response.replace(status=200, body=self._DISALLOW_ALL)
+        return await super()._parse_robots(response, netloc, request)
+
+    def _robots_error(self, exc, netloc):
+        from scrapy.utils.misc import build_from_crawler
+
+        super()._robots_error(exc, netloc)
+        self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
+        self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, self._DISALLOW_ALL)

@@ -27,6 +27,8 @@ FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"
 
 DOWNLOADER_MIDDLEWARES = {
+    "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
+    "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
 }

@@ -29,6 +29,7 @@ class ShopSpider(scrapy.Spider):
         super().__init__(*args, **kwargs)
         self.done = finished_pages(resume_feed) if resume_feed else set()
         self.pages_requested = 0
+        self.requested = set()
         self.limit_logged = False
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
@@ -86,6 +87,19 @@ class ShopSpider(scrapy.Spider):
         each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
         crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
         if callback == self.parse_page:
+            from urllib.parse import urlsplit
+
+            from lookbench_pipeline.extract import canonical
+
+            key = canonical(url)
+            parts = urlsplit(url)
+            in_scope = parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains
+            if key in self.requested or not in_scope:
+                # a repeat (navigation menus link every page) or another host: not counted, left to Scrapy's
+                # duplicate and offsite filters as before
+                meta = kw.pop("meta", {})
+                return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw) \
+                    if not in_scope else None
             if self.pages_requested >= self.site.max_pages:
                 if not self.limit_logged:
                     self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
@@ -93,6 +107,7 @@ class ShopSpider(scrapy.Spider):
                     self.limit_logged = True
                 return None
             self.pages_requested += 1
+            self.requested.add(key)
         meta = kw.pop("meta", {})
         if self.site.render_js and callback == self.parse_page:
             meta = {**meta, "playwright": True}
@@ -108,6 +123,14 @@ class ShopSpider(scrapy.Spider):
             for u in sitemap_urls_from_robots(response.text, base_url=response.url):
                 yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
             return
+        if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
+            from scrapy.utils.gz import gunzip
+
+            try:
+                body = gunzip(body, max_size=self.settings.getint("DOWNLOAD_MAXSIZE"))
+            except Exception as exc:
+                yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+                return
         try:
             sm = Sitemap(body)
         except Exception as exc:  # lxml XMLSyntaxError and friends
@@ -132,9 +155,14 @@ class ShopSpider(scrapy.Spider):
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
             yield self._page(response.url, response.status, "rejected", "not_html")
             return
-        html, _ = decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)
-        products = extract_products(html, response.url, self.site.product_rules)
-        look = extract_look(html, response.url, self.site.look_rules)
+        try:
+            html, _ = decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)
+            products = extract_products(html, response.url, self.site.product_rules)
+            look = extract_look(html, response.url, self.site.look_rules)
+        except Exception as exc:  # one hostile page never costs the crawl: it is a named rejection
+            self.logger.warning("extraction failed on %s: %r", response.url, exc)
+            yield self._page(response.url, response.status, "rejected", f"extraction_error:{type(exc).__name__}")
+            return
         for p in products:
             yield ProductItem(kind="product", site=self.site.name, url=response.url, **p)
         if look:
