@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import ConfigurableIOManager, InputContext, OutputContext
+from dagster import ConfigurableIOManager, InputContext, MultiPartitionsDefinition, OutputContext
 
 from lookbench_pipeline.config import load_config
 
@@ -36,9 +36,19 @@ class TableIOManager(ConfigurableIOManager):
 
     def load_input(self, context: InputContext) -> object:
         if context.has_asset_partitions and len(context.asset_partition_keys) != 1:
-            # e.g. every site's crawl of one window: the tables are concatenated, in partition-key order
+            # every configured site's crawl of one window, concatenated in partition-key order. Site partitions
+            # registered in the instance by another configuration are not this build's input.
+            sites = {s.name for s in load_config(self.config_path).site_configs()}
+            pdef = context.asset_partitions_def
+            keys = []
+            for k in context.asset_partition_keys:
+                if isinstance(pdef, MultiPartitionsDefinition):
+                    k = pdef.get_partition_key_from_str(str(k))
+                    if k.keys_by_dimension.get("site") not in sites:
+                        continue
+                keys.append(k)
             tables = []
-            for key in sorted(context.asset_partition_keys):
+            for key in sorted(keys):
                 p = (self._base(context) / self._name(key)).with_suffix(".parquet")
                 if not p.is_file():
                     raise FileNotFoundError(f"{context.asset_key.to_user_string()} partition {key} has no stored "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import sys
@@ -12,6 +13,10 @@ import pytest
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+# Tests use ephemeral Dagster instances: `make` exports DAGSTER_HOME for the demo and the UI, and a test's build
+# must not register partitions or runs in the developer's instance.
+os.environ.pop("DAGSTER_HOME", None)
 REALDATA = ROOT.parent / "shared" / "realdata"
 
 

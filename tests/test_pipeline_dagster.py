@@ -166,3 +166,10 @@ def test_failed_blocking_check_stops_publishing(demo_config, monkeypatch):
     done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
     assert "release_candidate" in done and "release" not in done and "evaluation" not in done
     assert list_releases(store_of(load_config(demo_config))) == []
+
+
+def test_site_partitions_of_other_configs_are_ignored(demo_config):
+    """An instance shared with another configuration (another site registered) still builds this config's release."""
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["some-other-shop"])
+    assert _materialize(demo_config, instance).success
