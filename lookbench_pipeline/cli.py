@@ -5,6 +5,8 @@
                                            run the release job (Dagster, in process) for a release window
     lookbench releases [--config F]        list published versions
     lookbench info VERSION [--config F]    print a release's manifest summary
+    lookbench pull VERSION [--subset S ...] [--dest DIR] [--config F]
+                                           download a release, verifying every file's sha256
     lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD] [--config F]
                                            score retrieval models on a published release
 """
@@ -92,6 +94,16 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_pull(args: argparse.Namespace) -> int:
+    from .pipeline import store_of
+    from .release import pull
+
+    files = pull(store_of(load_config(args.config)), args.version, Path(args.dest), args.subset or None,
+                 progress=not args.quiet)
+    print(f"{len(files)} files of {args.version} verified and written under {Path(args.dest) / args.version}")
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from .evaluate import evaluate_release, format_table
     from .pipeline import store_of
@@ -134,6 +146,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("version")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("pull", help="download a release with sha256 verification")
+    p.add_argument("version")
+    p.add_argument("--subset", action="append", help="only this subset (repeatable)")
+    p.add_argument("--dest", default="lookbench-releases", help="folder to write into (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--config")
+    p.set_defaults(fn=cmd_pull)
     p = sub.add_parser("evaluate", help="score retrieval models on a published release")
     p.add_argument("--release", required=True)
     p.add_argument("--model", action="append", help="model id (repeatable); default: the config's models")

@@ -441,3 +441,48 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
         if hashlib.sha256(data).hexdigest() != expected:
             raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
     return pq.read_table(io.BytesIO(data))
+
+
+def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
+         progress: bool = True) -> list[Path]:
+    """Download a published release (or some of its subsets) into ``dest/<version>/``, verifying every file's
+    sha256 and size against the manifest before it is moved into place; ``manifest.json`` is written last.
+
+    Raises:
+        StoreError: the version is not published.
+        ReleaseIntegrityError: a downloaded file does not match the manifest (nothing is left for it).
+        ValueError: an unknown subset was asked for.
+    """
+    manifest = read_manifest(store, version)
+    keys = sorted(manifest["files"])
+    if subsets:
+        known = {k.split("/")[0] for k in keys}
+        unknown = sorted(set(subsets) - known)
+        if unknown:
+            raise ValueError(f"{version} has no subset {unknown}; it has {sorted(known)}")
+        keys = [k for k in keys if k.split("/")[0] in subsets]
+    out = Path(dest) / version
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=sum(manifest["files"][k]["bytes"] for k in keys), unit="B", unit_scale=True,
+                   desc=f"pull {version}")
+    written = []
+    for k in keys:
+        data = store.get_bytes(f"{release_prefix(version)}/{k}")
+        meta = manifest["files"][k]
+        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+            raise ReleaseIntegrityError(f"{version}/{k}: downloaded bytes do not match the manifest")
+        target = out / k
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_suffix(".part")
+        tmp.write_bytes(data)
+        tmp.replace(target)
+        written.append(target)
+        if bar:
+            bar.update(len(data))
+    if bar:
+        bar.close()
+    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+    return written

@@ -1,0 +1,42 @@
+"""Consumers' side: pull a release with verification, and the documented DuckDB queries run on it."""
+
+import re
+from pathlib import Path
+
+import duckdb
+import pytest
+from dagster import DagsterInstance
+
+from lookbench_pipeline.config import load_config
+from lookbench_pipeline.pipeline import store_of
+from lookbench_pipeline.release import ReleaseIntegrityError, list_releases, pull
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
+    from test_pipeline_dagster import _materialize
+
+    assert _materialize(demo_config, DagsterInstance.ephemeral()).success
+    store = store_of(load_config(demo_config))
+    [version] = list_releases(store)
+    files = pull(store, version, tmp_path / "pulled", progress=False)
+    rel = tmp_path / "pulled" / version
+    assert (rel / "manifest.json").is_file() and len(files) == 4
+    queries = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)[0]
+    results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]
+    counts, attrs, window, after = results
+    subsets = {r[0] for r in counts}
+    assert {"real_studio_flat", "real_streetlook"} <= subsets
+    assert any(r[0] == "color" for r in attrs)
+    first, last, n = window[0]
+    assert first.tzinfo is not None and first <= last and n > 0
+    assert after[0][0] == n, "the demo's items were all first seen today"
+    # a subset that does not exist, and a corrupted file
+    with pytest.raises(ValueError, match="no subset"):
+        pull(store, version, tmp_path / "x", ["nope"], progress=False)
+    key = f"releases/{version}/real_studio_flat/query.parquet"
+    store.put_bytes(key, b"corrupt")
+    with pytest.raises(ReleaseIntegrityError):
+        pull(store, version, tmp_path / "y", ["real_studio_flat"], progress=False)
+    assert not (tmp_path / "y" / version / "real_studio_flat" / "query.parquet").exists()
