@@ -13,7 +13,6 @@ from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
               attributes.annotations, release.release_candidate, release.release, evaluate.evaluation]
-ALL_CHECKS: list = []  # checks are declared on their assets (check_specs); kept for callers
 
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
@@ -45,7 +44,6 @@ def build_defs(config_path: str | None = None) -> Definitions:
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
     return Definitions(
         assets=ALL_ASSETS,
-        asset_checks=ALL_CHECKS,
         jobs=[crawl_job, release_job],
         schedules=[release_schedule],
         sensors=[register_sites],

@@ -168,7 +168,6 @@ class ImageConfig(_Strict):
     min_side_px: int = 32
     max_pixels: int = 64_000_000  # decompression-bomb guard, checked before decoding
     max_bytes: int = 50_000_000
-    fetch_timeout_s: float = 20.0
     fetch_workers: int = 8
 
 

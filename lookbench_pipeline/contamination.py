@@ -243,7 +243,3 @@ def rates(images: pa.Table, contamination: pa.Table) -> dict[str, float]:
         out[src] = len({r["image_sha256"] for r in rows if r["source"] == src}) / n
     out["any"] = len({r["image_sha256"] for r in rows}) / n
     return out
-
-
-def read_index(index_path: Path) -> pa.Table:
-    return pq.read_table(index_path) if index_path.is_file() else schemas.empty(schemas.CONTAMINATION_INDEX)

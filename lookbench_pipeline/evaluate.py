@@ -15,8 +15,6 @@ from PIL import Image
 
 from . import schemas
 from .embed import Embedder, EmbedderUnavailable, load_embedder
-import numpy as np
-
 from .metrics import LabelCodes, bootstrap_ci, evaluate_rankings, weighted_overall
 from .release import SUBSETS, read_file, read_manifest
 from .store import ObjectStore

@@ -376,8 +376,3 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             if prev is None or ref.first_seen_at < prev["first_seen_at"]:
                 images[sha] = {**info, "first_seen_at": ref.first_seen_at}
     return IntakeResult(refs=ref_rows, images=sorted(images.values(), key=lambda r: r["image_sha256"]))
-
-
-def load_normalised(store: ObjectStore, sha256: str, work_side: int | None = None) -> Image.Image:
-    """The normalised RGB image of an accepted original (reduced decode when ``work_side`` is set)."""
-    return decode(store.get_bytes(original_key(sha256)), work_side=work_side).rgb

@@ -3,7 +3,7 @@
 import pyarrow.parquet as pq
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from assets.definitions import ALL_ASSETS, ALL_CHECKS, CRAWL_SELECTION, build_defs
+from assets.definitions import ALL_ASSETS, CRAWL_SELECTION, build_defs
 from assets.partitions import crawl_key
 from assets.io import TableIOManager
 from assets.resources import LookbenchConfig
@@ -30,9 +30,9 @@ def _materialize(cfg_path, instance):
     resources = {"lookbench": LookbenchConfig(config_path=str(cfg_path)),
                  "io_manager": TableIOManager(config_path=str(cfg_path))}
     instance.add_dynamic_partitions("sites", [s for s in ["demo"] if not instance.has_dynamic_partition("sites", s)])
-    crawl = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
+    crawl = materialize(ALL_ASSETS, selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
                         instance=instance, resources=resources)
-    release = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
+    release = materialize(ALL_ASSETS, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
                           instance=instance, resources=resources)
     return _Both(crawl, release)
 
