@@ -473,3 +473,53 @@ def path_key(site: str, url: str) -> str:
 
     parts = urlsplit(canonical(url))
     return hashlib.sha1(f"{site}\x00{parts.path}?{parts.query}".encode()).hexdigest()
+
+
+def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
+    """Products from a Shopify JSON document: the public ``/products.json`` (``{"products": [...]}``) or
+    ``/products/<handle>.json`` (``{"product": {...}}``), which share the Admin API's product shape.
+
+    Fields: title, ``body_html`` as text, ``vendor`` as brand, ``product_type`` as category text, the first
+    variant's sku and price, a ``Color``/``Colour`` option's first value as colour, every image ``src``.
+    Shopify's product JSON carries no currency (it is the shop's), so ``currency`` is None. The product URL is
+    ``<shop origin>/products/<handle>``.
+    """
+    from urllib.parse import urlsplit
+
+    from w3lib.html import remove_tags
+
+    if isinstance(doc, list):  # a bare list of products (the Admin API fixtures' form)
+        nodes = doc
+    elif isinstance(doc, dict):
+        nodes = doc.get("products") if "products" in doc else [doc.get("product")] if "product" in doc else []
+    else:
+        nodes = []
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    out = []
+    for p in nodes or []:
+        if not isinstance(p, dict) or not p.get("title"):
+            continue
+        variants = [v for v in p.get("variants") or [] if isinstance(v, dict)]
+        v0 = variants[0] if variants else {}
+        price, _ = parse_price(v0.get("price"))
+        color = None
+        for opt in p.get("options") or []:
+            if isinstance(opt, dict) and str(opt.get("name", "")).lower() in ("color", "colour"):
+                color = _text(opt.get("values"))
+        out.append({
+            "url": f"{origin}/products/{p['handle']}" if isinstance(p.get("handle"), str) and p["handle"] else url,
+            "title": _text(p.get("title")),
+            "description": _text(remove_tags(str(p.get("body_html") or ""))),
+            "brand": _text(p.get("vendor")),
+            "sku": _text(v0.get("sku")) or (str(p["id"]) if p.get("id") else None),
+            "price": price,
+            "currency": None,
+            "color": color,
+            "material": None,
+            "category_text": _text(p.get("product_type")),
+            "image_urls": _absolute([i["src"] for i in p.get("images") or [] if isinstance(i, dict)
+                                     and isinstance(i.get("src"), str) and i["src"]], url),
+            "extracted_from": "shopify-json",
+        })
+    return out
