@@ -141,11 +141,12 @@ def replay_resolver(pages_dir: Path) -> Callable[[str, str], tuple[bytes | None,
     extra = {"/": index, "/index.html": index, "/sitemap.xml": sitemap,
              "/robots.txt": "User-agent: *\nAllow: /\nSitemap: {{BASE}}/sitemap.xml\n"}
     static = static_resolver(pages_dir)
+    generated = static_resolver(pages_dir, extra)
 
     def resolve(path: str, base: str) -> tuple[bytes | None, str]:
         path = path.split("?", 1)[0]
         if path in extra:
-            return static_resolver(pages_dir, extra)(path, base)
+            return generated(path, base)
         if path.startswith("/pages/"):
             return static(path[len("/pages"):], base)
         return None, ""

@@ -19,7 +19,7 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_pipeline.config import SiteConfig
-from lookbench_pipeline.extract import decode_html, extract_look, extract_products
+from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 
 
 class ShopSpider(scrapy.Spider):
@@ -87,27 +87,22 @@ class ShopSpider(scrapy.Spider):
         each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
         crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
         if callback == self.parse_page:
-            from urllib.parse import urlsplit
-
-            from lookbench_pipeline.extract import canonical
-
-            key = canonical(url)
             parts = urlsplit(url)
             in_scope = parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains
-            if key in self.requested or not in_scope:
-                # a repeat (navigation menus link every page) or another host: not counted, left to Scrapy's
-                # duplicate and offsite filters as before
-                meta = kw.pop("meta", {})
-                return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw) \
-                    if not in_scope else None
-            if self.pages_requested >= self.site.max_pages:
-                if not self.limit_logged:
-                    self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
-                    self.crawler.stats.set_value("lookbench/max_pages_reached", 1)
-                    self.limit_logged = True
-                return None
-            self.pages_requested += 1
-            self.requested.add(key)
+            # Another host is not counted (Scrapy's offsite filter refuses it); in scope, each distinct page counts
+            # once: navigation menus repeat every link, which the duplicate filter would drop anyway.
+            if in_scope:
+                key = canonical(url)
+                if key in self.requested:
+                    return None
+                if self.pages_requested >= self.site.max_pages:
+                    if not self.limit_logged:
+                        self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
+                        self.crawler.stats.set_value("lookbench/max_pages_reached", 1)
+                        self.limit_logged = True
+                    return None
+                self.pages_requested += 1
+                self.requested.add(key)
         meta = kw.pop("meta", {})
         if self.site.render_js and callback == self.parse_page:
             meta = {**meta, "playwright": True}
