@@ -137,6 +137,9 @@ class StoreConfig(_Strict):
     region: str = "us-east-1"
     # Stores that reject boto3's newer default checksum trailers need "when_required".
     checksum_mode: Literal["when_supported", "when_required"] = "when_required"
+    # S3: objects above this many bytes are uploaded and copied in parts of multipart_chunksize (>= 5 MiB)
+    multipart_threshold: int = Field(default=8 * 1024 * 1024, ge=1)
+    multipart_chunksize: int = Field(default=8 * 1024 * 1024, ge=5 * 1024 * 1024)
 
 
 class DropConfig(_Strict):
@@ -213,6 +216,20 @@ class EvaluateConfig(_Strict):
     cutoff: str | None = None
 
 
+class CardConfig(_Strict):
+    """What a release's dataset card (README.md) and croissant.json say about terms and citation
+    (``lookbench_pipeline.card.CardInfo``; unset fields keep its defaults). ``license`` is a Hugging Face licence
+    id, or ``other`` with ``license_name`` / ``license_link``."""
+
+    license: str | None = None
+    license_name: str | None = None
+    license_link: str | None = None
+    license_text: str | None = None
+    homepage: str | None = None
+    citation: str | None = None
+    publisher: str | None = None
+
+
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
 
@@ -227,6 +244,7 @@ class PipelineConfig(BaseSettings):
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    card: CardConfig = Field(default_factory=CardConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
 

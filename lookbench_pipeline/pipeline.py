@@ -25,7 +25,9 @@ log = logging.getLogger(__name__)
 
 
 def store_of(cfg: PipelineConfig) -> ObjectStore:
-    return open_store(cfg.store_url, cfg.store.endpoint_url, cfg.store.region, cfg.store.checksum_mode)
+    extra = ({"multipart_threshold": cfg.store.multipart_threshold, "multipart_chunksize": cfg.store.multipart_chunksize}
+             if cfg.store_url.startswith("s3://") else {})
+    return open_store(cfg.store_url, cfg.store.endpoint_url, cfg.store.region, cfg.store.checksum_mode, **extra)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -203,4 +205,4 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],
                   extra_provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     return publish(rel, store, {**provenance(cfg, annotators), **(extra_provenance or {})},
-                   now=datetime.now(timezone.utc))
+                   now=datetime.now(timezone.utc), card=cfg.card.model_dump())

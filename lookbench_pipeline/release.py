@@ -4,8 +4,12 @@ Layout in the object store (as LookBench publishes it)::
 
     releases/v{YYYYMMDD}/{subset}/query.parquet
     releases/v{YYYYMMDD}/{subset}/gallery.parquet
+    releases/v{YYYYMMDD}/README.md          <- dataset card (Hugging Face front matter: a config per subset)
+    releases/v{YYYYMMDD}/croissant.json     <- Croissant metadata
+    releases/v{YYYYMMDD}/CHANGES.md, changes.parquet   <- what changed since the previous version
     releases/v{YYYYMMDD}/manifest.json      <- written last: a version exists once its manifest does
     releases/latest                          <- the newest version's name, written after its manifest
+    releases/.staging/v{YYYYMMDD}-{nonce}/   <- files being published (lookbench_pipeline.publishing)
 
 How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
 
@@ -352,18 +356,30 @@ def release_prefix(version: str) -> str:
 
 
 def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
-            now: datetime | None = None) -> dict[str, Any]:
+            now: datetime | None = None, card: dict[str, Any] | None = None) -> dict[str, Any]:
     """Write a release to the store and return its manifest.
 
-    Every data file is written, read back and checked by sha256 and size; then ``manifest.json`` (the version
-    exists from this moment); then ``releases/latest``. Data files of a version without a manifest are leftovers
-    of an interrupted run and are overwritten by a rerun.
+    Besides the data files (``<subset>/{query,gallery}.parquet``) a release holds ``README.md`` (dataset card with
+    Hugging Face front matter), ``croissant.json`` (Croissant metadata), ``CHANGES.md`` and ``changes.parquet``
+    (the diff against the previous published version, :mod:`lookbench_pipeline.changes`); the manifest lists the
+    data files under ``files`` and these under ``metadata_files``, each with sha256 and size. Every file except
+    the manifest is the same bytes for the same inputs (``built_at`` is the only clock in a release).
 
+    Files go through a staging prefix, are verified after upload and after the move, then ``manifest.json`` is
+    created (the version exists from that moment), then ``releases/latest`` (:mod:`lookbench_pipeline.publishing`).
+
+    Args:
+        card: licence / citation fields of :class:`lookbench_pipeline.card.CardInfo` (defaults when None).
     Raises:
-        ReleaseExistsError: the version already has a manifest with different file checksums.
+        ReleaseExistsError: the version already has a manifest with different files (versions are immutable).
         EmptyReleaseError: no subset has a query row.
         ReleaseIntegrityError: a file read back does not match.
+        StoreError: the store failed; nothing of this version is visible then, and a rerun completes it.
     """
+    from . import changes as ch
+    from . import publishing
+    from .card import CardInfo, croissant, croissant_bytes, dataset_card
+
     if not any(role == "query" and t.num_rows for (_, role), t in rel.files.items()):
         raise EmptyReleaseError(
             f"release {rel.version} would have no query rows (rejections: {rel.counts.get('rejected_by_reason')}); "
@@ -373,41 +389,63 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
     files = {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v),
                  "rows": rel.files[tuple(k.removesuffix(".parquet").split("/"))].num_rows}
              for k, v in encoded.items()}
+    window = {"start": rel.window.start.isoformat(), "end": rel.window.end.isoformat()}
+    # what changed since the previous published version
+    published = set(list_releases(store))
+    prev = ch.previous_version(store, rel.version)
+    before = ch.read_previous(store, prev) if prev else {}
+    diff = ch.diff(rel.version, prev, {k: t.select(ch.COLUMNS) for k, t in rel.files.items()}, before)
+    summary = ch.summary(diff)
+    summary["previous_version"] = prev
+    info = CardInfo.from_dict(card)
+    docs: dict[str, tuple[bytes, str]] = {
+        "changes.parquet": (parquet_bytes(diff), "application/vnd.apache.parquet"),
+        "CHANGES.md": (ch.markdown(diff, rel.version, prev).encode(), "text/markdown; charset=utf-8"),
+        "README.md": (dataset_card(rel.version, window, files, rel.counts, summary, info).encode(),
+                      "text/markdown; charset=utf-8"),
+    }
+    metadata_files = {k: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for k, (d, _) in docs.items()}
+    metadata_files["changes.parquet"]["rows"] = diff.num_rows
+    cro = croissant_bytes(croissant(rel.version, window, files, metadata_files, info))
+    docs["croissant.json"] = (cro, "application/ld+json")
+    metadata_files["croissant.json"] = {"sha256": hashlib.sha256(cro).hexdigest(), "bytes": len(cro)}
+    metadata_files = dict(sorted(metadata_files.items()))
+
     manifest_key = f"{prefix}/manifest.json"
     if store.exists(manifest_key):
         existing = json.loads(store.get_bytes(manifest_key))
-        if existing.get("files") == files:
+        # A manifest without metadata_files was written before releases carried them: same data, same release.
+        same_docs = "metadata_files" not in existing or existing["metadata_files"] == metadata_files
+        if existing.get("files") == files and same_docs:
+            publishing.complete(store, rel.version, published)
             return {**existing, "already_published": True}
         raise ReleaseExistsError(
             f"release {rel.version} is already published at {store.url}/{prefix} with different content; "
             f"published versions are immutable. Build a new version (another date) instead.")
-    for k, data in encoded.items():
-        store.put_bytes(f"{prefix}/{k}", data, "application/vnd.apache.parquet")
-        back = store.get_bytes(f"{prefix}/{k}")
-        if len(back) != len(data) or hashlib.sha256(back).hexdigest() != files[k]["sha256"]:
-            raise ReleaseIntegrityError(f"{prefix}/{k}: read-back does not match what was written")
     now = now or datetime.now(timezone.utc)
     manifest = {
         "name": "LookBench",
+        "layout": "lookbench-release/2",
         "version": rel.version,
-        "window": {"start": rel.window.start.isoformat(), "end": rel.window.end.isoformat()},
+        "window": window,
         "built_at": now.isoformat(timespec="seconds"),
         "files": files,
+        "metadata_files": metadata_files,
+        "schemas": {"<subset>/<role>.parquet": "release", "changes.parquet": "release_changes"},
+        "changes": summary,
         "counts": rel.counts,
         **provenance,
     }
-    store.put_bytes(manifest_key, json.dumps(manifest, indent=2, sort_keys=True).encode(), "application/json")
-    _update_latest(store, rel.version)
+    body = json.dumps(manifest, indent=2, sort_keys=True).encode()
+    parquet_type = "application/vnd.apache.parquet"
+    publishing.publish_files(store, rel.version, {**{k: (v, parquet_type) for k, v in encoded.items()}, **docs},
+                             body, published)
     return manifest
 
 
-def _update_latest(store: ObjectStore, version: str) -> None:
-    try:
-        current = store.get_bytes("releases/latest").decode().strip()
-    except StoreError:
-        current = ""
-    if version >= current:
-        store.put_bytes("releases/latest", version.encode(), "text/plain")
+def all_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every file of a release with its ``sha256`` and ``bytes``: the data files and the metadata files."""
+    return {**manifest["files"], **manifest.get("metadata_files", {})}
 
 
 def list_releases(store: ObjectStore) -> list[str]:
@@ -415,7 +453,7 @@ def list_releases(store: ObjectStore) -> list[str]:
     out = set()
     for key in store.list("releases/"):
         parts = key.split("/")
-        if len(parts) == 3 and parts[2] == "manifest.json":
+        if len(parts) == 3 and parts[2] == "manifest.json" and not parts[1].startswith("."):
             out.add(parts[1])
     return sorted(out)
 
@@ -446,43 +484,56 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
 def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
          progress: bool = True) -> list[Path]:
     """Download a published release (or some of its subsets) into ``dest/<version>/``, verifying every file's
-    sha256 and size against the manifest before it is moved into place; ``manifest.json`` is written last.
+    sha256 and size against the manifest before it is moved into place; ``manifest.json`` (the store's bytes) is
+    written last. The metadata files (``README.md``, ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always
+    come along. A file already in place with the right sha256 is not downloaded again, so an interrupted pull
+    resumes. The progress bar (tqdm, on stderr) counts bytes.
 
+    Returns:
+        the paths of the release's files under ``dest/<version>/`` (without the manifest).
     Raises:
         StoreError: the version is not published.
         ReleaseIntegrityError: a downloaded file does not match the manifest (nothing is left for it).
         ValueError: an unknown subset was asked for.
     """
+    manifest_key = f"{release_prefix(version)}/manifest.json"
     manifest = read_manifest(store, version)
-    keys = sorted(manifest["files"])
+    raw_manifest = store.get_bytes(manifest_key)
+    every = all_files(manifest)
+    data_keys = sorted(manifest["files"])
     if subsets:
-        known = {k.split("/")[0] for k in keys}
+        known = {k.split("/")[0] for k in data_keys}
         unknown = sorted(set(subsets) - known)
         if unknown:
             raise ValueError(f"{version} has no subset {unknown}; it has {sorted(known)}")
-        keys = [k for k in keys if k.split("/")[0] in subsets]
+        data_keys = [k for k in data_keys if k.split("/")[0] in subsets]
+    keys = data_keys + sorted(manifest.get("metadata_files", {}))
     out = Path(dest) / version
     bar = None
     if progress:
         from tqdm import tqdm
 
-        bar = tqdm(total=sum(manifest["files"][k]["bytes"] for k in keys), unit="B", unit_scale=True,
-                   desc=f"pull {version}")
+        bar = tqdm(total=sum(every[k]["bytes"] for k in keys), unit="B", unit_scale=True, desc=f"pull {version}")
     written = []
-    for k in keys:
-        data = store.get_bytes(f"{release_prefix(version)}/{k}")
-        meta = manifest["files"][k]
-        if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
-            raise ReleaseIntegrityError(f"{version}/{k}: downloaded bytes do not match the manifest")
-        target = out / k
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = target.with_suffix(".part")
-        tmp.write_bytes(data)
-        tmp.replace(target)
-        written.append(target)
+    try:
+        for k in keys:
+            meta = every[k]
+            target = out / k
+            if not (target.is_file() and target.stat().st_size == meta["bytes"]
+                    and hashlib.sha256(target.read_bytes()).hexdigest() == meta["sha256"]):
+                data = store.get_bytes(f"{release_prefix(version)}/{k}")
+                if len(data) != meta["bytes"] or hashlib.sha256(data).hexdigest() != meta["sha256"]:
+                    raise ReleaseIntegrityError(f"{version}/{k}: downloaded bytes do not match the manifest")
+                target.parent.mkdir(parents=True, exist_ok=True)
+                tmp = target.with_name(target.name + ".part")
+                tmp.write_bytes(data)
+                tmp.replace(target)
+            written.append(target)
+            if bar:
+                bar.update(meta["bytes"])
+    finally:
         if bar:
-            bar.update(len(data))
-    if bar:
-        bar.close()
-    (out / "manifest.json").write_text(json.dumps(manifest, indent=2, sort_keys=True))
+            bar.close()
+    (out / "manifest.json.part").write_bytes(raw_manifest)
+    (out / "manifest.json.part").replace(out / "manifest.json")
     return written

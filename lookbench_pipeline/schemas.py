@@ -3,7 +3,11 @@
 Every stage reads and writes these tables through :func:`conform`, so a column that is missing, misnamed or of the
 wrong type is an error at the boundary, not a surprise three stages later.
 
-Timestamps are ``timestamp[us, tz=UTC]`` everywhere (microseconds since the Unix epoch, UTC).
+Timestamps are ``timestamp[us, tz=UTC]`` everywhere (microseconds since the Unix epoch, UTC). A value in another
+time zone is stored as the same instant in UTC. A value with sub-microsecond digits (a ``pandas.Timestamp`` or an
+Arrow ``timestamp[ns]`` with nanoseconds) is refused with :class:`SchemaError`, never truncated silently: round it
+where it is produced if microseconds are enough. Parquet keeps these as ``TIMESTAMP(isAdjustedToUTC=true, MICROS)``,
+which DuckDB reads as ``TIMESTAMPTZ`` and writes back unchanged.
 
 Tables (stage that writes it -> table):
 
@@ -19,12 +23,15 @@ Tables (stage that writes it -> table):
   that match it, with the source).
 * attributes -> ``annotations``: category and attributes per item, with the annotator that produced them.
 * release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
+* release -> ``changes.parquet``: what changed since the previous release (see :data:`RELEASE_CHANGES`).
 * evaluate -> ``scores``: one row per (model, subset, metric).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
@@ -220,6 +227,34 @@ RELEASE = pa.schema(
     ]
 )
 
+# Parquet key-value metadata that Hugging Face `datasets` reads (``Features.from_arrow_schema``): the ``image`` struct
+# is an ``Image`` feature, so ``load_dataset("parquet", ...)`` decodes it to a PIL image; every other column's
+# feature follows from its Arrow type.
+HF_FEATURES_METADATA = {b"huggingface": json.dumps({"info": {"features": {"image": {"_type": "Image"}}}}).encode()}
+RELEASE = RELEASE.with_metadata(HF_FEATURES_METADATA)
+
+RELEASE_CHANGES = pa.schema(
+    [
+        # One row per change between a release and the previous published one (release/changes.parquet).
+        ("version", pa.string()),
+        ("previous_version", pa.string()),  # null for the first release (every item is then "added")
+        ("change", pa.string()),  # item_added | item_retired | category_share | attribute_share
+        ("subset", pa.string()),
+        ("role", pa.string()),  # query | gallery
+        ("item_ID", pa.string()),  # item_added / item_retired rows; null otherwise
+        ("category", pa.string()),  # the item's / the counted category
+        ("attribute", pa.string()),  # attribute_share rows: attribute name
+        ("value", pa.string()),  # attribute_share rows: attribute value
+        ("previous_count", pa.int64()),  # rows (samples) in the previous release's file
+        ("current_count", pa.int64()),
+        # share_ rows: count / rows of the file (category_share) or of the category in the file (attribute_share),
+        # in [0, 1]; 0 when that denominator is 0. Item rows: null.
+        ("previous_share", pa.float64()),
+        ("current_share", pa.float64()),
+        ("share_delta", pa.float64()),  # current_share - previous_share
+    ]
+)
+
 SCORES = pa.schema(
     [
         ("release", pa.string()),
@@ -247,6 +282,7 @@ TABLES: dict[str, pa.Schema] = {
     "contamination": CONTAMINATION,
     "annotations": ANNOTATIONS,
     "release": RELEASE,
+    "release_changes": RELEASE_CHANGES,
     "scores": SCORES,
 }
 
@@ -277,10 +313,31 @@ def from_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
         SchemaError: a value does not fit its column's type.
     """
     rows = list(rows)
+    ts_fields = [f.name for f in schema if pa.types.is_timestamp(f.type) and f.type.unit == "us"]
+    for i, r in enumerate(rows):
+        for name in ts_fields:
+            v = r.get(name)
+            if v is not None and type(v) is not datetime:
+                _check_microseconds(name, i, v)
     try:
         return pa.Table.from_pylist([{f.name: r.get(f.name) for f in schema} for r in rows], schema=schema)
-    except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
+    except (pa.ArrowInvalid, pa.ArrowTypeError, pa.ArrowNotImplementedError) as exc:
         raise SchemaError(f"rows do not fit the schema: {exc}") from exc
+
+
+def _check_microseconds(name: str, row: int, v: Any) -> None:
+    """Refuse a timestamp with sub-microsecond digits (pyarrow would drop them silently from a pandas.Timestamp)."""
+    ns = getattr(v, "nanosecond", 0)  # pandas.Timestamp
+    if not ns and type(v).__name__ == "datetime64":  # numpy.datetime64
+        import numpy as np
+
+        ns = int(v.astype("datetime64[ns]").astype(np.int64)) % 1000
+    if ns:
+        raise SchemaError(f"column {name!r}, row {row}: timestamp {v} has sub-microsecond digits; timestamps are "
+                          "stored in microseconds and are not truncated silently (round them where they are made)")
+    if type(v).__name__ == "datetime64":
+        raise SchemaError(f"column {name!r}, row {row}: numpy.datetime64 {v} has no time zone; pass a "
+                          "timezone-aware datetime")
 
 
 def empty(schema: pa.Schema) -> pa.Table:

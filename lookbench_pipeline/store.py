@@ -2,7 +2,7 @@
 
 Keys are ``/``-separated relative paths (``originals/ab/abcdef….jpg``, ``releases/v20260701/manifest.json``).
 Both stores write atomically: a reader never sees half an object (local: write to a temp file, then ``os.replace``;
-S3: a PUT is atomic per object).
+S3: a PUT, a completed multipart upload and a copy are atomic per object).
 """
 
 from __future__ import annotations
@@ -19,6 +19,10 @@ class StoreError(RuntimeError):
     """An object-store operation failed (the message names the key and the store)."""
 
 
+class ObjectExistsError(StoreError):
+    """A create-only write (``put_new``) found the object already there."""
+
+
 class ObjectStore(Protocol):
     url: str
 
@@ -27,6 +31,7 @@ class ObjectStore(Protocol):
     def exists(self, key: str) -> bool: ...
     def list(self, prefix: str = "") -> Iterator[str]: ...
     def delete(self, key: str) -> None: ...
+    def copy(self, src: str, dst: str) -> None: ...
 
 
 def _check_key(key: str) -> str:
@@ -66,6 +71,24 @@ class LocalStore:
             Path(tmp).unlink(missing_ok=True)
             raise
 
+    def put_new(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        """Create ``key`` only if it does not exist (atomic: a hard link of a complete temp file).
+        Raises ObjectExistsError."""
+        dest = self.path(key)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+                if self.durable:
+                    fh.flush()
+                    os.fsync(fh.fileno())
+            os.link(tmp, dest)
+        except FileExistsError as exc:
+            raise ObjectExistsError(f"{key!r} already exists in {self.url}") from exc
+        finally:
+            Path(tmp).unlink(missing_ok=True)
+
     def get_bytes(self, key: str) -> bytes:
         try:
             return self.path(key).read_bytes()
@@ -86,12 +109,22 @@ class LocalStore:
     def delete(self, key: str) -> None:
         self.path(key).unlink(missing_ok=True)
 
+    def copy(self, src: str, dst: str) -> None:
+        """Copy object ``src`` to ``dst`` (atomic like :meth:`put_bytes`). Raises StoreError when ``src`` is missing."""
+        self.put_bytes(dst, self.get_bytes(src))
+
 
 class S3Store:
     """An S3 bucket (optionally under a prefix) through boto3.
 
     ``checksum_mode="when_required"`` turns off the CRC trailers that boto3 >= 1.36 adds by default, which several
-    S3-compatible servers reject or store wrongly. Integrity is checked by our own sha256 after upload, never by ETag.
+    S3-compatible servers reject or store wrongly. Integrity is checked by our own sha256 after upload, never by ETag
+    (the ETag of a multipart upload is not the MD5 of the object).
+
+    Objects larger than ``multipart_threshold`` bytes are uploaded (and copied) in parts of ``multipart_chunksize``
+    bytes (boto3's ``TransferConfig``; S3 needs parts of at least 5 MiB, so s3transfer raises smaller chunk sizes to
+    5 MiB). ``max_attempts`` is botocore's retry budget per request (standard mode: 5xx, throttling and connection
+    errors are retried with exponential backoff).
     """
 
     def __init__(
@@ -100,6 +133,9 @@ class S3Store:
         endpoint_url: str | None = None,
         region: str = "us-east-1",
         checksum_mode: str = "when_required",
+        multipart_threshold: int = 8 * 1024 * 1024,
+        multipart_chunksize: int = 8 * 1024 * 1024,
+        max_attempts: int = 8,
     ):
         import boto3
         from botocore.config import Config
@@ -108,13 +144,17 @@ class S3Store:
             raise StoreError(f"not an s3:// URL: {url!r}")
         bucket, _, prefix = url[5:].partition("/")
         self.bucket, self.prefix, self.url = bucket, prefix.strip("/"), url
+        from boto3.s3.transfer import TransferConfig
+
         cfg = Config(
             request_checksum_calculation=checksum_mode,
             response_checksum_validation=checksum_mode,
-            retries={"max_attempts": 8, "mode": "standard"},
+            retries={"max_attempts": max_attempts, "mode": "standard"},
             s3={"addressing_style": "path"},
         )
         self.client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=cfg)
+        self.transfer = TransferConfig(multipart_threshold=multipart_threshold,
+                                       multipart_chunksize=multipart_chunksize)
 
     def _key(self, key: str) -> str:
         _check_key(key)
@@ -123,16 +163,28 @@ class S3Store:
     def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
         import io
 
-        from boto3.s3.transfer import TransferConfig
+        extra = {"ContentType": content_type} if content_type else {}
+        try:
+            # upload_fileobj switches to a multipart upload above the threshold.
+            self.client.upload_fileobj(
+                io.BytesIO(data), self.bucket, self._key(key), ExtraArgs=extra or None, Config=self.transfer,
+            )
+        except Exception as exc:  # botocore.exceptions.ClientError, EndpointConnectionError...
+            raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
+
+    def put_new(self, key: str, data: bytes, content_type: str | None = None) -> None:
+        """Create ``key`` only if it does not exist (a conditional PUT, ``If-None-Match: *``; a store that ignores
+        the condition overwrites). Raises ObjectExistsError, StoreError."""
+        from botocore.exceptions import ClientError
 
         extra = {"ContentType": content_type} if content_type else {}
         try:
-            # upload_fileobj switches to multipart above the threshold (8 MiB).
-            self.client.upload_fileobj(
-                io.BytesIO(data), self.bucket, self._key(key), ExtraArgs=extra or None,
-                Config=TransferConfig(multipart_threshold=8 * 1024 * 1024),
-            )
-        except Exception as exc:  # botocore.exceptions.ClientError, EndpointConnectionError...
+            self.client.put_object(Bucket=self.bucket, Key=self._key(key), Body=data, IfNoneMatch="*", **extra)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") in ("PreconditionFailed", "412"):
+                raise ObjectExistsError(f"{key!r} already exists in {self.url}") from exc
+            raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
+        except Exception as exc:
             raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
 
     def get_bytes(self, key: str) -> bytes:
@@ -153,24 +205,61 @@ class S3Store:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
                 return False
             raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
+        except Exception as exc:  # EndpointConnectionError, ...
+            raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
 
     def list(self, prefix: str = "") -> Iterator[str]:
         full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
         paginator = self.client.get_paginator("list_objects_v2")
         strip = len(self.prefix) + 1 if self.prefix else 0
-        for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
-            for obj in page.get("Contents", []):
-                yield obj["Key"][strip:]
+        try:
+            for page in paginator.paginate(Bucket=self.bucket, Prefix=full):
+                for obj in page.get("Contents", []):
+                    yield obj["Key"][strip:]
+        except self.client.exceptions.NoSuchBucket as exc:
+            raise StoreError(f"no bucket {self.bucket!r} at {self.url}") from exc
+        except StoreError:
+            raise
+        except Exception as exc:
+            raise StoreError(f"listing {prefix!r} in {self.url} failed: {exc}") from exc
 
     def delete(self, key: str) -> None:
-        self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except Exception as exc:
+            raise StoreError(f"delete of {key!r} in {self.url} failed: {exc}") from exc
+
+    def copy(self, src: str, dst: str) -> None:
+        """Server-side copy (a multipart copy above the threshold); content type and metadata are kept.
+        Raises StoreError."""
+        try:
+            self.client.copy({"Bucket": self.bucket, "Key": self._key(src)}, self.bucket, self._key(dst),
+                             Config=self.transfer)
+        except Exception as exc:
+            raise StoreError(f"copy of {src!r} to {dst!r} in {self.url} failed: {exc}") from exc
+
+    def abort_uploads(self, prefix: str) -> int:
+        """Abort the unfinished multipart uploads under ``prefix`` (left by a killed run; invisible to readers but
+        billed by S3). Returns how many were aborted. Raises StoreError."""
+        try:
+            n = 0
+            pages = self.client.get_paginator("list_multipart_uploads").paginate(Bucket=self.bucket,
+                                                                                 Prefix=self._key(prefix))
+            for page in pages:
+                for up in page.get("Uploads", []):
+                    self.client.abort_multipart_upload(Bucket=self.bucket, Key=up["Key"], UploadId=up["UploadId"])
+                    n += 1
+            return n
+        except Exception as exc:
+            raise StoreError(f"aborting uploads under {prefix!r} in {self.url} failed: {exc}") from exc
 
 
 def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east-1",
-               checksum_mode: str = "when_required") -> ObjectStore:
-    """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store`, anything else a :class:`LocalStore` folder."""
+               checksum_mode: str = "when_required", **s3_options) -> ObjectStore:
+    """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store` (``s3_options``: its ``multipart_threshold``,
+    ``multipart_chunksize``, ``max_attempts``), anything else a :class:`LocalStore` folder."""
     if url.startswith("s3://"):
-        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode)
+        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode, **s3_options)
     if "://" in url and not url.startswith("file://"):
         raise StoreError(f"unsupported store URL {url!r} (use a folder or s3://bucket/prefix)")
     return LocalStore(url.removeprefix("file://"))

@@ -1,0 +1,72 @@
+"""Small releases with real JPEG pictures for the publishing and consumer tests (no crawl needed)."""
+
+from __future__ import annotations
+
+import hashlib
+import io
+from datetime import datetime, timedelta, timezone
+
+import numpy as np
+from PIL import Image
+
+from lookbench_pipeline import schemas
+from lookbench_pipeline.release import ReleaseTables, Window
+
+WINDOW = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
+CATEGORIES = ["top", "dress", "skirt"]
+COLORS = ["red", "blue", "green", "black"]
+
+
+def jpeg(seed: int, px: int = 40) -> bytes:
+    """A JPEG whose pixels depend on ``seed``: a base colour plus noise (``px`` x ``px`` pixels)."""
+    rng = np.random.default_rng(seed)
+    base = rng.integers(0, 256, size=3)
+    arr = np.clip(base + rng.normal(0, 40, size=(px, px, 3)), 0, 255).astype(np.uint8)
+    buf = io.BytesIO()
+    Image.fromarray(arr).save(buf, "JPEG", quality=95)
+    return buf.getvalue()
+
+
+def make_release(version: str = "v20260701", items: range = range(8), px: int = 40,
+                 category_of=None) -> ReleaseTables:
+    """A release whose ``real_studio_flat`` has, per item, one gallery and one query picture, and whose
+    ``real_streetlook`` has a query for every third item (its gallery is the same catalogue).
+
+    Item ``i``'s labels are deterministic in ``i`` (``category_of(i)`` picks the category when given), so two
+    calls with overlapping ``items`` describe the same items.
+    """
+    category_of = category_of or (lambda i: CATEGORIES[i % len(CATEGORIES)])
+    t0 = datetime(2026, 2, 1, 8, 30, 0, 123456, tzinfo=timezone.utc)
+    gallery, studio_q, street_q = [], [], []
+    for i in items:
+        cat = category_of(i)
+        attrs = [{"name": "color", "value": COLORS[i % len(COLORS)]},
+                 {"name": "sleeve_length", "value": "short" if i % 2 else "long"}]
+        base = {"item_ID": f"item{i:03d}", "category": cat, "main_attribute": f"color: {attrs[0]['value']}",
+                "other_attributes": f"sleeve_length: {attrs[1]['value']}", "attributes": attrs,
+                "annotator": "test/v1", "site": "demo", "crawled_at": t0 + timedelta(days=i),
+                "first_seen_at": t0 + timedelta(days=i, microseconds=i)}
+        for role, subset, seed, rows, task, diff in (
+                ("gallery", "real_studio_flat", 1000 + i, gallery, "single-item", "easy"),
+                ("query", "real_studio_flat", 2000 + i, studio_q, "single-item", "easy"),
+                ("query", "real_streetlook", 3000 + i, street_q, "multi-item", "hard")):
+            if rows is street_q and i % 3:
+                continue
+            data = jpeg(seed, px)
+            sha = hashlib.sha256(data).hexdigest()
+            rows.append({**base, "image": {"bytes": data, "path": f"{sha}.jpg"}, "task": task, "difficulty": diff,
+                         "sample_id": hashlib.sha1(f"{role}{subset}{i}".encode()).hexdigest()[:16],
+                         "subset": subset, "role": role, "image_sha256": sha, "width": px, "height": px,
+                         "look_id": f"look{i}" if subset == "real_streetlook" else None,
+                         "box": [1.0, 2.0, 30.5, 38.0] if subset == "real_streetlook" else None,
+                         "source_url": f"https://demo.lookbench.invalid/p/{i}/{seed}.jpg"})
+    files = {}
+    for subset, qs in (("real_studio_flat", studio_q), ("real_streetlook", street_q)):
+        if qs:
+            files[(subset, "query")] = schemas.from_rows(qs, schemas.RELEASE)
+            files[(subset, "gallery")] = schemas.from_rows([{**g, "subset": subset} for g in gallery], schemas.RELEASE)
+    n_q = len(studio_q) + len(street_q)
+    counts = {"candidates": n_q + len(gallery), "query_rows": n_q, "gallery_rows_distinct": len(gallery),
+              "rejected": 0, "rejected_by_reason": {},
+              "per_file_rows": {f"{s}/{r}": t.num_rows for (s, r), t in sorted(files.items())}}
+    return ReleaseTables(version, WINDOW, files, counts=counts)
