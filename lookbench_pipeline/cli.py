@@ -5,7 +5,7 @@
                                            run the release job (Dagster, in process) for a release window
     lookbench releases [--config F]        list published versions
     lookbench info VERSION [--config F]    print a release's manifest summary
-    lookbench pull VERSION [--subset S ...] [--dest DIR] [--config F]
+    lookbench pull VERSION [--subset S ...] [--dest DIR] [--look-bench] [--config F]
                                            download a release, verifying every file's sha256
     lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD] [--config F]
                                            score retrieval models on a published release
@@ -48,6 +48,12 @@ def _print_build(summary: dict, store_url: str) -> None:
     print(f"  location: {store_url}/releases/{m['version']}")
     for name, f in sorted(m["files"].items()):
         print(f"  {name:40s} {f['rows']:6d} rows  sha256 {f['sha256'][:16]}…")
+    for name, f in sorted(m.get("metadata_files", {}).items()):
+        print(f"  {name:40s} {f['bytes']:6d} bytes sha256 {f['sha256'][:16]}…")
+    if m.get("changes"):
+        ch = m["changes"]
+        print(f"  changes since {ch.get('previous_version') or '(first release)'}: added {ch['items_added']}, "
+              f"retired {ch['items_retired']}")
     c = m["counts"]
     print(f"  candidates {c['candidates']} -> query rows {c['query_rows']}, distinct gallery images "
           f"{c['gallery_rows_distinct']}, rejected {c['rejected']} {c['rejected_by_reason']}")
@@ -90,7 +96,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     m = read_manifest(store_of(load_config(args.config)), args.version)
     print(json.dumps({k: m[k] for k in ("version", "window", "built_at", "code_version", "annotators",
-                                         "taxonomy_version", "files", "counts") if k in m}, indent=2))
+                                         "taxonomy_version", "files", "metadata_files", "changes", "counts")
+                      if k in m}, indent=2))
     return 0
 
 
@@ -100,7 +107,20 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     files = pull(store_of(load_config(args.config)), args.version, Path(args.dest), args.subset or None,
                  progress=not args.quiet)
-    print(f"{len(files)} files of {args.version} verified and written under {Path(args.dest) / args.version}")
+    folder = Path(args.dest) / args.version
+    print(f"{len(files)} files of {args.version} verified and written under {folder}")
+    if args.look_bench:
+        # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
+        # that name (relative to the working directory) before the Hub.
+        link = Path(args.dest) / "srpone" / "look-bench"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            if not link.is_symlink():
+                raise ValueError(f"{link} exists and is not a link; move it away first")
+            link.unlink()
+        link.symlink_to(Path("..") / args.version, target_is_directory=True)
+        print(f"{link} -> {folder}: from {args.dest}, look_bench.utils.load_lookbench_dataset(\"<subset>\") "
+              "loads this release")
     return 0
 
 
@@ -151,6 +171,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--subset", action="append", help="only this subset (repeatable)")
     p.add_argument("--dest", default="lookbench-releases", help="folder to write into (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--look-bench", action="store_true",
+                   help="also link DEST/srpone/look-bench to the release, for look-bench's loader run from DEST")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_pull)
     p = sub.add_parser("evaluate", help="score retrieval models on a published release")

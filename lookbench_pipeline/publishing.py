@@ -47,15 +47,19 @@ def clean_staging(store: ObjectStore, version: str, published: set[str] | None =
     Raises StoreError."""
     targets = {version, *(published or set())}
     n = 0
+    with_staging = {version}
     for name, keys in staging_dirs(store).items():
         if name.rsplit("-", 1)[0] in targets:
+            with_staging.add(name.rsplit("-", 1)[0])
             for key in sorted(keys):
                 store.delete(key)
                 n += 1
     abort = getattr(store, "abort_uploads", None)
     if abort is not None:
-        for v in sorted(targets):
-            n += abort(f"{STAGING_ROOT}/{v}-")
+        for v in sorted(with_staging):
+            # unfinished multipart uploads (and multipart copies) of a killed or retried run; none is legitimate
+            # under a version's prefix, since its files are only ever written by the one publisher of the version
+            n += abort(f"{STAGING_ROOT}/{v}-") + abort(f"releases/{v}/")
     return n
 
 

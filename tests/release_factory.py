@@ -27,10 +27,12 @@ def jpeg(seed: int, px: int = 40) -> bytes:
     return buf.getvalue()
 
 
-def make_release(version: str = "v20260701", items: range = range(8), px: int = 40,
-                 category_of=None) -> ReleaseTables:
+def make_release(version: str = "v20260701", items: range = range(8), px: int = 40, gallery_px: int | None = None,
+                 street_every: int = 3, category_of=None) -> ReleaseTables:
     """A release whose ``real_studio_flat`` has, per item, one gallery and one query picture, and whose
-    ``real_streetlook`` has a query for every third item (its gallery is the same catalogue).
+    ``real_streetlook`` has a query for every ``street_every``-th item (0: no street-look subset; its gallery is the
+    same catalogue). Pictures are ``px`` pixels square (gallery pictures ``gallery_px`` when given: a 512-pixel
+    noise JPEG is about 240 kB, for files large enough to be uploaded in several parts).
 
     Item ``i``'s labels are deterministic in ``i`` (``category_of(i)`` picks the category when given), so two
     calls with overlapping ``items`` describe the same items.
@@ -50,13 +52,14 @@ def make_release(version: str = "v20260701", items: range = range(8), px: int = 
                 ("gallery", "real_studio_flat", 1000 + i, gallery, "single-item", "easy"),
                 ("query", "real_studio_flat", 2000 + i, studio_q, "single-item", "easy"),
                 ("query", "real_streetlook", 3000 + i, street_q, "multi-item", "hard")):
-            if rows is street_q and i % 3:
+            if rows is street_q and (not street_every or i % street_every):
                 continue
-            data = jpeg(seed, px)
+            side = gallery_px if (gallery_px and role == "gallery") else px
+            data = jpeg(seed, side)
             sha = hashlib.sha256(data).hexdigest()
             rows.append({**base, "image": {"bytes": data, "path": f"{sha}.jpg"}, "task": task, "difficulty": diff,
                          "sample_id": hashlib.sha1(f"{role}{subset}{i}".encode()).hexdigest()[:16],
-                         "subset": subset, "role": role, "image_sha256": sha, "width": px, "height": px,
+                         "subset": subset, "role": role, "image_sha256": sha, "width": side, "height": side,
                          "look_id": f"look{i}" if subset == "real_streetlook" else None,
                          "box": [1.0, 2.0, 30.5, 38.0] if subset == "real_streetlook" else None,
                          "source_url": f"https://demo.lookbench.invalid/p/{i}/{seed}.jpg"})
