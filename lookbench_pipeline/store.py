@@ -107,7 +107,16 @@ class LocalStore:
                     yield key
 
     def delete(self, key: str) -> None:
-        self.path(key).unlink(missing_ok=True)
+        """Remove ``key`` (no error if absent) and the folders it leaves empty."""
+        p = self.path(key)
+        p.unlink(missing_ok=True)
+        for parent in p.parents:
+            if parent == self.root or self.root not in parent.parents:
+                break
+            try:
+                parent.rmdir()
+            except OSError:  # not empty (or gone)
+                break
 
     def copy(self, src: str, dst: str) -> None:
         """Copy object ``src`` to ``dst`` (atomic like :meth:`put_bytes`). Raises StoreError when ``src`` is missing."""

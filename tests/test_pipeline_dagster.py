@@ -82,6 +82,7 @@ def test_materialize_whole_graph_twice(demo_config):
     assert r2.success
     m2 = r2.output_for_node("release")
     assert m2.get("already_published") and m2["files"] == m1["files"]
+    assert m2["metadata_files"] == m1["metadata_files"]  # card, Croissant and changes are reproducible too
     first_seen_2 = pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist()
     assert first_seen_1 == first_seen_2
 

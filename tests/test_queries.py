@@ -26,7 +26,8 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
     assert sorted(f.relative_to(rel).as_posix() for f in files) == sorted(
         ["real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet", "real_streetlook/query.parquet",
          "real_streetlook/gallery.parquet", "README.md", "croissant.json", "CHANGES.md", "changes.parquet"])
-    queries = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)[0]
+    blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)
+    queries, change_queries = blocks[0], blocks[1]
     results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]
     counts, attrs, window, after = results
     subsets = {r[0] for r in counts}
@@ -35,6 +36,14 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
     first, last, n = window[0]
     assert first.tzinfo is not None and first <= last and n > 0
     assert after[0][0] == n, "the demo's items were all first seen today"
+    # the changes queries: the demo release is the first one, so every item is added and nothing retired
+    added, shifts = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall()
+                     for q in change_queries.split(";") if "SELECT" in q]
+    assert {r[2] for r in added} == {"item_added"}
+    n_query_items = duckdb.sql(f"SELECT count(DISTINCT item_ID) FROM read_parquet('{rel}/real_studio_flat/query.parquet')"
+                               ).fetchall()[0][0]
+    assert ("real_studio_flat", "query", "item_added", n_query_items) in added
+    assert shifts and all(r[3] == 0.0 and r[4] > 0 for r in shifts)
     # a subset that does not exist, and a corrupted file
     with pytest.raises(ValueError, match="no subset"):
         pull(store, version, tmp_path / "x", ["nope"], progress=False)
