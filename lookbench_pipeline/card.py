@@ -11,6 +11,7 @@ iterates its records.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -102,7 +103,8 @@ def _subsets(files: dict[str, dict]) -> list[str]:
 def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], counts: dict[str, Any],
                  changes: dict[str, Any], info: CardInfo) -> str:
     """``README.md`` of a release: YAML front matter (``configs`` per subset with ``query`` and ``gallery``
-    splits, ``license``, ``size_categories``, ``task_categories``…) and a card body.
+    splits, ``license``, ``size_categories`` — by the rows of all files together, each subset's gallery counted —,
+    ``task_categories``…) and a card body.
 
     Args:
         files: ``{"<subset>/<role>.parquet": {"sha256", "bytes", "rows"}}`` of the data files.
@@ -224,7 +226,7 @@ def croissant(version: str, window: dict[str, str], files: dict[str, dict], meta
         files: the data files, ``{"<subset>/<role>.parquet": {"sha256", "bytes", "rows"}}``.
         metadata_files: other Parquet files described too (``changes.parquet``).
     """
-    y, m, d = int(version[1:5]), int(version[5:7]), int(version[7:9])
+    dated = re.fullmatch(r"v(\d{4})(\d{2})(\d{2})", version)
     distribution, record_sets = [], []
     tables = [(k, schemas.RELEASE, k.removesuffix(".parquet"), f"{k.split('/')[1].removesuffix('.parquet')} "
                f"split of subset {k.split('/')[0]}") for k in sorted(files)]
@@ -251,14 +253,16 @@ def croissant(version: str, window: dict[str, str], files: dict[str, dict], meta
                         f"{window['end'][:10]}) UTC."),
         "conformsTo": "http://mlcommons.org/croissant/1.0",
         "citeAs": info.citation,
-        "datePublished": f"{y:04d}-{m:02d}-{d:02d}",
-        "version": f"{y}.{m}.{d}",
+        # the version as MAJOR.MINOR.PATCH (Croissant asks for semantic versions): v20260701 -> 2026.7.1
+        "version": ".".join(str(int(g)) for g in dated.groups()) if dated else version,
         "license": license_,
         "keywords": ["fashion", "image retrieval", "benchmark", "live benchmark"],
         "creator": {"@type": "sc:Organization", "name": info.publisher},
         "distribution": distribution,
         "recordSet": record_sets,
     }
+    if dated:
+        doc["datePublished"] = "-".join(dated.groups())
     if info.homepage:
         doc["url"] = info.homepage
     return doc

@@ -130,12 +130,15 @@ def publish_files(store: ObjectStore, version: str, files: Mapping[str, tuple[by
         verify(store, f"{stage}/{key}", *meta[key])
         if on_step:
             on_step("staged", key)
+    manifest_key = f"{prefix}/manifest.json"
+    if store.exists(manifest_key) and store.get_bytes(manifest_key) != manifest:
+        # another publisher completed this version while we staged: its files must not be touched
+        raise ReleaseExistsError(f"release {version} was published by another run meanwhile; nothing overwritten")
     for key in sorted(files):
         store.copy(f"{stage}/{key}", f"{prefix}/{key}")
         verify(store, f"{prefix}/{key}", *meta[key])
         if on_step:
             on_step("moved", key)
-    manifest_key = f"{prefix}/manifest.json"
     created = put_new(store, manifest_key, manifest, "application/json")
     if not created and store.get_bytes(manifest_key) != manifest:
         raise ReleaseExistsError(f"release {version} was published by another run meanwhile; nothing overwritten")
