@@ -6,13 +6,14 @@ import os
 from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult,
                      build_schedule_from_partitioned_job, define_asset_job, sensor)
 
-from . import attributes, crawl, dedup, evaluate, images, release
+from . import attributes, crawl, dedup, evaluate, images, negatives, release
 from .io import TableIOManager
 from .partitions import crawl_partitions, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
-              attributes.annotations, release.release_candidate, release.release, evaluate.evaluation]
+              attributes.annotations, negatives.negatives, release.release_candidate, release.release,
+              evaluate.evaluation]
 
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 

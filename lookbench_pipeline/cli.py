@@ -7,7 +7,7 @@
     lookbench info VERSION [--config F]    print a release's manifest summary
     lookbench pull VERSION [--subset S ...] [--dest DIR] [--look-bench] [--config F]
                                            download a release, verifying every file's sha256
-    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD] [--config F]
+    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD|model] [--config F]
                                            score retrieval models on a published release
 """
 
@@ -130,9 +130,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     cfg = load_config(args.config)
     try:
-        cutoff = date.fromisoformat(args.cutoff) if args.cutoff else None
+        cutoff = ("model" if args.cutoff == "model" else date.fromisoformat(args.cutoff)) if args.cutoff else None
     except ValueError as exc:
-        raise ValueError(f"--cutoff must be a date YYYY-MM-DD, got {args.cutoff!r}") from exc
+        raise ValueError(f"--cutoff must be a date YYYY-MM-DD or 'model', got {args.cutoff!r}") from exc
     if args.output and not Path(args.output).parent.is_dir():
         raise ValueError(f"--output: folder {Path(args.output).parent} does not exist")
     scores, skipped = evaluate_release(store_of(cfg), args.release, args.model or cfg.evaluate.models,
@@ -178,7 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("evaluate", help="score retrieval models on a published release")
     p.add_argument("--release", required=True)
     p.add_argument("--model", action="append", help="model id (repeatable); default: the config's models")
-    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD)")
+    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or "
+                                    "'model': after each model's declared training cutoff (models.yaml)")
     p.add_argument("--output", help="also write the scores as Parquet here")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_evaluate)

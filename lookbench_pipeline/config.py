@@ -187,7 +187,7 @@ class LegacySource(_Strict):
     """
 
     name: str
-    kind: Literal["fashion200k", "deepfashion_inshop", "deepfashion2", "folder"]
+    kind: Literal["fashion200k", "fashion200k_parquet", "deepfashion_inshop", "deepfashion2", "folder"]
     path: Path
     demo: bool = False
 
@@ -205,6 +205,51 @@ class ContaminationConfig(_Strict):
 def _demo_inshop() -> list[LegacySource]:
     return [LegacySource(name="deepfashion-inshop-demo", kind="deepfashion_inshop",
                          path=Path("legacy/deepfashion-inshop-demo"), demo=True)]
+
+
+class NegativesConfig(_Strict):
+    """Soft-negative mining (lookbench_pipeline.negatives): distractors from Fashion200K that look like a query
+    item but are not it become the release's ``noise`` gallery. ``sources: []`` turns it off.
+
+    ``band``: cosine similarity ``[low, high]`` a distractor must lie in (``high`` is the near-duplicate level);
+    ``per_query``: distractors per query item; ``candidates``: pool images searched per item image before the
+    band and same-product filters; ``model``: the mining model (a registry id, see lookbench_pipeline.embed);
+    ``backend``: exact top-k search by ``numpy`` (BLAS, chunked) or ``faiss``; ``max_pool``: read at most this
+    many pool images (all when null).
+    """
+
+    sources: list[LegacySource] = Field(default_factory=_demo_legacy)
+    model: str = "baseline/hsv-hog-v1"
+    band: tuple[float, float] = (0.55, 0.95)
+    per_query: int = Field(default=5, ge=1)
+    candidates: int = Field(default=50, ge=1)
+    same_category_only: bool = False
+    max_pool: int | None = Field(default=None, ge=1)
+    backend: Literal["numpy", "faiss"] = "numpy"
+    device: str | None = None
+    batch_size: int = Field(default=32, ge=1)
+
+    @field_validator("band")
+    @classmethod
+    def _band(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (-1.0 <= v[0] < v[1] <= 1.0):
+            raise ValueError(f"band must be [low, high] with -1 <= low < high <= 1, got {list(v)}")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _kinds(cls, v: list[LegacySource]) -> list[LegacySource]:
+        for s in v:
+            if s.kind not in ("fashion200k", "fashion200k_parquet"):
+                raise ValueError(f"negatives source {s.name!r}: kind must be fashion200k or fashion200k_parquet, "
+                                 f"not {s.kind}")
+        return v
+
+    @model_validator(mode="after")
+    def _enough(self) -> "NegativesConfig":
+        if self.candidates < self.per_query:
+            raise ValueError(f"candidates ({self.candidates}) must be >= per_query ({self.per_query})")
+        return self
 
 
 class EvaluateConfig(_Strict):
@@ -243,6 +288,7 @@ class PipelineConfig(BaseSettings):
     images: ImageConfig = Field(default_factory=ImageConfig)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
+    negatives: NegativesConfig = Field(default_factory=NegativesConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     card: CardConfig = Field(default_factory=CardConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
@@ -370,7 +416,7 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
             drop["path"] = str(_resolve(base, drop["path"]))
             if drop.get("items_csv"):
                 drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
-    for section, key in (("contamination", "sources"), ("evaluate", "legacy")):
+    for section, key in (("contamination", "sources"), ("evaluate", "legacy"), ("negatives", "sources")):
         for src in (data.get(section) or {}).get(key, []):
             src["path"] = str(_resolve(base, src["path"]))
     store = data.get("store") or {}

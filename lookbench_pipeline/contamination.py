@@ -5,7 +5,9 @@ holds the sha256, pHash (same method as the intake) and colour signature of ever
 
 * legacy benchmarks read from their own on-disk formats (:func:`iter_source`):
   ``fashion200k`` (``labels/*_detect_all.txt``: tab-separated image path, detection score, description; images
-  under ``women/<category>/<subcategory>/<product_id>/``), ``deepfashion_inshop`` (``Eval/list_eval_partition.txt``:
+  under ``women/<category>/<subcategory>/<product_id>/``), ``fashion200k_parquet`` (its Parquet copy, e.g.
+  ``Marqo/fashion200k``: one file or a folder of ``*.parquet`` with columns ``image`` (the Hugging Face Image struct
+  ``{bytes, path}``, or binary), ``category1``..``category3``, ``text``, ``item_ID``), ``deepfashion_inshop`` (``Eval/list_eval_partition.txt``:
   a count line, a header, then ``image_name item_id evaluation_status``), ``deepfashion2`` (``image/*.jpg`` with
   ``annos/*.json``), ``folder`` (any images under a folder);
 * earlier LookBench releases in the object store (their published image bytes).
@@ -46,9 +48,19 @@ class LegacyFormatError(ValueError):
 
 @dataclass
 class SourceImage:
+    """One image of a legacy benchmark: where its bytes are, its path within the source, and what the source
+    says about it (``description``; ``categories``, most general first)."""
+
     path: Path
     rel: str
     item_id: str | None
+    description: str | None = None
+    categories: tuple[str, ...] = ()
+    data: bytes | None = None  # the bytes, when the source holds them (a Parquet copy); else read from ``path``
+
+    def read_bytes(self) -> bytes:
+        """The image file's bytes. Raises OSError (e.g. FileNotFoundError) when a file is missing."""
+        return self.data if self.data is not None else self.path.read_bytes()
 
 
 def _fashion200k(root: Path) -> Iterator[SourceImage]:
@@ -57,6 +69,7 @@ def _fashion200k(root: Path) -> Iterator[SourceImage]:
         raise LegacyFormatError(f"{root}: no labels/*_detect_all.txt (Fashion200K layout)")
     seen = set()
     for lf in labels:
+        label_category = lf.name.split("_")[0]  # dress | jacket | pants | skirt | top
         for n, line in enumerate(lf.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
             if not line.strip():
                 continue
@@ -68,7 +81,37 @@ def _fashion200k(root: Path) -> Iterator[SourceImage]:
                 continue
             seen.add(rel)
             segs = rel.split("/")
-            yield SourceImage(root / rel, rel, segs[3] if len(segs) > 4 else None)
+            # women/<category>/<subcategory>/<product_id>/<file>
+            cats = tuple(c.replace("_", " ") for c in [label_category, *segs[1:3]] if c)
+            yield SourceImage(root / rel, rel, segs[3] if len(segs) > 4 else None, parts[2].strip() or None, cats)
+
+
+F200K_PARQUET_COLUMNS = ("image", "category1", "category2", "category3", "text", "item_ID")
+
+
+def _fashion200k_parquet(root: Path) -> Iterator[SourceImage]:
+    import pyarrow.parquet as pq
+
+    files = [root] if root.is_file() else sorted(root.rglob("*.parquet"))
+    if not files:
+        raise LegacyFormatError(f"{root}: no *.parquet files (Fashion200K Parquet copy)")
+    for f in files:
+        pf = pq.ParquetFile(f)
+        missing = [c for c in F200K_PARQUET_COLUMNS if c not in pf.schema_arrow.names]
+        if missing:
+            raise LegacyFormatError(f"{f}: missing columns {missing}; a Fashion200K Parquet copy has "
+                                    f"{list(F200K_PARQUET_COLUMNS)}")
+        name = f.relative_to(root).as_posix() if f != root else f.name
+        row = 0
+        for batch in pf.iter_batches(batch_size=256, columns=list(F200K_PARQUET_COLUMNS)):
+            for r in batch.to_pylist():
+                img = r["image"]
+                data = img.get("bytes") if isinstance(img, dict) else img
+                cats = tuple(str(r[c]) for c in ("category1", "category2", "category3") if r[c])
+                item = r["item_ID"]
+                yield SourceImage(f, f"{name}#{row}", None if item is None else str(item), r["text"] or None,
+                                  cats, data if data is not None else b"")
+                row += 1
 
 
 def _deepfashion_inshop(root: Path) -> Iterator[SourceImage]:
@@ -99,7 +142,8 @@ def _folder(root: Path) -> Iterator[SourceImage]:
             yield SourceImage(p, p.relative_to(root).as_posix(), None)
 
 
-READERS = {"fashion200k": _fashion200k, "deepfashion_inshop": _deepfashion_inshop,
+READERS = {"fashion200k": _fashion200k, "fashion200k_parquet": _fashion200k_parquet,
+           "deepfashion_inshop": _deepfashion_inshop,
            "deepfashion2": _deepfashion2, "folder": _folder}
 
 
@@ -143,7 +187,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                 rows[(src.name, im.rel)] = prev
                 n_ok += 1
                 continue
-            row = _row(src.name, im.rel, im.item_id, im.path.read_bytes(), stamp, cfg)
+            row = _row(src.name, im.rel, im.item_id, im.read_bytes(), stamp, cfg)
             if row is None:
                 n_bad += 1
             else:

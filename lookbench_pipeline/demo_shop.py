@@ -321,14 +321,17 @@ FASHION200K_CATEGORY = {"dress": ("dress", "dresses"), "outerwear": ("jacket", "
 
 
 def write_fashion200k(root: Path, n_products: int, n_looks: int, seed: int, n_items: int = 40,
-                      n_leaks: int = 2) -> dict:
+                      n_leaks: int = 2, n_siblings: int = 6) -> dict:
     """Write a small legacy benchmark in Fashion200K's on-disk format under ``root``:
-    ``labels/<category>_train_detect_all.txt`` (image path, detection score, description, tab-separated) and
-    images under ``women/<category>/<subcategory>/<product_id>/<product_id>_0.jpeg``.
+    ``labels/<category>_{train,test}_detect_all.txt`` (image path, detection score, description, tab-separated;
+    every fourth item in the test split) and images under
+    ``women/<category>/<subcategory>/<product_id>/<product_id>_0.jpeg``.
 
-    ``n_items`` garments are drawn from a different seed (look-alike distractors), and the alternative shots (the
-    query images) of the demo shop's first ``n_leaks`` garments are copied in, resized and re-encoded: a leak
-    the contamination check must find. Returns ``{"leaked_skus": [...], "items": n}``.
+    ``n_items`` garments are drawn from a different seed (look-alike distractors); ``n_siblings`` of the demo
+    shop's own garments are redrawn with another pattern (same shape, category and colour: soft negatives for
+    the noise gallery); and the alternative shots (the query images) of the demo shop's first ``n_leaks``
+    garments are copied in, resized and re-encoded: a leak the contamination check must find.
+    Returns ``{"leaked_skus": [...], "sibling_skus": [...], "items": n}``.
     """
     root.mkdir(parents=True, exist_ok=True)
     rng = random.Random(seed + 200_000)
@@ -349,7 +352,15 @@ def write_fashion200k(root: Path, n_products: int, n_looks: int, seed: int, n_it
         if p.category in FASHION200K_CATEGORY:
             put(packshot(p), p.category, p.title.lower(), pid)
             pid += 1
-    for p in [p for p in own if p.category in FASHION200K_CATEGORY][:n_leaks]:
+    mapped = [p for p in own if p.category in FASHION200K_CATEGORY]
+    siblings = []
+    for p in mapped[n_leaks : n_leaks + n_siblings]:
+        sib = DemoProduct(**{**p.__dict__, "sku": p.sku + "-SIB",
+                             "pattern": PATTERNS[(PATTERNS.index(p.pattern) + 1) % len(PATTERNS)]})
+        put(packshot(sib), sib.category, sib.title.lower(), pid)
+        siblings.append(p.sku)
+        pid += 1
+    for p in mapped[:n_leaks]:
         im = alt_shot(p)
         put(im.resize((im.width * 9 // 10, im.height * 9 // 10), Image.Resampling.LANCZOS), p.category,
             p.title.lower(), pid)
@@ -357,8 +368,12 @@ def write_fashion200k(root: Path, n_products: int, n_looks: int, seed: int, n_it
         pid += 1
     (root / "labels").mkdir(exist_ok=True)
     for top, ls in lines.items():
-        (root / "labels" / f"{top}_train_detect_all.txt").write_text("\n".join(ls) + "\n", encoding="utf-8")
-    return {"leaked_skus": leaked, "items": pid - 91_000_000}
+        for split, part in (("train", [x for i, x in enumerate(ls) if i % 4 != 3]),
+                            ("test", [x for i, x in enumerate(ls) if i % 4 == 3])):
+            if part:
+                (root / "labels" / f"{top}_{split}_detect_all.txt").write_text("\n".join(part) + "\n",
+                                                                               encoding="utf-8")
+    return {"leaked_skus": leaked, "sibling_skus": siblings, "items": pid - 91_000_000}
 
 
 def write_js_pages(root: Path, n: int) -> None:

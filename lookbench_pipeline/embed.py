@@ -541,6 +541,10 @@ def spec_info(spec: ModelSpec) -> dict[str, Any]:
 class EmbeddingCache:
     """Embeddings on disk per (image sha256, model id, revision, weights checksum): a re-run embeds nothing twice.
 
+    The sha256 is that of the bytes the vector was computed from (callers key by what they decode: the mining
+    stage by the original files, the evaluation by the published JPEG bytes), so a cached vector is always the
+    vector of exactly those bytes.
+
     Layout: ``<root>/<model id>@<revision>[-w<first 12 hex of the weights sha256>]/`` holds segments, each a pair
     ``seg-<uuid>.npy`` (float32 ``(n, dim)``) and ``seg-<uuid>.sha256`` (the n image sha256s, one per line; written
     last, so a segment without it is an interrupted write and is ignored), and ``model.json`` (the embedder's

@@ -1,7 +1,16 @@
-"""Scoring retrieval models on a published release: per subset and overall (query-count weighted)."""
+"""Scoring retrieval models on a published release: per subset and overall (query-count weighted).
+
+When the release has a ``noise`` gallery (distractors mined from Fashion200K, :mod:`lookbench_pipeline.negatives`),
+it is added to every subset's gallery, and two more per-query rates are reported: ``distractor@1`` (the top-1
+result is a noise-gallery image) and ``soft_negative@1`` (the top-1 result is a soft negative: a noise-gallery
+image of the query's category that differs in at least one attribute both carry; docs/METRICS.md).
+
+Each score row names the model's id, revision, input size, embedding size and weights checksum.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import io
 import logging
 from collections.abc import Callable
@@ -14,7 +23,7 @@ import pyarrow.compute as pc
 from PIL import Image
 
 from . import schemas
-from .embed import Embedder, EmbedderUnavailable, load_embedder
+from .embed import EmbedderUnavailable, EmbeddingCache, load_embedder, resolve_spec
 from .metrics import LabelCodes, bootstrap_ci, evaluate_rankings, weighted_overall
 from .release import SUBSETS, read_file, read_manifest
 from .store import ObjectStore
@@ -22,37 +31,38 @@ from .store import ObjectStore
 log = logging.getLogger(__name__)
 
 
-class EmbeddingCache:
-    """Embeddings on disk, one ``.npy`` per (model id, revision, image sha256): a re-run embeds nothing twice."""
-
-    def __init__(self, root: Path, info: dict):
-        slug = f"{info['model_id']}@{info.get('revision') or 'main'}".replace("/", "__").replace(":", "_")
-        self.dir = root / slug
-        self.dir.mkdir(parents=True, exist_ok=True)
-
-    def embed(self, embedder: Embedder, shas: list[str], images: Callable[[int], Image.Image],
-              batch: int = 64) -> np.ndarray:
-        out = np.zeros((len(shas), embedder.dim), dtype=np.float32)
-        todo = []
-        for i, s in enumerate(shas):
-            f = self.dir / f"{s}.npy"
-            if f.is_file():
-                out[i] = np.load(f)
-            else:
-                todo.append(i)
-        for b in range(0, len(todo), batch):
-            idx = todo[b : b + batch]
-            vecs = embedder.embed([images(i) for i in idx])
-            for i, v in zip(idx, vecs):
-                out[i] = v
-                np.save(self.dir / f"{shas[i]}.npy", v)
-        return out
+def _embed_published(cache: EmbeddingCache, emb, t: pa.Table) -> np.ndarray:
+    """Vectors of a release file's images, embedded from the published bytes and cached under the sha256 of those
+    bytes (not the original's ``image_sha256``): the score never depends on what else this machine embedded."""
+    imgs = t.column("image").to_pylist()
+    shas = [hashlib.sha256(x["bytes"]).hexdigest() for x in imgs]
+    return cache.embed(emb, shas, lambda i: Image.open(io.BytesIO(imgs[i]["bytes"])))
 
 
 def _labels(t: pa.Table) -> tuple[list[str], list[dict[str, str]]]:
     cats = t.column("category").to_pylist()
     attrs = [{a["name"]: a["value"] for a in row or []} for row in t.column("attributes").to_pylist()]
     return cats, attrs
+
+
+def noise_hits(sim: np.ndarray, codes: LabelCodes, n_own: int) -> dict[str, np.ndarray]:
+    """Per-query ``distractor@1`` and ``soft_negative@1`` (float 0/1, shape ``(q,)``) for a similarity matrix whose
+    gallery columns ``n_own:`` are the noise gallery. The top-1 is the highest score, ties to the lower column
+    (the ranking rule of :mod:`lookbench_pipeline.metrics`)."""
+    if sim.shape[0] == 0:
+        return {"distractor@1": np.zeros(0), "soft_negative@1": np.zeros(0)}
+    top = np.argmax(sim, axis=1)
+    noise = top >= n_own
+    same = codes.qc == codes.gc[top]
+    qa, ga = codes.qa, codes.ga[top]
+    both = (qa >= 0) & (ga >= 0)
+    differs = (both & (qa != ga)).any(axis=1)
+    return {"distractor@1": noise.astype(float), "soft_negative@1": (noise & same & differs).astype(float)}
+
+
+def _model_columns(info: dict) -> dict:
+    return {"model_revision": info.get("revision"), "model_input_size": info.get("input_size"),
+            "model_dim": info.get("dim"), "model_weights_sha256": info.get("weights_sha256")}
 
 
 def _cut(t: pa.Table, cutoff: date | None) -> pa.Table:
@@ -62,13 +72,24 @@ def _cut(t: pa.Table, cutoff: date | None) -> pa.Table:
     return t.filter(pc.greater_equal(t["first_seen_at"], pa.scalar(ts, schemas.TS)))
 
 
+def model_cutoff(model_id: str) -> date | None:
+    """The declared training cutoff of a model (registry ``training_cutoff``), or None when none is declared."""
+    try:
+        c = resolve_spec(model_id).training_cutoff
+    except ValueError:
+        return None
+    return date.fromisoformat(str(c)) if c else None
+
+
 def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cache_dir: Path,
-                     ks: list[int] | None = None, ndcg_k: int = 5, cutoff: date | None = None,
+                     ks: list[int] | None = None, ndcg_k: int = 5, cutoff: date | str | None = None,
                      ) -> tuple[pa.Table, list[dict]]:
     """Score each model on every subset of a published release.
 
     Args:
-        cutoff: only queries first seen on or after this date (UTC) are scored (the gallery is kept whole).
+        cutoff: only queries first seen on or after this date (UTC) are scored (the gallery is kept whole);
+            ``"model"``: each model's own declared training cutoff (the registry's ``training_cutoff``; a model
+            without one is scored on every query).
     Returns:
         ``(scores, skipped)``: the ``scores`` table (schema SCORES), and ``[{"model", "reason"}]`` for models that
         cannot run here.
@@ -76,6 +97,7 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
     ks = ks or [1, 5, 10]
     manifest = read_manifest(store, version)
     subsets = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
+    noise = read_file(store, version, "noise", "gallery") if "noise/gallery.parquet" in manifest["files"] else None
     rows, skipped = [], []
     for model_id in model_ids:
         try:
@@ -83,23 +105,34 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
         except EmbedderUnavailable as exc:
             skipped.append({"model": model_id, "reason": str(exc)})
             continue
-        cache = EmbeddingCache(cache_dir, emb.info())
+        info = emb.info()
+        cut = model_cutoff(model_id) if cutoff == "model" else cutoff
+        cut_s = cut.isoformat() if cut else None
+        cache = EmbeddingCache(cache_dir, info)
+        nv = None
+        if noise is not None and noise.num_rows:
+            nv = _embed_published(cache, emb, noise)
+            nc, na = _labels(noise)
         per_metric: dict[str, dict[str, tuple[float, int]]] = {}
         per_query: dict[str, list[np.ndarray]] = {}
         for subset in subsets:
-            q = _cut(read_file(store, version, subset, "query"), cutoff)
+            q = _cut(read_file(store, version, subset, "query"), cut)
             g = read_file(store, version, subset, "gallery")
             if q.num_rows == 0 or g.num_rows == 0:
                 continue
-            qimg, gimg = q.column("image").to_pylist(), g.column("image").to_pylist()
-            qv = cache.embed(emb, q.column("image_sha256").to_pylist(),
-                             lambda i: Image.open(io.BytesIO(qimg[i]["bytes"])))
-            gv = cache.embed(emb, g.column("image_sha256").to_pylist(),
-                             lambda i: Image.open(io.BytesIO(gimg[i]["bytes"])))
+            qv, gv = _embed_published(cache, emb, q), _embed_published(cache, emb, g)
             qc, qa = _labels(q)
             gc, ga = _labels(g)
-            res = evaluate_rankings(qv @ gv.T, LabelCodes(qc, qa, gc, ga), ks, ndcg_k,
-                                    q.column("item_ID").to_pylist(), g.column("item_ID").to_pylist())
+            g_items = g.column("item_ID").to_pylist()
+            if nv is not None:  # the noise gallery joins every subset's gallery as distractors
+                gv = np.concatenate([gv, nv])
+                gc, ga = gc + nc, ga + na
+                g_items = g_items + noise.column("item_ID").to_pylist()
+            sim = qv @ gv.T
+            codes = LabelCodes(qc, qa, gc, ga)
+            res = evaluate_rankings(sim, codes, ks, ndcg_k, q.column("item_ID").to_pylist(), g_items)
+            if nv is not None:
+                res.update(noise_hits(sim, codes, g.num_rows))
             for metric, values in res.items():
                 v = float(values.mean())
                 per_metric.setdefault(metric, {})[subset] = (v, q.num_rows)
@@ -107,14 +140,14 @@ def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cac
                 lo, hi = bootstrap_ci(values)
                 rows.append({"release": version, "model": model_id, "subset": subset, "metric": metric,
                              "value": v, "ci_low": lo, "ci_high": hi, "n_queries": q.num_rows,
-                             "cutoff": cutoff.isoformat() if cutoff else None})
+                             "cutoff": cut_s, **_model_columns(info)})
         for metric, by_subset in per_metric.items():
             # query-count weighting is the mean over the pooled queries, so the interval resamples the pool
             lo, hi = bootstrap_ci(np.concatenate(per_query[metric]))
             rows.append({"release": version, "model": model_id, "subset": "overall", "metric": metric,
                          "value": weighted_overall(by_subset), "ci_low": lo, "ci_high": hi,
-                         "n_queries": sum(n for _, n in by_subset.values()),
-                         "cutoff": cutoff.isoformat() if cutoff else None})
+                         "n_queries": sum(n for _, n in by_subset.values()), "cutoff": cut_s,
+                         **_model_columns(info)})
     return schemas.from_rows(rows, schemas.SCORES), skipped
 
 
@@ -140,14 +173,15 @@ def evaluate_legacy(sources: list, model_ids: list[str], data_dir: Path, release
                 if metric.startswith("item_recall@"):
                     rows.append({"release": release, "model": model_id, "subset": f"legacy:{src.name}",
                                  "metric": metric, "value": v, "ci_low": None, "ci_high": None,
-                                 "n_queries": int(res["queries"]), "cutoff": None})
+                                 "n_queries": int(res["queries"]), "cutoff": None, **_model_columns(emb.info())})
     return schemas.from_rows(rows, schemas.SCORES)
 
 
 def format_table(scores: pa.Table, metrics: tuple[str, ...] = ("coarse_recall@1", "coarse_recall@5",
                                                                "coarse_recall@10", "fine_recall@1", "fine_recall@5",
                                                                "fine_recall@10", "ndcg@5", "item_recall@1",
-                                                               "item_recall@10")) -> str:
+                                                               "item_recall@10", "distractor@1",
+                                                               "soft_negative@1")) -> str:
     """A plain-text table: one row per (model, subset), one column per metric, values in percent."""
     data: dict[tuple[str, str], dict[str, float]] = {}
     nq: dict[tuple[str, str], int] = {}

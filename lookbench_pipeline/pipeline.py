@@ -173,6 +173,80 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
     return table, counts
 
 
+def _legacy_sources(cfg: PipelineConfig, sources: list) -> list:
+    """Sources with paths resolved under ``data_dir``; a demo source's tree is generated when missing."""
+    from . import demo_shop
+
+    out = []
+    for src in sources:
+        path = src.path if src.path.is_absolute() else Path(cfg.data_dir) / src.path
+        if src.demo and not path.exists():
+            demo = next((s for s in cfg.site_configs() if s.kind == "demo"), None)
+            if demo is not None:
+                demo_shop.write_fashion200k(path, demo.demo_products, demo.demo_looks, demo.demo_seed)
+        out.append(src.model_copy(update={"path": path}))
+    return out
+
+
+def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
+                    images: pa.Table, annotations: pa.Table, store: ObjectStore,
+                    window: Window) -> tuple[pa.Table, dict[str, Any]]:
+    """Mine soft-negative distractors from the configured Fashion200K sources for every labelled item of the
+    window (:mod:`lookbench_pipeline.negatives`); returns ``(negatives, counts)``. No sources: an empty table.
+
+    Raises:
+        EmbedderUnavailable: the mining model cannot be loaded here (the message says why).
+    """
+    from .embed import EmbeddingCache, load_embedder
+    from .negatives import MiningConfig, mine, query_items
+
+    nc = cfg.negatives
+    if not nc.sources:
+        return schemas.empty(schemas.NEGATIVES), {"enabled": False}
+    embedder = load_embedder(nc.model, device=nc.device, batch_size=nc.batch_size)
+    info = embedder.info()
+    cache = EmbeddingCache(Path(cfg.data_dir) / "embeddings", info)
+    items = query_items(products, drop_items, image_refs, annotations, window)
+    mcfg = MiningConfig(band=tuple(nc.band), per_query=nc.per_query, candidates=nc.candidates,
+                        same_category_only=nc.same_category_only, backend=nc.backend,
+                        hamming_threshold=cfg.dedup.hamming_threshold, max_color_diff=cfg.dedup.max_color_diff,
+                        max_pool=nc.max_pool)
+    res = mine(items, _legacy_sources(cfg, nc.sources), images, store, embedder, cache, Taxonomy.load(cfg.taxonomy),
+               mcfg, cfg.images)
+    counts = {"enabled": True, **res.counts, "model": info, "band": list(nc.band), "per_query": nc.per_query,
+              "candidates": nc.candidates, "sources": [s.name for s in nc.sources],
+              "embedding_cache": {"hits": cache.hits, "misses": cache.misses}}
+    return res.negatives, counts
+
+
+def negatives_provenance(cfg: PipelineConfig, negatives: pa.Table, counts: dict[str, Any] | None = None
+                         ) -> dict[str, Any]:
+    """What the manifest says about the noise gallery: the mining model (id, revision, input size, embedding
+    size, weights checksum, as ``embed`` reports it), the thresholds and the counts."""
+    nc = cfg.negatives
+    if not nc.sources:
+        return {"enabled": False}
+    from .embed import resolve_spec
+
+    model = dict((counts or {}).get("model") or {})
+    if not model:
+        spec = resolve_spec(nc.model)
+        model = {"model_id": spec.id, "backend": spec.backend, "input_size": spec.input_size, "dim": spec.dim,
+                 "training_cutoff": spec.training_cutoff}
+        if negatives.num_rows:
+            first = negatives.slice(0, 1).to_pylist()[0]
+            model.update(model_id=first["model"], revision=first["model_revision"],
+                         input_size=first["model_input_size"], dim=first["model_dim"],
+                         weights_sha256=first["model_weights_sha256"])
+    kinds = negatives["kind"].to_pylist() if negatives.num_rows else []
+    return {"enabled": True, "model": model, "band": list(nc.band), "per_query": nc.per_query,
+            "candidates": nc.candidates, "same_category_only": nc.same_category_only, "search_backend": nc.backend,
+            "sources": [{"name": s.name, "kind": s.kind} for s in nc.sources],
+            "dedup": {"hamming_threshold": cfg.dedup.hamming_threshold, "max_color_diff": cfg.dedup.max_color_diff},
+            "pairs": negatives.num_rows, "pairs_by_kind": {k: kinds.count(k) for k in ("soft", "ambiguous", "easy")},
+            "distractors": len(set(negatives["distractor_sha256"].to_pylist())) if negatives.num_rows else 0}
+
+
 def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
                   store: ObjectStore) -> ReleaseTables:
     """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`)."""
@@ -204,5 +278,9 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
 
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],
                   extra_provenance: dict[str, Any] | None = None) -> dict[str, Any]:
-    return publish(rel, store, {**provenance(cfg, annotators), **(extra_provenance or {})},
-                   now=datetime.now(timezone.utc), card=cfg.card.model_dump())
+    extra = dict(extra_provenance or {})
+    neg = extra.get("negatives") or {}
+    if neg.get("model"):  # the manifest names every model whose embeddings shaped the release
+        extra.setdefault("models", [{"role": "negatives_mining", **neg["model"]}])
+    return publish(rel, store, {**provenance(cfg, annotators), **extra}, now=datetime.now(timezone.utc),
+                   card=cfg.card.model_dump())

@@ -22,6 +22,9 @@ How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
   the other items.
 * a query whose image matches the contamination index (a legacy benchmark or an earlier release) is rejected
   with ``contamination:<source>``.
+* ``noise/gallery.parquet``: the distractors mined for the window's items (``negatives`` table, see
+  :mod:`lookbench_pipeline.negatives`), one row per image, ``task = distractor``; evaluation adds them to every
+  subset's gallery. They are counted apart (``counts["noise"]``), not in ``candidates``.
 
 A candidate sample is kept or rejected with a reason; ``candidates = query rows + gallery rows + rejected``.
 """
@@ -99,6 +102,7 @@ def build(
     clusters: pa.Table,
     annotations: pa.Table,
     contamination: pa.Table | None = None,
+    noise: pa.Table | None = None,
     taxonomy: Taxonomy,
     store: ObjectStore,
 ) -> ReleaseTables:
@@ -257,6 +261,11 @@ def build(
             continue
         files[(subset, "query")] = _with_bytes(qs, store, jpegs)
         files[(subset, "gallery")] = _with_bytes([{**g, "subset": subset} for g in gallery_sorted], store, jpegs)
+    noise_counts = None
+    if noise is not None and noise.num_rows and files:
+        noise_rows, noise_counts = _noise_gallery(noise, img, gallery + kept_queries, taxonomy)
+        if noise_rows:
+            files[("noise", "gallery")] = _with_bytes(noise_rows, store, jpegs)
     reasons = Counter(r["reason"] for r in rejected)
     counts = {
         "candidates": candidates,
@@ -266,7 +275,45 @@ def build(
         "rejected_by_reason": dict(sorted(reasons.items())),
         "per_file_rows": {f"{s}/{r}": t.num_rows for (s, r), t in sorted(files.items())},
     }
+    if noise_counts is not None:
+        counts["noise"] = noise_counts
     return ReleaseTables(version=version, window=window, files=files, rejected=rejected, counts=counts)
+
+
+def _noise_gallery(noise: pa.Table, window_images: dict[str, dict], release_rows: list[dict],
+                   taxonomy: Taxonomy) -> tuple[list[dict], dict[str, Any]]:
+    """The ``noise`` gallery rows from a ``negatives`` table: one per distinct distractor image. A distractor
+    whose image is an image of the window, or whose item id is a release item id, is dropped (the mining stage
+    already deduplicated; this is the last guard). Returns ``(rows, counts)`` with ``in = rows + dropped``."""
+    from .negatives import noise_rows
+
+    release_items = {r["item_ID"] for r in release_rows}
+    t, difficulty = SUBSET_TASK["noise"]
+    rows, dropped = [], Counter()
+    distinct = noise_rows(noise)
+    for d in distinct:
+        sha = d["distractor_sha256"]
+        if sha in window_images:
+            dropped["noise_duplicate_of_release_image"] += 1
+            continue
+        if d["distractor_item_id"] in release_items:
+            dropped["noise_item_id_is_a_release_item"] += 1
+            continue
+        attrs = {a["name"]: a["value"] for a in d["distractor_attributes"] or []}
+        main_s, other_s = format_main_attribute(taxonomy, d["distractor_category"], attrs)
+        item = d["distractor_item_id"]
+        rows.append({
+            "image": {"bytes": None, "path": f"{sha}.jpg"}, "item_ID": item, "category": d["distractor_category"],
+            "main_attribute": main_s, "other_attributes": other_s, "task": t, "difficulty": difficulty,
+            "sample_id": hashlib.sha1(f"gallery\x00noise\x00{item}\x00{sha}\x00None".encode()).hexdigest()[:16],
+            "subset": "noise", "role": "gallery", "attributes": d["distractor_attributes"],
+            "annotator": d["distractor_annotator"], "image_sha256": sha, "width": d["width"], "height": d["height"],
+            "look_id": None, "box": None, "site": f"legacy:{d['distractor_source']}",
+            "source_url": d["distractor_path"], "crawled_at": None, "first_seen_at": None,
+        })
+    counts = {"in": len(distinct), "rows": len(rows), "dropped": sum(dropped.values()),
+              "dropped_by_reason": dict(sorted(dropped.items()))}
+    return rows, counts
 
 
 def _with_bytes(rows: list[dict], store: ObjectStore, cache: dict[str, bytes]) -> pa.Table:
@@ -321,7 +368,8 @@ def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]
     * ``has_queries``: at least one subset has a query row;
     * ``schema``: every file has exactly the RELEASE schema;
     * ``every_query_has_a_positive``: each query's item_ID is in its subset's gallery;
-    * ``no_image_in_query_and_gallery``: no image (sha256) is both a query and a gallery item of a subset;
+    * ``no_image_in_query_and_gallery``: no image (sha256) is both a query and a gallery item of a subset, and
+      the ``noise`` gallery holds no image and no item id of any subset;
     * ``unique_sample_ids``: no sample id repeats within a file.
     """
     out: dict[str, tuple[bool, dict[str, Any]]] = {}
@@ -330,6 +378,11 @@ def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]
     bad_schema = [f"{s}/{r}" for (s, r), t in rel.files.items() if not t.schema.equals(schemas.RELEASE)]
     out["schema"] = (not bad_schema, {"files_not_matching": bad_schema})
     no_pos, both, dup = {}, {}, []
+    noise = rel.files.get(("noise", "gallery"))
+    noise_sha = set(noise["image_sha256"].to_pylist()) if noise is not None else set()
+    noise_items = set(noise["item_ID"].to_pylist()) if noise is not None else set()
+    if noise is not None and len(noise["sample_id"].to_pylist()) != len(set(noise["sample_id"].to_pylist())):
+        dup.append("noise/gallery")
     for subset in sorted({s for s, _ in rel.files}):
         q, g = rel.files.get((subset, "query")), rel.files.get((subset, "gallery"))
         if q is None or g is None:
@@ -341,6 +394,11 @@ def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]
         overlap = set(q["image_sha256"].to_pylist()) & set(g["image_sha256"].to_pylist())
         if overlap:
             both[subset] = len(overlap)
+        # the noise gallery joins every subset's gallery: it must hold no release image and no release item
+        in_noise = (set(q["image_sha256"].to_pylist()) | set(g["image_sha256"].to_pylist())) & noise_sha
+        in_noise_items = (set(q["item_ID"].to_pylist()) | g_items) & noise_items
+        if in_noise or in_noise_items:
+            both[f"{subset}+noise"] = len(in_noise) + len(in_noise_items)
         for role, t in (("query", q), ("gallery", g)):
             ids = t["sample_id"].to_pylist()
             if len(ids) != len(set(ids)):

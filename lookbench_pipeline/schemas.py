@@ -22,6 +22,8 @@ Tables (stage that writes it -> table):
 * dedup -> ``contamination_index`` (legacy benchmarks and earlier releases) and ``contamination`` (new images
   that match it, with the source).
 * attributes -> ``annotations``: category and attributes per item, with the annotator that produced them.
+* negatives -> ``negatives``: soft-negative distractors mined from Fashion200K per query item (the release's
+  ``noise`` gallery is made of them).
 * release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
 * release -> ``changes.parquet``: what changed since the previous release (see :data:`RELEASE_CHANGES`).
 * evaluate -> ``scores``: one row per (model, subset, metric).
@@ -199,6 +201,33 @@ ANNOTATIONS = pa.schema(
     ]
 )
 
+NEGATIVES = pa.schema(
+    [
+        ("query_item_id", pa.string()),  # the item (product_id or drop item id) the distractor was mined for
+        ("query_category", pa.string()),
+        ("distractor_sha256", pa.string()),  # of the original bytes (stored in the object store)
+        ("distractor_item_id", pa.string()),  # "<source>:<item id in the source>"
+        ("distractor_source", pa.string()),  # the negatives source's name
+        ("distractor_path", pa.string()),  # path within the source (or "<parquet file>#<row>")
+        ("distractor_category", pa.string()),  # our taxonomy, mapped from the source's labels
+        ("distractor_attributes", pa.list_(ATTRIBUTE)),
+        ("distractor_annotator", pa.string()),
+        ("width", pa.int32()),  # pixels
+        ("height", pa.int32()),
+        ("similarity", pa.float32()),  # cosine similarity, the maximum over the query item's images
+        ("rank", pa.int32()),  # 1 = the item's closest kept distractor
+        ("same_category", pa.bool_()),
+        ("shared_attributes", pa.int32()),  # attributes both carry
+        ("agreeing_attributes", pa.int32()),  # of those, equal
+        ("kind", pa.string()),  # soft | ambiguous | easy (docs/METRICS.md)
+        ("model", pa.string()),  # the mining model: id, revision, input size (pixels), embedding size, weights
+        ("model_revision", pa.string()),
+        ("model_input_size", pa.int32()),
+        ("model_dim", pa.int32()),
+        ("model_weights_sha256", pa.string()),
+    ]
+)
+
 RELEASE = pa.schema(
     [
         # The columns the public LookBench loader reads.
@@ -266,6 +295,11 @@ SCORES = pa.schema(
         ("ci_high", pa.float64()),
         ("n_queries", pa.int64()),
         ("cutoff", pa.string()),  # ISO date, or null for no cutoff
+        # the model as loaded (lookbench_pipeline.embed): revision, input side (pixels), embedding size, weights
+        ("model_revision", pa.string()),
+        ("model_input_size", pa.int32()),
+        ("model_dim", pa.int32()),
+        ("model_weights_sha256", pa.string()),
     ]
 )
 
@@ -281,6 +315,7 @@ TABLES: dict[str, pa.Schema] = {
     "contamination_index": CONTAMINATION_INDEX,
     "contamination": CONTAMINATION,
     "annotations": ANNOTATIONS,
+    "negatives": NEGATIVES,
     "release": RELEASE,
     "release_changes": RELEASE_CHANGES,
     "scores": SCORES,

@@ -94,6 +94,20 @@ def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):
     assert m["counts"]["rejected_by_reason"].get("contamination:fashion200k-demo", 0) >= 1
     found = r.output_for_node("contamination_check", "contamination")
     assert "fashion200k-demo" in set(found["source"].to_pylist())
+    # the same Fashion200K-format tree gives the release its noise gallery: distractors mined with the
+    # configured model, named with its thresholds in the manifest, and never a copy of a shop image
+    assert m["files"]["noise/gallery.parquet"]["rows"] > 0
+    assert m["negatives"]["model"]["model_id"] == "baseline/hsv-hog-v1" and m["negatives"]["band"] == [0.55, 0.95]
+    assert m["models"] == [{"role": "negatives_mining", **m["negatives"]["model"]}]
+    neg = r.output_for_node("negatives")
+    assert neg.num_rows and "soft" in set(neg["kind"].to_pylist())
+    store = store_of(load_config(demo_config))
+    noise = read_file(store, m["version"], "noise", "gallery")
+    assert not set(noise["source_url"].to_pylist()) & set(found["matched_path"].to_pylist())
+    assert set(noise["image_sha256"].to_pylist()) == set(neg["distractor_sha256"].to_pylist())
+    scores = r.output_for_node("evaluation")
+    assert {"distractor@1", "soft_negative@1"} <= set(scores["metric"].to_pylist())
+    assert set(scores["model_dim"].to_pylist()) == {256}
 
 
 def test_whole_graph_on_an_s3_store(tmp_path, s3_server, s3_env):

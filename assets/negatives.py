@@ -1,0 +1,34 @@
+"""Stage 4b, negatives: soft-negative distractors mined from Fashion200K for every query item of the window;
+the release publishes them as its ``noise`` gallery."""
+
+
+import pyarrow as pa
+from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Output, asset
+
+from lookbench_pipeline.embed import EmbedderUnavailable
+from lookbench_pipeline.pipeline import stage_negatives
+
+from .common import table_metadata
+from .partitions import by_window, release_partitions, window_and_version
+from .resources import LookbenchConfig
+
+
+@asset(partitions_def=release_partitions, group_name="negatives", compute_kind="numpy",
+       ins={"products": AssetIn(partition_mapping=by_window), "drop_items": AssetIn(), "image_refs": AssetIn(),
+            "images": AssetIn(), "annotations": AssetIn()},
+       description="Distractors that look like a query item but are not it (cosine similarity in the configured "
+                   "band, not the same product), with category/attribute agreement (soft / ambiguous / easy).")
+def negatives(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, drop_items: pa.Table,
+              image_refs: pa.Table, images: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
+    window, _ = window_and_version(context.partition_key)
+    try:
+        table, counts = stage_negatives(lookbench.load(), products, drop_items, image_refs, images, annotations,
+                                        lookbench.store(), window)
+    except EmbedderUnavailable as exc:
+        raise Failure(description=f"negatives: the mining model cannot run here: {exc}") from exc
+    context.log.info(f"negatives: {counts}")
+    md = table_metadata(table, {k: v for k, v in counts.items() if k != "model"},
+                        ["query_item_id", "distractor_item_id", "similarity", "kind"])
+    if counts.get("model"):
+        md["model"] = MetadataValue.json(counts["model"])
+    return Output(table, metadata=md)
