@@ -6,11 +6,14 @@ and deterministic. Two backends:
 
 * ``numpy`` (default): for each block of ``query_chunk`` queries, the gallery is scanned in blocks of
   ``gallery_chunk`` vectors. Each block of scores is one BLAS matrix product (``np.matmul`` into a reused
-  buffer). The first block of a query chunk gives each query its provisional top-k (``np.partition``); every
-  later block is compared with each query's current k-th best score, and only the few scores above it are merged
-  into the top-k (sorted by score, then index). Memory: the two blocks (``query_chunk x gallery_chunk`` float32
-  scores and a boolean mask of the same shape) plus the inputs; no ``(n_queries, n_gallery)`` matrix is ever
-  formed. Time: the matrix products plus one comparison pass per block (BENCHMARKS.md measures the overhead).
+  buffer). In the first block each query keeps the scores at or above its block-wise k-th best
+  (``np.partition``); in every later block only the scores strictly above the query's current k-th best are
+  candidates (one comparison pass writing a boolean mask, whose set bytes are found eight at a time through a
+  ``uint64`` view). Candidates are merged into the top k as 64-bit keys (score bits, then gallery index), so
+  one ``np.partition`` per block selects exactly, ties included. Memory: one ``query_chunk x gallery_chunk``
+  float32 block, its mask, and a copy of the first block for the partition (``9 * query_chunk *
+  gallery_chunk`` bytes, 151 MB at the defaults) plus the inputs; no ``(n_queries, n_gallery)`` matrix is
+  formed. Time: the matrix products plus about 10% (BENCHMARKS.md).
 * ``faiss`` (optional, ``pip install faiss-cpu``): ``faiss.IndexFlatIP``, FAISS's exact flat index, for
   comparison; its order among exactly tied scores is FAISS's own.
 
@@ -54,9 +57,9 @@ def topk(queries: np.ndarray, gallery: np.ndarray, k: int, *, max_score: float |
         max_score: when set, gallery items scoring strictly above it are skipped.
         backend: ``numpy`` or ``faiss``.
         query_chunk, gallery_chunk: block sizes of the numpy backend; peak extra memory is about
-            ``5 * query_chunk * gallery_chunk`` bytes.
+            ``9 * query_chunk * gallery_chunk`` bytes.
     Raises:
-        ValueError: shapes disagree, ``k < 1``, or an unknown backend.
+        ValueError: shapes disagree, ``k < 1``, an unknown backend, or a gallery of 2**32 vectors or more.
         ImportError: ``backend="faiss"`` without faiss installed.
     """
     q, g = _as_f32(queries, "queries"), _as_f32(gallery, "gallery")
@@ -74,80 +77,75 @@ def topk(queries: np.ndarray, gallery: np.ndarray, k: int, *, max_score: float |
     scores = np.empty((q.shape[0], kk), np.float32)
     indices = np.empty((q.shape[0], kk), np.int64)
     qc, gc = max(1, query_chunk), max(kk, gallery_chunk)
-    block = np.empty((min(qc, q.shape[0]), min(gc, g.shape[0])), np.float32)
-    mask = np.empty(block.shape, bool)
+    cells = min(qc, q.shape[0]) * min(gc, g.shape[0])
+    bbuf = np.empty(cells, np.float32)  # one block of scores, reused
+    mbuf = np.zeros(-(-cells // 8) * 8, bool)  # its candidate mask, padded to whole 8-byte words
     for s in range(0, q.shape[0], qc):
-        sc, ix = _topk_chunk(q[s : s + qc], g, kk, max_score, gc, block, mask)
+        sc, ix = _topk_chunk(q[s : s + qc], g, kk, max_score, gc, bbuf, mbuf)
         scores[s : s + qc], indices[s : s + qc] = sc, ix
     return TopK(scores, indices)
 
 
-def _topk_chunk(q: np.ndarray, g: np.ndarray, k: int, max_score: float | None, gc: int, block: np.ndarray,
-                mask: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+_EMPTY = np.uint64(0xFFFFFFFF_FFFFFFFF)  # the key of an empty slot: after every real result
+
+
+def _keys(scores: np.ndarray, idx: np.ndarray) -> np.ndarray:
+    """One uint64 sort key per (score, gallery index): ascending key = score descending, then index ascending.
+    The high 32 bits are the float32 score's bits mapped to a descending unsigned order, the low 32 the index."""
+    u = np.ascontiguousarray(scores + np.float32(0), np.float32).view(np.uint32)  # -0.0 -> +0.0: they tie
+    asc = np.where(u & np.uint32(0x80000000), ~u, u | np.uint32(0x80000000))  # ascending with the score
+    return ((~asc).astype(np.uint64) << np.uint64(32)) | idx.astype(np.uint64)
+
+
+def _unkey(keys: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    asc = ~(keys >> np.uint64(32)).astype(np.uint32)
+    u = np.where(asc & np.uint32(0x80000000), asc & np.uint32(0x7FFFFFFF), ~asc)
+    idx = (keys & np.uint64(0xFFFFFFFF)).astype(np.int64)
+    scores = u.view(np.float32).copy()
+    empty = keys == _EMPTY
+    scores[empty], idx[empty] = -np.inf, -1
+    return scores, idx
+
+
+def _topk_chunk(q: np.ndarray, g: np.ndarray, k: int, max_score: float | None, gc: int, bbuf: np.ndarray,
+                mbuf: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    if g.shape[0] >= 1 << 32:
+        raise ValueError("gallery too large for 32-bit result keys")
     nq = q.shape[0]
-    best_s = np.full((nq, k), -np.inf, np.float32)
-    best_i = np.full((nq, k), -1, np.int64)
-    thr = np.full(nq, -np.inf, np.float32)  # each query's current k-th best score (-inf until it has k)
+    best = np.full((nq, k), _EMPTY, np.uint64)  # the current top k of each query, as sort keys (unordered)
+    above = np.full(nq, -np.finfo(np.float32).max, np.float32)  # a candidate scores >= this (finite only)
     for off in range(0, g.shape[0], gc):
         gb = g[off : off + gc]
-        b = block[:nq, : gb.shape[0]]
-        m = mask[:nq, : gb.shape[0]]
+        n = nq * gb.shape[0]
+        b = bbuf[:n].reshape(nq, gb.shape[0])
         np.matmul(q, gb.T, out=b)
         if max_score is not None:
             np.putmask(b, b > max_score, -np.inf)
-        # candidates: scores above the current k-th best (a later index never wins a tie against an earlier one)
-        np.greater(b, thr[:, None], out=m)
-        counts = np.count_nonzero(m, axis=1)
-        heavy = np.nonzero(counts > k)[0]
-        if len(heavy):
-            # more candidates than k in this block (always so in the first block): only the block's own top k
-            # (ties by lower index) can enter the result
-            counts[heavy] = _restrict_to_block_topk(b, m, heavy, thr, k)
-        if not counts.any():
+        thr = above
+        if off == 0:
+            # first block: only the block's own k best (and scores tied with the k-th) can be among the top k
+            kth = np.partition(b, b.shape[1] - k, axis=1)[:, b.shape[1] - k]
+            thr = np.where(np.isfinite(kth), kth, above)
+        np.greater_equal(b, thr[:, None], out=mbuf[:n].reshape(b.shape))
+        # candidates: the set bytes of the mask, found 8 bytes (one uint64 word) at a time
+        words = np.flatnonzero(mbuf.view(np.uint64)[: -(-n // 8)])
+        if len(words) == 0:
             continue
-        rr, cc = np.nonzero(m)  # row-major: grouped by row, columns ascending
+        cand = (words[:, None] * 8 + np.arange(8)).ravel()
+        cand = cand[mbuf[cand]]
+        mbuf[cand] = False  # leave the buffer clean for the next block (its padding stays False)
+        rr, cc = np.divmod(cand, b.shape[1])  # sorted by row
+        counts = np.bincount(rr, minlength=nq)
         width = int(counts.max())
-        pos = np.arange(len(rr)) - np.repeat(np.cumsum(counts) - counts, counts)
-        cand_s = np.full((nq, width), -np.inf, np.float32)
-        cand_i = np.full((nq, width), -1, np.int64)
-        cand_s[rr, pos] = b[rr, cc]
-        cand_i[rr, pos] = cc + off
-        all_s = np.concatenate([best_s, cand_s], axis=1)
-        all_i = np.concatenate([best_i, cand_i], axis=1)
-        # order: score descending, then index ascending; empty slots (-1) sort after every real index
-        key_i = np.where(all_i < 0, np.iinfo(np.int64).max, all_i)
-        order = np.lexsort((key_i, -all_s), axis=1)[:, :k]
-        best_s = np.take_along_axis(all_s, order, axis=1)
-        best_i = np.take_along_axis(all_i, order, axis=1)
-        thr = best_s[:, k - 1].copy()
-    best_i[~np.isfinite(best_s)] = -1
-    return best_s, best_i
-
-
-def _restrict_to_block_topk(b: np.ndarray, m: np.ndarray, rows: np.ndarray, thr: np.ndarray, k: int) -> np.ndarray:
-    """Keep in ``m[rows]`` only each row's k best candidates of block ``b`` (by score, then lower column);
-    returns the number kept per row."""
-    everything = len(rows) == b.shape[0]
-    sub = b if everything else b[rows]
-    if np.isfinite(thr[rows]).any():
-        sub = np.where(m if everything else m[rows], sub, -np.inf)
-    n = sub.shape[1]
-    kth = np.partition(sub, n - k, axis=1)[:, n - k]  # the k-th largest score of each row
-    keep = sub >= kth[:, None]
-    # rows where the k-th score is tied beyond k columns, or fewer than k scores are finite: exact repair
-    n_keep = np.count_nonzero(keep, axis=1)
-    for j in np.nonzero((n_keep > k) | ~np.isfinite(kth))[0]:
-        row = sub[j]
-        above = np.nonzero((row > kth[j]) & np.isfinite(row))[0]
-        tied = np.nonzero(row == kth[j])[0] if np.isfinite(kth[j]) else np.zeros(0, np.int64)
-        keep[j] = False
-        keep[j, above] = True
-        keep[j, tied[: k - len(above)]] = True
-    if everything:
-        m[...] = keep
-    else:
-        m[rows] = keep
-    return np.count_nonzero(keep, axis=1)
+        pos = np.arange(len(cand)) - np.repeat(np.cumsum(counts) - counts, counts)
+        merged = np.full((nq, k + width), _EMPTY, np.uint64)
+        merged[:, :k] = best
+        merged[rr, k + pos] = _keys(bbuf[cand], cc + off)
+        best = np.partition(merged, k - 1, axis=1)[:, :k]  # keys are unique per row: an exact selection
+        # a later block's score enters only if strictly above the k-th (an equal one has a higher index)
+        kth_s, _ = _unkey(best.max(axis=1))
+        above = np.where(np.isfinite(kth_s), np.nextafter(kth_s, np.float32(np.inf)), above)
+    return _unkey(np.sort(best, axis=1))
 
 
 def _faiss(q: np.ndarray, g: np.ndarray, k: int, max_score: float | None) -> TopK:
