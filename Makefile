@@ -10,7 +10,7 @@ export DAGSTER_HOME := $(CURDIR)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	$(PY) -m pip install -q -e '.[test,models,faiss]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -37,6 +37,7 @@ real: $(STAMP)
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/extraction_accuracy.py
+	$(PY) benchmarks/topk_search.py
 
 clean:
 	rm -rf data .dagster

@@ -25,13 +25,15 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
     assert (rel / "manifest.json").is_file()
     assert sorted(f.relative_to(rel).as_posix() for f in files) == sorted(
         ["real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet", "real_streetlook/query.parquet",
-         "real_streetlook/gallery.parquet", "README.md", "croissant.json", "CHANGES.md", "changes.parquet"])
+         "real_streetlook/gallery.parquet", "noise/gallery.parquet", "README.md", "croissant.json", "CHANGES.md",
+         "changes.parquet"])
     blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)
     queries, change_queries = blocks[0], blocks[1]
     results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]
-    counts, attrs, window, after = results
+    counts, attrs, window, noise, after = results
     subsets = {r[0] for r in counts}
-    assert {"real_studio_flat", "real_streetlook"} <= subsets
+    assert {"real_studio_flat", "real_streetlook", "noise"} <= subsets
+    assert noise and all(n > 0 for *_, n in noise)
     assert any(r[0] == "color" for r in attrs)
     first, last, n = window[0]
     assert first.tzinfo is not None and first <= last and n > 0
