@@ -57,6 +57,10 @@ def _print_build(summary: dict, store_url: str) -> None:
     c = m["counts"]
     print(f"  candidates {c['candidates']} -> query rows {c['query_rows']}, distinct gallery images "
           f"{c['gallery_rows_distinct']}, rejected {c['rejected']} {c['rejected_by_reason']}")
+    neg = m.get("negatives") or {}
+    if neg.get("enabled"):
+        print(f"  noise gallery: {neg['distractors']} distractors mined with {neg['model'].get('model_id')} in "
+              f"cosine band {neg['band']}, {neg['per_query']} per query item; pairs by kind {neg['pairs_by_kind']}")
     print("\nEvaluation (percent):")
     print(format_table(summary["scores"]))
 

@@ -332,8 +332,10 @@ class OpenClipEmbedder(_TorchEmbedder):
         visual = model.visual
         size = getattr(visual, "image_size", None)
         size = size[0] if isinstance(size, (tuple, list)) else size
-        dim = getattr(visual, "output_dim", None) or model.encode_image(
-            _torch().zeros(1, 3, size, size)).shape[1]
+        dim = getattr(visual, "output_dim", None)
+        if not dim:  # e.g. a timm image tower: ask the model
+            with _torch().inference_mode():
+                dim = model.encode_image(_torch().zeros(1, 3, size or 224, size or 224)).shape[1]
         self._finish(model, dim, int(size) if size else None)
 
     def _batch(self, images):
@@ -559,6 +561,8 @@ class EmbeddingCache:
         slug = f"{info['model_id']}@{rev}".replace("/", "__").replace(":", "_")
         if info.get("weights_sha256"):
             slug += f"-w{info['weights_sha256'][:12]}"
+        if info.get("dtype") not in (None, "float32"):  # bfloat16 vectors differ from float32 ones: kept apart
+            slug += f"-{info['dtype']}"
         self.dir = Path(root) / slug
         self.dir.mkdir(parents=True, exist_ok=True)
         self.dim = int(info["dim"])

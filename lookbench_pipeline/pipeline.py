@@ -173,19 +173,22 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
     return table, counts
 
 
-def _legacy_sources(cfg: PipelineConfig, sources: list) -> list:
-    """Sources with paths resolved under ``data_dir``; a demo source's tree is generated when missing."""
+def _legacy_sources(cfg: PipelineConfig, sources: list) -> tuple[list, list[str]]:
+    """``(sources, skipped)``: paths resolved under ``data_dir``; a demo source's tree is generated when missing,
+    and skipped (named in ``skipped``) when no demo site is configured to generate it from."""
     from . import demo_shop
 
-    out = []
+    out, skipped = [], []
     for src in sources:
         path = src.path if src.path.is_absolute() else Path(cfg.data_dir) / src.path
         if src.demo and not path.exists():
             demo = next((s for s in cfg.site_configs() if s.kind == "demo"), None)
-            if demo is not None:
-                demo_shop.write_fashion200k(path, demo.demo_products, demo.demo_looks, demo.demo_seed)
+            if demo is None:
+                skipped.append(src.name)
+                continue
+            demo_shop.write_fashion200k(path, demo.demo_products, demo.demo_looks, demo.demo_seed)
         out.append(src.model_copy(update={"path": path}))
-    return out
+    return out, skipped
 
 
 def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
@@ -201,8 +204,9 @@ def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tabl
     from .negatives import MiningConfig, mine, query_items
 
     nc = cfg.negatives
-    if not nc.sources:
-        return schemas.empty(schemas.NEGATIVES), {"enabled": False}
+    sources, skipped = _legacy_sources(cfg, nc.sources)
+    if not sources:
+        return schemas.empty(schemas.NEGATIVES), {"enabled": False, "skipped_demo_sources": skipped}
     embedder = load_embedder(nc.model, device=nc.device, batch_size=nc.batch_size)
     info = embedder.info()
     cache = EmbeddingCache(Path(cfg.data_dir) / "embeddings", info)
@@ -211,10 +215,9 @@ def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tabl
                         same_category_only=nc.same_category_only, backend=nc.backend,
                         hamming_threshold=cfg.dedup.hamming_threshold, max_color_diff=cfg.dedup.max_color_diff,
                         max_pool=nc.max_pool)
-    res = mine(items, _legacy_sources(cfg, nc.sources), images, store, embedder, cache, Taxonomy.load(cfg.taxonomy),
-               mcfg, cfg.images)
+    res = mine(items, sources, images, store, embedder, cache, Taxonomy.load(cfg.taxonomy), mcfg, cfg.images)
     counts = {"enabled": True, **res.counts, "model": info, "band": list(nc.band), "per_query": nc.per_query,
-              "candidates": nc.candidates, "sources": [s.name for s in nc.sources],
+              "candidates": nc.candidates, "sources": [s.name for s in sources], "skipped_demo_sources": skipped,
               "embedding_cache": {"hits": cache.hits, "misses": cache.misses}}
     return res.negatives, counts
 
@@ -224,7 +227,10 @@ def negatives_provenance(cfg: PipelineConfig, negatives: pa.Table, counts: dict[
     """What the manifest says about the noise gallery: the mining model (id, revision, input size, embedding
     size, weights checksum, as ``embed`` reports it), the thresholds and the counts."""
     nc = cfg.negatives
-    if not nc.sources:
+    has_demo = any(s.kind == "demo" for s in cfg.site_configs())
+    usable = [s for s in nc.sources if not (s.demo and not has_demo and not
+                                            (s.path if s.path.is_absolute() else Path(cfg.data_dir) / s.path).exists())]
+    if not usable or (counts is not None and not counts.get("enabled")):
         return {"enabled": False}
     from .embed import resolve_spec
 
@@ -241,7 +247,7 @@ def negatives_provenance(cfg: PipelineConfig, negatives: pa.Table, counts: dict[
     kinds = negatives["kind"].to_pylist() if negatives.num_rows else []
     return {"enabled": True, "model": model, "band": list(nc.band), "per_query": nc.per_query,
             "candidates": nc.candidates, "same_category_only": nc.same_category_only, "search_backend": nc.backend,
-            "sources": [{"name": s.name, "kind": s.kind} for s in nc.sources],
+            "sources": [{"name": s.name, "kind": s.kind} for s in usable],
             "dedup": {"hamming_threshold": cfg.dedup.hamming_threshold, "max_color_diff": cfg.dedup.max_color_diff},
             "pairs": negatives.num_rows, "pairs_by_kind": {k: kinds.count(k) for k in ("soft", "ambiguous", "easy")},
             "distractors": len(set(negatives["distractor_sha256"].to_pylist())) if negatives.num_rows else 0}

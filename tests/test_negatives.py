@@ -283,3 +283,15 @@ def test_config_section(tmp_path):
         load_config(tmp_path / "c.yaml")
     (tmp_path / "c.yaml").write_text("negatives: {sources: [], per_query: 3}\n")
     assert load_config(tmp_path / "c.yaml").negatives.sources == []
+
+
+def test_demo_pool_is_skipped_without_the_demo_shop(tmp_path):
+    from lookbench_pipeline.pipeline import negatives_provenance, stage_negatives
+
+    (tmp_path / "c.yaml").write_text("sites: []\ndata_dir: data\n")
+    cfg = load_config(tmp_path / "c.yaml")
+    empty = {name: schemas.empty(getattr(schemas, name.upper())) for name in
+             ("products", "drop_items", "image_refs", "images", "annotations")}
+    table, counts = stage_negatives(cfg, **empty, store=LocalStore(tmp_path / "s"), window=Window(T0, T0))
+    assert table.num_rows == 0 and counts == {"enabled": False, "skipped_demo_sources": ["fashion200k-demo"]}
+    assert negatives_provenance(cfg, table) == {"enabled": False}
