@@ -13,7 +13,6 @@ from __future__ import annotations
 import hashlib
 import io
 import logging
-from collections.abc import Callable
 from datetime import date, datetime, timezone
 from pathlib import Path
 

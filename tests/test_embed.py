@@ -3,7 +3,6 @@ shapes, dtypes, L2 normalisation, batching invariance, determinism, loading from
 embedding cache."""
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest

@@ -295,3 +295,23 @@ def test_demo_pool_is_skipped_without_the_demo_shop(tmp_path):
     table, counts = stage_negatives(cfg, **empty, store=LocalStore(tmp_path / "s"), window=Window(T0, T0))
     assert table.num_rows == 0 and counts == {"enabled": False, "skipped_demo_sources": ["fashion200k-demo"]}
     assert negatives_provenance(cfg, table) == {"enabled": False}
+
+
+def test_soft_negative_hit_rate_and_model_cutoff():
+    from datetime import date
+
+    from lookbench_pipeline.evaluate import model_cutoff, noise_hits
+    from lookbench_pipeline.metrics import LabelCodes
+
+    # gallery: 2 own items, then 3 noise images (a soft negative, an ambiguous one, an easy one)
+    codes = LabelCodes(["dress"] * 4, [{"color": "red"}] * 4,
+                       ["dress", "top", "dress", "dress", "top"],
+                       [{"color": "red"}, {}, {"color": "blue"}, {"color": "red"}, {"color": "red"}])
+    sim = np.array([[0.9, 0, 0.5, 0, 0],     # top-1 an own item
+                    [0, 0, 0.9, 0.1, 0],     # top-1 the soft negative
+                    [0, 0, 0.1, 0.9, 0],     # top-1 the ambiguous distractor: a distractor, not a soft negative
+                    [0, 0, 0.7, 0, 0.7]])    # a tie: the lower column (the soft negative) is the top-1
+    hits = noise_hits(sim, codes, 2)
+    assert hits["distractor@1"].tolist() == [0, 1, 1, 1] and hits["soft_negative@1"].tolist() == [0, 1, 0, 1]
+    assert model_cutoff("srpone/gr-lite") == date(2026, 1, 20)
+    assert model_cutoff("baseline/hsv-hog-v1") is None and model_cutoff("some/unknown-model") is None
