@@ -100,7 +100,8 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     m = read_manifest(store_of(load_config(args.config)), args.version)
     print(json.dumps({k: m[k] for k in ("version", "window", "built_at", "code_version", "annotators",
-                                         "taxonomy_version", "files", "metadata_files", "changes", "counts")
+                                         "taxonomy_version", "files", "metadata_files", "changes", "counts",
+                                         "negatives", "models")
                       if k in m}, indent=2))
     return 0
 

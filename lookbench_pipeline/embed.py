@@ -416,11 +416,11 @@ class TransformersEmbedder(_TorchEmbedder):
                 config = AutoConfig.from_pretrained(spec.architecture, trust_remote_code=spec.trust_remote_code)
                 model = AutoModel.from_config(config)
                 _fit_state_dict(model, _load_state_dict_file(Path(target)), target)
-                proc_src = spec.architecture
+                proc_src, proc_kw = spec.architecture, {"trust_remote_code": spec.trust_remote_code}
             else:
                 model = AutoModel.from_pretrained(target, **kw)
-                proc_src = target
-            self.processor = AutoImageProcessor.from_pretrained(proc_src, **kw, **spec.processor_kwargs)
+                proc_src, proc_kw = target, kw
+            self.processor = AutoImageProcessor.from_pretrained(proc_src, **proc_kw, **spec.processor_kwargs)
         except (OSError, ValueError, KeyError) as exc:
             if isinstance(exc, ModelSpecError):
                 raise
