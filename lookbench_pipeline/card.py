@@ -41,8 +41,8 @@ COLUMN_DOCS = {
     "category": "garment category (taxonomy in `lookbench_pipeline/data/taxonomy_v1.yaml`)",
     "main_attribute": "the category's main attribute, `name: value`",
     "other_attributes": "the other attributes, `name: value; name: value`",
-    "task": "`single-item` or `multi-item` (a look linking several products)",
-    "difficulty": "`easy`, `medium` or `hard` (by subset)",
+    "task": "`single-item` or `multi-item` (a look linking several products); `distractor` in the noise gallery",
+    "difficulty": "`easy`, `medium` or `hard` (by subset); `n/a` in the noise gallery",
     "sample_id": "stable id of the row (16 hex digits)",
     "subset": "the subset (config) of the row",
     "role": "`query` or `gallery`",
@@ -53,8 +53,8 @@ COLUMN_DOCS = {
     "height": "height of the original image in pixels, after EXIF orientation",
     "look_id": "the \"shop the look\" block a street-look query comes from (null otherwise)",
     "box": "`[x1, y1, x2, y2]` in pixels of the item on the image, when known (else null)",
-    "site": "the shop (or `drop:<name>` for an image drop)",
-    "source_url": "where the image was found",
+    "site": "the shop (or `drop:<name>` for an image drop, `legacy:<source>` for a noise-gallery distractor)",
+    "source_url": "where the image was found (a path within the legacy source for a distractor)",
     "crawled_at": "UTC time of the crawl that fetched the row's content (microseconds)",
     "first_seen_at": "UTC time the item was first seen (microseconds); the release window filters on it",
 }
@@ -136,7 +136,9 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
              "A live, contamination-aware fashion image retrieval benchmark built from public shop websites: each "
              "subset has a `query` split (pictures to search with) and a `gallery` split (the whole catalogue of "
              "the window; a query's positives are the gallery rows with its `item_ID`, every other row is a "
-             "distractor).", "",
+             "distractor)." + (" The `noise` config has only a `gallery` split: pictures from Fashion200K that look "
+                               "like a query item but are not it (soft negatives); add them to every subset's gallery "
+                               "when evaluating." if "noise" in subsets else ""), "",
              f"* **Version** `{version}`; items first seen in **[{w0}, {w1})** (UTC).",
              f"* **Previous release** {('`' + changes['previous_version'] + '`') if changes.get('previous_version') else 'none'}"
              " — what changed: `CHANGES.md` and `changes.parquet`.",
