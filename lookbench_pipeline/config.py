@@ -272,7 +272,7 @@ class AnnotateConfig(_Strict):
     max_backoff_s: float = Field(30.0, ge=0)
     min_acceptance: float = Field(0.9, ge=0, le=1)
     category_from: Literal["text", "image"] = "text"
-    max_model_len: int = Field(32768, ge=256)
+    max_model_len: int = Field(8192, ge=256)
     max_image_tokens: int = Field(1280, ge=256)
     max_tokens: int = Field(512, ge=16)
     temperature: float = Field(0.0, ge=0)

@@ -691,7 +691,7 @@ class VlmAnnotator:
                  judge: VlmJudge | None = None, on_reject: str = "drop",
                  cache: ResponseCache | str | Path | None = None, concurrency: int = 16, timeout_s: float = 120.0,
                  max_retries: int = 4, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
-                 max_model_len: int = 32768, max_image_tokens: int = 1280, temperature: float = 0.0,
+                 max_model_len: int = 8192, max_image_tokens: int = 1280, temperature: float = 0.0,
                  top_p: float = 1.0, max_tokens: int = 512, seed: int | None = 0,
                  extra_body: dict[str, Any] | None = None, retry_seed: int | None = None):
         if on_reject not in ("drop", "reannotate"):

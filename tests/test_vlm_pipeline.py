@@ -124,3 +124,19 @@ def test_stage_attributes_without_endpoint_is_the_text_baseline(tmp_path):
         assert "image_refs" in str(exc)
     else:
         raise AssertionError("an endpoint without image_refs must be refused")
+
+
+def test_dagster_instance_limits_the_vllm_pool(tmp_path, monkeypatch):
+    """dagster.yaml (the instance `make demo` / `make dev` use) caps runs in the `vllm` pool at one, at run
+    granularity (the run queue holds a second annotating run; an in-process build is never blocked)."""
+    import shutil
+
+    from dagster._core.instance.config import PoolGranularity
+
+    from assets.attributes import annotations
+
+    shutil.copy("dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    pools = DagsterInstance.get().get_concurrency_config().pool_config
+    assert pools.default_pool_limit == 1 and pools.pool_granularity == PoolGranularity.RUN
+    assert annotations.op.pool == "vllm"
