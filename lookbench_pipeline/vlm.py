@@ -395,13 +395,16 @@ class _Client:
             self._checked = True
 
     def _validator(self, schema: dict):
-        """A ``jsonschema`` validator per distinct schema (a judge's schema depends on the labels judged)."""
-        key = json.dumps(schema, sort_keys=True)
+        """A ``jsonschema`` validator per distinct schema (a judge's schema depends on the labels judged): keyed by
+        the title and every property's enum, the only parts our schemas vary in. The first schema of a title is
+        checked against the draft 2020-12 metaschema."""
+        key = (schema["title"], tuple((k, tuple(p.get("enum", ()))) for k, p in schema["properties"].items()))
         v = self._validators.get(key)
         if v is None:
             import jsonschema
 
-            jsonschema.Draft202012Validator.check_schema(schema)
+            if not any(k[0] == schema["title"] for k in self._validators):
+                jsonschema.Draft202012Validator.check_schema(schema)
             v = self._validators[key] = jsonschema.Draft202012Validator(schema)
         return v
 
