@@ -272,7 +272,8 @@ def _vlm_attributes(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_
     if annotator.judge is not None:
         rates = vlm.acceptance_rates(rows)
         counts.update({"judge_model": annotator.judge.model, "judge_prompt_version": vlm.JUDGE_PROMPT_VERSION,
-                       "judge_on_reject": annotator.on_reject, "acceptance": rates})
+                       "judge_on_reject": annotator.on_reject, "acceptance": rates,
+                       "acceptance_rate": rates["overall"]})
     counts["agreement_with_catalog_text"] = _agreement(text_labels, labels)
     return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
 
