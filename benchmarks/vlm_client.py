@@ -15,7 +15,9 @@ Measured, in the same run, each ``--repeat`` times (the best and the median are 
   to the on-disk SQLite cache;
 * ``bare openai (create)``: the peer — a loop of ``AsyncOpenAI().chat.completions.create`` with the same messages
   (one pre-encoded image) and the same ``response_format`` schema, ``concurrency`` in flight, default transport;
-* ``bare openai (create, aiohttp)``: the same loop with the SDK's aiohttp transport (``DefaultAioHttpClient``).
+* ``bare openai (create, aiohttp)``: the same loop with the SDK's aiohttp transport (``DefaultAioHttpClient``);
+* ``bare openai (post, aiohttp)``: the same body through ``client.post("/chat/completions", cast_to=ChatCompletion)``
+  (what VlmAnnotator sends with): the cost of ``create``'s parameter transformation, without any of our work.
 
 Wall-clock requests/s depend on the CPU the client gets (on a shared machine, little): requests per CPU-second of
 the client process are printed too.
@@ -27,6 +29,7 @@ import argparse
 import asyncio
 import io
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -70,8 +73,9 @@ def run_ours(url: str, tax: Taxonomy, n: int, conc: int, seed: int) -> tuple[flo
     return n / dt, n / dc
 
 
-async def _bare(url: str, body: dict, n: int, conc: int, aiohttp: bool) -> float:
+async def _bare(url: str, body: dict, n: int, conc: int, aiohttp: bool, raw: bool = False) -> tuple[float, float]:
     import openai
+    from openai.types.chat import ChatCompletion
 
     http = openai.DefaultAioHttpClient() if aiohttp else openai.DefaultAsyncHttpxClient()
     client = openai.AsyncOpenAI(base_url=url, api_key="EMPTY", max_retries=0, http_client=http)
@@ -79,7 +83,10 @@ async def _bare(url: str, body: dict, n: int, conc: int, aiohttp: bool) -> float
 
     async def one() -> None:
         async with sem:
-            r = await client.chat.completions.create(**body)
+            if raw:
+                r = await client.post("/chat/completions", cast_to=ChatCompletion, body=body)
+            else:
+                r = await client.chat.completions.create(**body)
             json.loads(r.choices[0].message.content)
 
     await asyncio.gather(*[one() for _ in range(min(n, conc))])  # connections up
@@ -90,14 +97,14 @@ async def _bare(url: str, body: dict, n: int, conc: int, aiohttp: bool) -> float
     return n / dt, n / dc
 
 
-def run_bare(url: str, tax: Taxonomy, n: int, conc: int, aiohttp: bool) -> tuple[float, float]:
+def run_bare(url: str, tax: Taxonomy, n: int, conc: int, aiohttp: bool, raw: bool = False) -> tuple[float, float]:
     img = prepare_image(images(1, 99)[0])
     schema = tax.json_schema("dress")
     body = {"model": MODEL, "messages": _messages(img.data_url, attributes_prompt(tax, "dress", False)),
             "response_format": {"type": "json_schema", "json_schema": {"name": "lookbench_dress", "schema": schema,
                                                                        "strict": True}},
             "temperature": 0.0, "top_p": 1.0, "max_tokens": 512, "seed": 0}
-    return asyncio.run(_bare(url, body, n, conc, aiohttp))
+    return asyncio.run(_bare(url, body, n, conc, aiohttp, raw))
 
 
 def main() -> None:
@@ -113,15 +120,19 @@ def main() -> None:
         url = proc.stdout.readline().strip()
         run_ours(url, tax, 64, a.concurrency, seed=10_000)  # warm-up: imports, connections
         results: dict[str, list[tuple[float, float]]] = {
-            "lookbench VlmAnnotator": [], "bare openai (create)": [], "bare openai (create, aiohttp)": []}
+            "lookbench VlmAnnotator": [], "bare openai (create)": [], "bare openai (create, aiohttp)": [],
+            "bare openai (post, aiohttp)": []}
         for r in range(a.repeat):
             results["lookbench VlmAnnotator"].append(run_ours(url, tax, a.n, a.concurrency, seed=r))
             results["bare openai (create)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=False))
             results["bare openai (create, aiohttp)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=True))
+            results["bare openai (post, aiohttp)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=True,
+                                                                   raw=True))
     finally:
         proc.terminate()
         proc.wait(10)
-    print(f"n={a.n} requests per run, {a.concurrency} in flight, {a.repeat} runs, server: zero latency, own process")
+    print(f"n={a.n} requests per run, {a.concurrency} in flight, {a.repeat} runs, server: zero latency, own process;"
+          f" {os.cpu_count()} CPUs, load average at the end {os.getloadavg()[0]:.1f}")
     print("req/s: requests per wall-clock second; req/CPU-s: per CPU-second of the client process (all threads), "
           "what the client would sustain with a core to itself")
     print(f"{'client':32s} {'best req/s':>11s} {'median req/s':>13s} {'median req/CPU-s':>17s}")

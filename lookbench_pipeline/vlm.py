@@ -62,6 +62,7 @@ PIXELS_PER_TOKEN_SIDE = 28
 MIN_IMAGE_TOKENS = 4
 MAX_ASPECT_RATIO = 200.0
 NONE_CATEGORY = "none"
+INLINE_PREPARE_BYTES = 64_000
 ACCEPT, REJECT = "accept", "reject"
 
 
@@ -809,14 +810,21 @@ class VlmAnnotator:
                         requests=ctx.requests, cached=ctx.cached, **kw)
 
     async def _image(self, ctx: _Ctx) -> PreparedImage:
+        """The item's prepared image, made once: in a worker thread (reading the source, decoding a photo of
+        several megapixels), or inline for bytes already in memory below ``INLINE_PREPARE_BYTES`` (a thread hop
+        costs more than preparing a thumbnail)."""
         if ctx.prepared is None:
             data = ctx.data
+            if data is None and isinstance(ctx.item.source, bytes):
+                data = ctx.item.source
+            if data is not None and len(data) < INLINE_PREPARE_BYTES:
+                ctx.prepared = prepare_image(data, ctx.item.box, self.max_image_tokens)
+            else:
+                def prep() -> PreparedImage:
+                    return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
+                                         self.max_image_tokens)
 
-            def prep() -> PreparedImage:
-                return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
-                                     self.max_image_tokens)
-
-            ctx.prepared = await asyncio.to_thread(prep)
+                ctx.prepared = await asyncio.to_thread(prep)
             ctx.data = None
         return ctx.prepared
 
