@@ -66,6 +66,9 @@ INLINE_PREPARE_BYTES = 64_000
 ACCEPT, REJECT = "accept", "reject"
 
 
+_DECODE_CFG = ImageConfig(min_side_px=1)  # sides below 28 px are upscaled here, not rejected
+
+
 class VlmEndpointError(RuntimeError):
     """The endpoint cannot serve this run at all: unreachable after every retry, or the model is not served."""
 
@@ -156,7 +159,7 @@ def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tok
     if max_image_tokens < 16:
         raise ValueError(f"max_image_tokens must be at least 16, got {max_image_tokens}")
     try:
-        rgb = decode(data, ImageConfig(min_side_px=1)).rgb
+        rgb = decode(data, _DECODE_CFG, flag_uniform=False).rgb
     except ImageRejected as exc:
         raise ImageRefused(f"image_{exc.reason}", exc.detail) from exc
     if box is not None:
