@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -22,6 +22,9 @@ from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
 from .release import ReleaseTables, Window, build, publish
 from .store import ObjectStore, open_store
 from .taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    from . import vlm
 
 log = logging.getLogger(__name__)
 

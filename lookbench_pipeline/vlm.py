@@ -439,7 +439,7 @@ class _Client:
                 async with self.sem:
                     # The same POST /chat/completions body that `chat.completions.create(**body)` sends, through the
                     # client's documented raw-request method: `create` deep-transforms every parameter (the JSON
-                    # schema and the base64 image included), which measured 3x slower (BENCHMARKS.md). Auth,
+                    # schema and the base64 image included), which measured 1.5-1.9x slower (BENCHMARKS.md). Auth,
                     # timeouts, error mapping (APIStatusError...) and parsing into ChatCompletion are the client's.
                     resp = await self.client.post("/chat/completions", cast_to=self._completion, body=body)
             except oa.APITimeoutError as exc:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import base64
 import io
 import json
-import random
 import signal
 import subprocess
 import sys
@@ -310,8 +309,7 @@ def test_bad_images_and_categories_are_rejected_not_fatal(tax):
 
 def _reject_color(schema, body):
     props = schema["properties"]
-    if list(props.get("color", {}).get("enum", [])) == ["accept", "reject"] or set(
-            p["enum"][0] for p in props.values()) == {"accept"}:
+    if {p["enum"][0] for p in props.values()} == {"accept"}:  # a judge's schema
         text = body["messages"][-1]["content"][-1]["text"]
         color_line = next(line for line in text.splitlines() if line.startswith("- color"))
         return {a: ("reject" if a == "color" and color_line.endswith(": red") else "accept") for a in props}
