@@ -2,20 +2,34 @@
 
 
 import pyarrow as pa
-from dagster import AssetExecutionContext, AssetIn, Output, asset
+from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn,
+                     MetadataValue, Output, asset)
 
 from lookbench_pipeline.pipeline import stage_attributes
+from lookbench_pipeline.vlm import acceptance_check
 
 from .common import table_metadata
 from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
 
 
-@asset(partitions_def=release_partitions, group_name="attributes", compute_kind="python",
-       ins={"products": AssetIn(partition_mapping=by_window), "drop_items": AssetIn()},
-       description="Category and attributes per item, with the annotator that produced them.")
+@asset(partitions_def=release_partitions, group_name="attributes", compute_kind="python", pool="vllm",
+       ins={"products": AssetIn(partition_mapping=by_window), "drop_items": AssetIn(), "image_refs": AssetIn()},
+       check_specs=[AssetCheckSpec(
+           "judge_acceptance_rate", asset="annotations", blocking=True,
+           description="The judge accepted at least annotate.min_acceptance of the image model's attribute labels "
+                       "(passes when no judge ran: catalogue-text labels).")],
+       description="Category and attributes per item, with the annotator that produced them: the catalogue-text "
+                   "annotator, or an image model behind an OpenAI-compatible endpoint (annotate.endpoint) verified "
+                   "by a judge. In the 'vllm' concurrency pool so that two runs do not overload one server.")
 def annotations(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
-                drop_items: pa.Table) -> Output[pa.Table]:
-    table, counts = stage_attributes(lookbench.load(), products, drop_items)
-    context.log.info(f"annotations: {counts}")
-    return Output(table, metadata=table_metadata(table, counts, ["item_id", "status", "reason", "category"]))
+                drop_items: pa.Table, image_refs: pa.Table):
+    cfg = lookbench.load()
+    table, counts = stage_attributes(cfg, products, drop_items, image_refs, lookbench.store())
+    context.log.info(f"annotations: { {k: v for k, v in counts.items() if not isinstance(v, dict)} }")
+    yield Output(table, metadata=table_metadata(table, counts, ["item_id", "status", "reason", "category",
+                                                                "annotator"]))
+    passed, details = acceptance_check(counts.get("acceptance"), cfg.annotate.min_acceptance)
+    yield AssetCheckResult(check_name="judge_acceptance_rate", passed=passed, severity=AssetCheckSeverity.ERROR,
+                           metadata={k: MetadataValue.json(v) if isinstance(v, dict) else v
+                                     for k, v in details.items()})

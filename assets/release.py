@@ -7,7 +7,7 @@ from pathlib import Path
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn, Failure,
                      MetadataValue, Output, asset)
 
-from lookbench_pipeline.pipeline import negatives_provenance, stage_publish, stage_release
+from lookbench_pipeline.pipeline import annotation_provenance, negatives_provenance, stage_publish, stage_release
 from lookbench_pipeline.release import (EmptyReleaseError, ReleaseExistsError, check_candidate, read_candidate,
                                         write_candidate)
 
@@ -45,6 +45,7 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
     summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
     summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
     summary["negatives"] = negatives_provenance(cfg, negatives)
+    summary["annotation"] = annotation_provenance(annotations)
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
@@ -68,9 +69,8 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
     version = rel.version
     annotators = release_candidate.get("annotators", [])
     try:
-        manifest = stage_publish(cfg, rel, store, annotators,
-                                 {"negatives": release_candidate["negatives"]} if "negatives" in release_candidate
-                                 else None)
+        extra = {k: release_candidate[k] for k in ("negatives", "annotation") if k in release_candidate}
+        manifest = stage_publish(cfg, rel, store, annotators, extra or None)
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc
     state = "unchanged, already published" if manifest.get("already_published") else "published"

@@ -60,11 +60,13 @@ class CatalogTextAnnotator:
         return {"_": (_pattern(list(lookup)), lookup)}
 
     @cached_property
-    def _value_patterns(self) -> dict[str, tuple[re.Pattern[str], dict[str, str]]]:
+    def _value_patterns(self) -> dict[tuple[str, str], tuple[re.Pattern[str] | None, dict[str, str]]]:
+        """Per (category, attribute): a pattern of the phrases of the values that apply to the category."""
         out = {}
-        for attr, vals in self.tax.values.items():
-            lookup = {s: v for v, syns in vals.items() for s in syns}
-            out[attr] = (_pattern(list(lookup)), lookup)
+        for cat in self.tax.categories.values():
+            for attr, allowed in cat.allowed.items():
+                lookup = {s: v for v in allowed for s in self.tax.values[attr][v]}
+                out[(cat.name, attr)] = (_pattern(list(lookup)) if lookup else None, lookup)
         return out
 
     def category_of(self, *texts: str | None) -> str | None:
@@ -80,8 +82,11 @@ class CatalogTextAnnotator:
                 return lookup[best.group(1).lower()]
         return None
 
-    def value_of(self, attr: str, *texts: str | None) -> str | None:
-        pat, lookup = self._value_patterns[attr]
+    def value_of(self, category: str, attr: str, *texts: str | None) -> str | None:
+        """The value of ``attr`` named first in the first text that names one of the category's values."""
+        pat, lookup = self._value_patterns[(category, attr)]
+        if pat is None:
+            return None
         for text in texts:
             if text:
                 m = pat.search(text)
@@ -101,7 +106,7 @@ class CatalogTextAnnotator:
         attrs: dict[str, str] = {}
         for attr in self.tax.categories[category].attributes:
             first = {"color": color, "material": material}.get(attr)
-            v = self.value_of(attr, first, title, description)
+            v = self.value_of(category, attr, first, title, description)
             if v is not None:
                 attrs[attr] = v
         return Label(item_id, "labelled", None, category, attrs, self.name, self.tax.version)

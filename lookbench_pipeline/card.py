@@ -38,7 +38,7 @@ CROISSANT_CONTEXT: dict[str, Any] = {
 COLUMN_DOCS = {
     "image": "the picture, JPEG bytes without EXIF (Hugging Face `Image`: `{bytes, path}`, path = `<sha256>.jpg`)",
     "item_ID": "the product (item) the picture shows; a query's positives are the gallery rows with its item_ID",
-    "category": "garment category (taxonomy in `lookbench_pipeline/data/taxonomy_v1.yaml`)",
+    "category": "garment category (taxonomy in `lookbench_pipeline/data/taxonomy_v2.yaml`; version in the manifest)",
     "main_attribute": "the category's main attribute, `name: value`",
     "other_attributes": "the other attributes, `name: value; name: value`",
     "task": "`single-item` or `multi-item` (a look linking several products); `distractor` in the noise gallery",
@@ -47,7 +47,7 @@ COLUMN_DOCS = {
     "subset": "the subset (config) of the row",
     "role": "`query` or `gallery`",
     "attributes": "every attribute label as a list of `{name, value}`",
-    "annotator": "name and version of what produced the labels",
+    "annotator": "name and version of what produced the labels (an image model: `vlm:<model>@<prompt>+judge:…`)",
     "image_sha256": "sha256 of the original image bytes (hex)",
     "width": "width of the original image in pixels, after EXIF orientation",
     "height": "height of the original image in pixels, after EXIF orientation",

@@ -9,6 +9,10 @@
                                            download a release, verifying every file's sha256
     lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD|model] [--config F]
                                            score retrieval models on a published release
+    lookbench audit export VERSION --out DIR [--per-stratum N] [--seed S] [--config F]
+                                           a stratified sample of a release's labels for human review
+    lookbench audit score FILE.csv [--json]
+                                           estimated label precision (Wilson 95% intervals) from the verdicts
 """
 
 from __future__ import annotations
@@ -100,7 +104,7 @@ def cmd_info(args: argparse.Namespace) -> int:
 
     m = read_manifest(store_of(load_config(args.config)), args.version)
     print(json.dumps({k: m[k] for k in ("version", "window", "built_at", "code_version", "annotators",
-                                         "taxonomy_version", "files", "metadata_files", "changes", "counts",
+                                         "annotation", "taxonomy_version", "files", "metadata_files", "changes", "counts",
                                          "negatives", "models")
                       if k in m}, indent=2))
     return 0
@@ -155,6 +159,27 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit_export(args: argparse.Namespace) -> int:
+    from .audit import export, sample_release
+    from .pipeline import store_of
+
+    rows, images = sample_release(store_of(load_config(args.config)), args.version, args.per_stratum, args.seed)
+    path = export(rows, images, args.out)
+    strata = len({(r.category, r.attribute) for r in rows})
+    print(f"{len(rows)} labels from {strata} strata (category x attribute) of {args.version}: {path}")
+    print(f"open {Path(args.out) / 'index.html'} to review, or fill the verdict column of {path.name} "
+          "(correct / incorrect / unsure); then: lookbench audit score <file.csv>")
+    return 0
+
+
+def cmd_audit_score(args: argparse.Namespace) -> int:
+    from .audit import format_score, score
+
+    result = score(args.csv)
+    print(json.dumps(result, indent=2) if args.json else format_score(result))
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -188,6 +213,19 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--output", help="also write the scores as Parquet here")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("audit", help="human audit of a release's attribute labels")
+    asub = p.add_subparsers(dest="audit_command", required=True)
+    a = asub.add_parser("export", help="a stratified sample (category x attribute) with a review form")
+    a.add_argument("version")
+    a.add_argument("--out", required=True, help="folder for audit.csv, index.html and the images")
+    a.add_argument("--per-stratum", type=int, default=20, help="labels per (category, attribute) (default: 20)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--config")
+    a.set_defaults(fn=cmd_audit_export)
+    a = asub.add_parser("score", help="estimated precision from a CSV with verdicts")
+    a.add_argument("csv")
+    a.add_argument("--json", action="store_true", help="print the result as JSON")
+    a.set_defaults(fn=cmd_audit_score)
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")

@@ -19,7 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 PACKAGE_DATA = Path(__file__).parent / "data"
-DEFAULT_TAXONOMY = PACKAGE_DATA / "taxonomy_v1.yaml"
+DEFAULT_TAXONOMY = PACKAGE_DATA / "taxonomy_v2.yaml"
 DEMO_SITE = PACKAGE_DATA / "sites" / "demo.yaml"
 
 
@@ -275,6 +275,57 @@ class CardConfig(_Strict):
     publisher: str | None = None
 
 
+class JudgeConfig(_Strict):
+    """The second pass that verifies each attribute label against the image (lookbench_pipeline.vlm.VlmJudge).
+
+    ``endpoint``, ``model`` and ``api_key_env`` default to the annotator's (the same server may judge).
+    ``on_reject``: ``drop`` removes a rejected attribute from the labels Fine matching reads; ``reannotate`` asks
+    the annotator once more for it (the rejected value excluded) and keeps the new value only if the judge accepts
+    it.
+    """
+
+    enabled: bool = True
+    endpoint: str | None = None
+    model: str | None = None
+    api_key_env: str | None = None
+    on_reject: Literal["drop", "reannotate"] = "drop"
+
+
+class AnnotateConfig(_Strict):
+    """Attribute annotation by a vision-language model behind an OpenAI-compatible endpoint (docs/ANNOTATION.md).
+
+    With no ``endpoint`` the catalogue-text annotator labels everything (the embedded default and the baseline).
+    ``endpoint`` is the API base URL, e.g. ``http://gpu-host:8000/v1`` for ``vllm serve``. The API key is read from
+    the environment variable named by ``api_key_env`` (unset: ``EMPTY``, what a vLLM server without ``--api-key``
+    accepts). ``category_from``: ``text`` uses the catalogue-text category when the product's text names one and asks
+    the model only otherwise; ``image`` always asks the model. ``max_image_tokens`` caps the image's tokens
+    (28 x 28 pixels each); it plus the prompt and ``max_tokens`` must fit ``max_model_len`` (the server's
+    ``--max-model-len``). ``extra_body`` is merged into every request (e.g. ``{structured_outputs:
+    {disable_any_whitespace: true}}`` for vLLM). ``cache``: the response cache (SQLite); relative to ``data_dir``;
+    default ``<data_dir>/annotate/vlm_cache.sqlite``. ``min_acceptance``: the judge's overall acceptance rate below
+    which the ``annotations`` asset check fails and the release is not built.
+    """
+
+    endpoint: str | None = None
+    model: str = "Qwen/Qwen2.5-VL-72B-Instruct"
+    api_key_env: str = "LOOKBENCH_VLM_API_KEY"
+    judge: JudgeConfig = Field(default_factory=JudgeConfig)
+    concurrency: int = Field(16, ge=1, le=1024)
+    timeout_s: float = Field(120.0, gt=0)
+    max_retries: int = Field(4, ge=0, le=20)
+    backoff_s: float = Field(1.0, ge=0)
+    max_backoff_s: float = Field(30.0, ge=0)
+    min_acceptance: float = Field(0.9, ge=0, le=1)
+    category_from: Literal["text", "image"] = "text"
+    max_model_len: int = Field(8192, ge=256)
+    max_image_tokens: int = Field(1280, ge=256)
+    max_tokens: int = Field(512, ge=16)
+    temperature: float = Field(0.0, ge=0)
+    seed: int | None = 0
+    extra_body: dict[str, Any] = Field(default_factory=dict)
+    cache: Path | None = None
+
+
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
 
@@ -291,6 +342,7 @@ class PipelineConfig(BaseSettings):
     negatives: NegativesConfig = Field(default_factory=NegativesConfig)
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     card: CardConfig = Field(default_factory=CardConfig)
+    annotate: AnnotateConfig = Field(default_factory=AnnotateConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
 

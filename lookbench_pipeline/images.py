@@ -88,17 +88,20 @@ ALLOWED_FORMATS = tuple(f for f in ("JPEG", "PNG", "GIF", "WEBP", "AVIF", "TIFF"
 ``not_an_image``."""
 
 
-def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None) -> Decoded:
-    """See :func:`_decode`; any failure of a broken file inside Pillow is a ``decode_error`` rejection."""
+def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
+           flag_uniform: bool = True) -> Decoded:
+    """See :func:`_decode`; any failure of a broken file inside Pillow is a ``decode_error`` rejection.
+    ``flag_uniform=False`` skips the ``uniform`` flag's check (a caller that only needs the pixels)."""
     try:
-        return _decode(data, cfg, work_side)
+        return _decode(data, cfg, work_side, flag_uniform)
     except ImageRejected:
         raise
     except Exception as exc:  # Pillow raises TypeError / IndexError / SyntaxError / struct.error on broken files
         raise ImageRejected(Reject.DECODE_ERROR, f"{type(exc).__name__}: {exc}") from exc
 
 
-def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None) -> Decoded:
+def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
+            flag_uniform: bool = True) -> Decoded:
     """Decode and normalise image bytes (see the module docstring for the steps).
 
     Args:
@@ -156,7 +159,7 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     rgb = _to_rgb(im, flags)
     if min(w, h) < cfg.min_side_px:
         raise ImageRejected(Reject.TOO_SMALL, f"{w}x{h} < {cfg.min_side_px} px side")
-    if _is_uniform(rgb):
+    if flag_uniform and _is_uniform(rgb):
         flags.append("uniform")
     return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
 

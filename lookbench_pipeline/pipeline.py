@@ -4,12 +4,14 @@ a notebook can call without Dagster. Each returns its tables and a ``counts`` di
 
 from __future__ import annotations
 
+import json
 import logging
 import subprocess
+import time
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -20,6 +22,9 @@ from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
 from .release import ReleaseTables, Window, build, publish
 from .store import ObjectStore, open_store
 from .taxonomy import Taxonomy
+
+if TYPE_CHECKING:
+    from . import vlm
 
 log = logging.getLogger(__name__)
 
@@ -145,32 +150,158 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
     return index, found, counts
 
 
-def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table) -> tuple[pa.Table, dict]:
-    """Label every product and drop item with the catalogue-text annotator; returns ``(annotations, counts)``."""
+def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table,
+                     image_refs: pa.Table | None = None,
+                     store: ObjectStore | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Label every product and drop item; returns ``(annotations, counts)`` with ``items = labelled + rejected
+    + failed``.
+
+    Without ``cfg.annotate.endpoint`` the catalogue-text annotator labels each item from its text. With one, the
+    image model labels each item's representative image (a product's first accepted image, its packshot; a drop
+    item's first gallery image, else its first image) through :class:`vlm.VlmAnnotator`, checked by the judge
+    when ``cfg.annotate.judge.enabled``; the catalogue-text labels are still computed, as the category hint
+    (``category_from: text``) and as the baseline the counts compare against (``agreement_with_catalog_text``).
+
+    Raises:
+        ValueError: an endpoint is configured but ``image_refs`` or ``store`` is missing.
+        vlm.VlmEndpointError: the endpoint is unreachable or does not serve the model.
+    """
     tax = Taxonomy.load(cfg.taxonomy)
     ann = CatalogTextAnnotator(tax)
-    rows = []
+    text_labels = []
     for p in products.to_pylist():
-        rows.append(ann.annotate(p["product_id"], p["title"], p["description"], p["category_text"], p["color"],
-                                 p["material"]).row())
+        text_labels.append(ann.annotate(p["product_id"], p["title"], p["description"], p["category_text"],
+                                        p["color"], p["material"]))
     items: dict[str, dict] = {}
     for d in drop_items.to_pylist():
         it = items.setdefault(d["item_id"], {"title": d["title"], "description": d["description"]})
         it["title"] = it["title"] or d["title"]
         it["description"] = it["description"] or d["description"]
     for item_id, it in sorted(items.items()):
-        rows.append(ann.annotate(item_id, it["title"], it["description"]).row())
-    table = schemas.from_rows(rows, schemas.ANNOTATIONS)
-    counts: dict[str, Any] = {"items": len(rows), "labelled": 0, "rejected": 0}
+        text_labels.append(ann.annotate(item_id, it["title"], it["description"]))
+    if not cfg.annotate.endpoint:
+        rows = [lb.row() for lb in text_labels]
+        counts = _label_counts(rows)
+        counts["annotator"] = ann.name
+        counts["taxonomy_version"] = tax.version
+        return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
+    if image_refs is None or store is None:
+        raise ValueError("annotate.endpoint is set: stage_attributes needs image_refs and the object store")
+    return _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+
+
+def _label_counts(rows: list[dict]) -> dict[str, Any]:
+    counts: dict[str, Any] = {"items": len(rows), "labelled": 0, "rejected": 0, "failed": 0}
     for r in rows:
         counts[r["status"]] += 1
         if r["reason"]:
-            counts[f"rejected.{r['reason']}"] = counts.get(f"rejected.{r['reason']}", 0) + 1
+            counts[f"{r['status']}.{r['reason']}"] = counts.get(f"{r['status']}.{r['reason']}", 0) + 1
         if r["category"]:
             counts[f"category.{r['category']}"] = counts.get(f"category.{r['category']}", 0) + 1
-    counts["annotator"] = ann.name
-    counts["taxonomy_version"] = tax.version
-    return table, counts
+    assert counts["items"] == counts["labelled"] + counts["rejected"] + counts["failed"]
+    return counts
+
+
+def vlm_annotator(cfg: PipelineConfig, tax: Taxonomy) -> "vlm.VlmAnnotator":
+    """The image annotator (and judge) ``cfg.annotate`` describes. Raises ValueError when ``endpoint`` is unset."""
+    import os
+
+    from . import vlm
+
+    a = cfg.annotate
+    if not a.endpoint:
+        raise ValueError("annotate.endpoint is not set")
+    judge = None
+    if a.judge.enabled:
+        judge = vlm.VlmJudge(a.judge.endpoint or a.endpoint, a.judge.model or a.model,
+                             os.environ.get(a.judge.api_key_env or a.api_key_env))
+    cache = a.cache or Path("annotate/vlm_cache.sqlite")
+    cache = cache if cache.is_absolute() else Path(cfg.data_dir) / cache
+    return vlm.VlmAnnotator(
+        a.endpoint, a.model, tax, api_key=os.environ.get(a.api_key_env), judge=judge, on_reject=a.judge.on_reject,
+        cache=cache, concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries,
+        backoff_s=a.backoff_s, max_backoff_s=a.max_backoff_s, max_model_len=a.max_model_len,
+        max_image_tokens=a.max_image_tokens, temperature=a.temperature, max_tokens=a.max_tokens, seed=a.seed,
+        extra_body=a.extra_body)
+
+
+def _vlm_attributes(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_items: pa.Table,
+                    image_refs: pa.Table, store: ObjectStore) -> tuple[pa.Table, dict[str, Any]]:
+    from . import vlm
+    from .store import original_key
+
+    accepted: dict[tuple[str, str], list[dict]] = {}
+    for r in image_refs.to_pylist():
+        if r["status"] == "accepted":
+            accepted.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
+    drop_refs: dict[str, list[tuple[int, str, str]]] = {}  # item_id -> (gallery first, path, sha)
+    for d in drop_items.to_pylist():
+        for r in accepted.get(("drop", d["drop_image_id"]), []):
+            drop_refs.setdefault(d["item_id"], []).append((d["role"] != "gallery", d["path"], r["image_sha256"]))
+
+    def loader(sha: str):
+        return lambda: store.get_bytes(original_key(sha))
+
+    use_text_category = cfg.annotate.category_from == "text"
+    items, no_image = [], []
+    for tl in text_labels:
+        refs = accepted.get(("product", tl.item_id))
+        if refs:
+            sha = min(refs, key=lambda r: r["position"])["image_sha256"]
+        elif tl.item_id in drop_refs:
+            sha = min(drop_refs[tl.item_id])[2]
+        else:
+            no_image.append(tl.item_id)
+            continue
+        items.append(vlm.ImageItem(tl.item_id, loader(sha), sha256=sha,
+                                   category=tl.category if use_text_category and tl.category else None))
+    annotator = vlm_annotator(cfg, tax)
+    started = time.monotonic()
+    try:
+        labels = annotator.annotate_images(items)
+    finally:
+        annotator.cache.close()
+    rows = [lb.row() for lb in labels]
+    for item_id in no_image:
+        rows.append({"item_id": item_id, "status": "rejected", "reason": "no_accepted_image", "category": None,
+                     "attributes": [], "annotator": annotator.name, "taxonomy_version": tax.version,
+                     "model": annotator.model, "prompt_version": vlm.PROMPT_VERSION, "requests": 0})
+    counts = _label_counts(rows)
+    run = vlm.summarize(labels, started)
+    counts.update({"annotator": annotator.name, "taxonomy_version": tax.version, "model": annotator.model,
+                   "server_version": next((lb.server_version for lb in labels if lb.server_version), None),
+                   "prompt_version": vlm.PROMPT_VERSION, "requests": run["requests"],
+                   "cache_hits": run["cache_hits"], "seconds": run["seconds"]})
+    if annotator.judge is not None:
+        rates = vlm.acceptance_rates(rows)
+        counts.update({"judge_model": annotator.judge.model, "judge_prompt_version": vlm.JUDGE_PROMPT_VERSION,
+                       "judge_on_reject": annotator.on_reject, "acceptance": rates,
+                       "acceptance_rate": rates["overall"]})
+    counts["agreement_with_catalog_text"] = _agreement(text_labels, labels)
+    return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
+
+
+def _agreement(text_labels: list, labels: list) -> dict[str, Any]:
+    """How often the image model agrees with the catalogue-text baseline: on the category (items both labelled)
+    and per attribute (where both carry a value)."""
+    by_id = {lb.item_id: lb for lb in labels if lb.status == "labelled"}
+    cat_n = cat_ok = 0
+    attr_n: dict[str, int] = {}
+    attr_ok: dict[str, int] = {}
+    for tl in text_labels:
+        lb = by_id.get(tl.item_id)
+        if tl.status != "labelled" or lb is None:
+            continue
+        cat_n += 1
+        cat_ok += tl.category == lb.category
+        if tl.category != lb.category:
+            continue
+        for a, v in tl.attributes.items():
+            if a in lb.attributes:
+                attr_n[a] = attr_n.get(a, 0) + 1
+                attr_ok[a] = attr_ok.get(a, 0) + (lb.attributes[a] == v)
+    return {"category": round(cat_ok / cat_n, 4) if cat_n else None, "items_compared": cat_n,
+            "by_attribute": {a: round(attr_ok[a] / n, 4) for a, n in sorted(attr_n.items())}}
 
 
 def _legacy_sources(cfg: PipelineConfig, sources: list) -> tuple[list, list[str]]:
@@ -280,6 +411,29 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
         "drops": [d.name for d in cfg.drops],
         "models": [],
     }
+
+
+def annotation_provenance(annotations: pa.Table) -> dict[str, Any]:
+    """What produced a release's labels, for its manifest: the annotators, and for image-model labels the models,
+    server (vLLM) versions, prompt versions and sampling parameters, the judge models and the judge's acceptance
+    rates. Read from the labelled rows of the ``annotations`` table."""
+    from . import vlm
+
+    rows = [r for r in annotations.to_pylist() if r["status"] == "labelled"]
+
+    def distinct(col: str) -> list:
+        return sorted({r.get(col) for r in rows if r.get(col) is not None})
+
+    out: dict[str, Any] = {"annotators": distinct("annotator"), "labelled_items": len(rows)}
+    if any(r.get("model") for r in rows):
+        out.update({"models": distinct("model"), "server_versions": distinct("server_version"),
+                    "prompt_versions": distinct("prompt_version"),
+                    "sampling": [json.loads(s) for s in distinct("sampling")]})
+    if any(r.get("judge_model") for r in rows):
+        out.update({"judge_models": distinct("judge_model"), "judge_server_versions": distinct("judge_server_version"),
+                    "judge_prompt_versions": distinct("judge_prompt_version"),
+                    "acceptance": vlm.acceptance_rates(rows)})
+    return out
 
 
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],

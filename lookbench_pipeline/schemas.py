@@ -189,15 +189,33 @@ CONTAMINATION = pa.schema(
     ]
 )
 
+VERDICT = pa.struct([("name", pa.string()), ("value", pa.string()), ("verdict", pa.string()), ("round", pa.int8())])
+"""A judge's verdict on one attribute label: ``verdict`` is ``accept`` or ``reject``; ``round`` 1 for the first
+label, 2 for a re-annotated one."""
+
 ANNOTATIONS = pa.schema(
     [
         ("item_id", pa.string()),  # product_id or drop item id
-        ("status", pa.string()),  # labelled | rejected
+        ("status", pa.string()),  # labelled | rejected | failed (an image model's request failed after retries)
         ("reason", pa.string()),
         ("category", pa.string()),
-        ("attributes", pa.list_(ATTRIBUTE)),
+        ("attributes", pa.list_(ATTRIBUTE)),  # what Fine matching reads (the judge's rejections removed)
         ("annotator", pa.string()),  # name/version of what produced the labels
         ("taxonomy_version", pa.string()),
+        # Image-model provenance (null for the catalogue-text annotator): the image labelled, the model, the
+        # server-reported vLLM version, the prompt version, the sampling parameters (JSON), the judge and its
+        # verdicts, and how many requests this run sent for the item (0 when answered from the cache).
+        ("image_sha256", pa.string()),
+        ("box", BOX),
+        ("model", pa.string()),
+        ("server_version", pa.string()),
+        ("prompt_version", pa.string()),
+        ("sampling", pa.string()),
+        ("judge_model", pa.string()),
+        ("judge_server_version", pa.string()),
+        ("judge_prompt_version", pa.string()),
+        ("judge_verdicts", pa.list_(VERDICT)),
+        ("requests", pa.int32()),
     ]
 )
 

@@ -1,0 +1,996 @@
+"""Attribute annotation by a vision-language model (production: Qwen2.5-VL-72B-Instruct served by vLLM) through any
+OpenAI-compatible endpoint, and a judge model that verifies every label. docs/ANNOTATION.md is the user's guide.
+
+The pieces:
+
+* :func:`prepare_image` fits an image to Qwen2.5-VL's limits before it is sent (see there for the formula);
+* :class:`VlmAnnotator` asks the model for the category (unless one is given) and for the category's attributes,
+  with the category's JSON schema (:meth:`Taxonomy.json_schema`) as the structured-output constraint
+  (``response_format={"type": "json_schema", ...}``, vLLM's structured-outputs API); every answer is validated
+  against the schema with ``jsonschema``; invalid JSON, a schema violation, ``finish_reason`` other than
+  ``stop``, HTTP errors, dropped connections and timeouts are retried with exponential backoff a bounded number
+  of times, then recorded as a failure with its reason — one bad response never ends a run;
+* :class:`VlmJudge` asks a judge model to accept or reject each attribute label against the image; rejected
+  labels are dropped from the labels Fine matching reads (or re-annotated once, ``on_reject="reannotate"``);
+* :class:`ResponseCache` (SQLite, WAL) keeps every validated answer keyed by (kind, image sha256, box, model,
+  prompt version, taxonomy version, and the category / labels asked about), written as soon as it arrives: a
+  re-run, or a run resumed after a crash, sends no request whose answer was stored.
+
+Requests in flight are bounded (``concurrency``; the server batches them); the Dagster asset that runs this sits
+in the ``vllm`` concurrency pool so that two runs do not overload one server.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import io
+import json
+import logging
+import math
+import random
+import sqlite3
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from PIL import Image
+
+from .config import ImageConfig
+from .images import ImageRejected, decode
+from .taxonomy import Taxonomy
+
+log = logging.getLogger(__name__)
+
+PROMPT_VERSION = "lookbench-annotate/1"
+"""Version of the annotation prompts (category, attributes, re-annotation); part of every cache key. Bump it when
+a prompt's wording or the sampling parameters change."""
+JUDGE_PROMPT_VERSION = "lookbench-judge/1"
+"""Version of the judge prompt; part of the judge's cache keys."""
+
+# Qwen2.5-VL's vision encoder: 14 x 14 pixel patches, 2 x 2 patches merged into one token, so one image token
+# covers 28 x 28 pixels; images are resized to multiples of 28 with at least 4 tokens (56 x 56 pixels) and an
+# aspect ratio of at most 200. Source: `smart_resize` in transformers'
+# models/qwen2_vl/image_processing_qwen2_vl.py (used by vLLM for Qwen2.5-VL) and the Qwen2.5-VL model card.
+PIXELS_PER_TOKEN_SIDE = 28
+MIN_IMAGE_TOKENS = 4
+MAX_ASPECT_RATIO = 200.0
+NONE_CATEGORY = "none"
+INLINE_PREPARE_BYTES = 64_000
+ACCEPT, REJECT = "accept", "reject"
+
+
+_DECODE_CFG = ImageConfig(min_side_px=1)  # sides below 28 px are upscaled here, not rejected
+
+
+class VlmEndpointError(RuntimeError):
+    """The endpoint cannot serve this run at all: unreachable after every retry, or the model is not served."""
+
+
+class ImageRefused(Exception):
+    """An image that cannot be sent to the model; ``reason`` is a short code (``aspect_ratio_over_200``...)."""
+
+    def __init__(self, reason: str, detail: str = ""):
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason, self.detail = reason, detail
+
+
+# ------------------------------------------------------------------------------------------------- images
+
+
+def qwen_resize_target(width: int, height: int, max_pixels: int,
+                       min_pixels: int = MIN_IMAGE_TOKENS * PIXELS_PER_TOKEN_SIDE ** 2,
+                       factor: int = PIXELS_PER_TOKEN_SIDE) -> tuple[int, int]:
+    """The size ``(width, height)`` in pixels Qwen2.5-VL's processor resizes an image of this size to: both sides
+    multiples of ``factor`` (28), the aspect ratio kept as closely as possible, the area within
+    ``[min_pixels, max_pixels]``.
+
+    This is ``smart_resize`` of transformers' Qwen2-VL image processor (also used for Qwen2.5-VL):
+    ``h' = round(h / 28) * 28`` (likewise ``w'``); if ``h' w' > max_pixels``, ``beta = sqrt(h w / max_pixels)`` and
+    ``h' = max(28, floor(h / beta / 28) * 28)``; if ``h' w' < min_pixels``, ``beta = sqrt(min_pixels / (h w))`` and
+    ``h' = ceil(h beta / 28) * 28``. The image then costs ``(h' / 28) * (w' / 28)`` tokens.
+
+    Raises:
+        ValueError: a side is not positive, or the aspect ratio exceeds 200 (the processor refuses those).
+    """
+    if width <= 0 or height <= 0:
+        raise ValueError(f"image size must be positive, got {width}x{height}")
+    if max(width, height) / min(width, height) > MAX_ASPECT_RATIO:
+        raise ValueError(f"aspect ratio {max(width, height) / min(width, height):.1f} exceeds {MAX_ASPECT_RATIO:g}")
+    h_bar = round(height / factor) * factor
+    w_bar = round(width / factor) * factor
+    if h_bar * w_bar > max_pixels:
+        beta = math.sqrt((height * width) / max_pixels)
+        h_bar = max(factor, math.floor(height / beta / factor) * factor)
+        w_bar = max(factor, math.floor(width / beta / factor) * factor)
+    elif h_bar * w_bar < min_pixels:
+        beta = math.sqrt(min_pixels / (height * width))
+        h_bar = math.ceil(height * beta / factor) * factor
+        w_bar = math.ceil(width * beta / factor) * factor
+    return w_bar, h_bar
+
+
+def image_tokens(width: int, height: int) -> int:
+    """Image tokens of an image already sized to multiples of 28 pixels (one token per 28 x 28 pixels)."""
+    return (width // PIXELS_PER_TOKEN_SIDE) * (height // PIXELS_PER_TOKEN_SIDE)
+
+
+@dataclass(frozen=True)
+class PreparedImage:
+    """An image ready to send: ``data_url`` (``data:image/jpeg;base64,...``) of a ``width`` x ``height`` pixel JPEG
+    whose sides are multiples of 28, so the server's processor keeps its size and it costs exactly ``tokens``
+    image tokens. ``source_size`` is the decoded (cropped) size before resizing, ``upscaled`` whether a side
+    below 28 pixels was enlarged."""
+
+    data_url: str
+    width: int
+    height: int
+    tokens: int
+    source_size: tuple[int, int]
+    upscaled: bool
+
+
+def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tokens: int = 1280,
+                  jpeg_quality: int = 90) -> PreparedImage:
+    """Decode (EXIF orientation, CMYK/ICC to sRGB, alpha on white: :func:`lookbench_pipeline.images.decode`), crop
+    to ``box`` (pixels ``[x1, y1, x2, y2]`` on the oriented image; clipped to the image), and fit Qwen2.5-VL:
+
+    * an aspect ratio above 200 is refused (``aspect_ratio_over_200``): the processor raises on it;
+    * a side below 28 pixels is upscaled (bicubic, aspect kept) so that the short side is 28 pixels;
+    * the size is then set with :func:`qwen_resize_target` with ``max_pixels = max_image_tokens * 28 * 28``, so
+      the image costs at most ``max_image_tokens`` tokens whatever the server's own ``max_pixels`` (vLLM's server
+      ignores a per-request ``max_pixels``; the client must send an image that already fits).
+
+    The cap holds for every accepted image once ``max_image_tokens >= 200``: the processor's ``max(28, ...)`` clamp
+    can only exceed it for a short side below 28 pixels after scaling, i.e. an area of at most 28 x 5600 pixels
+    (aspect ratio 200), 200 tokens; an image that would exceed a smaller cap is refused.
+
+    Raises:
+        ImageRefused: ``image_<reason>`` when the bytes do not decode (reasons of :class:`images.Reject`),
+            ``bad_box`` for an empty or non-finite box, ``aspect_ratio_over_200``, ``too_many_image_tokens``.
+        ValueError: ``max_image_tokens`` below 16.
+    """
+    if max_image_tokens < 16:
+        raise ValueError(f"max_image_tokens must be at least 16, got {max_image_tokens}")
+    try:
+        rgb = decode(data, _DECODE_CFG, flag_uniform=False).rgb
+    except ImageRejected as exc:
+        raise ImageRefused(f"image_{exc.reason}", exc.detail) from exc
+    if box is not None:
+        if len(box) != 4 or not all(math.isfinite(float(v)) for v in box):
+            raise ImageRefused("bad_box", f"{box}")
+        x1, y1 = max(0, math.floor(box[0])), max(0, math.floor(box[1]))
+        x2, y2 = min(rgb.width, math.ceil(box[2])), min(rgb.height, math.ceil(box[3]))
+        if x2 <= x1 or y2 <= y1:
+            raise ImageRefused("bad_box", f"{list(box)} on a {rgb.width}x{rgb.height} image")
+        rgb = rgb.crop((x1, y1, x2, y2))
+    w, h = source_size = rgb.size
+    if max(w, h) / min(w, h) > MAX_ASPECT_RATIO:
+        raise ImageRefused("aspect_ratio_over_200", f"{w}x{h}")
+    upscaled = False
+    if min(w, h) < PIXELS_PER_TOKEN_SIDE:
+        scale = PIXELS_PER_TOKEN_SIDE / min(w, h)
+        w, h = max(PIXELS_PER_TOKEN_SIDE, round(w * scale)), max(PIXELS_PER_TOKEN_SIDE, round(h * scale))
+        rgb = rgb.resize((w, h), Image.Resampling.BICUBIC)
+        upscaled = True
+    tw, th = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
+    if image_tokens(tw, th) > max_image_tokens:
+        raise ImageRefused("too_many_image_tokens", f"{w}x{h} needs {image_tokens(tw, th)} > {max_image_tokens}")
+    if (tw, th) != rgb.size:
+        rgb = rgb.resize((tw, th), Image.Resampling.BICUBIC)
+    buf = io.BytesIO()
+    rgb.save(buf, format="JPEG", quality=jpeg_quality)
+    url = "data:image/jpeg;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+    return PreparedImage(url, tw, th, image_tokens(tw, th), source_size, upscaled)
+
+
+# -------------------------------------------------------------------------------------------------- cache
+
+
+def cache_key(kind: str, image_sha256: str, box: Sequence[float] | None, model: str, prompt_version: str,
+              taxonomy_version: str, extra: Any = None) -> str:
+    """The cache key of one request: sha256 of the JSON of (kind, image sha256, box, model, prompt version,
+    taxonomy version, extra) where ``extra`` is what else the question depends on (the category; the labels a
+    judge verifies)."""
+    box_l = None if box is None else [round(float(v), 3) for v in box]
+    blob = json.dumps([kind, image_sha256, box_l, model, prompt_version, taxonomy_version, extra],
+                      sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(blob.encode()).hexdigest()
+
+
+class ResponseCache:
+    """Validated model answers on disk (SQLite in WAL mode; each answer committed when it arrives, so a crash loses
+    at most the requests in flight). ``path=None`` keeps them in memory only.
+
+    Tables: ``responses(key, kind, image_sha256, box, model, prompt_version, taxonomy_version, extra, response,
+    server_version, created_at)`` and ``failures(key, kind, reason, attempts, at)`` (a log; failures are retried
+    by the next run).
+    """
+
+    def __init__(self, path: str | Path | None):
+        self.path = Path(path) if path else None
+        if self.path:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._db = sqlite3.connect(str(self.path) if self.path else ":memory:", isolation_level=None,
+                                   check_same_thread=False)
+        self._lock = threading.Lock()
+        with self._lock:
+            if self.path:
+                self._db.execute("PRAGMA journal_mode=WAL")
+                self._db.execute("PRAGMA synchronous=NORMAL")
+            self._db.execute(
+                "CREATE TABLE IF NOT EXISTS responses (key TEXT PRIMARY KEY, kind TEXT, image_sha256 TEXT, box TEXT, "
+                "model TEXT, prompt_version TEXT, taxonomy_version TEXT, extra TEXT, response TEXT NOT NULL, "
+                "server_version TEXT, created_at TEXT)")
+            self._db.execute("CREATE TABLE IF NOT EXISTS failures (key TEXT, kind TEXT, reason TEXT, attempts INTEGER, "
+                             "at TEXT)")
+
+    def get(self, key: str) -> tuple[dict, str | None] | None:
+        """``(answer, server_version)`` stored for ``key``, or None."""
+        with self._lock:
+            row = self._db.execute("SELECT response, server_version FROM responses WHERE key = ?", (key,)).fetchone()
+        return (json.loads(row[0]), row[1]) if row else None
+
+    def put(self, key: str, answer: dict, *, kind: str, image_sha256: str, box: Sequence[float] | None, model: str,
+            prompt_version: str, taxonomy_version: str, extra: Any, server_version: str | None) -> None:
+        with self._lock:
+            self._db.execute(
+                "INSERT OR REPLACE INTO responses VALUES (?,?,?,?,?,?,?,?,?,?,?)",
+                (key, kind, image_sha256, json.dumps(list(box) if box is not None else None), model, prompt_version,
+                 taxonomy_version, json.dumps(extra, sort_keys=True, ensure_ascii=False),
+                 json.dumps(answer, sort_keys=True, ensure_ascii=False), server_version,
+                 datetime.now(timezone.utc).isoformat()))
+
+    def log_failure(self, key: str, kind: str, reason: str, attempts: int) -> None:
+        with self._lock:
+            self._db.execute("INSERT INTO failures VALUES (?,?,?,?,?)",
+                             (key, kind, reason, attempts, datetime.now(timezone.utc).isoformat()))
+
+    def count(self, kind: str | None = None) -> int:
+        with self._lock:
+            q = "SELECT COUNT(*) FROM responses" + (" WHERE kind = ?" if kind else "")
+            return self._db.execute(q, (kind,) if kind else ()).fetchone()[0]
+
+    def close(self) -> None:
+        with self._lock:
+            self._db.close()
+
+
+# ----------------------------------------------------------------------------------------------- requests
+
+
+@dataclass
+class Outcome:
+    """One question's result: ``value`` (a schema-valid answer) or ``reason`` (why it failed after ``requests``
+    tries). ``cached``: answered from the cache (no request)."""
+
+    value: dict | None
+    reason: str | None
+    requests: int
+    server_version: str | None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        return self.value is not None
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling parameters sent with every request (stored with every label)."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    max_tokens: int = 512
+    seed: int | None = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"temperature": self.temperature, "top_p": self.top_p, "max_tokens": self.max_tokens,
+                "seed": self.seed}
+
+
+def _http_client(openai: Any) -> Any:
+    """The openai client's aiohttp transport (``openai[aiohttp]``, the SDK's choice "for improved concurrency
+    performance"), else its default httpx transport."""
+    try:
+        return openai.DefaultAioHttpClient()
+    except (AttributeError, RuntimeError, ImportError):
+        return openai.DefaultAsyncHttpxClient()
+
+
+def _timeout_reason(exc: BaseException) -> str:
+    """``timeout``, or ``connection_error`` when the "timeout" is a dropped connection: the SDK's aiohttp transport
+    maps every aiohttp ``ClientConnectionError`` (a server closing the connection included) to a connect timeout,
+    so the cause chain is what tells them apart."""
+    seen: list[BaseException] = []
+    e: BaseException | None = exc
+    while e is not None and e not in seen:
+        seen.append(e)
+        e = e.__cause__ or e.__context__
+    if any(isinstance(x, TimeoutError) for x in seen[1:]):
+        return "timeout"
+    if any(isinstance(x, ConnectionError) or type(x).__name__ in ("ServerDisconnectedError", "ClientOSError",
+                                                                  "ClientConnectorError", "RemoteProtocolError")
+           for x in seen[1:]):
+        return "connection_error"
+    return "timeout"
+
+
+def _root_url(endpoint: str) -> str:
+    e = endpoint.rstrip("/")
+    return e[:-3] if e.endswith("/v1") else e
+
+
+class _Client:
+    """An OpenAI-compatible endpoint: schema-constrained chat completions with validation, retries and backoff.
+
+    Lives inside one event loop (one ``annotate_images`` call)."""
+
+    def __init__(self, endpoint: str, model: str, api_key: str, *, timeout_s: float, max_retries: int,
+                 backoff_s: float, max_backoff_s: float, sampling: Sampling, extra_body: dict | None,
+                 semaphore: asyncio.Semaphore, connections: int, rng: random.Random):
+        import openai
+        from openai.types.chat import ChatCompletion
+
+        self.endpoint, self.model = endpoint.rstrip("/"), model
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+        self.backoff_s, self.max_backoff_s = backoff_s, max_backoff_s
+        self.sampling, self.extra_body = sampling, dict(extra_body or {})
+        self.sem, self.rng = semaphore, rng
+        self._openai, self._completion = openai, ChatCompletion
+        self.http = _http_client(openai)
+        self.client = openai.AsyncOpenAI(base_url=self.endpoint, api_key=api_key, max_retries=0,
+                                         timeout=timeout_s, http_client=self.http)
+        self.server_version: str | None = None
+        self._ready: asyncio.Lock = asyncio.Lock()
+        self._checked = False
+        self._validators: dict[str, Any] = {}
+
+    async def close(self) -> None:
+        await self.client.close()
+
+    def _backoff(self, attempt: int) -> float:
+        """Exponential backoff with "equal jitter": half of ``min(max, base * 2^attempt)`` plus a random half."""
+        d = min(self.max_backoff_s, self.backoff_s * (2 ** attempt))
+        return d / 2 + self.rng.random() * d / 2
+
+    async def ensure_ready(self) -> None:
+        """Once per run, before the first request: the server's version (``GET /version``, vLLM; None elsewhere)
+        and that it serves the model (``GET /v1/models``; skipped when the endpoint has no such route).
+
+        Raises:
+            VlmEndpointError: unreachable after every retry, or the model is not among those served.
+        """
+        async with self._ready:
+            if self._checked:
+                return
+            last = ""
+            for attempt in range(self.max_retries + 1):
+                try:
+                    models = await self.client.models.list()
+                    served = [m.id for m in models.data]
+                    if self.model not in served:
+                        raise VlmEndpointError(f"{self.endpoint} does not serve model {self.model!r}; it serves "
+                                               f"{served}")
+                    break
+                except self._openai.NotFoundError:
+                    break  # an OpenAI-compatible server without the models route
+                except (self._openai.APIConnectionError, self._openai.InternalServerError,
+                        self._openai.RateLimitError) as exc:
+                    last = f"{type(exc).__name__}: {exc}"
+                    if attempt < self.max_retries:
+                        await asyncio.sleep(self._backoff(attempt))
+                except self._openai.APIStatusError as exc:
+                    raise VlmEndpointError(f"{self.endpoint}: GET /models answered {exc.status_code}: {exc}") from exc
+            else:
+                raise VlmEndpointError(f"{self.endpoint} unreachable after {self.max_retries + 1} tries: {last}")
+            try:
+                r = await self.http.get(_root_url(self.endpoint) + "/version", timeout=min(10.0, self.timeout_s))
+                if r.status_code == 200:
+                    self.server_version = str(r.json().get("version"))
+            except Exception as exc:  # optional route; any failure just means "unknown"
+                log.debug("no /version from %s: %s", self.endpoint, exc)
+            self._checked = True
+
+    def _validator(self, schema: dict):
+        """A ``jsonschema`` validator per distinct schema (a judge's schema depends on the labels judged): keyed by
+        the title and every property's enum, the only parts our schemas vary in. The first schema of a title is
+        checked against the draft 2020-12 metaschema."""
+        key = (schema["title"], tuple((k, tuple(p.get("enum", ()))) for k, p in schema["properties"].items()))
+        v = self._validators.get(key)
+        if v is None:
+            import jsonschema
+
+            if not any(k[0] == schema["title"] for k in self._validators):
+                jsonschema.Draft202012Validator.check_schema(schema)
+            v = self._validators[key] = jsonschema.Draft202012Validator(schema)
+        return v
+
+    async def ask(self, messages: list[dict], schema: dict, name: str) -> Outcome:
+        """Send one schema-constrained question, retrying per the policy; never raises for a bad response.
+
+        Reasons (the last try's): ``timeout``, ``connection_error``, ``http_<status>``, ``finish_reason_<r>``,
+        ``invalid_json``, ``schema_invalid``, ``empty_response``, ``bad_response``. HTTP 4xx other than 408, 409 and
+        429 is not retried (the same request would be refused again).
+        """
+        await self.ensure_ready()
+        oa = self._openai
+        validator = self._validator(schema)
+        body: dict[str, Any] = {
+            "model": self.model, "messages": messages,
+            "response_format": {"type": "json_schema",
+                                "json_schema": {"name": name, "schema": schema, "strict": True}},
+            "temperature": self.sampling.temperature, "top_p": self.sampling.top_p,
+            "max_tokens": self.sampling.max_tokens,
+        }
+        if self.sampling.seed is not None:
+            body["seed"] = self.sampling.seed
+        body.update(self.extra_body)
+        reason = "not_sent"
+        for attempt in range(self.max_retries + 1):
+            retry = True
+            try:
+                async with self.sem:
+                    # The same POST /chat/completions body that `chat.completions.create(**body)` sends, through the
+                    # client's documented raw-request method: `create` deep-transforms every parameter (the JSON
+                    # schema and the base64 image included), which measured 1.5-1.9x slower (BENCHMARKS.md). Auth,
+                    # timeouts, error mapping (APIStatusError...) and parsing into ChatCompletion are the client's.
+                    resp = await self.client.post("/chat/completions", cast_to=self._completion, body=body)
+            except oa.APITimeoutError as exc:
+                reason = _timeout_reason(exc)
+            except oa.APIConnectionError:
+                reason = "connection_error"
+            except oa.APIStatusError as exc:
+                reason = f"http_{exc.status_code}"
+                retry = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
+            except (oa.APIError, ValueError, TypeError, KeyError) as exc:  # an unparseable 200 body
+                reason = "bad_response"
+                log.debug("bad response body: %r", exc)
+            else:
+                reason, value = self._check(resp, validator)
+                if value is not None:
+                    return Outcome(value, None, attempt + 1, self.server_version)
+            if not retry:
+                return Outcome(None, reason, attempt + 1, self.server_version)
+            if attempt < self.max_retries:
+                await asyncio.sleep(self._backoff(attempt))
+        return Outcome(None, reason, self.max_retries + 1, self.server_version)
+
+    @staticmethod
+    def _check(resp: Any, validator: Any) -> tuple[str | None, dict | None]:
+        choices = getattr(resp, "choices", None)
+        if not choices:
+            return "empty_response", None
+        choice = choices[0]
+        if choice.finish_reason != "stop":
+            return f"finish_reason_{choice.finish_reason}", None
+        content = choice.message.content if choice.message else None
+        if not content:
+            return "empty_response", None
+        try:
+            value = json.loads(content)
+        except json.JSONDecodeError:
+            return "invalid_json", None
+        if not isinstance(value, dict) or next(validator.iter_errors(value), None) is not None:
+            return "schema_invalid", None
+        return None, value
+
+
+# ------------------------------------------------------------------------------------------------ prompts
+
+
+SYSTEM_PROMPT = ("You label fashion product images for a retrieval benchmark. Look only at the image. Answer with "
+                 "JSON that matches the given schema and nothing else.")
+
+
+def _values_line(tax: Taxonomy, category: str, attr: str, exclude: str | None = None) -> str:
+    vals = [v for v in tax.allowed(category, attr) if v != exclude]
+    desc = tax.descriptions.get(attr)
+    return f"- {attr}{f' ({desc})' if desc else ''}: {', '.join(vals)}"
+
+
+def category_prompt(tax: Taxonomy, boxed: bool) -> str:
+    lines = [f"- {c.name}: {', '.join(c.synonyms[:8])}" for c in tax.categories.values()]
+    subject = "the item in this crop" if boxed else "the main fashion item in this image"
+    return (f"Which category is {subject}? Choose one of these categories (examples after each), or "
+            f"\"{NONE_CATEGORY}\" if the image shows no fashion item.\n" + "\n".join(lines))
+
+
+def category_schema(tax: Taxonomy) -> dict[str, Any]:
+    """Schema of the category question: ``{"category": <one of the categories or "none">}``."""
+    return {"title": f"lookbench_category_v{tax.version}", "type": "object",
+            "properties": {"category": {"type": "string", "enum": [*tax.categories, NONE_CATEGORY]}},
+            "required": ["category"], "additionalProperties": False}
+
+
+def attributes_prompt(tax: Taxonomy, category: str, boxed: bool) -> str:
+    lines = [_values_line(tax, category, a) for a in tax.categories[category].attributes]
+    subject = f"the {category} in this crop" if boxed else f"the {category} in this image"
+    return (f"Label {subject}. For each attribute choose exactly one of the listed values, as it looks in the "
+            f"image; answer \"{tax.not_visible}\" when the attribute cannot be seen or does not apply.\n"
+            + "\n".join(lines))
+
+
+def reannotate_prompt(tax: Taxonomy, category: str, rejected: dict[str, str], boxed: bool) -> str:
+    lines = [_values_line(tax, category, a, exclude=v) for a, v in rejected.items()]
+    wrong = "; ".join(f"{a}: {v}" for a, v in rejected.items())
+    subject = f"the {category} in this crop" if boxed else f"the {category} in this image"
+    return (f"A reviewer found these labels of {subject} wrong: {wrong}. Look again and choose the correct value "
+            f"for each attribute, or \"{tax.not_visible}\" if it cannot be seen.\n" + "\n".join(lines))
+
+
+def restricted_schema(tax: Taxonomy, category: str, rejected: dict[str, str]) -> dict[str, Any]:
+    """Schema of a re-annotation: only the rejected attributes, each without its rejected value."""
+    props = {a: {"type": "string", "enum": [*(x for x in tax.allowed(category, a) if x != v), tax.not_visible]}
+             for a, v in rejected.items()}
+    return {"title": f"lookbench_{category}_reannotate_v{tax.version}", "type": "object", "properties": props,
+            "required": list(rejected), "additionalProperties": False}
+
+
+def judge_prompt(tax: Taxonomy, category: str, labels: dict[str, str], boxed: bool) -> str:
+    lines = []
+    for a, v in labels.items():
+        desc = tax.descriptions.get(a)
+        lines.append(f"- {a}{f' ({desc})' if desc else ''}: {v}")
+    subject = f"the {category} in this crop" if boxed else f"the {category} in this image"
+    return (f"You check another annotator's labels of {subject}. For each attribute answer \"{ACCEPT}\" if the "
+            f"value is correct for the {category} as it looks in the image, \"{REJECT}\" if it is wrong or cannot "
+            f"be seen.\n" + "\n".join(lines))
+
+
+def judge_schema(tax: Taxonomy, category: str, attributes: Iterable[str]) -> dict[str, Any]:
+    """Schema of a judge's answer: ``{attribute: "accept" | "reject"}`` for each attribute judged."""
+    attrs = list(attributes)
+    return {"title": f"lookbench_{category}_judge_v{tax.version}", "type": "object",
+            "properties": {a: {"type": "string", "enum": [ACCEPT, REJECT]} for a in attrs},
+            "required": attrs, "additionalProperties": False}
+
+
+def _messages(image_url: str, text: str) -> list[dict]:
+    return [{"role": "system", "content": SYSTEM_PROMPT},
+            {"role": "user", "content": [{"type": "image_url", "image_url": {"url": image_url}},
+                                         {"type": "text", "text": text}]}]
+
+
+def _schema_name(schema: dict) -> str:
+    """A response_format name (``^[a-zA-Z0-9_-]{1,64}$``) from the schema title."""
+    return "".join(ch if ch.isalnum() or ch in "_-" else "_" for ch in schema["title"])[:64]
+
+
+# ------------------------------------------------------------------------------------------------- labels
+
+
+@dataclass(frozen=True)
+class ImageItem:
+    """One item to label from one image.
+
+    ``source``: the image bytes, a file path, or a callable returning the bytes (called only when a request is
+    needed — a fully cached item is never read). ``sha256``: of those bytes (computed when not given).
+    ``box``: ``[x1, y1, x2, y2]`` pixels on the EXIF-oriented image, or None for the whole image. ``category``:
+    the category when already known (e.g. from the catalogue text); None asks the model.
+    """
+
+    item_id: str
+    source: bytes | str | Path | Callable[[], bytes]
+    sha256: str | None = None
+    box: tuple[float, float, float, float] | None = None
+    category: str | None = None
+
+    def read(self) -> bytes:
+        if isinstance(self.source, bytes):
+            return self.source
+        if callable(self.source):
+            return self.source()
+        return Path(self.source).read_bytes()
+
+
+@dataclass
+class VlmLabel:
+    """One item's labels from the model (and judge).
+
+    ``status``: ``labelled``, ``rejected`` (the item cannot be labelled: ``reason`` is ``no_category_match``,
+    ``unknown_category:<c>``, or an image refusal such as ``aspect_ratio_over_200``) or ``failed`` (a question
+    failed after every retry: ``reason`` is ``<question>:<code>``, question ``category``, ``attributes``,
+    ``judge`` or ``reannotate``). ``attributes``: the labels Fine matching reads (accepted by the judge when there
+    is one; "not visible" answers are left out, as absent labels are "not carried"). ``verdicts``: every judged
+    label ``(name, value, verdict, round)`` — round 2 is a re-annotated value. ``requests``: requests sent for this
+    item by this run (0 when every answer came from the cache).
+    """
+
+    item_id: str
+    status: str
+    reason: str | None
+    category: str | None
+    attributes: dict[str, str]
+    annotator: str
+    taxonomy_version: str
+    image_sha256: str | None = None
+    box: tuple[float, ...] | None = None
+    model: str | None = None
+    server_version: str | None = None
+    prompt_version: str | None = None
+    sampling: dict[str, Any] | None = None
+    judge_model: str | None = None
+    judge_server_version: str | None = None
+    judge_prompt_version: str | None = None
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+    not_visible: list[str] = field(default_factory=list)
+    requests: int = 0
+    cached: int = 0
+
+    def row(self) -> dict[str, Any]:
+        """The row of ``schemas.ANNOTATIONS``."""
+        return {
+            "item_id": self.item_id, "status": self.status, "reason": self.reason, "category": self.category,
+            "attributes": [{"name": k, "value": v} for k, v in sorted(self.attributes.items())],
+            "annotator": self.annotator, "taxonomy_version": self.taxonomy_version,
+            "image_sha256": self.image_sha256, "box": list(self.box) if self.box is not None else None,
+            "model": self.model, "server_version": self.server_version, "prompt_version": self.prompt_version,
+            "sampling": json.dumps(self.sampling, sort_keys=True) if self.sampling is not None else None,
+            "judge_model": self.judge_model, "judge_server_version": self.judge_server_version,
+            "judge_prompt_version": self.judge_prompt_version, "judge_verdicts": self.verdicts,
+            "requests": self.requests,
+        }
+
+
+@dataclass
+class _Ctx:
+    item: ImageItem
+    sha: str
+    data: bytes | None = None
+    prepared: PreparedImage | None = None
+    requests: int = 0
+    cached: int = 0
+
+
+class VlmJudge:
+    """A judge model that accepts or rejects each attribute label against the image.
+
+    Same connection parameters as :class:`VlmAnnotator`; ``api_key=None`` reads nothing and sends ``EMPTY``.
+    Used by passing it to :class:`VlmAnnotator` (``judge=``), which runs it inside the same event loop and under
+    the same bound on requests in flight.
+    """
+
+    def __init__(self, endpoint: str, model: str, api_key: str | None = None, *, timeout_s: float | None = None,
+                 max_retries: int | None = None):
+        self.endpoint, self.model, self.api_key = endpoint, model, api_key or "EMPTY"
+        self.timeout_s, self.max_retries = timeout_s, max_retries
+
+    @property
+    def name(self) -> str:
+        return f"judge:{self.model}@{JUDGE_PROMPT_VERSION}"
+
+
+class VlmAnnotator:
+    """Category and attribute labels from a vision-language model behind an OpenAI-compatible endpoint.
+
+    Args:
+        endpoint: API base URL, e.g. ``http://127.0.0.1:8000/v1``.
+        model: the served model name (``Qwen/Qwen2.5-VL-72B-Instruct`` in production).
+        taxonomy: the taxonomy whose JSON schemas constrain the answers.
+        api_key: sent as the bearer token (``EMPTY`` when None: a vLLM server without ``--api-key``).
+        judge: a :class:`VlmJudge`, or None for no verification.
+        on_reject: ``drop`` or ``reannotate`` (ask once more for a rejected attribute, keep the new value only if
+            the judge accepts it).
+        cache: a :class:`ResponseCache`, a path to its SQLite file, or None for an in-memory cache.
+        concurrency: requests in flight at most (annotator and judge together).
+        timeout_s: per request, seconds (connect, read and write each).
+        max_retries: retries after the first try of each question (so ``max_retries + 1`` requests at most).
+        backoff_s, max_backoff_s: exponential backoff ``min(max, base * 2^attempt)``, with equal jitter.
+        max_model_len: the server's context length in tokens; ``max_image_tokens`` + the longest prompt (estimated
+            at one token per 2 bytes, a safe upper bound for BPE tokenizers) + ``max_tokens`` must fit.
+        max_image_tokens: image tokens per request at most (see :func:`prepare_image`).
+        temperature, top_p, max_tokens, seed: sampling parameters (stored with every label).
+        extra_body: merged into every request body, e.g. ``{"structured_outputs": {"disable_any_whitespace":
+            True}}`` for vLLM.
+
+    Raises:
+        ValueError: the token budget does not fit ``max_model_len``, or ``on_reject`` is unknown.
+    """
+
+    def __init__(self, endpoint: str, model: str, taxonomy: Taxonomy, *, api_key: str | None = None,
+                 judge: VlmJudge | None = None, on_reject: str = "drop",
+                 cache: ResponseCache | str | Path | None = None, concurrency: int = 16, timeout_s: float = 120.0,
+                 max_retries: int = 4, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
+                 max_model_len: int = 8192, max_image_tokens: int = 1280, temperature: float = 0.0,
+                 top_p: float = 1.0, max_tokens: int = 512, seed: int | None = 0,
+                 extra_body: dict[str, Any] | None = None, retry_seed: int | None = None):
+        if on_reject not in ("drop", "reannotate"):
+            raise ValueError(f"on_reject must be 'drop' or 'reannotate', got {on_reject!r}")
+        self.endpoint, self.model, self.tax = endpoint, model, taxonomy
+        self.api_key = api_key or "EMPTY"
+        self.judge, self.on_reject = judge, on_reject
+        self.cache = cache if isinstance(cache, ResponseCache) else ResponseCache(cache)
+        self.concurrency, self.timeout_s = concurrency, timeout_s
+        self.max_retries, self.backoff_s, self.max_backoff_s = max_retries, backoff_s, max_backoff_s
+        self.max_model_len, self.max_image_tokens = max_model_len, max_image_tokens
+        self.sampling = Sampling(temperature, top_p, max_tokens, seed)
+        self.extra_body = dict(extra_body or {})
+        self._rng = random.Random(retry_seed)
+        self._memo: dict[tuple, Any] = {}
+        self._check_budget()
+
+    def _memoized(self, key: tuple, make: Callable[[], Any]) -> Any:
+        """Prompts and schemas depend only on (question, category, boxed): built once per annotator."""
+        v = self._memo.get(key)
+        if v is None:
+            v = self._memo[key] = make()
+        return v
+
+    @property
+    def name(self) -> str:
+        """The ``annotator`` column: ``vlm:<model>@<prompt version>`` (``+judge:<model>@<version>`` when judged)."""
+        base = f"vlm:{self.model}@{PROMPT_VERSION}"
+        return f"{base}+{self.judge.name}" if self.judge else base
+
+    def _check_budget(self) -> None:
+        longest = max([len(category_prompt(self.tax, True).encode())]
+                      + [len(attributes_prompt(self.tax, c, True).encode()) for c in self.tax.categories])
+        text_tokens = (len(SYSTEM_PROMPT.encode()) + longest) // 2 + 64  # + chat template tokens
+        need = self.max_image_tokens + text_tokens + self.sampling.max_tokens
+        if need > self.max_model_len:
+            raise ValueError(f"max_image_tokens {self.max_image_tokens} + prompt (<= {text_tokens} tokens) + "
+                             f"max_tokens {self.sampling.max_tokens} = {need} > max_model_len {self.max_model_len}")
+
+    # ----------------------------------------------------------------------------------- the sync facade
+
+    def annotate_images(self, items: Sequence[ImageItem],
+                        progress: Callable[[int, int], None] | None = None) -> list[VlmLabel]:
+        """Label every item (in input order). See :meth:`aannotate_images`.
+
+        Raises:
+            VlmEndpointError: the endpoint is unreachable or does not serve the model (only when a request is
+                needed: a fully cached run needs no server).
+            RuntimeError: called from inside a running event loop (use ``await aannotate_images``).
+        """
+        try:
+            asyncio.get_running_loop()
+        except RuntimeError:
+            return asyncio.run(self.aannotate_images(items, progress))
+        raise RuntimeError("annotate_images called inside a running event loop; use `await aannotate_images(...)`")
+
+    async def aannotate_images(self, items: Sequence[ImageItem],
+                               progress: Callable[[int, int], None] | None = None) -> list[VlmLabel]:
+        """Label every item: one ``VlmLabel`` per item, in input order; never raises for a bad response or image.
+
+        At most ``concurrency`` requests are in flight; items are worked on by ``2 * concurrency`` workers so that
+        image preparation overlaps the requests.
+        """
+        sem = asyncio.Semaphore(self.concurrency)
+        conns = self.concurrency + 4
+        mk = dict(timeout_s=self.timeout_s, max_retries=self.max_retries, backoff_s=self.backoff_s,
+                  max_backoff_s=self.max_backoff_s, sampling=self.sampling, extra_body=self.extra_body,
+                  semaphore=sem, connections=conns, rng=self._rng)
+        self._ann = _Client(self.endpoint, self.model, self.api_key, **mk)
+        self._jud = None
+        if self.judge is not None:
+            jk = {**mk, "timeout_s": self.judge.timeout_s or self.timeout_s,
+                  "max_retries": self.max_retries if self.judge.max_retries is None else self.judge.max_retries}
+            self._jud = _Client(self.judge.endpoint, self.judge.model, self.judge.api_key, **jk)
+        results: list[VlmLabel | None] = [None] * len(items)
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(len(items)):
+            queue.put_nowait(i)
+        done = 0
+
+        async def worker() -> None:
+            nonlocal done
+            while True:
+                try:
+                    i = queue.get_nowait()
+                except asyncio.QueueEmpty:
+                    return
+                results[i] = await self._one(items[i])
+                done += 1
+                if progress:
+                    progress(done, len(items))
+
+        try:
+            workers = [asyncio.create_task(worker()) for _ in range(min(len(items), 2 * self.concurrency) or 1)]
+            await asyncio.gather(*workers)
+        finally:
+            await self._ann.close()
+            if self._jud is not None:
+                await self._jud.close()
+        return [r for r in results if r is not None]
+
+    # ------------------------------------------------------------------------------------------ one item
+
+    def _label(self, ctx: _Ctx, status: str, reason: str | None, category: str | None,
+               attrs: dict[str, str] | None = None, **kw: Any) -> VlmLabel:
+        return VlmLabel(item_id=ctx.item.item_id, status=status, reason=reason, category=category,
+                        attributes=attrs or {}, annotator=self.name, taxonomy_version=self.tax.version,
+                        image_sha256=ctx.sha, box=tuple(ctx.item.box) if ctx.item.box is not None else None,
+                        model=self.model, prompt_version=PROMPT_VERSION, sampling=self.sampling.as_dict(),
+                        judge_model=self.judge.model if self.judge else None,
+                        judge_prompt_version=JUDGE_PROMPT_VERSION if self.judge else None,
+                        requests=ctx.requests, cached=ctx.cached, **kw)
+
+    async def _image(self, ctx: _Ctx) -> PreparedImage:
+        """The item's prepared image, made once: in a worker thread (reading the source, decoding a photo of
+        several megapixels), or inline for bytes already in memory below ``INLINE_PREPARE_BYTES`` (a thread hop
+        costs more than preparing a thumbnail)."""
+        if ctx.prepared is None:
+            data = ctx.data
+            if data is None and isinstance(ctx.item.source, bytes):
+                data = ctx.item.source
+            if data is not None and len(data) < INLINE_PREPARE_BYTES:
+                ctx.prepared = prepare_image(data, ctx.item.box, self.max_image_tokens)
+            else:
+                def prep() -> PreparedImage:
+                    return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
+                                         self.max_image_tokens)
+
+                ctx.prepared = await asyncio.to_thread(prep)
+            ctx.data = None
+        return ctx.prepared
+
+    async def _ask(self, ctx: _Ctx, client: _Client, kind: str, prompt_version: str, extra: Any,
+                   text: Callable[[], str], schema: dict) -> Outcome:
+        key = cache_key(kind, ctx.sha, ctx.item.box, client.model, prompt_version, self.tax.version, extra)
+        hit = self.cache.get(key)
+        if hit is not None:
+            ctx.cached += 1
+            return Outcome(hit[0], None, 0, hit[1], cached=True)
+        img = await self._image(ctx)  # raises ImageRefused
+        out = await client.ask(_messages(img.data_url, text()), schema, _schema_name(schema))
+        ctx.requests += out.requests
+        if out.ok:
+            self.cache.put(key, out.value, kind=kind, image_sha256=ctx.sha, box=ctx.item.box, model=client.model,
+                           prompt_version=prompt_version, taxonomy_version=self.tax.version, extra=extra,
+                           server_version=out.server_version)
+        else:
+            self.cache.log_failure(key, kind, out.reason or "", out.requests)
+        return out
+
+    async def _one(self, item: ImageItem) -> VlmLabel:
+        ctx = _Ctx(item, item.sha256 or "")
+        try:
+            if not ctx.sha:
+                ctx.data = await asyncio.to_thread(item.read)
+                ctx.sha = hashlib.sha256(ctx.data).hexdigest()
+        except OSError as exc:
+            return self._label(ctx, "rejected", f"image_unreadable:{type(exc).__name__}", None)
+        try:
+            return await self._label_item(ctx)
+        except ImageRefused as exc:
+            return self._label(ctx, "rejected", exc.reason, item.category)
+        except OSError as exc:  # the image source (file, store) failed
+            return self._label(ctx, "rejected", f"image_unreadable:{type(exc).__name__}", item.category)
+
+    async def _label_item(self, ctx: _Ctx) -> VlmLabel:
+        tax, boxed = self.tax, ctx.item.box is not None
+        category = ctx.item.category
+        memo = self._memoized
+        if category is None:
+            out = await self._ask(ctx, self._ann, "category", PROMPT_VERSION, None,
+                                  lambda: memo(("cp", boxed), lambda: category_prompt(tax, boxed)),
+                                  memo(("cs",), lambda: category_schema(tax)))
+            if not out.ok:
+                return self._label(ctx, "failed", f"category:{out.reason}", None)
+            category = out.value["category"]
+            if category == NONE_CATEGORY:
+                return self._label(ctx, "rejected", "no_category_match", None, server_version=out.server_version)
+        elif category not in tax.categories:
+            return self._label(ctx, "rejected", f"unknown_category:{category}", category)
+        out = await self._ask(ctx, self._ann, "attributes", PROMPT_VERSION, category,
+                              lambda: memo(("ap", category, boxed), lambda: attributes_prompt(tax, category, boxed)),
+                              memo(("as", category), lambda: tax.json_schema(category)))
+        if not out.ok:
+            return self._label(ctx, "failed", f"attributes:{out.reason}", category)
+        server_version = out.server_version
+        answer: dict[str, str] = out.value
+        visible = {a: v for a, v in answer.items() if v != tax.not_visible}
+        not_visible = sorted(a for a, v in answer.items() if v == tax.not_visible)
+        if self._jud is None or not visible:
+            return self._label(ctx, "labelled", None, category, visible, server_version=server_version,
+                               not_visible=not_visible)
+        verdicts, failed, judge_version = await self._judge(ctx, category, visible, 1)
+        if failed:
+            return self._label(ctx, "failed", f"judge:{failed}", category, server_version=server_version)
+        accepted = {a: v for a, v in visible.items() if verdicts[a] == ACCEPT}
+        rejected = {a: v for a, v in visible.items() if verdicts[a] == REJECT}
+        rows = [{"name": a, "value": v, "verdict": verdicts[a], "round": 1} for a, v in sorted(visible.items())]
+        if rejected and self.on_reject == "reannotate":
+            out = await self._ask(ctx, self._ann, "reannotate", PROMPT_VERSION, [category, sorted(rejected.items())],
+                                  lambda: reannotate_prompt(tax, category, rejected, boxed),
+                                  restricted_schema(tax, category, rejected))
+            if not out.ok:
+                return self._label(ctx, "failed", f"reannotate:{out.reason}", category,
+                                   server_version=server_version)
+            again = {a: v for a, v in out.value.items() if v != tax.not_visible}
+            not_visible += [a for a, v in out.value.items() if v == tax.not_visible]
+            if again:
+                v2, failed, judge_version = await self._judge(ctx, category, again, 2)
+                if failed:
+                    return self._label(ctx, "failed", f"judge:{failed}", category, server_version=server_version)
+                rows += [{"name": a, "value": v, "verdict": v2[a], "round": 2} for a, v in sorted(again.items())]
+                accepted.update({a: v for a, v in again.items() if v2[a] == ACCEPT})
+        return self._label(ctx, "labelled", None, category, accepted, server_version=server_version,
+                           judge_server_version=judge_version, verdicts=rows, not_visible=sorted(not_visible))
+
+    async def _judge(self, ctx: _Ctx, category: str, labels: dict[str, str],
+                     round_: int) -> tuple[dict[str, str], str | None, str | None]:
+        assert self._jud is not None
+        tax, boxed = self.tax, ctx.item.box is not None
+        extra = [category, sorted(labels.items())]
+        out = await self._ask(ctx, self._jud, "judge", JUDGE_PROMPT_VERSION, extra,
+                              lambda: judge_prompt(tax, category, labels, boxed), judge_schema(tax, category, labels))
+        if not out.ok:
+            return {}, out.reason, out.server_version
+        return out.value, None, out.server_version
+
+
+# ------------------------------------------------------------------------------------------------ metrics
+
+
+def acceptance_rates(rows: Iterable[dict[str, Any]]) -> dict[str, Any]:
+    """The judge's acceptance rates over first-round verdicts (what the annotator got right), from annotation
+    rows (``schemas.ANNOTATIONS`` dicts or :meth:`VlmLabel.row`).
+
+    Returns ``{"judged", "accepted", "overall" (None when nothing was judged), "by_attribute": {attr: rate},
+    "by_category": {category: rate}, "reannotated", "reannotated_accepted"}``.
+    """
+    judged = accepted = re_n = re_ok = 0
+    by_attr: Counter[str] = Counter()
+    by_attr_ok: Counter[str] = Counter()
+    by_cat: Counter[str] = Counter()
+    by_cat_ok: Counter[str] = Counter()
+    for r in rows:
+        for v in r.get("judge_verdicts") or []:
+            ok = v["verdict"] == ACCEPT
+            if v.get("round", 1) != 1:
+                re_n += 1
+                re_ok += ok
+                continue
+            judged += 1
+            accepted += ok
+            by_attr[v["name"]] += 1
+            by_attr_ok[v["name"]] += ok
+            by_cat[r["category"]] += 1
+            by_cat_ok[r["category"]] += ok
+    return {
+        "judged": judged, "accepted": accepted, "overall": accepted / judged if judged else None,
+        "by_attribute": {a: by_attr_ok[a] / n for a, n in sorted(by_attr.items())},
+        "by_category": {c: by_cat_ok[c] / n for c, n in sorted(by_cat.items())},
+        "reannotated": re_n, "reannotated_accepted": re_ok,
+    }
+
+
+def acceptance_check(rates: dict[str, Any] | None, min_acceptance: float) -> tuple[bool, dict[str, Any]]:
+    """Whether a release's labels pass the judge: the overall acceptance rate is at least ``min_acceptance``.
+
+    Passes (with the reason in the details) when no judge ran (``rates`` None) or nothing was judged.
+    """
+    if rates is None:
+        return True, {"judge": "not configured (catalogue-text labels or no judge)", "min_acceptance": min_acceptance}
+    if rates["overall"] is None:
+        return True, {"judge": "nothing judged", "judged": 0, "min_acceptance": min_acceptance}
+    passed = rates["overall"] >= min_acceptance
+    return passed, {"acceptance_rate": round(rates["overall"], 4), "min_acceptance": min_acceptance,
+                    "judged": rates["judged"], "accepted": rates["accepted"],
+                    "by_attribute": {k: round(v, 4) for k, v in rates["by_attribute"].items()},
+                    "by_category": {k: round(v, 4) for k, v in rates["by_category"].items()}}
+
+
+def summarize(labels: Sequence[VlmLabel], started: float | None = None) -> dict[str, Any]:
+    """Counts of a labelling run; ``items = labelled + rejected + failed``."""
+    c: dict[str, Any] = {"items": len(labels), "labelled": 0, "rejected": 0, "failed": 0}
+    reasons: Counter[str] = Counter()
+    for lb in labels:
+        c[lb.status] += 1
+        if lb.reason:
+            reasons[f"{lb.status}.{lb.reason}"] += 1
+    c["reasons"] = dict(sorted(reasons.items()))
+    c["requests"] = sum(lb.requests for lb in labels)
+    c["cache_hits"] = sum(lb.cached for lb in labels)
+    if started is not None:
+        c["seconds"] = round(time.monotonic() - started, 3)
+    assert c["items"] == c["labelled"] + c["rejected"] + c["failed"]
+    return c
