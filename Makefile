@@ -43,7 +43,7 @@ clean:
 
 # A real vLLM server for the integration tests (tests/test_vllm_real.py), in its own environment .venv-vllm
 # (pinned in tests/vllm/requirements*.txt; why these versions: the comment there), serving a tiny randomly
-# initialised Qwen2.5-VL model built offline into .cache/. `.ci/run` starts and stops it; docs/ANNOTATION.md.
+# initialised Qwen2.5-VL model built offline into .cache/. `.ci/run` starts and stops it; docs/VLLM_TESTING.md.
 VLLM_VENV := .venv-vllm
 VLLM_STAMP := $(VLLM_VENV)/.installed
 

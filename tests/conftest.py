@@ -82,7 +82,7 @@ def vllm_url() -> str:
     """Base URL (``http://127.0.0.1:PORT``, without ``/v1``) of a real vLLM server serving the tiny test model.
 
     Taken from ``$LOOKBENCH_VLLM_URL`` (`.ci/run` starts a server and sets it; developers: `make vllm-server`,
-    docs/ANNOTATION.md). Unset: the test is skipped, unless ``$LOOKBENCH_VLLM_REQUIRED=1`` (CI), which fails
+    docs/VLLM_TESTING.md). Unset: the test is skipped, unless ``$LOOKBENCH_VLLM_REQUIRED=1`` (CI), which fails
     it. Set but the server's /health does not answer 200: the test fails.
     """
     import urllib.error

@@ -2,8 +2,7 @@
 randomly initialised Qwen2.5-VL model built offline (tests/vllm/build_tiny_qwen.py).
 
 `.ci/run` builds the server's environment and model, starts the server and sets ``LOOKBENCH_VLLM_URL``; without
-it these tests are skipped (``vllm_url`` fixture, tests/conftest.py). By hand: docs/ANNOTATION.md, "Testing
-against a real vLLM server".
+it these tests are skipped (``vllm_url`` fixture, tests/conftest.py). By hand: docs/VLLM_TESTING.md.
 
 The model's weights are random, so its answers are noise; what is real is everything around them: vLLM's image
 preprocessing for Qwen2.5-VL, the chat template, the structured-output constraint (xgrammar) built from our
