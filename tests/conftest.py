@@ -93,8 +93,7 @@ def vllm_url() -> str:
         if os.environ.get("LOOKBENCH_VLLM_REQUIRED") == "1":
             pytest.fail("LOOKBENCH_VLLM_REQUIRED=1 but LOOKBENCH_VLLM_URL is not set")
         pytest.skip("no vLLM server: set LOOKBENCH_VLLM_URL (make vllm-server; .ci/run starts one)")
-    if url.endswith("/v1"):
-        url = url[:-3]
+    url = url.removesuffix("/v1")
     try:
         with urllib.request.urlopen(f"{url}/health", timeout=10) as r:
             ok = r.status == 200

