@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)
 
-.PHONY: demo test dev real clean benchmarks chromium
+.PHONY: demo test dev real clean benchmarks chromium vllm-env vllm-model vllm-server vllm-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -41,3 +41,34 @@ benchmarks: $(STAMP)
 
 clean:
 	rm -rf data .dagster
+
+# A real vLLM server for the integration tests (tests/test_vllm_real.py), in its own environment .venv-vllm
+# (pinned in tests/vllm/requirements*.txt; why these versions: the comment there), serving a tiny randomly
+# initialised Qwen2.5-VL model built offline into .cache/. `.ci/run` starts and stops it; docs/VLLM_TESTING.md.
+VLLM_VENV := .venv-vllm
+VLLM_STAMP := $(VLLM_VENV)/.installed
+
+$(VLLM_STAMP): tests/vllm/requirements.txt tests/vllm/requirements-vllm.txt
+	rm -rf $(VLLM_VENV)
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_VENV)/bin/python -m pip install -q pip==26.3
+	$(VLLM_VENV)/bin/python -m pip install -q -r tests/vllm/requirements.txt
+	$(VLLM_VENV)/bin/python -m pip install -q --no-deps -r tests/vllm/requirements-vllm.txt
+	$(MAKE) vllm-check
+	touch $(VLLM_STAMP)
+
+vllm-env: $(VLLM_STAMP)
+
+# vLLM imports, with the Qwen2.5-VL model code (which needs torchvision to import).
+vllm-check:
+	$(VLLM_VENV)/bin/python -c "import torch, torchvision, vllm, vllm.model_executor.models.qwen2_5_vl; \
+	print('vllm', vllm.__version__, 'torch', torch.__version__, 'torchvision', torchvision.__version__)"
+
+vllm-model: $(VLLM_STAMP)
+	$(VLLM_VENV)/bin/python tests/vllm/build_tiny_qwen.py
+
+# Foreground server on http://127.0.0.1:$(VLLM_PORT); in another shell:
+# LOOKBENCH_VLLM_URL=http://127.0.0.1:8000 .venv/bin/python -m pytest -q tests/test_vllm_real.py
+VLLM_PORT ?= 8000
+vllm-server: vllm-model
+	$(PYTHON) tests/vllm/server.py serve --port $(VLLM_PORT)

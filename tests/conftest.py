@@ -75,3 +75,30 @@ def s3_env(monkeypatch):
     monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
     monkeypatch.setenv("AWS_DEFAULT_REGION", "us-east-1")
+
+
+@pytest.fixture(scope="session")
+def vllm_url() -> str:
+    """Base URL (``http://127.0.0.1:PORT``, without ``/v1``) of a real vLLM server serving the tiny test model.
+
+    Taken from ``$LOOKBENCH_VLLM_URL`` (`.ci/run` starts a server and sets it; developers: `make vllm-server`,
+    docs/VLLM_TESTING.md). Unset: the test is skipped, unless ``$LOOKBENCH_VLLM_REQUIRED=1`` (CI), which fails
+    it. Set but the server's /health does not answer 200: the test fails.
+    """
+    import urllib.error
+    import urllib.request
+
+    url = os.environ.get("LOOKBENCH_VLLM_URL", "").rstrip("/")
+    if not url:
+        if os.environ.get("LOOKBENCH_VLLM_REQUIRED") == "1":
+            pytest.fail("LOOKBENCH_VLLM_REQUIRED=1 but LOOKBENCH_VLLM_URL is not set")
+        pytest.skip("no vLLM server: set LOOKBENCH_VLLM_URL (make vllm-server; .ci/run starts one)")
+    url = url.removesuffix("/v1")
+    try:
+        with urllib.request.urlopen(f"{url}/health", timeout=10) as r:
+            ok = r.status == 200
+    except (urllib.error.URLError, OSError) as e:
+        pytest.fail(f"vLLM server at {url} not reachable: {e}")
+    if not ok:
+        pytest.fail(f"vLLM server at {url}: /health answered {r.status}")
+    return url
