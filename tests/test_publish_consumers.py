@@ -93,9 +93,12 @@ def test_look_bench_loader_and_recall_equal_ours_on_the_same_embeddings(released
         assert q["sample_id"] == pq.read_table(folder / subset / "query.parquet")["sample_id"].to_pylist()
         qv = emb.embed([r["image"] for r in q])  # pictures as look-bench's loader decodes them
         gv = emb.embed([r["image"] for r in g])
-        # the same embeddings our evaluation computed and cached for these pictures
+        # the same embeddings our evaluation computed and cached for these pictures (keyed by the sha256 of the
+        # published bytes, which these test pictures' image_sha256 is)
         for vecs, shas in ((qv, q["image_sha256"]), (gv, g["image_sha256"])):
-            np.testing.assert_array_equal(vecs, np.stack([np.load(cache.dir / f"{s}.npy") for s in shas]))
+            cached, missing = cache.get(shas)
+            assert not missing
+            np.testing.assert_array_equal(vecs, cached)
 
         def label(row_cat, row_attrs):  # category + every attribute: equality = our Fine match (all rows here
             return row_cat + "|" + ";".join(sorted(f"{a['name']}={a['value']}" for a in row_attrs))  # carry all)
