@@ -99,7 +99,7 @@ def label_pool_item(annotator: CatalogTextAnnotator, description: str | None,
     cat_text = " ".join(cats)
     attrs = {}
     for attr in annotator.tax.categories[category].attributes:
-        v = annotator.value_of(attr, description, cat_text)
+        v = annotator.value_of(category, attr, description, cat_text)
         if v is not None:
             attrs[attr] = v
     return PoolLabel(category, attrs)
