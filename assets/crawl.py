@@ -1,41 +1,145 @@
-"""Stage 1, crawl: every configured site crawled by the Scrapy ``shop`` spider."""
+"""Stage 1, crawl: each site crawled weekly by the Scrapy ``shop`` spider (``week`` × ``site`` partitions), and the
+release window's catalogue accumulated from the weekly crawls that overlap it."""
 
 
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
-from dagster import AssetExecutionContext, AssetOut, Failure, Output, multi_asset
+from dagster import (AssetDep, AssetExecutionContext, AssetOut, Config, Failure, MetadataValue, Output,
+                     multi_asset)
 
+from lookbench_pipeline.accumulate import WeeklyCrawl, accumulate
+from lookbench_pipeline.backfill import archived_crawls, fetch
 from lookbench_pipeline.pipeline import stage_crawl
 
 from .common import table_metadata
-from .partitions import crawl_partitions
+from .io import read_stored_table
+from .partitions import crawl_partitions, crawls_in_window, release_partitions, week_partitions, weeks_in_window
 from .resources import LookbenchConfig
+
+WEEKLY = {"products": "weekly_products", "looks": "weekly_looks", "crawl_log": "weekly_crawl_log",
+          "downloads": "weekly_image_downloads"}
+
+
+class CrawlConfig(Config):
+    """``replay: true`` rebuilds the partition from the site's archived crawls of that week (WARC files in the
+    object store) instead of the network: the backfill of a past week. Replay weeks in order, from an empty
+    crawl state (``lookbench backfill`` does), so that ``first_seen_at`` comes out as it was."""
+
+    replay: bool = False
 
 
 @multi_asset(
     outs={
-        "products": AssetOut(description="Products found on the crawled shops (schemas.PRODUCTS)."),
-        "looks": AssetOut(description='"Shop the look" pages: a look image and the products it links.'),
-        "crawl_log": AssetOut(description="Every page the spider handled, with its outcome and reason."),
-        "image_downloads": AssetOut(description="Every image URL the crawl tried: stored file or failure reason."),
+        "weekly_products": AssetOut(description="Products one crawl of a site found in its week (schemas.PRODUCTS)."),
+        "weekly_looks": AssetOut(description='"Shop the look" pages of the crawl: a look image and its products.'),
+        "weekly_crawl_log": AssetOut(description="Every page the crawl handled, with its outcome and reason."),
+        "weekly_image_downloads": AssetOut(description="Every image URL the crawl tried: stored file or failure."),
     },
     partitions_def=crawl_partitions,
     group_name="crawl",
     compute_kind="scrapy",
+    op_tags={"lookbench/stage": "crawl"},
 )
-def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig):
+def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: CrawlConfig):
+    t0 = time.perf_counter()
     cfg = lookbench.load()
-    site = context.partition_key.keys_by_dimension["site"]
+    keys = context.partition_key.keys_by_dimension
+    site, week = keys["site"], keys["week"]
     by_name = {s.name: p for s, p in zip(cfg.site_configs(), cfg.sites)}
     if site not in by_name:
         raise Failure(description=f"site partition {site!r} has no site config; configured: {sorted(by_name)}")
     run_dir = Path(cfg.data_dir) / "runs" / context.run.run_id
-    res = stage_crawl(cfg.model_copy(update={"sites": [by_name[site]]}), run_dir, lookbench.store(),
-                      context.run.run_id)
-    for site, c in res.counts.items():
-        context.log.info(f"crawl {site}: {c}")
-    yield Output(res.products, "products",
-                 metadata=table_metadata(res.products, {"per_site": res.counts}, ["title", "brand", "price", "currency", "first_seen_at"]))
-    yield Output(res.looks, "looks", metadata=table_metadata(res.looks, None, ["url", "image_url", "first_seen_at"]))
-    yield Output(res.crawl_log, "crawl_log", metadata=table_metadata(res.crawl_log, None, ["url", "status", "outcome", "reason"]))
-    yield Output(res.downloads, "image_downloads", metadata=table_metadata(res.downloads, None, ["url", "reason"]))
+    site_cfg = cfg.model_copy(update={"sites": [by_name[site]]})
+    store = lookbench.store()
+    if config.replay:
+        archived = [a for a in archived_crawls(store, site) if a.week == week]
+        if not archived:
+            raise Failure(description=f"no archived crawl of {site} for week {week} in {store.url}/warc/{site}/")
+        res = None
+        for a in archived:  # a week crawled twice is replayed twice, in order; the partition is the last crawl
+            context.log.info(f"replaying {a.key} (crawl started {a.started_at.isoformat()})")
+            warc = fetch(store, a, run_dir / site / "archive" / a.run_id)
+            res = stage_crawl(site_cfg, run_dir / a.run_id, None, context.run.run_id, replay={site: [warc]})
+    else:
+        week_end = week_partitions.time_window_for_partition_key(week).end
+        if datetime.now(timezone.utc) >= week_end:
+            raise Failure(description=f"week {week} is over: a live crawl now would not observe it. Rebuild it "
+                                      "from its archived crawls (run config crawl: {config: {replay: true}}, or "
+                                      "`lookbench backfill`).")
+        res = stage_crawl(site_cfg, run_dir, store, context.run.run_id, archive_info={"week": week})
+    c = res.counts[site]
+    context.log.info(f"crawl {site} week {week}: {c}")
+    timing = {"duration_s": round(time.perf_counter() - t0, 2)}
+    pages = max(1, c.get("pages", 0))
+    rejected_pages = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
+    yield Output(res.products, "weekly_products", metadata={
+        **table_metadata(res.products, {**timing, "products_new": c.get("products_new"),
+                                        "products_disappeared": c.get("products_disappeared"),
+                                        "archive": c.get("warc") or c.get("replayed_from")},
+                         ["title", "brand", "price", "currency", "first_seen_at"]),
+        "scrapy": MetadataValue.json(c.get("scrapy", {}))})
+    yield Output(res.looks, "weekly_looks", metadata=table_metadata(res.looks, None, ["url", "image_url",
+                                                                                       "first_seen_at"]))
+    yield Output(res.crawl_log, "weekly_crawl_log", metadata=table_metadata(
+        res.crawl_log, {"pages": c.get("pages", 0), "rejected_pages": rejected_pages,
+                        "page_rejection_rate": round(rejected_pages / pages, 4),
+                        "outcomes": {k: v for k, v in c.items() if k.startswith("pages.")}},
+        ["url", "status", "outcome", "reason"]))
+    n_img = max(1, c.get("image_urls", 0))
+    yield Output(res.downloads, "weekly_image_downloads", metadata=table_metadata(
+        res.downloads, {"image_urls": c.get("image_urls", 0), "downloaded": c.get("image_urls_downloaded", 0),
+                        "download_failure_rate": round(1 - c.get("image_urls_downloaded", 0) / n_img, 4)},
+        ["url", "reason"]))
+
+
+@multi_asset(
+    outs={
+        "products": AssetOut(description="The window's products: every weekly crawl of the window, one row per "
+                                          "product from the latest crawl that saw it (schemas.PRODUCTS)."),
+        "looks": AssetOut(description='The window\'s "shop the look" pages, accumulated like products.'),
+        "crawl_log": AssetOut(description="Every page of every weekly crawl of the window, with its outcome."),
+        "image_downloads": AssetOut(description="Every image URL of the window's crawls: the latest stored file, "
+                                                "else the latest failure reason."),
+    },
+    deps=[AssetDep(name, partition_mapping=crawls_in_window) for name in WEEKLY.values()],
+    partitions_def=release_partitions,
+    group_name="crawl",
+    compute_kind="pyarrow",
+    op_tags={"lookbench/stage": "crawl_catalog"},
+)
+def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
+    """Reads the stored weekly crawl partitions of every configured site that overlap the window (the
+    dependency's partition mapping) and accumulates them (``lookbench_pipeline.accumulate``). Weeks that were
+    not crawled are skipped; a window without any crawl fails."""
+    t0 = time.perf_counter()
+    cfg = lookbench.load()
+    window = context.partition_key
+    sites = [s.name for s in cfg.site_configs()]
+    crawls, missing = [], {}
+    for site in sites:
+        for week in weeks_in_window(window):
+            key = f"{site}|{week}"
+            tables = {k: read_stored_table(cfg.data_dir, name, key) for k, name in WEEKLY.items()}
+            if any(t is None for t in tables.values()):
+                missing.setdefault(site, []).append(week)
+                continue
+            crawls.append(WeeklyCrawl(site=site, week=week, **tables))
+    if not crawls:
+        raise Failure(description=f"no weekly crawl of window {window} for sites {sites}: materialise crawl_job "
+                                  "partitions (week|site) first, or rebuild them from the archive")
+    cat = accumulate(crawls)
+    counts = {**cat.counts, "sites_without_crawl": [s for s in sites if s not in cat.counts["weeks_per_site"]],
+              "duration_s": round(time.perf_counter() - t0, 2)}
+    context.log.info(f"window {window}: {cat.counts['crawls']} weekly crawls -> {cat.counts['products']} products,"
+                     f" {cat.counts['looks']} looks; weeks without a crawl: "
+                     f"{ {s: len(w) for s, w in missing.items()} }")
+    yield Output(cat.products, "products", metadata=table_metadata(
+        cat.products, counts, ["site", "title", "brand", "price", "first_seen_at", "last_seen_at"]))
+    yield Output(cat.looks, "looks", metadata=table_metadata(cat.looks, None, ["url", "image_url", "first_seen_at"]))
+    yield Output(cat.crawl_log, "crawl_log", metadata=table_metadata(cat.crawl_log, None,
+                                                                     ["url", "status", "outcome", "reason"]))
+    yield Output(cat.downloads, "image_downloads", metadata=table_metadata(
+        cat.downloads, {"image_urls": cat.counts["image_urls"], "downloaded": cat.counts["image_urls_downloaded"]},
+        ["url", "reason"]))

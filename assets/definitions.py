@@ -3,32 +3,36 @@
 
 import os
 
-from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult,
-                     build_schedule_from_partitioned_job, define_asset_job, sensor)
+from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult, define_asset_job,
+                     sensor)
 
-from . import attributes, crawl, dedup, evaluate, images, negatives, release
+from . import attributes, checks, crawl, dedup, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
-from .partitions import crawl_partitions, release_partitions, site_partitions
+from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
-ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
-              attributes.annotations, negatives.negatives, release.release_candidate, release.release,
-              evaluate.evaluation]
+ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
+              dedup.contamination_check, attributes.annotations, negatives.negatives, release.release_candidate,
+              release.release, evaluate.evaluation]
+ALL_CHECKS = checks.ALL_CHECKS
 
+# the weekly crawl (week x site partitions) and its checks; everything else is partitioned by release window
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
 crawl_job = define_asset_job(
-    "crawl_job", selection=CRAWL_SELECTION, partitions_def=crawl_partitions,
-    description="Crawl one site for one release window (a partition per window and site).",
+    "crawl_job", selection=CRAWL_SELECTION, partitions_def=crawl_partitions, tags=schedules.CRAWL_TAGS,
+    description="Crawl one site for one week (a partition per week and site); weekly crawls accumulate into "
+                "their release window's catalogue.",
 )
 
 release_job = define_asset_job(
     "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
-    description="From every site's crawl of a window: take in images, dedup, check contamination, annotate, "
-                "publish the release and evaluate it.",
+    tags=schedules.RELEASE_TAGS,
+    description="From every weekly crawl of a window: accumulate the catalogue, take in images, dedup, check "
+                "contamination, annotate, publish the release and evaluate it.",
 )
 
-release_schedule = build_schedule_from_partitioned_job(release_job, name="semiannual_release")
+release_schedule = schedules.semiannual_release
 
 
 
@@ -43,10 +47,19 @@ def register_sites(context: SensorEvaluationContext, lookbench: LookbenchConfig)
 def build_defs(config_path: str | None = None) -> Definitions:
     """The definitions with resources bound to a config file (None: ``$LOOKBENCH_CONFIG`` or the demo)."""
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
+    if config_path:
+        from lookbench_pipeline.config import ConfigError, load_config
+
+        tz = load_config(config_path).timezone
+        if tz != RELEASE_TIMEZONE:
+            raise ConfigError(f"{config_path}: timezone {tz!r}, but the partitions were defined in "
+                              f"{RELEASE_TIMEZONE!r} when the code was imported; set LOOKBENCH_TIMEZONE={tz} "
+                              "before starting Dagster")
     return Definitions(
         assets=ALL_ASSETS,
+        asset_checks=ALL_CHECKS,
         jobs=[crawl_job, release_job],
-        schedules=[release_schedule],
+        schedules=[release_schedule, schedules.weekly_crawl],
         sensors=[register_sites],
         resources={
             "lookbench": LookbenchConfig(config_path=config_path),

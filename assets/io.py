@@ -12,6 +12,17 @@ from dagster import ConfigurableIOManager, InputContext, MultiPartitionsDefiniti
 from lookbench_pipeline.config import load_config
 
 
+def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:
+    """Where :class:`TableIOManager` keeps a partition's value (without the ``.parquet`` / ``.json`` suffix)."""
+    return Path(data_dir) / "assets" / asset / TableIOManager._name(partition_key)
+
+
+def read_stored_table(data_dir: Path, asset: str, partition_key: str) -> pa.Table | None:
+    """A partition's stored table, or None when that partition was never materialised."""
+    p = stored_path(data_dir, asset, partition_key).with_suffix(".parquet")
+    return pq.read_table(p) if p.is_file() else None
+
+
 class TableIOManager(ConfigurableIOManager):
     config_path: str | None = None
 
@@ -20,7 +31,7 @@ class TableIOManager(ConfigurableIOManager):
 
     @staticmethod
     def _name(key: str) -> str:
-        return str(key).replace("|", "__")  # a MultiPartitionKey is "site|window"
+        return str(key).replace("|", "__")  # a MultiPartitionKey is "site|week"
 
     def _path(self, context: OutputContext | InputContext) -> Path:
         key = context.asset_partition_key if context.has_asset_partitions else "all"

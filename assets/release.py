@@ -53,7 +53,8 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
         "rejected_by_reason": MetadataValue.json(rel.counts["rejected_by_reason"]),
         "files": MetadataValue.json(summary["files"])})
     # Blocking checks: a failed one stops `release` (the publish step) in the same run.
-    for name, (passed, details) in check_candidate(rel).items():
+    for name, (passed, details) in check_candidate(
+            rel, overlap_allowed=cfg.checks.query_gallery_overlap_allowed).items():
         yield AssetCheckResult(check_name=name, passed=passed, severity=AssetCheckSeverity.ERROR,
                                metadata={k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v
                                          for k, v in details.items()})

@@ -1,13 +1,18 @@
-"""Running a whole release in process: register the site partitions, crawl every site for the window (one
-``crawl_job`` run per site partition), then run ``release_job`` for the window. Used by ``lookbench build`` /
-``lookbench demo`` and by the tests; in production the schedule and sensors do the same."""
+"""Running a whole release in process: register the site partitions, crawl every site for the current week (one
+``crawl_job`` run per week × site partition), then run ``release_job`` for the window. Used by ``lookbench build``
+/ ``lookbench demo`` and by the tests; in production the schedules and the sensor do the same.
+
+:func:`rebuild_window` is the backfill of a past window from the crawl archive alone: every archived crawl of
+every site replayed in order (``crawl_job`` with ``replay: true``, no network), then ``release_job``."""
 
 import os
+from datetime import datetime, timezone
+from pathlib import Path
 
-from dagster import DagsterInstance, ExecuteInProcessResult
+from dagster import DagsterInstance, ExecuteInProcessResult, MultiPartitionKey
 
 from .definitions import build_defs
-from .partitions import crawl_key, release_partitions, site_partitions
+from .partitions import crawl_key, release_partitions, site_partitions, week_of
 from .resources import LookbenchConfig
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -30,29 +35,91 @@ def _check(result: ExecuteInProcessResult) -> None:
     raise RunFailed("\n".join(msgs) or "run failed")
 
 
+def _register_sites(instance: DagsterInstance, sites: list[str]) -> None:
+    instance.add_dynamic_partitions(site_partitions.name,
+                                    [s for s in sites if not instance.has_dynamic_partition(site_partitions.name, s)])
+
+
+def _instance(instance: DagsterInstance | None) -> DagsterInstance:
+    return instance or (DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral())
+
+
 def run_release(config_path: str | None = None, window: str | None = None,
                 instance: DagsterInstance | None = None, quiet: bool = True) -> dict:
     """Crawl every configured site and build, publish and evaluate the release of ``window`` (a partition key,
-    default: the current window). Returns ``{"window", "manifest", "scores", "crawl_run_ids", "run_id"}``.
+    default: the current window). Sites are crawled only while the window is open (into the current week's
+    partition); a closed window is built from its stored weekly crawls. Returns ``{"window", "manifest",
+    "scores", "crawl_run_ids", "run_id"}``.
 
     Raises:
         RunFailed: a step failed (the message names it).
     """
     defs = build_defs(config_path)
-    instance = instance or (DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral())
+    instance = _instance(instance)
     window = window or release_partitions.get_last_partition_key()
     sites = [s.name for s in LookbenchConfig(config_path=config_path).load().site_configs()]
-    instance.add_dynamic_partitions(site_partitions.name,
-                                    [s for s in sites if not instance.has_dynamic_partition(site_partitions.name, s)])
+    _register_sites(instance, sites)
     run_config = QUIET if quiet else {}
     crawl_runs = []
-    for site in sites:
-        r = defs.resolve_job_def("crawl_job").execute_in_process(
-            partition_key=crawl_key(window, site), instance=instance, raise_on_error=False, run_config=run_config)
-        _check(r)
-        crawl_runs.append(r.run_id)
+    w = release_partitions.time_window_for_partition_key(window)
+    if w.start <= datetime.now(timezone.utc) < w.end:
+        for site in sites:
+            r = defs.resolve_job_def("crawl_job").execute_in_process(
+                partition_key=crawl_key(window, site), instance=instance, raise_on_error=False,
+                run_config=run_config)
+            _check(r)
+            crawl_runs.append(r.run_id)
     r = defs.resolve_job_def("release_job").execute_in_process(
         partition_key=window, instance=instance, raise_on_error=False, run_config=run_config)
     _check(r)
     return {"window": window, "manifest": r.output_for_node("release"), "scores": r.output_for_node("evaluation"),
             "crawl_run_ids": crawl_runs, "run_id": r.run_id, "result": r}
+
+
+def rebuild_window(config_path: str | None = None, window: str | None = None,
+                   instance: DagsterInstance | None = None, quiet: bool = True) -> dict:
+    """Rebuild release window ``window`` from the crawl archive (``warc/<site>/`` in the object store) without
+    the network: for every configured site, every archived crawl that started before the window's end is
+    replayed in start order into its weekly partition (``crawl_job``, run config ``replay: true``), which
+    rebuilds the crawl state (``first_seen_at``) as it was; then ``release_job`` runs for the window.
+
+    The crawl state must start empty (a fresh ``data_dir``): replaying on top of a live state would keep the
+    live ``first_seen_at``. Returns what :func:`run_release` returns plus ``replayed`` (site -> WARC keys).
+
+    Raises:
+        ValueError: the data directory already holds crawl state for a site, or a site has no archived crawl.
+        RunFailed: a step failed.
+    """
+    from lookbench_pipeline.backfill import archived_crawls
+
+    defs = build_defs(config_path)
+    instance = _instance(instance)
+    cfg = LookbenchConfig(config_path=config_path).load()
+    store = LookbenchConfig(config_path=config_path).store()
+    window = window or release_partitions.get_last_partition_key()
+    end = release_partitions.time_window_for_partition_key(window).end
+    sites = [s.name for s in cfg.site_configs()]
+    for site in sites:
+        if (Path(cfg.data_dir) / "state" / site).exists():
+            raise ValueError(f"{cfg.data_dir}/state/{site} exists: rebuild into a fresh data_dir, so that the "
+                             "archive alone decides first_seen_at")
+    _register_sites(instance, sites)
+    run_config = {**(QUIET if quiet else {}), "ops": {"crawl": {"config": {"replay": True}}}}
+    crawl_runs, replayed = [], {}
+    for site in sites:
+        archived = [a for a in archived_crawls(store, site) if a.started_at < end]
+        if not archived:
+            raise ValueError(f"no archived crawl of site {site} before {end.isoformat()} in {store.url}/warc/{site}/")
+        replayed[site] = [a.key for a in archived]
+        weeks = list(dict.fromkeys(a.week or week_of(a.started_at) for a in archived))  # in order, each once
+        for week in weeks:
+            r = defs.resolve_job_def("crawl_job").execute_in_process(
+                partition_key=MultiPartitionKey({"week": week, "site": site}), instance=instance,
+                raise_on_error=False, run_config=run_config)
+            _check(r)
+            crawl_runs.append(r.run_id)
+    r = defs.resolve_job_def("release_job").execute_in_process(
+        partition_key=window, instance=instance, raise_on_error=False, run_config=QUIET if quiet else {})
+    _check(r)
+    return {"window": window, "manifest": r.output_for_node("release"), "scores": r.output_for_node("evaluation"),
+            "crawl_run_ids": crawl_runs, "run_id": r.run_id, "result": r, "replayed": replayed}

@@ -326,6 +326,39 @@ class AnnotateConfig(_Strict):
     cache: Path | None = None
 
 
+class Bounds(_Strict):
+    """An expected range; ``None`` leaves that side open."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def holds(self, value: float) -> bool:
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+
+class ChecksConfig(_Strict):
+    """Thresholds of the asset checks (``assets/checks.py``). Rates are fractions in [0, 1]; counts are rows.
+
+    ``severity`` overrides a check's default severity by check name (``error`` fails the check and, for a
+    blocking check, stops the assets downstream of it in the same run, the publish step included; ``warn``
+    records the failure and lets the run go on).
+    """
+
+    products_per_crawl: Bounds = Field(default_factory=lambda: Bounds(min=1))  # one site's weekly crawl
+    max_page_rejection_rate: float = 0.5  # rejected pages / pages handled, one weekly crawl
+    max_download_failure_rate: float = 0.5  # image URLs not downloaded / image URLs, one weekly crawl
+    products_per_window: Bounds = Field(default_factory=lambda: Bounds(min=1))  # the window's catalogue
+    max_image_rejection_rate: float = 0.5  # rejected image references / references
+    max_near_duplicate_rate: float = 0.5  # near-duplicate images / distinct images
+    max_contamination_rate: float = 0.2  # images matching a legacy benchmark or earlier release / images
+    min_annotation_acceptance_rate: float = 0.5  # labelled items / items (the annotator's or judge's acceptance)
+    queries_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))  # subsets that have queries
+    gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
+    max_candidate_rejection_rate: float = 0.95  # rejected candidates / candidates of the release
+    query_gallery_overlap_allowed: list[str] = Field(default_factory=list)  # subsets where it is intended
+    severity: dict[str, Literal["error", "warn"]] = Field(default_factory=dict)
+
+
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
 
@@ -343,6 +376,7 @@ class PipelineConfig(BaseSettings):
     evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
     card: CardConfig = Field(default_factory=CardConfig)
     annotate: AnnotateConfig = Field(default_factory=AnnotateConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
 

@@ -46,8 +46,10 @@ class CrawlOutput:
 
 
 def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
-                   cache_dir: Path | None = None, resume: bool = False) -> tuple[list[str], dict[str, str]]:
-    """The ``scrapy crawl shop`` command line and environment for one site (see :func:`run_spider`)."""
+                   cache_dir: Path | None = None, resume: bool = False,
+                   extra_settings: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """The ``scrapy crawl shop`` command line and environment for one site (see :func:`run_spider`).
+    ``extra_settings``: more Scrapy settings (``-s NAME=VALUE``), e.g. a replay's."""
     feed, logf, warc = out_dir / "items.jsonl", out_dir / "scrapy.log", out_dir / "crawl.warc.gz"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRAWLERS_DIR), str(CRAWLERS_DIR.parent),
@@ -77,11 +79,14 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
                 "-s", f"CONCURRENT_REQUESTS={min(4, site.concurrency_per_domain)}"]
     if resume:
         cmd += ["-a", f"resume_feed={feed}"]
+    for name, value in (extra_settings or {}).items():
+        cmd += ["-s", f"{name}={value}"]
     return cmd, env
 
 
 def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
-               timeout_s: float = 1800, cache_dir: Path | None = None, resume: bool = False) -> tuple[Path, Path]:
+               timeout_s: float = 1800, cache_dir: Path | None = None, resume: bool = False,
+               extra_settings: dict[str, str] | None = None) -> tuple[Path, Path]:
     """Run ``scrapy crawl shop`` for one site in a child process; returns (feed JSONL path, log path).
 
     The feed (``items.jsonl``), the log and the WARC archive (``crawl.warc.gz``) are written under ``out_dir``.
@@ -99,7 +104,7 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
         (out_dir / "crawl.warc.gz").unlink(missing_ok=True)
     logf.unlink(missing_ok=True)
     site = SiteConfig.from_yaml(site_config_path)
-    cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume)
+    cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume, extra_settings)
     try:
         proc = subprocess.run(cmd, cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
@@ -129,6 +134,36 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
                 raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
             base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
         feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent, cache_dir=cache_dir)
+    items = read_feed(feed)
+    if base_url and site.recorded_origin:
+        items = [_rebase(it, base_url, site.recorded_origin) for it in items]
+    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+
+
+def replay_site(site_config_path: Path, warc_paths: list[Path], base_url: str, work_dir: Path,
+                user_agent: str) -> CrawlOutput:
+    """Crawl one site again from archived WARC files instead of the network: the same spider, robots.txt, host
+    policy and extraction, with every response answered from the archive
+    (``lookbench_crawlers.replay.WarcReplayMiddleware``) and no network download handler, so nothing leaves the
+    machine. ``base_url`` is the origin the archived crawl served ``{{BASE}}`` from (its warcinfo record's
+    ``base-url``; empty for a site without ``{{BASE}}``). Items carry the archived fetch times as
+    ``crawled_at``, so replaying a site's crawls in order rebuilds its state and tables as they were.
+
+    Raises:
+        CrawlError: the spider failed, or it tried to reach the network (``lookbench/replay/network_attempts``).
+    """
+    site = SiteConfig.from_yaml(site_config_path)
+    handler = "lookbench_crawlers.replay.NoNetworkDownloadHandler"
+    settings = {"LOOKBENCH_REPLAY_WARC": ",".join(str(p) for p in warc_paths),
+                "DOWNLOAD_HANDLERS": json.dumps({"http": handler, "https": handler}),
+                "AUTOTHROTTLE_ENABLED": "False", "RETRY_ENABLED": "False"}
+    out_dir = work_dir / "crawl"
+    feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, extra_settings=settings)
+    stats_file = out_dir / "stats.json"
+    stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
+    if stats.get("lookbench/replay/network_attempts"):
+        raise CrawlError(f"replay of {site.name} tried to reach the network "
+                         f"{stats['lookbench/replay/network_attempts']} times")
     items = read_feed(feed)
     if base_url and site.recorded_origin:
         items = [_rebase(it, base_url, site.recorded_origin) for it in items]
@@ -269,7 +304,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
                 "robotstxt/forbidden", "httpcache/hit", "httpcache/miss", "httpcache/revalidate",
                 "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds")
         counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
-            ("downloader/response_status_count/", "downloader/exception_type_count/"))}
+            ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/"))}
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

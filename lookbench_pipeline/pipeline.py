@@ -49,25 +49,50 @@ class CrawlResult:
 
 
 def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = None,
-                run_id: str = "run") -> CrawlResult:
+                run_id: str = "run", archive_info: dict[str, str] | None = None,
+                replay: dict[str, list[Path]] | None = None) -> CrawlResult:
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
-    WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release)."""
+    WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
+    ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
+    by ``warc/<site>/<run_id>.json`` (the same fields), which is what :mod:`lookbench_pipeline.backfill` lists.
+
+    ``replay``: per site name, archived WARC files to crawl from instead of the network
+    (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none."""
+    import json
+
+    from .warc import read_warcinfo, warcinfo_record
+
     parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
     counts: dict[str, Any] = {}
     for path in cfg.sites:
         site = crawl.SiteConfig.from_yaml(path)
         state = Path(cfg.data_dir) / "state"
-        out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent,
-                               cache_dir=state / site.name / "httpcache")
+        started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        if replay is not None:
+            warcs = replay.get(site.name) or []
+            if not warcs:
+                raise crawl.CrawlError(f"no archived crawl of site {site.name} to replay")
+            info = read_warcinfo(warcs[0])
+            out = crawl.replay_site(Path(path), warcs, info.get("base-url", ""), run_dir / site.name, cfg.user_agent)
+        else:
+            out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent,
+                                   cache_dir=state / site.name / "httpcache")
         cat = crawl.merge_catalog(out, state)
         for k in parts:
             parts[k].append(getattr(cat, k))
         counts[site.name] = cat.counts
         warc = out.feed.parent / "crawl.warc.gz"
-        if store is not None and warc.is_file():
+        if store is not None and warc.is_file() and replay is None:
             key = f"warc/{site.name}/{run_id}.warc.gz"
-            store.put_bytes(key, warc.read_bytes(), "application/warc")
+            info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": run_id,
+                    "base-url": out.base_url, "recorded-origin": site.recorded_origin or "",
+                    "started-at": started, **(archive_info or {})}
+            store.put_bytes(key, warcinfo_record(info) + warc.read_bytes(), "application/warc")
+            store.put_bytes(key.removesuffix(".warc.gz") + ".json",
+                            json.dumps({**info, "key": key}, indent=1, sort_keys=True).encode(), "application/json")
             counts[site.name]["warc"] = key
+        if replay is not None:
+            counts[site.name]["replayed_from"] = [str(p) for p in replay[site.name]]
     return CrawlResult(
         products=_concat(parts["products"], schemas.PRODUCTS), looks=_concat(parts["looks"], schemas.LOOKS),
         crawl_log=_concat(parts["crawl_log"], schemas.CRAWL_LOG),

@@ -362,14 +362,16 @@ def read_candidate(summary: dict[str, Any]) -> ReleaseTables:
                          files, counts=summary["counts"])
 
 
-def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]]:
+def check_candidate(rel: ReleaseTables, overlap_allowed: tuple[str, ...] | list[str] = ()
+                    ) -> dict[str, tuple[bool, dict[str, Any]]]:
     """The checks a release must pass before it is published: ``{name: (passed, details)}``.
 
     * ``has_queries``: at least one subset has a query row;
     * ``schema``: every file has exactly the RELEASE schema;
     * ``every_query_has_a_positive``: each query's item_ID is in its subset's gallery;
-    * ``no_image_in_query_and_gallery``: no image (sha256) is both a query and a gallery item of a subset, and
-      the ``noise`` gallery holds no image and no item id of any subset;
+    * ``no_image_in_query_and_gallery``: no image (sha256) is both a query and a gallery item of a subset, except
+      in the subsets of ``overlap_allowed`` (where it is intended; counted in the details either way), and the
+      ``noise`` gallery holds no image and no item id of any subset;
     * ``unique_sample_ids``: no sample id repeats within a file.
     """
     out: dict[str, tuple[bool, dict[str, Any]]] = {}
@@ -404,7 +406,8 @@ def check_candidate(rel: ReleaseTables) -> dict[str, tuple[bool, dict[str, Any]]
             if len(ids) != len(set(ids)):
                 dup.append(f"{subset}/{role}")
     out["every_query_has_a_positive"] = (not no_pos, {"queries_without_positive": no_pos})
-    out["no_image_in_query_and_gallery"] = (not both, {"images_in_both": both})
+    out["no_image_in_query_and_gallery"] = (not {s for s in both if s not in overlap_allowed},
+                                            {"images_in_both": both, "allowed_in": sorted(overlap_allowed)})
     out["unique_sample_ids"] = (not dup, {"files_with_repeats": dup})
     return out
 

@@ -44,3 +44,29 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig) -> list[dict]:
         if look:
             out.append({"kind": "look", "site": site.name, "url": url, **look})
     return out
+
+
+def warcinfo_record(fields: dict[str, str]) -> bytes:
+    """A gzipped WARC/1.1 ``warcinfo`` record whose payload is ``fields`` as ``name: value`` lines (WARC 1.1,
+    section 6.4): put first in an archived crawl's WARC file, it says what the crawl was (site, the base URL it was
+    served from, the crawl partition, when it started) so the archive can be replayed without anything else."""
+    import io
+
+    from warcio.warcwriter import WARCWriter
+
+    buf = io.BytesIO()
+    writer = WARCWriter(buf, gzip=True, warc_version="1.1")
+    writer.write_record(writer.create_warcinfo_record("crawl.warc.gz", dict(fields)))
+    return buf.getvalue()
+
+
+def read_warcinfo(path: Path) -> dict[str, str]:
+    """The fields of the first ``warcinfo`` record of a WARC file ({} when the file starts with another record).
+    When the file has no warcinfo, ``started-at`` is the first record's ``WARC-Date``."""
+    with open(path, "rb") as fh:
+        for rec in ArchiveIterator(fh):
+            if rec.rec_type == "warcinfo":
+                text = rec.content_stream().read().decode("utf-8", "replace")
+                return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if k}
+            return {"started-at": rec.rec_headers.get_header("WARC-Date") or ""}
+    return {}

@@ -3,7 +3,7 @@
 import pyarrow.parquet as pq
 from dagster import AssetSelection, DagsterInstance, materialize
 
-from assets.definitions import ALL_ASSETS, CRAWL_SELECTION, build_defs
+from assets.definitions import ALL_ASSETS, ALL_CHECKS, CRAWL_SELECTION, build_defs
 from assets.partitions import crawl_key
 from assets.io import TableIOManager
 from assets.resources import LookbenchConfig
@@ -30,10 +30,10 @@ def _materialize(cfg_path, instance):
     resources = {"lookbench": LookbenchConfig(config_path=str(cfg_path)),
                  "io_manager": TableIOManager(config_path=str(cfg_path))}
     instance.add_dynamic_partitions("sites", [s for s in ["demo"] if not instance.has_dynamic_partition("sites", s)])
-    crawl = materialize(ALL_ASSETS, selection=CRAWL_SELECTION, partition_key=crawl_key("2026-07-01", "demo"),
-                        instance=instance, resources=resources)
-    release = materialize(ALL_ASSETS, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key="2026-07-01",
-                          instance=instance, resources=resources)
+    crawl = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=CRAWL_SELECTION,
+                        partition_key=crawl_key("2026-07-01", "demo"), instance=instance, resources=resources)
+    release = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=AssetSelection.all() - CRAWL_SELECTION,
+                          partition_key="2026-07-01", instance=instance, resources=resources)
     return _Both(crawl, release)
 
 
@@ -49,11 +49,16 @@ def test_materialize_whole_graph_twice(demo_config):
     instance = DagsterInstance.ephemeral()
     r1 = _materialize(demo_config, instance)
     assert r1.success
-    checks = {e.asset_check_evaluation_data.check_name: e.asset_check_evaluation_data.passed
-              for e in r1.release.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
-    assert checks == {"has_queries": True, "schema": True, "every_query_has_a_positive": True,
-                      "no_image_in_query_and_gallery": True, "unique_sample_ids": True,
-                      "judge_acceptance_rate": True}  # no judge: catalogue-text labels
+    checks = {(e.asset_check_evaluation_data.asset_key.to_user_string(), e.asset_check_evaluation_data.check_name):
+              e.asset_check_evaluation_data.passed
+              for e in r1.crawl.all_events + r1.release.all_events if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+    assert {("release_candidate", n) for n in ("has_queries", "schema", "every_query_has_a_positive",
+                                               "no_image_in_query_and_gallery", "unique_sample_ids")} <= set(checks)
+    assert checks[("annotations", "judge_acceptance_rate")]  # no judge: catalogue-text labels
+    # assets/checks.py: a check on every stage, all passing on the demo
+    assert {a for a, _ in checks} >= {"weekly_products", "products", "image_refs", "images", "image_clusters",
+                                      "contamination", "annotations", "release_candidate", "release", "evaluation"}
+    assert all(checks.values()), [k for k, v in checks.items() if not v]
     cfg = load_config(demo_config)
     store = store_of(cfg)
     [version] = list_releases(store)

@@ -31,7 +31,11 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
+    # on only when LOOKBENCH_REPLAY_WARC names archived WARC files (a replay: no request leaves the machine)
+    "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }
+# crawled_at of an item = the fetch time of its page (also the WARC-Date of the archived response)
+SPIDER_MIDDLEWARES = {"lookbench_crawlers.replay.FetchTimeMiddleware": 950}
 # Incremental crawls: pages are cached per site (HTTPCACHE_DIR set by the pipeline) and revalidated with
 # conditional requests on every crawl. Images are not cached here (they are content-addressed downstream).
 HTTPCACHE_ENABLED = False

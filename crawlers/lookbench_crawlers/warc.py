@@ -4,12 +4,19 @@ A request record and a response record per response, appended as independent gzi
 mid-way leaves a readable file up to the last whole record. Responses served from the HTTP cache after a
 ``304 Not Modified`` revalidation are archived with the cached payload and the header
 ``X-LookBench-Revalidated: 304``, so each crawl's WARC holds every page it used.
+
+Each response's fetch time (UTC, microseconds) is put in ``request.meta["lookbench_fetched_at"]`` and written as
+the record's ``WARC-Date`` (WARC/1.1): items from the page carry it as ``crawled_at``
+(``lookbench_crawlers.replay.FetchTimeMiddleware``), so a replay of the archive reproduces them. A response
+reached through redirects records the chain in ``WARC-LookBench-Redirect-From`` (``status|url`` hops, in order).
+A replayed response keeps its archived time.
 """
 
 from __future__ import annotations
 
 import io
 import threading
+from datetime import datetime, timezone
 
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
@@ -25,6 +32,9 @@ class WarcArchiveMiddleware:
         return cls(crawler.settings.get("LOOKBENCH_WARC_PATH"))
 
     def process_response(self, request, response, spider=None):
+        fetched_at = request.meta.get("lookbench_archived_at") or \
+            datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+        request.meta["lookbench_fetched_at"] = fetched_at
         if not self.path:
             return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, vs in response.headers.items() for v in vs]
@@ -33,12 +43,18 @@ class WarcArchiveMiddleware:
         status = f"{response.status} {'OK' if response.status == 200 else ''}".strip()
         req_headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, vs in request.headers.items() for v in vs]
         buf = io.BytesIO()
-        writer = WARCWriter(buf, gzip=True)
+        writer = WARCWriter(buf, gzip=True, warc_version="1.1")
+        rec_headers = {"WARC-Date": fetched_at}
+        reasons = request.meta.get("redirect_reasons") or []
+        hops = [f"{reasons[i] if i < len(reasons) else 302}|{u}"
+                for i, u in enumerate(request.meta.get("redirect_urls") or [])]
         req = writer.create_warc_record(
-            request.url, "request", payload=io.BytesIO(request.body or b""),
+            request.url, "request", payload=io.BytesIO(request.body or b""), warc_headers_dict=dict(rec_headers),
             http_headers=StatusAndHeaders(f"{request.method} {request.url} HTTP/1.1", req_headers, is_http_request=True))
+        if hops:
+            rec_headers["WARC-LookBench-Redirect-From"] = " ".join(hops)
         resp = writer.create_warc_record(
-            response.url, "response", payload=io.BytesIO(response.body),
+            response.url, "response", payload=io.BytesIO(response.body), warc_headers_dict=rec_headers,
             http_headers=StatusAndHeaders(status, headers, protocol="HTTP/1.1"))
         resp.rec_headers.add_header("WARC-Concurrent-To", req.rec_headers.get_header("WARC-Record-ID"))
         writer.write_record(req)

@@ -1,0 +1,281 @@
+"""Asset checks on every stage: schema validity (against ``schemas.py``), counts within expected ranges,
+rejection, duplicate and contamination rates, annotation acceptance, a positive for every query, no image in both
+the query and gallery files of a subset unless the configuration says it is intended, published files equal to
+the checked candidate, valid scores.
+
+Every check is partitioned like its asset and blocking: a check whose result has severity ``ERROR`` stops the
+assets downstream of the checked one in the same run (so a bad value before ``release`` stops the publish step);
+a ``WARN`` result is recorded and the run goes on. Thresholds and severities come from the ``checks`` section of
+the configuration (``lookbench_pipeline.config.ChecksConfig``); the measures from
+``lookbench_pipeline.quality``. The release candidate's own checks (``has_queries``, ``schema``,
+``every_query_has_a_positive``, ``no_image_in_query_and_gallery``, ``unique_sample_ids``) run inside
+``release_candidate`` (``assets/release.py``).
+"""
+
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn,
+                     AssetChecksDefinition, MetadataValue, asset_check)
+
+from lookbench_pipeline import quality, schemas
+from lookbench_pipeline.config import ChecksConfig
+
+from .partitions import crawl_partitions, release_partitions
+from .resources import LookbenchConfig
+
+ERROR, WARN = AssetCheckSeverity.ERROR, AssetCheckSeverity.WARN
+
+# table assets and the schema each must have
+TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
+    "weekly_products": (schemas.PRODUCTS, crawl_partitions),
+    "weekly_looks": (schemas.LOOKS, crawl_partitions),
+    "weekly_crawl_log": (schemas.CRAWL_LOG, crawl_partitions),
+    "weekly_image_downloads": (schemas.IMAGE_DOWNLOADS, crawl_partitions),
+    **{name: (schemas.TABLES[name], release_partitions)
+       for name in ("products", "looks", "crawl_log", "image_downloads", "drop_items", "image_refs", "images",
+                    "image_clusters", "contamination_index", "contamination", "annotations")},
+    "evaluation": (schemas.SCORES, release_partitions),
+}
+
+
+def _md(v: Any) -> Any:
+    if isinstance(v, (dict, list)):
+        return MetadataValue.json(v)
+    if isinstance(v, float):
+        return round(v, 6)
+    return v
+
+
+def _result(context: AssetCheckExecutionContext, cfg: ChecksConfig, passed: bool, default: AssetCheckSeverity,
+            **metadata: Any) -> AssetCheckResult:
+    name = context.check_specs[0].name
+    severity = {"error": ERROR, "warn": WARN}[cfg.severity[name]] if name in cfg.severity else default
+    return AssetCheckResult(passed=bool(passed), severity=severity,
+                            metadata={k: _md(v) for k, v in metadata.items() if v is not None})
+
+
+def _schema_check(asset: str, schema: pa.Schema, partitions_def) -> AssetChecksDefinition:
+    @asset_check(asset=asset, name="schema", partitions_def=partitions_def, blocking=True,
+                 description=f"The table has exactly the columns and types of schemas.py ({asset}).")
+    def _check(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, table: pa.Table):
+        problems = quality.schema_mismatches(table, schema)
+        return _result(context, lookbench.load().checks, not problems, ERROR, rows=table.num_rows,
+                       problems=problems)
+
+    return _check
+
+
+def _check(asset: str, name: str, description: str, partitions_def, *, additional: dict[str, str] | None = None,
+           ) -> Callable[[Callable], AssetChecksDefinition]:
+    """A blocking, partitioned check of ``asset`` named ``name``. The function takes ``context``, the
+    ``lookbench`` resource, the asset's value (the one parameter not in ``additional``) and the ``additional``
+    assets (parameter name -> asset name)."""
+    ins = {k: AssetIn(v) for k, v in (additional or {}).items()} or None
+    return asset_check(asset=asset, name=name, description=description, partitions_def=partitions_def,
+                       blocking=True, additional_ins=ins)
+
+
+# --- crawl (one site, one week) -----------------------------------------------------------------------------
+
+@_check("weekly_products", "products_in_range", "A site's weekly crawl found a number of products within "
+        "checks.products_per_crawl.", crawl_partitions)
+def weekly_products_in_range(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    b = cfg.products_per_crawl
+    return _result(context, cfg, b.holds(value.num_rows), ERROR, products=value.num_rows, min=b.min, max=b.max)
+
+
+@_check("weekly_crawl_log", "page_rejection_rate", "Rejected pages / pages handled is at most "
+        "checks.max_page_rejection_rate.", crawl_partitions)
+def page_rejection_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    outcomes = value.column("outcome").to_pylist()
+    rate, reasons = quality.status_rate(value, "rejected", "outcome")
+    return _result(context, cfg, rate <= cfg.max_page_rejection_rate, WARN, rate=rate, pages=len(outcomes),
+                   max=cfg.max_page_rejection_rate, rejected_by_reason=reasons)
+
+
+@_check("weekly_image_downloads", "download_failure_rate", "Image URLs not downloaded / image URLs is at most "
+        "checks.max_download_failure_rate.", crawl_partitions)
+def download_failure_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    rows = value.select(["stored_path", "reason"]).to_pylist()
+    failed = [r for r in rows if not r["stored_path"]]
+    rate = quality.ratio(len(failed), len(rows))
+    reasons: dict[str, int] = {}
+    for r in failed:
+        reasons[r["reason"] or ""] = reasons.get(r["reason"] or "", 0) + 1
+    return _result(context, cfg, rate <= cfg.max_download_failure_rate, WARN, rate=rate, image_urls=len(rows),
+                   max=cfg.max_download_failure_rate, failed_by_reason=reasons)
+
+
+# --- the window's catalogue ---------------------------------------------------------------------------------
+
+@_check("products", "products_in_range", "The window's catalogue has a number of products within "
+        "checks.products_per_window.", release_partitions)
+def products_in_range(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    b = cfg.products_per_window
+    per_site: dict[str, int] = {}
+    for s in value.column("site").to_pylist():
+        per_site[s] = per_site.get(s, 0) + 1
+    return _result(context, cfg, b.holds(value.num_rows), ERROR, products=value.num_rows, min=b.min, max=b.max,
+                   per_site=per_site)
+
+
+@_check("products", "every_site_crawled", "Every configured site has products in the window's catalogue.",
+        release_partitions)
+def every_site_crawled(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    conf = lookbench.load()
+    sites = [s.name for s in conf.site_configs()]
+    present = set(value.column("site").to_pylist())
+    missing = [s for s in sites if s not in present]
+    return _result(context, conf.checks, not missing, WARN, configured=sites, without_products=missing)
+
+
+@_check("products", "unique_product_ids", "No product id repeats in the window's catalogue.", release_partitions)
+def unique_product_ids(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    dup = quality.duplicates(value, "product_id")
+    return _result(context, cfg, not dup, ERROR, duplicated_ids=dup)
+
+
+# --- images -------------------------------------------------------------------------------------------------
+
+@_check("image_refs", "rejection_rate", "Rejected image references / references is at most "
+        "checks.max_image_rejection_rate.", release_partitions)
+def image_rejection_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    rate, reasons = quality.status_rate(value)
+    return _result(context, cfg, rate <= cfg.max_image_rejection_rate, ERROR, rate=rate, references=value.num_rows,
+                   max=cfg.max_image_rejection_rate, rejected_by_reason=reasons)
+
+
+@_check("image_refs", "outcomes_reconcile", "Every reference is accepted (with a sha256) or rejected (with a "
+        "reason): in = accepted + rejected.", release_partitions)
+def image_refs_reconcile(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    problems = quality.image_refs_problems(value)
+    return _result(context, cfg, not problems, ERROR, problems=problems)
+
+
+# --- dedup and contamination ----------------------------------------------------------------------------------
+
+@_check("image_clusters", "near_duplicate_rate", "Near-duplicate images / distinct images is at most "
+        "checks.max_near_duplicate_rate.", release_partitions)
+def near_duplicate_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    rate = quality.near_duplicate_rate(value)
+    return _result(context, cfg, rate <= cfg.max_near_duplicate_rate, WARN, rate=rate, images=value.num_rows,
+                   max=cfg.max_near_duplicate_rate)
+
+
+@_check("image_clusters", "every_image_clustered", "Every distinct accepted image has exactly one cluster row.",
+        release_partitions, additional={"images": "images"})
+def every_image_clustered(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table,
+                          images: pa.Table):
+    cfg = lookbench.load().checks
+    have = value.column("image_sha256").to_pylist()
+    want = set(images.column("image_sha256").to_pylist())
+    missing = sorted(want - set(have))[:20]
+    return _result(context, cfg, not missing and len(have) == len(set(have)) == len(want), ERROR,
+                   images=len(want), cluster_rows=len(have), missing=missing)
+
+
+@_check("contamination", "contamination_rate", "New images matching a legacy benchmark or an earlier release / "
+        "new images is at most checks.max_contamination_rate (matching queries are rejected either way; a high "
+        "rate means a site republishes benchmark images or the index is wrong).", release_partitions,
+        additional={"images": "images"})
+def contamination_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table,
+                       images: pa.Table):
+    cfg = lookbench.load().checks
+    rate, per_source = quality.contamination_rate(images, value)
+    return _result(context, cfg, rate <= cfg.max_contamination_rate, ERROR, rate=rate, images=images.num_rows,
+                   max=cfg.max_contamination_rate, contaminated_per_source=per_source)
+
+
+# --- annotation -----------------------------------------------------------------------------------------------
+
+@_check("annotations", "acceptance_rate", "Labelled items / items is at least "
+        "checks.min_annotation_acceptance_rate (the annotator's, or its judge's, acceptance).", release_partitions)
+def annotation_acceptance_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    rejected_rate, reasons = quality.status_rate(value)
+    rate = 1.0 - rejected_rate if value.num_rows else 0.0
+    per_annotator: dict[str, int] = {}
+    for a in value.column("annotator").to_pylist():
+        per_annotator[a or ""] = per_annotator.get(a or "", 0) + 1
+    return _result(context, cfg, rate >= cfg.min_annotation_acceptance_rate, ERROR, rate=rate, items=value.num_rows,
+                   min=cfg.min_annotation_acceptance_rate, rejected_by_reason=reasons, per_annotator=per_annotator)
+
+
+# --- release ------------------------------------------------------------------------------------------------
+
+@_check("release_candidate", "counts_in_range", "Each subset with queries has query and gallery row counts within "
+        "checks.queries_per_subset / checks.gallery_per_subset, and rejected / candidates is at most "
+        "checks.max_candidate_rejection_rate.", release_partitions)
+def candidate_counts(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict):
+    cfg = lookbench.load().checks
+    rows = quality.per_subset_rows(value["files"])
+    bad = {s: r for s, r in rows.items()
+           if not (cfg.queries_per_subset.holds(r["query"]) and cfg.gallery_per_subset.holds(r["gallery"]))}
+    c = value["counts"]
+    rate = quality.ratio(c["rejected"], c["candidates"])
+    return _result(context, cfg, bool(rows) and not bad and rate <= cfg.max_candidate_rejection_rate, ERROR,
+                   rows_per_subset=rows, out_of_range=bad, rejection_rate=rate,
+                   max_rejection_rate=cfg.max_candidate_rejection_rate,
+                   queries=cfg.queries_per_subset.model_dump(), gallery=cfg.gallery_per_subset.model_dump())
+
+
+@_check("release_candidate", "no_contaminated_query", "No query image matches the contamination index (legacy "
+        "benchmarks, earlier releases).", release_partitions, additional={"contamination": "contamination"})
+def no_contaminated_query(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict,
+                          contamination: pa.Table):
+    cfg = lookbench.load().checks
+    leaked = set(contamination.column("image_sha256").to_pylist())
+    found: dict[str, int] = {}
+    for key in value["files"]:
+        if key.endswith("/query.parquet"):
+            shas = pq.read_table(Path(value["folder"]) / key, columns=["image_sha256"]).column(0).to_pylist()
+            n = sum(1 for s in shas if s in leaked)
+            if n:
+                found[key.split("/")[0]] = n
+    return _result(context, cfg, not found, ERROR, contaminated_queries=found, index_matches=len(leaked))
+
+
+@_check("release", "published_files_match_candidate", "The published release has the checked candidate's files "
+        "with the same row counts (publishing re-encodes the candidate's tables and verifies every file it wrote "
+        "against the manifest's sha256).", release_partitions, additional={"candidate": "release_candidate"})
+def published_files_match(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict,
+                          candidate: dict):
+    cfg = lookbench.load().checks
+    pub = {k: v["rows"] for k, v in value["files"].items()}
+    cand = {k: v["rows"] for k, v in candidate["files"].items()}
+    diff = sorted(k for k in pub.keys() | cand.keys() if pub.get(k) != cand.get(k))
+    return _result(context, cfg, not diff and value.get("version") == candidate.get("version"), ERROR,
+                   version=value.get("version"), files=len(pub), differing=diff,
+                   sha256={k: v["sha256"][:16] for k, v in value["files"].items()})
+
+
+# --- evaluation -----------------------------------------------------------------------------------------------
+
+@_check("evaluation", "scores_valid", "Every score is in [0, 1] and inside its bootstrap interval, and every "
+        "configured model was scored.", release_partitions)
+def scores_valid(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    problems = quality.score_problems(value)
+    scored = sorted(set(value.column("model").to_pylist()))
+    return _result(context, cfg, not problems and bool(scored), ERROR, problems=problems, models_scored=scored,
+                   rows=value.num_rows)
+
+
+SCHEMA_CHECKS = [_schema_check(asset, schema, pdef) for asset, (schema, pdef) in TABLE_SCHEMAS.items()]
+
+ALL_CHECKS = [*SCHEMA_CHECKS, weekly_products_in_range, page_rejection_rate, download_failure_rate,
+              products_in_range, every_site_crawled, unique_product_ids, image_rejection_rate, image_refs_reconcile, near_duplicate_rate,
+              every_image_clustered, contamination_rate, annotation_acceptance_rate, candidate_counts,
+              no_contaminated_query, published_files_match, scores_valid]

@@ -1,0 +1,44 @@
+"""The schedules: a weekly crawl of every registered site, and the semiannual release of the window that just
+closed. Both tick in the configured time zone (``partitions.RELEASE_TIMEZONE``), so "Monday 00:00" and
+"1 January 00:00" are local times, daylight saving time included."""
+
+from datetime import datetime, timedelta
+
+from dagster import (RunRequest, ScheduleEvaluationContext, SkipReason, schedule)
+
+from .partitions import RELEASE_TIMEZONE, crawl_key, release_partitions, site_partitions, week_of
+
+RELEASE_TAGS = {"lookbench/job": "release"}  # dagster.yaml limits runs with this tag to one at a time
+CRAWL_TAGS = {"lookbench/job": "crawl"}
+
+
+def closed_window(scheduled_time: datetime) -> str:
+    """The release partition key of the window that ends at (or last ended before) ``scheduled_time``."""
+    return release_partitions.get_partition_key_for_timestamp((scheduled_time - timedelta(minutes=1)).timestamp())
+
+
+@schedule(name="semiannual_release", job_name="release_job", cron_schedule="0 0 1 1,7 *",
+          execution_timezone=RELEASE_TIMEZONE,
+          description="At local midnight on 1 January and 1 July: build, check, publish and evaluate the release "
+                      "of the window that just closed (its last weekly crawls included).")
+def semiannual_release(context: ScheduleEvaluationContext):
+    # end_offset=1 makes the just-opened window the last partition at this tick; the release that is due is the
+    # window before it, which ended one minute ago.
+    key = closed_window(context.scheduled_execution_time)
+    return RunRequest(run_key=f"release:{key}", partition_key=key, tags={**RELEASE_TAGS, "lookbench/window": key})
+
+
+@schedule(name="weekly_crawl", job_name="crawl_job", cron_schedule="0 0 * * 1",
+          execution_timezone=RELEASE_TIMEZONE,
+          description="At local midnight every Monday: one crawl run per registered site for the week that starts "
+                      "(runs fan out per site; on Kubernetes each is its own pod).")
+def weekly_crawl(context: ScheduleEvaluationContext):
+    t = context.scheduled_execution_time
+    sites = context.instance.get_dynamic_partitions(site_partitions.name)
+    if not sites:
+        return SkipReason("no site registered yet (the register_sites sensor adds them from the config)")
+    week = week_of(t + timedelta(minutes=1))
+    window = release_partitions.get_partition_key_for_timestamp((t + timedelta(minutes=1)).timestamp())
+    return [RunRequest(run_key=f"crawl:{week}:{site}", partition_key=crawl_key(window, site, week=week, now=t),
+                       tags={**CRAWL_TAGS, "lookbench/site": site, "lookbench/week": week})
+            for site in sorted(sites)]

@@ -1,0 +1,96 @@
+"""A release window's catalogue, accumulated from the weekly crawls that overlap it.
+
+Crawls run more often than releases (weekly); each crawl's tables hold what that crawl saw. The window's
+catalogue is their union, so an item seen in week 3 and gone by week 20 still belongs to the window:
+
+* ``products`` / ``looks``: one row per id, from the latest crawl that saw it (latest by crawl order, which is
+  the week order of the inputs); ``first_seen_at`` is the earliest and ``last_seen_at`` the latest over the
+  crawls (the crawl state already carries both forward, the union keeps them for items that disappeared);
+* ``crawl_log``: every page of every crawl, in crawl order;
+* ``image_downloads``: one row per image URL: the latest successful download, else the latest failure.
+
+The release then keeps what was first seen inside its window (``release.build`` rejects the rest as
+``outside_window``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa
+
+from . import schemas
+
+
+@dataclass
+class WeeklyCrawl:
+    """One weekly crawl partition's tables (``site``, ``week`` = the partition key, a Monday ``YYYY-MM-DD``)."""
+
+    site: str
+    week: str
+    products: pa.Table
+    looks: pa.Table
+    crawl_log: pa.Table
+    downloads: pa.Table
+
+
+@dataclass
+class WindowCatalog:
+    products: pa.Table
+    looks: pa.Table
+    crawl_log: pa.Table
+    downloads: pa.Table
+    counts: dict[str, Any]
+
+
+def _latest_by(rows_per_crawl: list[list[dict]], key: str) -> dict[str, dict]:
+    out: dict[str, dict] = {}
+    for rows in rows_per_crawl:
+        for r in rows:
+            prev = out.get(r[key])
+            if prev is not None:
+                firsts = [t for t in (prev["first_seen_at"], r["first_seen_at"]) if t is not None]
+                lasts = [t for t in (prev["last_seen_at"], r["last_seen_at"]) if t is not None]
+                r = {**r, "first_seen_at": min(firsts) if firsts else None,
+                     "last_seen_at": max(lasts) if lasts else None}
+            out[r[key]] = r
+    return out
+
+
+def accumulate(crawls: list[WeeklyCrawl]) -> WindowCatalog:
+    """The window catalogue of ``crawls`` (any order: they are sorted by site, then week).
+
+    Counts: ``crawls`` (number of weekly partitions read), ``weeks_per_site``, ``products``, ``looks``, ``pages``,
+    ``image_urls``, ``product_rows_in`` (rows over all crawls; ``product_rows_in - products`` were seen again).
+    """
+    crawls = sorted(crawls, key=lambda c: (c.site, c.week))
+    sites = sorted({c.site for c in crawls})
+    products: list[dict] = []
+    looks: list[dict] = []
+    downloads: list[dict] = []
+    for site in sites:
+        mine = [c for c in crawls if c.site == site]
+        p = _latest_by([c.products.to_pylist() for c in mine], "product_id")
+        lk = _latest_by([c.looks.to_pylist() for c in mine], "look_id")
+        products += [p[k] for k in sorted(p)]
+        looks += [lk[k] for k in sorted(lk)]
+        best: dict[str, dict] = {}
+        for c in mine:
+            for d in c.downloads.to_pylist():
+                prev = best.get(d["url"])
+                if prev is None or d["stored_path"] or not prev["stored_path"]:
+                    best[d["url"]] = d
+        downloads += [best[u] for u in sorted(best)]
+    log = pa.concat_tables([c.crawl_log for c in crawls]) if crawls else schemas.empty(schemas.CRAWL_LOG)
+    counts: dict[str, Any] = {
+        "crawls": len(crawls),
+        "weeks_per_site": {s: [c.week for c in crawls if c.site == s] for s in sites},
+        "product_rows_in": sum(c.products.num_rows for c in crawls),
+        "products": len(products), "looks": len(looks), "pages": log.num_rows, "image_urls": len(downloads),
+        "image_urls_downloaded": sum(1 for d in downloads if d["stored_path"]),
+    }
+    return WindowCatalog(products=schemas.from_rows(products, schemas.PRODUCTS),
+                         looks=schemas.from_rows(looks, schemas.LOOKS),
+                         crawl_log=schemas.conform(log, schemas.CRAWL_LOG),
+                         downloads=schemas.from_rows(downloads, schemas.IMAGE_DOWNLOADS), counts=counts)
