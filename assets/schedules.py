@@ -12,9 +12,10 @@ RELEASE_TAGS = {"lookbench/job": "release"}  # dagster.yaml limits runs with thi
 CRAWL_TAGS = {"lookbench/job": "crawl"}
 
 
-def closed_window(scheduled_time: datetime) -> str:
-    """The release partition key of the window that ends at (or last ended before) ``scheduled_time``."""
-    return release_partitions.get_partition_key_for_timestamp((scheduled_time - timedelta(minutes=1)).timestamp())
+def closed_window(scheduled_time: datetime, partitions=release_partitions) -> str:
+    """The release partition key of the window that ends at (or last ended before) ``scheduled_time``: at the
+    1 January / 1 July tick, the window that closed at that instant."""
+    return partitions.get_partition_key_for_timestamp((scheduled_time - timedelta(minutes=1)).timestamp())
 
 
 @schedule(name="semiannual_release", job_name="release_job", cron_schedule="0 0 1 1,7 *",

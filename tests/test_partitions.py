@@ -9,7 +9,7 @@ from assets.partitions import make_release_partitions
 from lookbench_pipeline.windows import version_for, window_containing, window_starting
 
 
-@pytest.mark.parametrize("tz", ["UTC", "Europe/Amsterdam", "America/New_York"])
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Amsterdam", "Europe/Berlin", "America/New_York"])
 @pytest.mark.parametrize("boundary", ["2026-07-01", "2027-01-01"])
 def test_keys_one_minute_around_each_boundary(tz, boundary):
     parts = make_release_partitions(tz)
