@@ -5,12 +5,12 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)
 
-.PHONY: demo test dev real clean benchmarks chromium vllm-env vllm-model vllm-server vllm-check
+.PHONY: demo test dev real clean benchmarks chromium postgresql vllm-env vllm-model vllm-server vllm-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,models,faiss]'
+	$(PY) -m pip install -q -e '.[test,models,faiss,deploy]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -24,7 +24,16 @@ chromium:
 	  || echo "could not install chromium: JavaScript-rendering tests will be skipped"; \
 	  else echo "chromium not installed (needs root): JavaScript-rendering tests will be skipped"; fi; }
 
-test: $(STAMP) chromium
+# Debian's PostgreSQL server for the tests of the PostgreSQL-backed Dagster instance (tests/test_instance_postgres.py
+# starts a temporary cluster); installed when missing and we are root, otherwise those tests are skipped.
+postgresql:
+	@ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || command -v initdb >/dev/null 2>&1 || { \
+	  if [ "$$(id -u)" = 0 ]; then \
+	  (apt-get update -q && DEBIAN_FRONTEND=noninteractive apt-get install -y -q postgresql) >/dev/null \
+	  || echo "could not install postgresql: the PostgreSQL instance tests will be skipped"; \
+	  else echo "postgresql not installed (needs root): the PostgreSQL instance tests will be skipped"; fi; }
+
+test: $(STAMP) chromium postgresql
 	$(PY) -m pytest -q
 
 # The Dagster UI on http://127.0.0.1:3000 with the whole lineage.

@@ -8,7 +8,7 @@ from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, Asset
 from lookbench_pipeline.pipeline import stage_attributes
 from lookbench_pipeline.vlm import acceptance_check
 
-from .common import table_metadata
+from .common import table_metadata, observed
 from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
 
@@ -22,6 +22,7 @@ from .resources import LookbenchConfig
        description="Category and attributes per item, with the annotator that produced them: the catalogue-text "
                    "annotator, or an image model behind an OpenAI-compatible endpoint (annotate.endpoint) verified "
                    "by a judge. In the 'vllm' concurrency pool so that two runs do not overload one server.")
+@observed
 def annotations(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                 drop_items: pa.Table, image_refs: pa.Table):
     cfg = lookbench.load()

@@ -1,16 +1,78 @@
 """Helpers shared by the asset modules: metadata from counts and table previews."""
 
 
+import functools
+import inspect
+import time
 from typing import Any
 
 import pyarrow as pa
-from dagster import MetadataValue
+from dagster import MetadataValue, Output
+
+# count keys whose ratio a person wants to see: (numerator, denominator) -> metadata name
+RATES = {("rejected", "in"): "rejection_rate", ("rejected", "items"): "rejection_rate",
+         ("rejected", "candidates"): "rejection_rate",
+         ("near_duplicate_images", "distinct_images"): "near_duplicate_rate",
+         ("exact_duplicate_refs", "accepted_refs"): "exact_duplicate_rate",
+         ("contaminated_images", "images"): "contamination_rate"}
+
+
+def rates(counts: dict[str, Any]) -> dict[str, float]:
+    """The rates of :data:`RATES` that ``counts`` allows (fractions, 4 decimals; 0 when the denominator is 0)."""
+    out = {}
+    for (num, den), name in RATES.items():
+        if isinstance(counts.get(num), (int, float)) and isinstance(counts.get(den), (int, float)):
+            out[name] = round(counts[num] / counts[den], 4) if counts[den] else 0.0
+    return out
+
+
+def _with_duration(x: Any, t0: float) -> Any:
+    if isinstance(x, Output):
+        return x.with_metadata({**x.metadata, "duration_s": round(time.perf_counter() - t0, 3)})
+    return x
+
+
+def observed(fn):
+    """Put under ``@asset`` / ``@multi_asset``: the library's log records inside carry the Dagster run id and the
+    stage (the function's name; ``lookbench_pipeline.logs.stage_context``), and every ``Output`` gets
+    ``duration_s`` (wall-clock seconds from the start of the function to that output) in its metadata. The
+    function's first argument must be the asset's context."""
+    from lookbench_pipeline.logs import stage_context
+
+    def ctx(args):
+        try:
+            return stage_context(fn.__name__, args[0].run.run_id)
+        except Exception:  # direct invocation without a run
+            return stage_context(fn.__name__)
+
+    if inspect.isgeneratorfunction(fn):
+        @functools.wraps(fn)
+        def gen(*args, **kwargs):
+            t0 = time.perf_counter()
+            with ctx(args):
+                for x in fn(*args, **kwargs):
+                    yield _with_duration(x, t0)
+        return gen
+
+    @functools.wraps(fn)
+    def one(*args, **kwargs):
+        t0 = time.perf_counter()
+        with ctx(args):
+            return _with_duration(fn(*args, **kwargs), t0)
+    return one
+
+
+def md_table(rows: list[dict[str, Any]], cols: list[str]) -> MetadataValue:
+    """A small Markdown table (the UI renders it) of ``rows``."""
+    head = "| " + " | ".join(cols) + " |\n|" + "---|" * len(cols) + "\n"
+    body = "".join("| " + " | ".join(str(r.get(c, ""))[:60].replace("|", "/") for c in cols) + " |\n" for r in rows)
+    return MetadataValue.md(head + body)
 
 
 def table_metadata(table: pa.Table, counts: dict[str, Any] | None = None, preview_cols: list[str] | None = None,
                    n: int = 5) -> dict[str, Any]:
     """Row count, the counts dict (flattened), and a Markdown preview of the first ``n`` rows."""
-    md: dict[str, Any] = {"dagster/row_count": table.num_rows}
+    md: dict[str, Any] = {"dagster/row_count": table.num_rows, **rates(counts or {})}
     for k, v in (counts or {}).items():
         if isinstance(v, (int, float)) and not isinstance(v, bool):
             md[k] = v

@@ -2,7 +2,6 @@
 release window's catalogue accumulated from the weekly crawls that overlap it."""
 
 
-import time
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -13,7 +12,7 @@ from lookbench_pipeline.accumulate import WeeklyCrawl, accumulate
 from lookbench_pipeline.backfill import archived_crawls, fetch
 from lookbench_pipeline.pipeline import stage_crawl
 
-from .common import table_metadata
+from .common import observed, table_metadata
 from .io import read_stored_table
 from .partitions import crawl_partitions, crawls_in_window, release_partitions, week_partitions, weeks_in_window
 from .resources import LookbenchConfig
@@ -42,8 +41,8 @@ class CrawlConfig(Config):
     compute_kind="scrapy",
     op_tags={"lookbench/stage": "crawl"},
 )
+@observed
 def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: CrawlConfig):
-    t0 = time.perf_counter()
     cfg = lookbench.load()
     keys = context.partition_key.keys_by_dimension
     site, week = keys["site"], keys["week"]
@@ -71,11 +70,10 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
         res = stage_crawl(site_cfg, run_dir, store, context.run.run_id, archive_info={"week": week})
     c = res.counts[site]
     context.log.info(f"crawl {site} week {week}: {c}")
-    timing = {"duration_s": round(time.perf_counter() - t0, 2)}
     pages = max(1, c.get("pages", 0))
     rejected_pages = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     yield Output(res.products, "weekly_products", metadata={
-        **table_metadata(res.products, {**timing, "products_new": c.get("products_new"),
+        **table_metadata(res.products, {"products_new": c.get("products_new"),
                                         "products_disappeared": c.get("products_disappeared"),
                                         "archive": c.get("warc") or c.get("replayed_from")},
                          ["title", "brand", "price", "currency", "first_seen_at"]),
@@ -109,11 +107,11 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     compute_kind="pyarrow",
     op_tags={"lookbench/stage": "crawl_catalog"},
 )
+@observed
 def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
     """Reads the stored weekly crawl partitions of every configured site that overlap the window (the
     dependency's partition mapping) and accumulates them (``lookbench_pipeline.accumulate``). Weeks that were
     not crawled are skipped; a window without any crawl fails."""
-    t0 = time.perf_counter()
     cfg = lookbench.load()
     window = context.partition_key
     sites = [s.name for s in cfg.site_configs()]
@@ -130,8 +128,7 @@ def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
         raise Failure(description=f"no weekly crawl of window {window} for sites {sites}: materialise crawl_job "
                                   "partitions (week|site) first, or rebuild them from the archive")
     cat = accumulate(crawls)
-    counts = {**cat.counts, "sites_without_crawl": [s for s in sites if s not in cat.counts["weeks_per_site"]],
-              "duration_s": round(time.perf_counter() - t0, 2)}
+    counts = {**cat.counts, "sites_without_crawl": [s for s in sites if s not in cat.counts["weeks_per_site"]]}
     context.log.info(f"window {window}: {cat.counts['crawls']} weekly crawls -> {cat.counts['products']} products,"
                      f" {cat.counts['looks']} looks; weeks without a crawl: "
                      f"{ {s: len(w) for s, w in missing.items()} }")

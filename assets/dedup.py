@@ -6,13 +6,14 @@ from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, asse
 
 from lookbench_pipeline.pipeline import stage_contamination, stage_dedup
 
-from .common import table_metadata
+from .common import table_metadata, observed
 from .partitions import release_partitions, window_and_version
 from .resources import LookbenchConfig
 
 
 @asset(partitions_def=release_partitions, group_name="dedup", compute_kind="imagehash",
        description="Every accepted image mapped to its duplicate cluster and the cluster's representative.")
+@observed
 def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, image_refs: pa.Table,
                    images: pa.Table) -> Output[pa.Table]:
     table, counts = stage_dedup(lookbench.load(), image_refs, images)
@@ -29,6 +30,7 @@ def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, i
     group_name="dedup",
     compute_kind="imagehash",
 )
+@observed
 def contamination_check(context: AssetExecutionContext, lookbench: LookbenchConfig, images: pa.Table):
     window, _ = window_and_version(context.partition_key)
     index, found, counts = stage_contamination(lookbench.load(), images, lookbench.store(), window)

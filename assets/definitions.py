@@ -68,4 +68,9 @@ def build_defs(config_path: str | None = None) -> Definitions:
     )
 
 
+if os.environ.get("LOOKBENCH_LOG_FORMAT"):  # e.g. json in a cluster's pods: one JSON line per library record
+    from lookbench_pipeline.logs import configure
+
+    configure()
+
 defs = build_defs()

@@ -10,12 +10,14 @@ from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
 from lookbench_pipeline.evaluate import evaluate_legacy, evaluate_release, format_table
 
+from .common import observed
 from .partitions import release_partitions
 from .resources import LookbenchConfig
 
 
 @asset(partitions_def=release_partitions, group_name="evaluate", compute_kind="numpy",
        description="Coarse / Fine Recall@K and nDCG@5 per model, subset and overall (query-count weighted).")
+@observed
 def evaluation(context: AssetExecutionContext, lookbench: LookbenchConfig, release: dict) -> Output[pa.Table]:
     cfg = lookbench.load()
     scores, skipped = evaluate_release(lookbench.store(), release["version"], cfg.evaluate.models,

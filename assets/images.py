@@ -8,13 +8,14 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, mul
 
 from lookbench_pipeline.pipeline import stage_drops, stage_images
 
-from .common import table_metadata
+from .common import table_metadata, observed
 from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
 
 
 @asset(partitions_def=release_partitions, group_name="images", compute_kind="python",
        description="Images that enter from image-drop folders (real photo sets, AI-generated images).")
+@observed
 def drop_items(context: AssetExecutionContext, lookbench: LookbenchConfig) -> Output[pa.Table]:
     table = stage_drops(lookbench.load(), datetime.now(timezone.utc))
     return Output(table, metadata=table_metadata(table, None, ["drop", "path", "subset", "role", "item_id"]))
@@ -31,6 +32,7 @@ def drop_items(context: AssetExecutionContext, lookbench: LookbenchConfig) -> Ou
     group_name="images",
     compute_kind="pillow",
 )
+@observed
 def image_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, looks: pa.Table,
                  drop_items: pa.Table, image_downloads: pa.Table):
     cfg = lookbench.load()

@@ -122,3 +122,8 @@ def crawl_key(window: str, site: str, week: str | None = None, now: datetime | N
     elif week not in weeks_in_window(window, max(now, w.start)):
         raise ValueError(f"week {week} does not overlap release window {window}")
     return MultiPartitionKey({"week": week, "site": site})
+
+
+# The concurrency pool of steps that call the vLLM endpoint (``pool=VLLM_POOL`` on the asset); its limit lives in
+# the Dagster instance (``dagster instance concurrency set vllm 4``; deploy/dagster.postgres.yaml, docs/DEPLOY.md).
+VLLM_POOL = "vllm"

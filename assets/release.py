@@ -11,6 +11,7 @@ from lookbench_pipeline.pipeline import annotation_provenance, negatives_provena
 from lookbench_pipeline.release import (EmptyReleaseError, ReleaseExistsError, check_candidate, read_candidate,
                                         write_candidate)
 
+from .common import md_table, rates, observed
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -32,6 +33,7 @@ CHECKS = {
                     for name, d in CHECKS.items()],
        description="The release built but not yet published (files under data/candidates/<version>), for the "
                    "blocking checks to inspect.")
+@observed
 def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                       looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table, images: pa.Table,
                       image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table,
@@ -49,9 +51,10 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
-        "candidates": rel.counts["candidates"],
+        "candidates": rel.counts["candidates"], **rates(rel.counts),
         "rejected_by_reason": MetadataValue.json(rel.counts["rejected_by_reason"]),
-        "files": MetadataValue.json(summary["files"])})
+        "files": MetadataValue.json(summary["files"]),
+        "preview": md_table([{"file": k, **v} for k, v in sorted(summary["files"].items())], ["file", "rows", "sha256"])})
     # Blocking checks: a failed one stops `release` (the publish step) in the same run.
     for name, (passed, details) in check_candidate(
             rel, overlap_allowed=cfg.checks.query_gallery_overlap_allowed).items():
@@ -63,6 +66,7 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
        description="The published release: its manifest (version, window, files with sha256, counts, provenance). "
                    "Runs only when the release candidate's blocking checks pass.")
+@observed
 def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_candidate: dict) -> Output[dict]:
     cfg = lookbench.load()
     store = lookbench.store()
@@ -81,5 +85,7 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
         "query_rows": rel.counts["query_rows"], "gallery_rows_distinct": rel.counts["gallery_rows_distinct"],
         "rejected": rel.counts["rejected"], "candidates": rel.counts["candidates"],
         "rejected_by_reason": MetadataValue.json(rel.counts["rejected_by_reason"]),
-        "files": MetadataValue.json(manifest["files"]),
+        "files": MetadataValue.json(manifest["files"]), **rates(rel.counts),
+        "preview": md_table([{"file": k, **v} for k, v in sorted(manifest["files"].items())],
+                            ["file", "rows", "bytes", "sha256"]),
     })

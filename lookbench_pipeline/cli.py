@@ -3,6 +3,8 @@
     lookbench demo                         build a release from the embedded demo shop and print its scores
     lookbench build [--config F] [--partition YYYY-MM-DD]
                                            run the release job (Dagster, in process) for a release window
+    lookbench backfill --partition YYYY-MM-DD [--config F]
+                                           rebuild a window from the crawl archive (WARC) alone, no network
     lookbench releases [--config F]        list published versions
     lookbench info VERSION [--config F]    print a release's manifest summary
     lookbench pull VERSION [--subset S ...] [--dest DIR] [--look-bench] [--config F]
@@ -76,6 +78,28 @@ def cmd_build(args: argparse.Namespace) -> int:
 
         window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     summary = _run_job(args.config, args.partition)
+    _print_build(summary, cfg.store_url)
+    return 0
+
+
+def cmd_backfill(args: argparse.Namespace) -> int:
+    """Rebuild a window from the archived crawls (``assets.runner.rebuild_window``) into this config's data_dir
+    and store (which must not hold crawl state yet)."""
+    from assets.runner import RunFailed, rebuild_window
+
+    from .windows import window_starting
+
+    window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
+    cfg = load_config(args.config)
+    if args.config:
+        os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
+    try:
+        summary = rebuild_window(os.environ.get("LOOKBENCH_CONFIG"), args.partition)
+    except RunFailed as exc:
+        print(str(exc), file=sys.stderr)
+        return 1
+    for site, keys in summary["replayed"].items():
+        print(f"replayed {len(keys)} archived crawls of {site}")
     _print_build(summary, cfg.store_url)
     return 0
 
@@ -189,6 +213,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
     p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
     p.set_defaults(fn=cmd_build)
+    p = sub.add_parser("backfill", help="rebuild a release window from the crawl archive, without the network")
+    p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")
+    p.add_argument("--partition", required=True, help="window start, YYYY-01-01 or YYYY-07-01")
+    p.set_defaults(fn=cmd_backfill)
     p = sub.add_parser("releases", help="list published versions")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_releases)
@@ -227,8 +255,15 @@ def main(argv: list[str] | None = None) -> int:
     a.add_argument("--json", action="store_true", help="print the result as JSON")
     a.set_defaults(fn=cmd_audit_score)
     parser.add_argument("--debug", action="store_true", help="show full tracebacks")
+    parser.add_argument("--log-format", choices=["text", "json"],
+                        help="the library's log records as text or JSON lines with run id and stage "
+                             "(default: $LOOKBENCH_LOG_FORMAT, else text)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logs import configure
+
+    configure(args.log_format, level=logging.INFO)
+    logging.getLogger("lookbench_pipeline").propagate = False
     from .release import ReleaseIntegrityError
     from .store import StoreError
 

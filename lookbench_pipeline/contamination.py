@@ -173,9 +173,13 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
     old = {(r["source"], r["path"]): r for r in pq.read_table(index_path).to_pylist()} if index_path.is_file() else {}
     rows: dict[tuple[str, str], dict] = {}
     counts: dict[str, int] = {}
+    from .logs import Progress
+
     for src in sources:
         n_ok = n_bad = 0
+        prog = Progress(f"contamination index {src.name}", 0, "files")
         for im in iter_source(src.kind, src.path):
+            prog.update()
             try:
                 st = im.path.stat()
             except FileNotFoundError:
@@ -193,6 +197,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
             else:
                 rows[(src.name, im.rel)] = row
                 n_ok += 1
+        prog.close()
         counts[f"{src.name}.indexed"] = n_ok
         counts[f"{src.name}.unreadable"] = n_bad
     if store is not None:

@@ -120,9 +120,12 @@ def image_refs_of(products: pa.Table, looks: pa.Table, drop_items: pa.Table) -> 
 def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_items: pa.Table,
                  downloads: pa.Table, store: ObjectStore) -> tuple[pa.Table, pa.Table, dict[str, int]]:
     """Take in every image reference: returns ``(image_refs, images, counts)``."""
+    from .logs import Progress
+
     refs = image_refs_of(products, looks, drop_items)
     reader = SourceReader(downloads.to_pylist(), cfg.images.max_bytes)
-    res = take_in(refs, reader, store, cfg.images)
+    with Progress("image intake", len({r.source for r in refs}), "images") as prog:
+        res = take_in(refs, reader, store, cfg.images, progress=lambda done, total: prog.set(done))
     counts = res.counts
     assert counts["in"] == counts["accepted"] + counts["rejected"]
     return (schemas.from_rows(res.refs, schemas.IMAGE_REFS), schemas.from_rows(res.images, schemas.IMAGES), counts)
