@@ -44,6 +44,23 @@ def register_sites(context: SensorEvaluationContext, lookbench: LookbenchConfig)
     return SensorResult(dynamic_partitions_requests=[site_partitions.build_add_request(new)] if new else [])
 
 
+def _executor():
+    """``$LOOKBENCH_EXECUTOR``: unset or ``multiprocess`` -> Dagster's default (a process per step); ``in_process``;
+    ``k8s`` -> every step its own Kubernetes Job (dagster-k8s, the ``deploy`` extra; deploy/executor.yaml)."""
+    kind = os.environ.get("LOOKBENCH_EXECUTOR", "").lower()
+    if kind in ("", "multiprocess"):
+        return None
+    if kind == "in_process":
+        from dagster import in_process_executor
+
+        return in_process_executor
+    if kind == "k8s":
+        from dagster_k8s import k8s_job_executor
+
+        return k8s_job_executor
+    raise ValueError(f"LOOKBENCH_EXECUTOR must be multiprocess, in_process or k8s, not {kind!r}")
+
+
 def build_defs(config_path: str | None = None) -> Definitions:
     """The definitions with resources bound to a config file (None: ``$LOOKBENCH_CONFIG`` or the demo)."""
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
@@ -58,6 +75,7 @@ def build_defs(config_path: str | None = None) -> Definitions:
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
+        executor=_executor(),
         jobs=[crawl_job, release_job],
         schedules=[release_schedule, schedules.weekly_crawl],
         sensors=[register_sites],

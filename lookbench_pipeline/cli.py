@@ -260,10 +260,11 @@ def main(argv: list[str] | None = None) -> int:
                              "(default: $LOOKBENCH_LOG_FORMAT, else text)")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from .logs import configure
+    if args.log_format or os.environ.get("LOOKBENCH_LOG_FORMAT"):
+        from .logs import configure
 
-    configure(args.log_format, level=logging.INFO)
-    logging.getLogger("lookbench_pipeline").propagate = False
+        configure(args.log_format, level=logging.INFO)  # INFO: progress records of long stages
+        logging.getLogger("lookbench_pipeline").propagate = False
     from .release import ReleaseIntegrityError
     from .store import StoreError
 

@@ -1,0 +1,112 @@
+"""Asset checks: the quality measures, and a bad value stopping the publish step (or not, when configured as a
+warning)."""
+
+import pyarrow as pa
+import pytest
+import yaml
+from dagster import AssetSelection, DagsterInstance, materialize
+
+from assets.definitions import ALL_ASSETS, ALL_CHECKS, CRAWL_SELECTION
+from assets.io import TableIOManager
+from assets.partitions import crawl_key, release_partitions
+from assets.resources import LookbenchConfig
+from lookbench_pipeline import quality, schemas
+from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.pipeline import store_of
+from lookbench_pipeline.release import list_releases
+
+
+def test_schema_mismatches():
+    t = schemas.from_rows([{"site": "a", "url": "u", "stored_path": None, "reason": "x"}], schemas.IMAGE_DOWNLOADS)
+    assert quality.schema_mismatches(t, schemas.IMAGE_DOWNLOADS) == []
+    assert quality.schema_mismatches(t.drop(["reason"]), schemas.IMAGE_DOWNLOADS) == ["missing column reason"]
+    bad = t.set_column(0, "site", pa.array([1], pa.int64()))
+    assert quality.schema_mismatches(bad, schemas.IMAGE_DOWNLOADS) == ["column site: int64 instead of string"]
+    assert quality.schema_mismatches(t.append_column("extra", pa.array([1])), schemas.IMAGE_DOWNLOADS) == [
+        "extra column extra"]
+    assert "column order" in quality.schema_mismatches(t.select(["url", "site", "stored_path", "reason"]),
+                                                       schemas.IMAGE_DOWNLOADS)[0]
+    # a list read back from Parquet names its child "element": the same type
+    lst = pa.table({"x": pa.array([["a"]], pa.list_(pa.field("element", pa.string())))})
+    assert quality.schema_mismatches(lst, pa.schema([("x", pa.list_(pa.string()))])) == []
+
+
+def test_rates_and_counts():
+    refs = pa.table({"status": ["accepted", "rejected", "rejected", "accepted"],
+                     "reason": [None, "truncated", "too_small", None]})
+    assert quality.status_rate(refs) == (0.5, {"too_small": 1, "truncated": 1})
+    assert quality.ratio(1, 0) == 0.0
+    images = pa.table({"image_sha256": ["a", "b", "c", "d"]})
+    cont = pa.table({"image_sha256": ["a", "a", "b"], "source": ["f200k", "deepfashion", "f200k"]})
+    assert quality.contamination_rate(images, cont) == (0.5, {"deepfashion": 1, "f200k": 2})
+    assert quality.near_duplicate_rate(pa.table({"is_representative": [True, False, True, True]})) == 0.25
+    assert quality.duplicates(pa.table({"id": ["x", "y", "x"]}), "id") == ["x"]
+    files = {"s/query.parquet": {"rows": 3}, "s/gallery.parquet": {"rows": 9}}
+    assert quality.per_subset_rows(files) == {"s": {"query": 3, "gallery": 9}}
+    scores = pa.table({"model": ["m", "m"], "subset": ["s", "s"], "metric": ["r@1", "r@5"], "value": [0.5, 1.2],
+                       "ci_low": [0.6, 1.0], "ci_high": [0.7, 1.3]})
+    assert quality.score_problems(scores) == ["m/s/r@1: 0.5 outside [0.6, 0.7]", "m/s/r@5: value 1.2"]
+    ir = pa.table({"ref_id": ["1", "2", "3"], "status": ["accepted", "rejected", "accepted"],
+                   "reason": [None, None, None], "image_sha256": ["a", None, None]})
+    assert quality.image_refs_problems(ir) == ["2: rejected without a reason", "3: accepted without sha256 or "
+                                                                               "with a reason"]
+
+
+def test_check_thresholds_are_validated(tmp_path):
+    p = tmp_path / "p.yaml"
+    p.write_text(yaml.safe_dump({"checks": {"max_contamination_rte": 0.1}}))
+    with pytest.raises(ConfigError, match="max_contamination_rte"):
+        load_config(p)
+    p.write_text(yaml.safe_dump({"checks": {"severity": {"contamination_rate": "fatal"}}}))
+    with pytest.raises(ConfigError):
+        load_config(p)
+
+
+def _config(tmp_path, name, checks):
+    site = yaml.safe_load(open("lookbench_pipeline/data/sites/demo.yaml"))
+    site.update(demo_products=12, demo_looks=3)
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    p = tmp_path / f"{name}.yaml"
+    p.write_text(yaml.safe_dump({"data_dir": "data", "store": {"url": "store"}, "sites": ["demo.yaml"],
+                                 "checks": checks}))
+    return p
+
+
+def _resources(cfg):
+    return {"lookbench": LookbenchConfig(config_path=str(cfg)), "io_manager": TableIOManager(config_path=str(cfg))}
+
+
+def _check_results(result):
+    return {(e.asset_check_evaluation_data.asset_key.to_user_string(), e.asset_check_evaluation_data.check_name):
+            e.asset_check_evaluation_data for e in result.all_events
+            if e.event_type_value == "ASSET_CHECK_EVALUATION"}
+
+
+def test_a_bad_value_stops_the_publish_step_unless_it_is_a_warning(tmp_path):
+    """The demo's legacy benchmark leaks images into the shop: with a contamination-rate limit of 0 the blocking
+    check fails with ERROR and nothing is published; configured as a warning, it is recorded and the run goes on."""
+    strict = _config(tmp_path, "strict", {"max_contamination_rate": 0.0})
+    lenient = _config(tmp_path, "lenient", {"max_contamination_rate": 0.0,
+                                           "severity": {"contamination_rate": "warn"}})
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["demo"])
+    window = release_partitions.get_last_partition_key()  # the open window: a crawl now belongs to it
+    assets = [*ALL_ASSETS, *ALL_CHECKS]
+    assert materialize(assets, selection=CRAWL_SELECTION, partition_key=crawl_key(window, "demo"),
+                       instance=instance, resources=_resources(strict)).success
+
+    r = materialize(assets, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key=window,
+                    instance=instance, resources=_resources(strict), raise_on_error=False)
+    assert not r.success
+    ev = _check_results(r)[("contamination", "contamination_rate")]
+    assert not ev.passed and ev.severity.value == "ERROR" and ev.metadata["rate"].value > 0
+    done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
+    assert "contamination" in done and not {"release_candidate", "release", "evaluation"} & done
+    assert list_releases(store_of(load_config(strict))) == []
+
+    r = materialize(assets, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key=window,
+                    instance=instance, resources=_resources(lenient))
+    assert r.success
+    ev = _check_results(r)[("contamination", "contamination_rate")]
+    assert not ev.passed and ev.severity.value == "WARN"
+    assert len(list_releases(store_of(load_config(lenient)))) == 1
