@@ -200,16 +200,23 @@ def contamination_rate(context: AssetCheckExecutionContext, lookbench: Lookbench
 
 # --- annotation -----------------------------------------------------------------------------------------------
 
-@_check("annotations", "acceptance_rate", "Labelled items / items is at least "
-        "checks.min_annotation_acceptance_rate (the annotator's, or its judge's, acceptance).", release_partitions)
+@_check("annotations", "acceptance_rate", "Labelled items / items the annotator could judge is at least "
+        "checks.min_annotation_acceptance_rate (the annotator's, or its judge's, acceptance; items rejected for a "
+        "reason in checks.annotation_not_attempted, e.g. no_text, are counted apart).", release_partitions)
 def annotation_acceptance_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
     cfg = lookbench.load().checks
-    rejected_rate, reasons = quality.status_rate(value)
-    rate = 1.0 - rejected_rate if value.num_rows else 0.0
+    rows = value.select(["status", "reason", "annotator"]).to_pylist()
+    skip = set(cfg.annotation_not_attempted)
+    not_attempted = sum(1 for r in rows if r["status"] != "labelled" and r["reason"] in skip)
+    attempted = len(rows) - not_attempted
+    labelled = sum(1 for r in rows if r["status"] == "labelled")
+    rate = quality.ratio(labelled, attempted)
+    _, reasons = quality.status_rate(value)
     per_annotator: dict[str, int] = {}
-    for a in value.column("annotator").to_pylist():
-        per_annotator[a or ""] = per_annotator.get(a or "", 0) + 1
-    return _result(context, cfg, rate >= cfg.min_annotation_acceptance_rate, ERROR, rate=rate, items=value.num_rows,
+    for r in rows:
+        per_annotator[r["annotator"] or ""] = per_annotator.get(r["annotator"] or "", 0) + 1
+    return _result(context, cfg, attempted > 0 and rate >= cfg.min_annotation_acceptance_rate, ERROR, rate=rate,
+                   items=len(rows), attempted=attempted, not_attempted=not_attempted,
                    min=cfg.min_annotation_acceptance_rate, rejected_by_reason=reasons, per_annotator=per_annotator)
 
 

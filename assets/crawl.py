@@ -5,8 +5,8 @@ release window's catalogue accumulated from the weekly crawls that overlap it.""
 from datetime import datetime, timezone
 from pathlib import Path
 
-from dagster import (AssetDep, AssetExecutionContext, AssetOut, Config, Failure, MetadataValue, Output,
-                     multi_asset)
+from dagster import (AssetDep, AssetExecutionContext, AssetOut, Config, Failure, MetadataValue, MultiPartitionKey,
+                     Output, multi_asset)
 
 from lookbench_pipeline.accumulate import WeeklyCrawl, accumulate
 from lookbench_pipeline.backfill import archived_crawls, fetch
@@ -14,7 +14,8 @@ from lookbench_pipeline.pipeline import stage_crawl
 
 from .common import observed, table_metadata
 from .io import read_stored_table
-from .partitions import crawl_partitions, crawls_in_window, release_partitions, week_partitions, weeks_in_window
+from .partitions import (crawl_partitions, crawls_in_window, release_partitions, week_of, week_partitions,
+                         weeks_in_window)
 from .resources import LookbenchConfig
 
 WEEKLY = {"products": "weekly_products", "looks": "weekly_looks", "crawl_log": "weekly_crawl_log",
@@ -53,7 +54,8 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     site_cfg = cfg.model_copy(update={"sites": [by_name[site]]})
     store = lookbench.store()
     if config.replay:
-        archived = [a for a in archived_crawls(store, site) if a.week == week]
+        # an archive without a recorded week (written before weeks were recorded) belongs to its start's week
+        archived = [a for a in archived_crawls(store, site) if (a.week or week_of(a.started_at)) == week]
         if not archived:
             raise Failure(description=f"no archived crawl of {site} for week {week} in {store.url}/warc/{site}/")
         res = None
@@ -118,7 +120,7 @@ def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
     crawls, missing = [], {}
     for site in sites:
         for week in weeks_in_window(window):
-            key = f"{site}|{week}"
+            key = str(MultiPartitionKey({"week": week, "site": site}))
             tables = {k: read_stored_table(cfg.data_dir, name, key) for k, name in WEEKLY.items()}
             if any(t is None for t in tables.values()):
                 missing.setdefault(site, []).append(week)

@@ -351,7 +351,9 @@ class ChecksConfig(_Strict):
     max_image_rejection_rate: float = 0.5  # rejected image references / references
     max_near_duplicate_rate: float = 0.5  # near-duplicate images / distinct images
     max_contamination_rate: float = 0.2  # images matching a legacy benchmark or earlier release / images
-    min_annotation_acceptance_rate: float = 0.5  # labelled items / items (the annotator's or judge's acceptance)
+    min_annotation_acceptance_rate: float = 0.5  # labelled / items the annotator could judge (the annotator's or
+    # judge's acceptance); items rejected for a reason in annotation_not_attempted had nothing to judge from
+    annotation_not_attempted: list[str] = Field(default_factory=lambda: ["no_text"])
     queries_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))  # subsets that have queries
     gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
     max_candidate_rejection_rate: float = 0.95  # rejected candidates / candidates of the release

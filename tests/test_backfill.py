@@ -77,16 +77,9 @@ def test_rebuild_a_window_from_the_archive_gives_identical_files(tmp_path, reque
     for key in m1["files"]:
         assert store2.get_bytes(f"releases/{m2['version']}/{key}") == store1.get_bytes(f"releases/{m1['version']}/{key}")
     # the replay answered every request from the archive and nothing else
-    crawl_md = {e.asset_key.to_user_string(): e.materialization.metadata
-                for e in rebuilt_result_events(rebuilt)}
-    assert crawl_md  # the release run's materialisations are there
     stats = _replay_stats(tmp_path / "rebuilt-data")
     assert stats.get("lookbench/replay/served", 0) > 0
     assert not stats.get("lookbench/replay/network_attempts")
-
-
-def rebuilt_result_events(res):
-    return res["result"].get_asset_materialization_events()
 
 
 def _replay_stats(data_dir):

@@ -41,8 +41,11 @@ def test_definitions_load():
     defs = build_defs()
     job = defs.resolve_job_def("release_job")
     assert {n.name for n in job.nodes} >= {"image_intake", "image_clusters", "annotations", "release", "evaluation"}
-    assert {n.name for n in defs.resolve_job_def("crawl_job").nodes} == {"crawl"}
+    crawl_ops = {n.name for n in defs.resolve_job_def("crawl_job").nodes}
+    assert "crawl" in crawl_ops and all(n.startswith("weekly_") for n in crawl_ops - {"crawl"})  # + its checks
+    assert "crawl_catalog" in {n.name for n in job.nodes}
     assert defs.resolve_schedule_def("semiannual_release") is not None
+    assert defs.resolve_schedule_def("weekly_crawl") is not None
 
 
 def test_materialize_whole_graph_twice(demo_config):
