@@ -37,7 +37,8 @@ TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
     "weekly_image_downloads": (schemas.IMAGE_DOWNLOADS, crawl_partitions),
     **{name: (schemas.TABLES[name], release_partitions)
        for name in ("products", "looks", "crawl_log", "image_downloads", "drop_items", "image_refs", "images",
-                    "image_clusters", "contamination_index", "contamination", "annotations")},
+                    "image_clusters", "contamination_index", "contamination", "annotations", "negatives")
+       if name in schemas.TABLES},
     "evaluation": (schemas.SCORES, release_partitions),
 }
 

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Outp
 from lookbench_pipeline.embed import EmbedderUnavailable
 from lookbench_pipeline.pipeline import stage_negatives
 
-from .common import table_metadata
+from .common import observed, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -18,6 +18,7 @@ from .resources import LookbenchConfig
             "images": AssetIn(), "annotations": AssetIn()},
        description="Distractors that look like a query item but are not it (cosine similarity in the configured "
                    "band, not the same product), with category/attribute agreement (soft / ambiguous / easy).")
+@observed
 def negatives(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table, drop_items: pa.Table,
               image_refs: pa.Table, images: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
