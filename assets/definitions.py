@@ -6,13 +6,14 @@ import os
 from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult,
                      build_schedule_from_partitioned_job, define_asset_job, sensor)
 
-from . import attributes, crawl, dedup, evaluate, images, negatives, release
+from . import aigen, attributes, crawl, dedup, evaluate, images, negatives, release
 from .io import TableIOManager
 from .partitions import crawl_partitions, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
-              attributes.annotations, negatives.negatives, release.release_candidate, release.release,
+              attributes.annotations, negatives.negatives, aigen.generation_requests, aigen.generated_images,
+              aigen.aigen_intake, aigen.generated_checks, release.release_candidate, release.release,
               evaluate.evaluation]
 
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
@@ -25,7 +26,7 @@ crawl_job = define_asset_job(
 release_job = define_asset_job(
     "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
     description="From every site's crawl of a window: take in images, dedup, check contamination, annotate, "
-                "publish the release and evaluate it.",
+                "generate and check the AI-generated subsets' images, publish the release and evaluate it.",
 )
 
 release_schedule = build_schedule_from_partitioned_job(release_job, name="semiannual_release")
