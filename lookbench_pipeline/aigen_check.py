@@ -3,7 +3,7 @@
 Two independent checks (thresholds in ``aigen.check``, docs/AIGEN.md):
 
 1. **Embedding similarity.** The reference garment is cut out of its gallery image (pixels farther than 10 levels
-   from the median border colour, holes closed; a picture without such a background is used whole) and embedded
+   from the median border colour, holes filled; a picture without such a background is used whole) and embedded
    with the configured embedder (default: the classical ``baseline/hsv-hog-v1`` of :mod:`lookbench_pipeline.embed`)
    with the background replaced by one fill colour. The garment is then *located* in the generated image: candidate
    regions are either given (a garment detector's boxes) or found by a sliding-window search — windows of the
@@ -11,9 +11,11 @@ Two independent checks (thresholds in ``aigen.check``, docs/AIGEN.md):
    (the baseline's 8 x 4 x 4 bins, read at the garment's silhouette only) against the reference's, the five best
    (non-maximum suppression at IoU 0.3) are refined over 3 scales x 9 shifts, and every candidate is embedded the
    same way (the region resized to the garment and masked with its silhouette). The similarity is the best cosine.
-2. **Attribute agreement.** An annotator labels the generated image's pixels inside that region (the baseline,
-   :class:`PixelColourAnnotator`, reads the colour), and its labels are compared with the reference item's labels
-   from the annotations table: ``agreed / compared`` over the attributes both carry.
+2. **Attribute agreement.** An annotator labels the generated image's pixels inside the garment's silhouette fitted
+   to that region, read at full resolution without interpolation and leaving out the pixels on the boundary
+   between two colours (the baseline, :class:`PixelColourAnnotator`, reads the colour, and "solid" when there is
+   one colour), and its labels are compared with the reference item's labels from the annotations table:
+   ``agreed / compared`` over the attributes both carry.
 
 Colour naming: each pixel takes the taxonomy colour of its nearest anchor, a CSS Color Module Level 4 named colour
 (W3C, 2022, section 6.1), by the CMC l:c = 2:1 colour difference (Clarke, McDonald & Rigg 1984; the textile
@@ -28,7 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
-from PIL import Image, ImageFilter
+from PIL import Image
 
 from .embed import Embedder
 
@@ -159,6 +161,21 @@ def _hsv_bins(rgb: Image.Image) -> np.ndarray:
     return hsv[..., 0] * 8 // 256 * 16 + hsv[..., 1] * 4 // 256 * 4 + hsv[..., 2] * 4 // 256
 
 
+def silhouette(fg: np.ndarray, close_frac: float = 0.04) -> Image.Image:
+    """A garment's silhouette (L, 255 inside) from its foreground pixels (bool (h, w)): a morphological closing
+    with a disc of ``close_frac`` of the image's longer side, then every hole filled
+    (``scipy.ndimage``). White stripes of a shirt on a white packshot are as close to the background as the
+    background itself; the closing bridges them where they reach the outline, the filling where they do not."""
+    from scipy.ndimage import binary_closing, binary_fill_holes
+
+    r = max(1, round(close_frac * max(fg.shape)))
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+    disc = xx**2 + yy**2 <= r * r
+    padded = np.pad(fg, r + 1)
+    closed = binary_closing(padded, structure=disc)[r + 1:-r - 1, r + 1:-r - 1]
+    return Image.fromarray(binary_fill_holes(closed | fg).astype(np.uint8) * 255, "L")
+
+
 @dataclass
 class ReferenceGarment:
     """A reference item's garment prepared for the check: the template (RGB, longer side :data:`GARMENT_SIDE`),
@@ -189,8 +206,7 @@ def prepare_reference(rgb: Image.Image, embedder: Embedder, tolerance: int = FOR
     a = np.asarray(rgb, dtype=np.int16)
     border = np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])
     bg = np.median(border, axis=0)
-    mask = Image.fromarray((np.abs(a - bg).max(axis=2) > tolerance).astype(np.uint8) * 255, "L")
-    mask = mask.filter(ImageFilter.MaxFilter(3)).filter(ImageFilter.MinFilter(3))
+    mask = silhouette(np.abs(a - bg).max(axis=2) > tolerance)
     box = mask.getbbox()
     whole = box is None or float(np.asarray(mask).mean()) / 255 < 0.02
     if whole:
@@ -302,6 +318,23 @@ def locate(ref: ReferenceGarment, image: Image.Image, embedder: Embedder,
     # colours (yellow and black checks average to olive).
     side = 2 * GARMENT_SIDE
     size = (max(8, round(side * ref.aspect)), side) if ref.aspect <= 1 else (side, max(8, round(side / ref.aspect)))
-    full = image.convert("RGB").crop(tuple(round(v) for v in box)).resize(size, Image.Resampling.NEAREST)
+    full = np.asarray(image.convert("RGB").crop(tuple(round(v) for v in box)).resize(size, Image.Resampling.NEAREST))
     inside = np.asarray(ref.mask.resize(size, Image.Resampling.NEAREST)) > 127
-    return Match(float(sims[i]), box, np.asarray(full)[inside], len(cands))
+    return Match(float(sims[i]), box, _flat_pixels(full, inside), len(cands))
+
+
+def _flat_pixels(rgb: np.ndarray, inside: np.ndarray, max_step: int = 24, min_share: float = 0.3) -> np.ndarray:
+    """The pixels of ``rgb`` (h, w, 3) inside the mask that differ from each 4-neighbour by at most ``max_step``
+    levels in every channel: the boundary between two colours of a pattern is a blend of both (red and white
+    stripes meet in pink) and says nothing about the garment's colours. When fewer than ``min_share`` of the
+    pixels are flat (a fine texture), all of them are used."""
+    a = rgb.astype(np.int16)
+    step = np.zeros(a.shape[:2], dtype=np.int16)
+    dy = np.abs(a[1:] - a[:-1]).max(axis=2)
+    dx = np.abs(a[:, 1:] - a[:, :-1]).max(axis=2)
+    step[1:] = np.maximum(step[1:], dy)
+    step[:-1] = np.maximum(step[:-1], dy)
+    step[:, 1:] = np.maximum(step[:, 1:], dx)
+    step[:, :-1] = np.maximum(step[:, :-1], dx)
+    flat = inside & (step <= max_step)
+    return rgb[flat] if flat.sum() >= min_share * inside.sum() else rgb[inside]

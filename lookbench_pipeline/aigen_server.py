@@ -108,13 +108,18 @@ def parse_size(size: str | None) -> tuple[int, int]:
 
 def garment_cutout(ref: Image.Image, tolerance: int = 10) -> Image.Image:
     """The garment of a packshot as RGBA cropped to its extent: pixels farther than ``tolerance`` levels (max over
-    channels) from the median border colour are the garment; holes of a few pixels are closed."""
+    channels) from the median border colour are the garment, and so is everything they enclose."""
     rgb = ref.convert("RGB")
     a = np.asarray(rgb, dtype=np.int16)
     border = np.concatenate([a[0], a[-1], a[:, 0], a[:, -1]])
     bg = np.median(border, axis=0)
-    mask = Image.fromarray((np.abs(a - bg).max(axis=2) > tolerance).astype(np.uint8) * 255, "L")
-    mask = mask.filter(ImageFilter.MaxFilter(3)).filter(ImageFilter.MinFilter(3))
+    from scipy.ndimage import binary_closing, binary_fill_holes
+
+    fg = np.abs(a - bg).max(axis=2) > tolerance
+    r = max(1, max(fg.shape) // 25)  # white stripes on a white packshot are garment too: bridge and fill them
+    yy, xx = np.mgrid[-r:r + 1, -r:r + 1]
+    closed = binary_closing(np.pad(fg, r + 1), structure=xx**2 + yy**2 <= r * r)[r + 1:-r - 1, r + 1:-r - 1]
+    mask = Image.fromarray(binary_fill_holes(closed | fg).astype(np.uint8) * 255, "L")
     box = mask.getbbox() or (0, 0, rgb.width, rgb.height)
     out = rgb.convert("RGBA")
     out.putalpha(mask)
