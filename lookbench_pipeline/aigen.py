@@ -552,7 +552,7 @@ class CheckContext:
     contamination: pa.Table  # rows of the CONTAMINATION table for the generated images (find_contamination)
     store: ObjectStore
     taxonomy: Taxonomy
-    regions_for: Callable[[str], Sequence[Sequence[float]] | None] | None = None
+    regions_for: Callable[[str], Sequence[Sequence[float]] | None] | None = None  # garment-detector boxes
     cache: dict[str, Any] = field(default_factory=dict)
 
 
@@ -660,11 +660,12 @@ def _reference_check(row: dict, g: dict, sha: str, ref_ann: dict | None, annotat
     image = decode(ctx.store.get_bytes(original_key(sha))).rgb
     regions = ctx.regions_for(g["request_id"]) if ctx.regions_for else None
     m = locate(reference, image, embedder, regions)
+    row["region_source"] = "detector" if regions else "window_search"
     cat = ctx.taxonomy.categories.get(ref_ann["category"])
     labels = {k: v for k, v in annotator.label(m.pixels).items() if cat is None or k in cat.attributes}
     ref_attrs = {x["name"]: x["value"] for x in ref_ann["attributes"]}
     compared, agreed, bad = compare_attributes(labels, ref_attrs, ctx.taxonomy.not_visible)
-    row.update(similarity=m.similarity, region=[float(v) for v in m.box], embedder=embedder.model_id,
+    row.update(similarity=m.similarity, region=[float(v) for v in (m.seed_box or m.box)], embedder=embedder.model_id,
                attributes=[{"name": k, "value": v} for k, v in sorted(labels.items())],
                annotator=ANNOTATOR_PIXEL_COLOUR, attributes_compared=compared, attributes_agreed=agreed)
     fails = []
@@ -678,17 +679,37 @@ def _reference_check(row: dict, g: dict, sha: str, ref_ann: dict | None, annotat
     return ";".join(fails) or None
 
 
-def street_looks(checks: pa.Table) -> pa.Table:
-    """The accepted street outfits as ``looks`` rows, for the garment-detection stage (issue 5): look id
-    ``aigen-<request_id>``, site ``aigen``, the image file as ``image_url``, the reference item as the one linked
-    product. Detection then finds every garment of the outfit and matches the reference item among them, as for
-    a shop's look; its boxes can be handed back to :func:`check_generated` as ``CheckContext.regions_for``."""
-    rows = [{"look_id": f"aigen-{c['request_id']}", "site": "aigen", "url": f"aigen:{c['request_id']}",
-             "image_url": c["source"], "product_urls": [], "product_ids": [c["reference_item_id"]],
-             "crawled_at": None, "first_seen_at": c["first_seen_at"], "last_seen_at": c["first_seen_at"],
-             "disappeared_at": None}
-            for c in checks.to_pylist() if c["kind"] == "street" and c["status"] == "accepted"]
-    return schemas.from_rows(rows, schemas.LOOKS)
+def detection_inputs(generated: pa.Table, gen_refs: pa.Table) -> tuple[pa.Table, pa.Table]:
+    """The street outfits that image intake accepted, shaped for the garment-detection stage (issue 5), which
+    detects every garment of a "shop the look" picture and matches the products the look links: ``(looks,
+    image_refs)``, one look ``aigen-<request_id>`` per outfit linking its reference item, and its accepted image as
+    an ``image_refs`` row of owner type ``look``. Detection on these gives boxes for
+    :func:`regions_from_detections`."""
+    refs = {r["owner_id"]: r for r in gen_refs.to_pylist() if r["status"] == "accepted"}
+    looks, images = [], []
+    for g in generated.to_pylist():
+        ref = refs.get(g["request_id"])
+        if g["kind"] != "street" or g["status"] != "generated" or ref is None:
+            continue
+        look_id = f"aigen-{g['request_id']}"
+        looks.append({"look_id": look_id, "site": "aigen", "url": f"aigen:{g['request_id']}", "image_url": g["path"],
+                      "product_urls": [], "product_ids": [g["reference_item_id"]], "crawled_at": None,
+                      "first_seen_at": g["first_seen_at"], "last_seen_at": g["first_seen_at"], "disappeared_at": None})
+        images.append({**ref, "owner_type": "look", "owner_id": look_id,
+                       "ref_id": hashlib.sha1(f"look\x00{look_id}\x000".encode()).hexdigest()})
+    return schemas.from_rows(looks, schemas.LOOKS), schemas.from_rows(images, schemas.IMAGE_REFS)
+
+
+def regions_from_detections(detections: pa.Table) -> Callable[[str], list[list[float]] | None]:
+    """``request_id -> boxes`` from a garment-detection table (columns ``owner_id``, ``status``, ``box``,
+    ``item_id``, as the detection stage writes them for the looks of :func:`detection_inputs`): the boxes matched
+    to the reference item; ``None`` when the detector matched none (the check then searches the whole picture)."""
+    boxes: dict[str, list[list[float]]] = {}
+    for d in detections.to_pylist():
+        owner = d.get("owner_id") or ""
+        if owner.startswith("aigen-") and d.get("status") == "matched" and d.get("box"):
+            boxes.setdefault(owner.removeprefix("aigen-"), []).append([float(v) for v in d["box"]])
+    return lambda request_id: boxes.get(request_id)
 
 
 def manifest_summary(cfg: PipelineConfig, checks: pa.Table | None = None) -> dict[str, Any]:

@@ -233,12 +233,14 @@ def prepare_reference(rgb: Image.Image, embedder: Embedder, tolerance: int = FOR
 class Match:
     """Where the garment is in the generated image: ``box`` (x1, y1, x2, y2) in pixels of the image given,
     ``similarity`` the cosine there, ``pixels`` the image's pixels inside the silhouette fitted to the box
-    (uint8 (n, 3)), ``candidates`` the number of regions embedded."""
+    (uint8 (n, 3)), ``candidates`` the number of regions embedded, ``seed_box`` the given region (a detector's box)
+    that the best candidate refines, when regions were given."""
 
     similarity: float
     box: tuple[float, float, float, float]
     pixels: np.ndarray
     candidates: int
+    seed_box: tuple[float, float, float, float] | None = None  # the given region the best candidate refines
 
 
 def _grid(w: int, h: int, aspect: float) -> np.ndarray:
@@ -308,7 +310,9 @@ def locate(ref: ReferenceGarment, image: Image.Image, embedder: Embedder,
                 seeds.append(boxes[i])
             if len(seeds) == top:
                 break
-    cands = [tuple(s) for s in seeds] + [r for s in seeds for r in _refine(s, w, h)]
+    refined = [_refine(s, w, h) for s in seeds]
+    cands = [tuple(s) for s in seeds] + [r for rs in refined for r in rs]
+    origin = list(range(len(seeds))) + [k for k, rs in enumerate(refined) for _ in rs]  # seed of each candidate
     crops = [ref.masked(work.crop((round(x), round(y), round(x + bw), round(y + bh)))) for x, y, bw, bh in cands]
     sims = embedder.embed(crops) @ ref.embedding
     i = int(np.argmax(sims))
@@ -320,7 +324,8 @@ def locate(ref: ReferenceGarment, image: Image.Image, embedder: Embedder,
     size = (max(8, round(side * ref.aspect)), side) if ref.aspect <= 1 else (side, max(8, round(side / ref.aspect)))
     full = np.asarray(image.convert("RGB").crop(tuple(round(v) for v in box)).resize(size, Image.Resampling.NEAREST))
     inside = np.asarray(ref.mask.resize(size, Image.Resampling.NEAREST)) > 127
-    return Match(float(sims[i]), box, _flat_pixels(full, inside), len(cands))
+    seed_box = tuple(float(v) for v in regions[origin[i]]) if regions else None
+    return Match(float(sims[i]), box, _flat_pixels(full, inside), len(cands), seed_box)
 
 
 def _flat_pixels(rgb: np.ndarray, inside: np.ndarray, max_step: int = 24, min_share: float = 0.3) -> np.ndarray:

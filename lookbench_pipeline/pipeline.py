@@ -420,15 +420,18 @@ def stage_aigen_intake(cfg: PipelineConfig, generated: pa.Table,
 
 def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table, gen_images: pa.Table,
                       images: pa.Table, annotations: pa.Table, contamination_index: pa.Table,
-                      store: ObjectStore) -> tuple[pa.Table, dict[str, Any]]:
+                      store: ObjectStore, detections: pa.Table | None = None) -> tuple[pa.Table, dict[str, Any]]:
     """Dedup against the real images, contamination, and the reference check of every generated image
-    (:func:`lookbench_pipeline.aigen.check_generated`): ``(generated_checks, counts)``."""
+    (:func:`lookbench_pipeline.aigen.check_generated`): ``(generated_checks, counts)``. ``detections``: garment
+    detections of the street outfits (:func:`lookbench_pipeline.aigen.detection_inputs` fed to the detection
+    stage); their matched boxes replace the window search."""
     from . import aigen
     from .contamination import find_contamination
 
     found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
-                             taxonomy=Taxonomy.load(cfg.taxonomy))
+                             taxonomy=Taxonomy.load(cfg.taxonomy),
+                             regions_for=aigen.regions_from_detections(detections) if detections is not None else None)
     rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
 

@@ -254,7 +254,8 @@ def build(
         cl.setdefault(sha, {"cluster_id": g["cluster_id"] or sha})
         row = sample("query", g["subset"], g["reference_item_id"], sha, a, site=f"aigen:{g['generator_model']}",
                      source=f"aigen:{g['request_id']}", crawled_at=None, first_seen=g["first_seen_at"],
-                     look_id=f"aigen-{g['request_id']}" if g["kind"] == "street" else None)
+                     look_id=f"aigen-{g['request_id']}" if g["kind"] == "street" else None,
+                     box=g["region"] if g.get("region_source") == "detector" else None)
         row["generation"] = {"request_id": g["request_id"], "generator_model": g["generator_model"],
                              "generator_version": g["generator_version"], "prompt": g["prompt"], "seed": g["seed"],
                              "reference_image_sha256": g["reference_image_sha256"], "similarity": g["similarity"]}

@@ -302,7 +302,8 @@ GENERATED_CHECKS = pa.schema(
         ("width", pa.int32()),
         ("height", pa.int32()),
         ("similarity", pa.float32()),  # cosine, reference garment vs the best-matching region; null if not measured
-        ("region", BOX),  # that region in pixels on the generated image (x1, y1, x2, y2)
+        ("region", BOX),  # that region (the detector's box it refines, if given), pixels: x1, y1, x2, y2
+        ("region_source", pa.string()),  # detector (a garment detector's box) | window_search
         ("embedder", pa.string()),
         ("attributes", pa.list_(ATTRIBUTE)),  # what the annotator read from the generated image's pixels
         ("annotator", pa.string()),

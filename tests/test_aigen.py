@@ -312,13 +312,42 @@ def test_a_rerun_sends_nothing_twice_and_keeps_first_seen_at(world, generated):
     assert counts["skipped"] == 1 and counts["skipped.window_closed"] == 1 and counts["generated"] == 9
 
 
-def test_street_outfits_feed_detection(generated):
-    looks = aigen.street_looks(generated["checks"])
-    assert looks.schema == schemas.LOOKS
-    street = [c for c in generated["checks"].to_pylist() if c["kind"] == "street" and c["status"] == "accepted"]
-    assert looks.num_rows == len(street) > 0
-    for lk, c in zip(looks.to_pylist(), street):
-        assert lk["product_ids"] == [c["reference_item_id"]] and lk["image_url"] == c["source"]
+def test_street_outfits_feed_detection_and_its_boxes_drive_the_check(world, generated):
+    """The integration point with garment detection: street outfits as looks for the detection stage, and the
+    boxes it matches to the reference item used by the check (and published as the query's box)."""
+    looks, refs = aigen.detection_inputs(generated["gen"], generated["refs"])
+    assert looks.schema == schemas.LOOKS and refs.schema == schemas.IMAGE_REFS
+    street = [g for g in generated["gen"].to_pylist() if g["kind"] == "street" and g["status"] == "generated"
+              and g["request_id"] in {r["owner_id"] for r in generated["refs"].to_pylist() if r["status"] == "accepted"}]
+    assert looks.num_rows == refs.num_rows == len(street) > 0
+    for lk, ref, g in zip(looks.to_pylist(), refs.to_pylist(), street):
+        assert lk["look_id"] == ref["owner_id"] == f"aigen-{g['request_id']}" and ref["owner_type"] == "look"
+        assert lk["product_ids"] == [g["reference_item_id"]] and ref["status"] == "accepted"
+    # what the detection stage would write: the true region for one accepted outfit, a wrong one for another
+    checks = {c["request_id"]: c for c in generated["checks"].to_pylist()}
+    ok = [g["request_id"] for g in street if checks[g["request_id"]]["status"] == "accepted"]
+    right, wrong = ok[0], ok[1]
+    dets = pa.table({"owner_id": [f"aigen-{right}", f"aigen-{wrong}", f"aigen-{wrong}"],
+                     "status": ["matched", "matched", "unlabelled"],
+                     "box": [checks[right]["region"], [0.0, 0.0, 40.0, 40.0], checks[wrong]["region"]],
+                     "item_id": [checks[right]["reference_item_id"], checks[wrong]["reference_item_id"], None]})
+    assert aigen.regions_from_detections(dets)(right) == [pytest.approx(checks[right]["region"])]
+    cfg = generated["cfg"]
+    table, _ = stage_aigen_check(cfg, generated["gen"], generated["refs"], generated["imgs"], world.images,
+                                 world.annotations, schemas.empty(schemas.CONTAMINATION_INDEX), world.store,
+                                 detections=dets)
+    by_id = {c["request_id"]: c for c in table.to_pylist()}
+    assert by_id[right]["region_source"] == "detector" and by_id[right]["status"] == "accepted"
+    assert by_id[right]["region"] == pytest.approx(checks[right]["region"], abs=1e-3)
+    assert by_id[wrong]["region_source"] == "detector" and by_id[wrong]["status"] == "rejected"
+    assert all(c["region_source"] == "window_search" for rid, c in by_id.items()
+               if rid not in (right, wrong) and c["similarity"] is not None)
+    rel = stage_release(cfg, "v20990101", WINDOW, {
+        "products": world.products, "looks": world.looks, "drop_items": world.drops, "image_refs": world.refs,
+        "images": world.images, "clusters": world.clusters, "annotations": world.annotations,
+        "contamination": schemas.empty(schemas.CONTAMINATION), "generated_checks": table}, world.store)
+    [row] = [q for q in rel.files[("aigen_streetlook", "query")].to_pylist() if q["generation"]["request_id"] == right]
+    assert row["box"] == pytest.approx(checks[right]["region"], abs=1e-3)
 
 
 # ----------------------------------------------------------------------------------------------- job-file backend
