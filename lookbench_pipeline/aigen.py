@@ -58,8 +58,8 @@ from . import aigen_server, dedup, schemas
 from .aigen_check import (ANNOTATOR_PIXEL_COLOUR, PixelColourAnnotator, compare_attributes, locate,
                           prepare_reference)
 from .config import AigenConfig, AigenEndpointConfig, PipelineConfig
-from .images import ImageRef, decode
-from .store import ObjectStore, original_key
+from .images import ImageRef, ImageRejected, decode
+from .store import ObjectStore, StoreError, original_key
 from .taxonomy import Taxonomy
 
 log = logging.getLogger(__name__)
@@ -488,7 +488,15 @@ def generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window
         for r in todo:
             outcomes[r["request_id"]] = Outcome("skipped", "window_closed", f"window ended {window.end.isoformat()}")
         todo = []
-    refs = {sha: reference_png(store, sha) for sha in sorted({r["reference_image_sha256"] for r in todo})}
+    refs: dict[str, bytes] = {}
+    for sha in sorted({r["reference_image_sha256"] for r in todo}):
+        try:
+            refs[sha] = reference_png(store, sha)
+        except (ImageRejected, StoreError) as exc:  # recorded per request below, never the end of the run
+            log.warning("aigen: reference image %s unreadable: %s", sha, exc)
+    for r in [r for r in todo if r["reference_image_sha256"] not in refs]:
+        outcomes[r["request_id"]] = Outcome("failed", "reference_unreadable", f"{r['reference_image_sha256']}")
+    todo = [r for r in todo if r["reference_image_sha256"] in refs]
     if todo and a.backend == "endpoint":
         with endpoint_for(a.endpoint) as (base_url, model, version, key, desc):
             counts["endpoint"] = desc
@@ -583,8 +591,9 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
     """One ``generated_checks`` row per ``generated_images`` row, accepted or rejected with the first failing
     reason in this order: the generation (``generation_failed:<r>`` / ``generation_pending`` /
     ``generation_skipped:<r>``), the image intake (``intake:<r>``), ``duplicate_of_real_image``,
-    ``contamination:<source>``, then the reference check (``attribute_disagreement:<attr>``,
-    ``no_attribute_to_compare``, ``similarity_below_threshold``; every failing one, joined by ``;``).
+    ``contamination:<source>``, then the reference check (``reference_not_labelled``, ``reference_unreadable``;
+    else ``attribute_disagreement:<attr>``, ``no_attribute_to_compare``, ``similarity_below_threshold``: every
+    failing one, joined by ``;``).
 
     Raises:
         EmbedderUnavailable: the configured check embedder cannot be loaded.
@@ -653,11 +662,15 @@ def _reference_check(row: dict, g: dict, sha: str, ref_ann: dict | None, annotat
     if ref_ann is None:
         return "reference_not_labelled"
     key = f"ref:{g['reference_image_sha256']}"
-    if key not in ctx.cache:
-        ctx.cache[key] = prepare_reference(decode(ctx.store.get_bytes(original_key(g["reference_image_sha256"]))).rgb,
-                                           embedder)
-    reference = ctx.cache[key]
-    image = decode(ctx.store.get_bytes(original_key(sha))).rgb
+    try:
+        if key not in ctx.cache:
+            ctx.cache[key] = prepare_reference(
+                decode(ctx.store.get_bytes(original_key(g["reference_image_sha256"]))).rgb, embedder)
+        reference = ctx.cache[key]
+    except (ImageRejected, StoreError) as exc:
+        log.warning("aigen: reference image %s unreadable: %s", g["reference_image_sha256"], exc)
+        return "reference_unreadable"
+    image = decode(ctx.store.get_bytes(original_key(sha))).rgb  # accepted by the intake just before
     regions = ctx.regions_for(g["request_id"]) if ctx.regions_for else None
     m = locate(reference, image, embedder, regions)
     row["region_source"] = "detector" if regions else "window_search"

@@ -289,6 +289,31 @@ def test_release_gains_aigen_subsets(world, generated):
             Image.open(__import__("io").BytesIO(row["image"]["bytes"])).verify()
     assert n == len(accepted)
     assert all(ok for ok, _ in check_candidate(rel).values())
+    # published, the provenance column reads back through Croissant (mlcroissant) and Hugging Face datasets
+    import os
+
+    os.environ.setdefault("HF_DATASETS_OFFLINE", "1")
+    import datasets
+    import mlcroissant as mlc
+
+    from lookbench_pipeline.release import publish, pull
+    from lookbench_pipeline.store import LocalStore
+
+    store = LocalStore(world.tmp / "published")
+    publish(rel, store, {"code_version": "test"})
+    folder = world.tmp / "pulled"
+    pull(store, "v20990101", folder, progress=False)
+    folder = folder / "v20990101"
+    ds = mlc.Dataset(jsonld=str(folder / "croissant.json"))
+    assert not ds.metadata.ctx.issues.errors, ds.metadata.ctx.issues.report()
+    ours = rel.files[("aigen_studio", "query")].to_pylist()
+    recs = list(ds.records("aigen_studio/query"))
+    rs = "aigen_studio/query/generation"
+    assert [(r[rs][f"{rs}/request_id"].decode(), r[rs][f"{rs}/seed"]) for r in recs] == \
+        [(q["generation"]["request_id"], q["generation"]["seed"]) for q in ours]
+    hf = datasets.load_dataset("parquet", data_files={"query": str(folder / "aigen_streetlook/query.parquet")},
+                               cache_dir=str(world.tmp / "hf"))["query"]
+    assert [r["generation"]["generator_model"] for r in hf] == [aigen_server.MODEL] * hf.num_rows
     assert (SUBSET_TASK["aigen_studio"], SUBSET_TASK["aigen_streetlook"]) == (("single-item", "medium"),
                                                                               ("multi-item", "hard"))
 
@@ -310,6 +335,19 @@ def test_a_rerun_sends_nothing_twice_and_keeps_first_seen_at(world, generated):
         gen3, counts = stage_aigen_generate(cfg, reqs, world.store, closed)
         assert not srv.served
     assert counts["skipped"] == 1 and counts["skipped.window_closed"] == 1 and counts["generated"] == 9
+
+
+def test_an_unreadable_reference_is_a_recorded_failure(tmp_path):
+    cfg = _config(tmp_path)
+    reqs = schemas.from_rows([{**_req("r1", "Lifestyle studio photograph of a red top", sha="0" * 64),
+                               "kind": "studio", "subset": "aigen_studio", "reference_item_id": "x"}],
+                             schemas.GENERATION_REQUESTS)
+    with aigen_server.scripted_endpoint() as srv:
+        cfg = _config(tmp_path, endpoint=_endpoint(srv))
+        gen, counts = stage_aigen_generate(cfg, reqs, store_of(cfg), WINDOW)
+        assert not srv.served
+    [row] = gen.to_pylist()
+    assert (row["status"], row["reason"]) == ("failed", "reference_unreadable") and counts["failed"] == 1
 
 
 def test_street_outfits_feed_detection_and_its_boxes_drive_the_check(world, generated):
