@@ -55,8 +55,8 @@ import pyarrow as pa
 from PIL import Image
 
 from . import aigen_server, dedup, schemas
-from .aigen_check import (ANNOTATOR_PIXEL_COLOUR, PixelColourAnnotator, compare_attributes, locate,
-                          prepare_reference)
+from .aigen_check import (ANNOTATOR_PIXEL_COLOUR, COLOUR_ANCHORS, COLOUR_FAMILY, PixelColourAnnotator,
+                          compare_attributes, locate, prepare_reference)
 from .config import AigenConfig, AigenEndpointConfig, PipelineConfig
 from .images import ImageRef, ImageRejected, decode
 from .store import ObjectStore, StoreError, original_key
@@ -586,14 +586,77 @@ def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold:
     return out
 
 
+class PixelLabeller:
+    """The baseline image annotator of the check: :class:`~lookbench_pipeline.aigen_check.PixelColourAnnotator`
+    on the garment's pixels at the located region. Its colours are families (navy is blue, burgundy red…), so the
+    reference's colour is compared by family (:data:`~lookbench_pipeline.aigen_check.COLOUR_FAMILY`)."""
+
+    families = True
+
+    def __init__(self, taxonomy: Taxonomy):
+        self.name = ANNOTATOR_PIXEL_COLOUR
+        self.annotator = PixelColourAnnotator(
+            allowed=[c for c in taxonomy.values.get("color", {}) if c in COLOUR_ANCHORS] or None,
+            solid_share=0.9 if "solid" in taxonomy.values.get("pattern", {}) else None)
+
+    def label(self, jobs: Sequence[tuple[str, str, Any]]) -> dict[str, tuple[dict[str, str] | None, str | None]]:
+        """``{request_id: (labels, None)}`` for jobs ``(request_id, image sha256, Match)``."""
+        return {rid: (self.annotator.label(m.pixels), None) for rid, _, m in jobs}
+
+
+class VlmLabeller:
+    """The image model that labels the real items (``annotate.endpoint``, :class:`lookbench_pipeline.vlm
+    .VlmAnnotator`, with its judge and cache) asked about the located region of each generated image, category
+    included (it is not told the reference's category, so a picture of another garment is caught)."""
+
+    families = False
+
+    def __init__(self, cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore):
+        from .pipeline import vlm_annotator
+
+        self.annotator = vlm_annotator(cfg, taxonomy)
+        self.name = self.annotator.name
+        self.store = store
+
+    def label(self, jobs: Sequence[tuple[str, str, Any]]) -> dict[str, tuple[dict[str, str] | None, str | None]]:
+        from . import vlm
+
+        items = [vlm.ImageItem(f"aigen:{rid}", (lambda sha=sha: self.store.get_bytes(original_key(sha))), sha256=sha,
+                               box=tuple(float(v) for v in m.box)) for rid, sha, m in jobs]
+        try:
+            labels = self.annotator.annotate_images(items) if items else []
+        finally:
+            self.annotator.cache.close()
+        out: dict[str, tuple[dict[str, str] | None, str | None]] = {}
+        for (rid, _, _), lb in zip(jobs, labels):
+            if lb.status == "labelled":
+                out[rid] = ({"category": lb.category or "", **lb.attributes}, None)
+            else:
+                out[rid] = (None, f"annotation_{lb.status}:{lb.reason}")
+        return out
+
+
+def labeller_for(cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore) -> PixelLabeller | VlmLabeller:
+    """``aigen.check.annotator``: ``vlm`` (or ``auto`` with ``annotate.endpoint`` set) labels generated images with
+    the same image model as the real items; ``pixel-colour`` (or ``auto`` without one) with the baseline."""
+    choice = cfg.aigen.check.annotator
+    if choice == "vlm" or (choice == "auto" and cfg.annotate.endpoint):
+        return VlmLabeller(cfg, taxonomy, store)
+    return PixelLabeller(taxonomy)
+
+
 def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table, gen_images: pa.Table,
                     ctx: CheckContext) -> tuple[list[dict], dict[str, Any]]:
     """One ``generated_checks`` row per ``generated_images`` row, accepted or rejected with the first failing
     reason in this order: the generation (``generation_failed:<r>`` / ``generation_pending`` /
     ``generation_skipped:<r>``), the image intake (``intake:<r>``), ``duplicate_of_real_image``,
-    ``contamination:<source>``, then the reference check (``reference_not_labelled``, ``reference_unreadable``;
-    else ``attribute_disagreement:<attr>``, ``no_attribute_to_compare``, ``similarity_below_threshold``: every
-    failing one, joined by ``;``).
+    ``contamination:<source>``, then the reference check (``reference_not_labelled``, ``reference_unreadable``,
+    ``annotation_failed:<r>`` / ``annotation_rejected:<r>``; else ``category_disagreement``,
+    ``attribute_disagreement:<attrs>``, ``no_attribute_to_compare``, ``similarity_below_threshold``: every failing
+    one, joined by ``;``).
+
+    The check runs in two passes: every image is located and its similarity measured, then all are labelled at
+    once (an image model answers a batch concurrently).
 
     Raises:
         EmbedderUnavailable: the configured check embedder cannot be loaded.
@@ -611,11 +674,8 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
                                 cfg.dedup.max_color_diff)
     clusters = {r["image_sha256"]: r["cluster_id"]
                 for r in dedup.cluster(list(img_rows.values()), cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)}
-    colours = ctx.taxonomy.values.get("color", {})
-    annotator = PixelColourAnnotator(allowed=list(colours) or None,
-                                     solid_share=0.9 if "solid" in ctx.taxonomy.values.get("pattern", {}) else None)
     embedder = None
-    rows = []
+    rows, jobs = [], []
     for g in generated.to_pylist():
         row: dict[str, Any] = {k: g[k] for k in ("request_id", "kind", "subset", "reference_item_id",
                                                  "reference_image_sha256", "backend", "generator_model",
@@ -637,15 +697,31 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
                 reason = "duplicate_of_real_image"
             elif sha in leaked:
                 reason = f"contamination:{leaked[sha]}"
+            elif g["reference_item_id"] not in ann:
+                reason = "reference_not_labelled"
             else:
                 if embedder is None:
                     embedder = load_embedder(chk.embedder)
-                reason = _reference_check(row, g, sha, ann.get(g["reference_item_id"]), annotator, embedder, ctx, chk)
-        row["status"] = "rejected" if reason else "accepted"
+                m = _locate(row, g, sha, embedder, ctx)
+                if m is None:
+                    reason = "reference_unreadable"
+                else:
+                    jobs.append((g["request_id"], sha, m))
+        row["status"] = "rejected" if reason else None
         row["reason"] = reason
         rows.append(row)
+    labeller = labeller_for(cfg, ctx.taxonomy, ctx.store) if jobs else None
+    labels = labeller.label(jobs) if labeller else {}
+    matches = {rid: m for rid, _, m in jobs}
+    for row in rows:
+        if row["status"] is None:
+            got, failed = labels[row["request_id"]]
+            row["annotator"] = labeller.name
+            row["reason"] = failed or _decide(row, got, ann[row["reference_item_id"]], matches[row["request_id"]],
+                                              labeller.families, ctx.taxonomy, chk)
+            row["status"] = "rejected" if row["reason"] else "accepted"
     counts: dict[str, Any] = {"in": len(rows), "accepted": 0, "rejected": 0, "embedder": chk.embedder,
-                              "min_similarity": chk.min_similarity,
+                              "annotator": labeller.name if labeller else None, "min_similarity": chk.min_similarity,
                               "min_attribute_agreement": chk.min_attribute_agreement}
     for r in rows:
         counts[r["status"]] += 1
@@ -657,10 +733,9 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
     return rows, counts
 
 
-def _reference_check(row: dict, g: dict, sha: str, ref_ann: dict | None, annotator: PixelColourAnnotator,
-                     embedder: Any, ctx: CheckContext, chk: Any) -> str | None:
-    if ref_ann is None:
-        return "reference_not_labelled"
+def _locate(row: dict, g: dict, sha: str, embedder: Any, ctx: CheckContext) -> Any:
+    """Find the reference garment in the generated image and record the similarity; None when the reference
+    picture cannot be read."""
     key = f"ref:{g['reference_image_sha256']}"
     try:
         if key not in ctx.cache:
@@ -669,19 +744,29 @@ def _reference_check(row: dict, g: dict, sha: str, ref_ann: dict | None, annotat
         reference = ctx.cache[key]
     except (ImageRejected, StoreError) as exc:
         log.warning("aigen: reference image %s unreadable: %s", g["reference_image_sha256"], exc)
-        return "reference_unreadable"
+        return None
     image = decode(ctx.store.get_bytes(original_key(sha))).rgb  # accepted by the intake just before
     regions = ctx.regions_for(g["request_id"]) if ctx.regions_for else None
     m = locate(reference, image, embedder, regions)
-    row["region_source"] = "detector" if regions else "window_search"
-    cat = ctx.taxonomy.categories.get(ref_ann["category"])
-    labels = {k: v for k, v in annotator.label(m.pixels).items() if cat is None or k in cat.attributes}
+    row.update(similarity=m.similarity, region=[float(v) for v in (m.seed_box or m.box)],
+               region_source="detector" if regions else "window_search", embedder=embedder.model_id)
+    return m
+
+
+def _decide(row: dict, got: dict[str, str], ref_ann: dict, m: Any, families: bool, taxonomy: Taxonomy,
+            chk: Any) -> str | None:
     ref_attrs = {x["name"]: x["value"] for x in ref_ann["attributes"]}
-    compared, agreed, bad = compare_attributes(labels, ref_attrs, ctx.taxonomy.not_visible)
-    row.update(similarity=m.similarity, region=[float(v) for v in (m.seed_box or m.box)], embedder=embedder.model_id,
-               attributes=[{"name": k, "value": v} for k, v in sorted(labels.items())],
-               annotator=ANNOTATOR_PIXEL_COLOUR, attributes_compared=compared, attributes_agreed=agreed)
+    cat = taxonomy.categories.get(ref_ann["category"])
+    labels = {k: v for k, v in got.items() if k != "category" and (cat is None or k in cat.attributes)}
+    if families:  # the pixel annotator names colour families; "multicolour" is not a colour it can check
+        ref_attrs = {k: (COLOUR_FAMILY.get(v, v) if k == "color" else v) for k, v in ref_attrs.items()
+                     if not (k == "color" and v == "multicolour")}
+    row.update(attributes=[{"name": k, "value": v} for k, v in sorted(labels.items())])
+    compared, agreed, bad = compare_attributes(labels, ref_attrs, taxonomy.not_visible)
+    row.update(attributes_compared=compared, attributes_agreed=agreed)
     fails = []
+    if got.get("category") and got["category"] != ref_ann["category"]:
+        fails.append("category_disagreement")
     if compared == 0:
         if chk.require_attribute:
             fails.append("no_attribute_to_compare")
@@ -736,7 +821,9 @@ def manifest_summary(cfg: PipelineConfig, checks: pa.Table | None = None) -> dic
         if a.backend == "endpoint" else None,
         "check": {"embedder": a.check.embedder, "min_similarity": a.check.min_similarity,
                   "min_attribute_agreement": a.check.min_attribute_agreement,
-                  "require_attribute": a.check.require_attribute, "annotator": ANNOTATOR_PIXEL_COLOUR},
+                  "require_attribute": a.check.require_attribute,
+                  "annotator": ("vlm:" + cfg.annotate.model) if (a.check.annotator == "vlm" or (
+                      a.check.annotator == "auto" and cfg.annotate.endpoint)) else ANNOTATOR_PIXEL_COLOUR},
     }
     if checks is not None:
         gens: dict[str, int] = {}

@@ -41,8 +41,8 @@ SAMPLE_GRID = 24  # silhouette sample points per side for the histogram search
 SCALES = (1.0, 0.8, 0.64, 0.5, 0.4, 0.32, 0.25, 0.2, 0.16, 0.12)  # window height / image height
 FOREGROUND_TOLERANCE = 10  # levels of 255: farther than this from the border colour is garment
 
-# CSS Color Module Level 4 named colours (sRGB hex) that name each taxonomy colour value or a shade of it. "tan"
-# is counted as beige here (the taxonomy's synonym list puts it under brown; its sRGB value is a beige).
+# CSS Color Module Level 4 named colours (sRGB hex) that name each colour family or a shade of it (navy under blue,
+# maroon under red, olive under green: see COLOUR_FAMILY). "tan" is counted as beige here (its sRGB value is one).
 COLOUR_ANCHORS: dict[str, tuple[str, ...]] = {
     "black": ("000000", "2f4f4f"),
     "white": ("ffffff", "fffff0", "f5f5f5", "fffafa", "faf0e6"),
@@ -58,6 +58,11 @@ COLOUR_ANCHORS: dict[str, tuple[str, ...]] = {
     "beige": ("f5f5dc", "f5deb3", "deb887", "ffe4c4", "eee8aa", "d2b48c"),
 }
 ACHROMATIC = frozenset({"black", "white", "grey"})
+COLOUR_FAMILY = {"navy": "blue", "turquoise": "blue", "burgundy": "red", "khaki": "green", "cream": "white",
+                 "silver": "grey", "gold": "yellow"}
+"""Finer colour values of the taxonomy (v2) and the family the pixel annotator names them by: telling navy from
+blue or burgundy from red under unknown lighting, or metallic gold and silver from flat yellow and grey, is beyond
+a colour statistic."""
 
 
 def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:

@@ -373,7 +373,9 @@ class AigenCheckConfig(_Strict):
     min_similarity: float = Field(0.85, ge=-1.0, le=1.0)  # cosine, reference garment vs the best region
     min_attribute_agreement: float = Field(1.0, ge=0.0, le=1.0)  # agreeing / compared attributes
     require_attribute: bool = True  # no attribute to compare is a rejection (nothing confirms the product)
-    annotator: Literal["pixel-colour"] = "pixel-colour"  # what labels the generated image
+    # what labels the generated image: "vlm" the image model of `annotate` (as the real items), "pixel-colour" the
+    # baseline (colour families), "auto" the image model when annotate.endpoint is set, else the baseline
+    annotator: Literal["auto", "pixel-colour", "vlm"] = "auto"
 
 
 class AigenConfig(_Strict):
@@ -461,6 +463,8 @@ class PipelineConfig(BaseSettings):
             for sub in d.subfolders:
                 if not (Path(d.path) / sub).is_dir():
                     raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
+        if self.aigen.check.annotator == "vlm" and not self.annotate.endpoint:
+            raise ValueError("aigen.check.annotator 'vlm' needs annotate.endpoint (the image model's server)")
         if self.aigen.categories:
             from .taxonomy import Taxonomy
 

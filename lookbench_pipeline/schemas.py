@@ -296,7 +296,8 @@ GENERATED_CHECKS = pa.schema(
         ("reference_image_sha256", pa.string()),
         ("status", pa.string()),  # accepted | rejected
         ("reason", pa.string()),  # generation_failed:<r>, intake:<r>, duplicate_of_real_image, contamination:<src>,
-        #                           attribute_disagreement:<attr>, no_attribute_to_compare, similarity_below_threshold
+        #                           category_disagreement, attribute_disagreement:<attrs>, no_attribute_to_compare,
+        #                           similarity_below_threshold, annotation_failed:<r> ...
         ("image_sha256", pa.string()),
         ("cluster_id", pa.string()),  # duplicate cluster among the generated images (dedup.cluster)
         ("width", pa.int32()),
@@ -305,7 +306,7 @@ GENERATED_CHECKS = pa.schema(
         ("region", BOX),  # that region (the detector's box it refines, if given), pixels: x1, y1, x2, y2
         ("region_source", pa.string()),  # detector (a garment detector's box) | window_search
         ("embedder", pa.string()),
-        ("attributes", pa.list_(ATTRIBUTE)),  # what the annotator read from the generated image's pixels
+        ("attributes", pa.list_(ATTRIBUTE)),  # what the annotator read from the generated image (located region)
         ("annotator", pa.string()),
         ("attributes_compared", pa.int32()),
         ("attributes_agreed", pa.int32()),

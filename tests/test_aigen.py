@@ -318,6 +318,33 @@ def test_release_gains_aigen_subsets(world, generated):
                                                                               ("multi-item", "hard"))
 
 
+def test_with_an_image_model_configured_generated_images_are_labelled_by_it(world, generated):
+    """annotate.endpoint set: the same image model that labels the real items labels each generated image's
+    located region, category included, and a category that is not the reference's is a rejection."""
+    from lookbench_pipeline.testing.scripted_openai import ScriptedOpenAI, default_answer
+
+    def answer(schema, body):
+        out = default_answer(schema, body)
+        if "category" in schema.get("properties", {}):
+            out["category"] = "bag"  # this model sees a bag in every picture
+        return out
+
+    with ScriptedOpenAI(answer=answer) as srv:
+        cfg = _config(world.tmp).model_copy(update={"annotate": load_config(
+            None, annotate={"endpoint": srv.url, "model": "scripted/vlm", "judge": {"enabled": False},
+                            "cache": str(world.tmp / "vlm.sqlite")}).annotate})
+        table, counts = stage_aigen_check(cfg, generated["gen"], generated["refs"], generated["imgs"], world.images,
+                                          world.annotations, schemas.empty(schemas.CONTAMINATION_INDEX), world.store)
+        asked = sum(1 for e in srv.log if "category" in (e.get("schema") or ""))
+    checked = [r for r in table.to_pylist() if r["similarity"] is not None]
+    assert checked and asked == len(checked), "one category question per located picture"
+    assert counts["in"] == counts["accepted"] + counts["rejected"]
+    ref_cat = {r["item_id"]: r["category"] for r in world.annotations.to_pylist()}
+    for r in checked:
+        assert r["annotator"].startswith("vlm") or "scripted/vlm" in r["annotator"]
+        assert ("category_disagreement" in r["reason"]) == (ref_cat[r["reference_item_id"]] != "bag")
+
+
 def test_a_rerun_sends_nothing_twice_and_keeps_first_seen_at(world, generated):
     reqs, gen1 = generated["reqs"], generated["gen"]
     with aigen_server.scripted_endpoint(lambda info: "http_500") as srv:
