@@ -7,6 +7,7 @@ from pathlib import Path
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn, Failure,
                      MetadataValue, Output, asset)
 
+from lookbench_pipeline.aigen import manifest_summary
 from lookbench_pipeline.pipeline import annotation_provenance, negatives_provenance, stage_publish, stage_release
 from lookbench_pipeline.release import (EmptyReleaseError, ReleaseExistsError, check_candidate, read_candidate,
                                         write_candidate)
@@ -28,7 +29,8 @@ CHECKS = {
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
        ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
             "drop_items": AssetIn(), "image_refs": AssetIn(), "images": AssetIn(), "image_clusters": AssetIn(),
-            "annotations": AssetIn(), "contamination": AssetIn(), "negatives": AssetIn()},
+            "annotations": AssetIn(), "contamination": AssetIn(), "negatives": AssetIn(),
+            "generated_checks": AssetIn()},
        check_specs=[AssetCheckSpec(name, asset="release_candidate", blocking=True, description=d)
                     for name, d in CHECKS.items()],
        description="The release built but not yet published (files under data/candidates/<version>), for the "
@@ -37,17 +39,19 @@ CHECKS = {
 def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                       looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table, images: pa.Table,
                       image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table,
-                      negatives: pa.Table):
+                      negatives: pa.Table, generated_checks: pa.Table):
     cfg = lookbench.load()
     window, version = window_and_version(context.partition_key)
     rel = stage_release(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
         "images": images, "clusters": image_clusters, "annotations": annotations,
-        "contamination": contamination, "noise": negatives}, lookbench.store())
+        "contamination": contamination, "noise": negatives,
+        "generated_checks": generated_checks}, lookbench.store())
     summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
     summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
     summary["negatives"] = negatives_provenance(cfg, negatives)
     summary["annotation"] = annotation_provenance(annotations)
+    summary["aigen"] = manifest_summary(cfg, generated_checks)
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
@@ -74,7 +78,7 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
     version = rel.version
     annotators = release_candidate.get("annotators", [])
     try:
-        extra = {k: release_candidate[k] for k in ("negatives", "annotation") if k in release_candidate}
+        extra = {k: release_candidate[k] for k in ("negatives", "annotation", "aigen") if k in release_candidate}
         manifest = stage_publish(cfg, rel, store, annotators, extra or None)
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc

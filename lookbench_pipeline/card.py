@@ -57,6 +57,8 @@ COLUMN_DOCS = {
     "source_url": "where the image was found (a path within the legacy source for a distractor)",
     "crawled_at": "UTC time of the crawl that fetched the row's content (microseconds)",
     "first_seen_at": "UTC time the item was first seen (microseconds); the release window filters on it",
+    "generation": "AI-generated queries: `{request_id, generator_model, generator_version, prompt, seed, "
+                  "reference_image_sha256, similarity}` (null for real images; docs/AIGEN.md)",
 }
 
 SIZE_CATEGORIES = [(1_000, "n<1K"), (10_000, "1K<n<10K"), (100_000, "10K<n<100K"), (1_000_000, "100K<n<1M"),
@@ -210,6 +212,11 @@ def _fields(record_set: str, file_id: str, schema: pa.Schema) -> list[dict[str, 
                 {"@type": "cr:Field", "@id": f"{fid}/{st.field(i).name}", "name": st.field(i).name,
                  "dataType": _data_type(st.field(i).type), "source": source(f.name, st.field(i).name)}
                 for i in range(st.num_fields)]})
+        elif pa.types.is_struct(f.type):  # one record per row (the AI-generated images' provenance)
+            out.append({**base, "subField": [
+                {"@type": "cr:Field", "@id": f"{fid}/{f.type.field(i).name}", "name": f.type.field(i).name,
+                 "dataType": _data_type(f.type.field(i).type), "source": source(f.name, f.type.field(i).name)}
+                for i in range(f.type.num_fields)]})
         elif pa.types.is_list(f.type) or pa.types.is_fixed_size_list(f.type):
             out.append({**base, "dataType": _data_type(f.type.value_type), "repeated": True,
                         "source": source(f.name)})

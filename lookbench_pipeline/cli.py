@@ -67,6 +67,11 @@ def _print_build(summary: dict, store_url: str) -> None:
     if neg.get("enabled"):
         print(f"  noise gallery: {neg['distractors']} distractors mined with {neg['model'].get('model_id')} in "
               f"cosine band {neg['band']}, {neg['per_query']} per query item; pairs by kind {neg['pairs_by_kind']}")
+    a = m.get("aigen") or {}
+    if a.get("enabled"):
+        gens = ", ".join(f"{g} ({n} images)" for g, n in (a.get("generators") or {}).items()) or "none accepted"
+        print(f"  AI-generated subsets: {gens}; backend {a.get('backend')}"
+              + (f", endpoint {a['endpoint']}" if a.get("endpoint") else ""))
     print("\nEvaluation (percent):")
     print(format_table(summary["scores"]))
 
@@ -106,6 +111,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 def cmd_demo(args: argparse.Namespace) -> int:
     print("Building a LookBench release from the embedded demo shop (served on 127.0.0.1)…")
+    if not load_config(None).aigen.endpoint.base_url:
+        print("AI-generated subsets: no image endpoint configured (aigen.endpoint.base_url), so the scripted image "
+              "endpoint (lookbench_pipeline.aigen_server) is started on 127.0.0.1 and draws them; docs/AIGEN.md "
+              "says how to plug in a real generator.")
     return cmd_build(argparse.Namespace(config=None, partition=None))
 
 

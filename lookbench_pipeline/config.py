@@ -361,6 +361,73 @@ class ChecksConfig(_Strict):
     severity: dict[str, Literal["error", "warn"]] = Field(default_factory=dict)
 
 
+AIGEN_SUBSETS = ("aigen_studio", "aigen_streetlook")
+
+
+class AigenEndpointConfig(_Strict):
+    """An image-generation endpoint that speaks the OpenAI Images API (``POST /v1/images/edits`` with the reference
+    image, or ``/v1/images/generations``), reached with the ``openai`` client. ``base_url`` unset: the scripted
+    endpoint of :mod:`lookbench_pipeline.aigen_server` is started on 127.0.0.1 for the run (the demo), and its
+    pictures are recorded as drawn by it."""
+
+    base_url: str | None = None  # e.g. http://gpu-host:8000/v1 ; the client appends /images/edits
+    api_key_env: str = "OPENAI_API_KEY"  # the NAME of the environment variable holding the key, never the key
+    model: str = "gpt-image-1"
+    model_version: str | None = None  # what exactly answers (checkpoint / revision): required with base_url
+    route: Literal["edits", "generations"] = "edits"  # edits sends the product image as the reference
+    size: str = "1024x1024"  # pixels, WIDTHxHEIGHT as the Images API takes it
+    response_format: Literal["b64_json"] | None = "b64_json"  # None: not sent (gpt-image-* always answer b64_json)
+    send_seed: bool = True  # send "seed" in the body (open servers honour it; set false where it is refused)
+    extra_body: dict[str, Any] = Field(default_factory=dict)  # more fields for the server, e.g. num_inference_steps
+    timeout_s: float = Field(180.0, gt=0)
+    max_attempts: int = Field(4, ge=1)  # per request: 5xx, 429, timeouts and malformed answers are retried
+    backoff_s: float = Field(1.0, ge=0)  # first wait; doubles per attempt up to backoff_max_s (or Retry-After)
+    backoff_max_s: float = Field(30.0, ge=0)
+    concurrency: int = Field(2, ge=1)  # requests in flight
+
+    @field_validator("size")
+    @classmethod
+    def _size(cls, v: str) -> str:
+        w, _, h = v.partition("x")
+        if v != "auto" and not (w.isdigit() and h.isdigit()):
+            raise ValueError(f"size {v!r} must be WIDTHxHEIGHT in pixels (e.g. 1024x1024) or 'auto'")
+        return v
+
+    @model_validator(mode="after")
+    def _version_with_url(self) -> "AigenEndpointConfig":
+        if self.base_url and not self.model_version:
+            raise ValueError("aigen.endpoint.model_version is required with base_url: every generated image records "
+                             "the generator's model and version")
+        return self
+
+
+class AigenCheckConfig(_Strict):
+    """Does a generated image still show its reference product? Both checks must pass (docs/AIGEN.md)."""
+
+    embedder: str = "baseline/hsv-hog-v1"  # an embed.load_embedder id
+    min_similarity: float = Field(0.85, ge=-1.0, le=1.0)  # cosine, reference garment vs the best region
+    min_attribute_agreement: float = Field(1.0, ge=0.0, le=1.0)  # agreeing / compared attributes
+    require_attribute: bool = True  # no attribute to compare is a rejection (nothing confirms the product)
+    # what labels the generated image: "vlm" the image model of `annotate` (as the real items), "pixel-colour" the
+    # baseline (colour families), "auto" the image model when annotate.endpoint is set, else the baseline
+    annotator: Literal["auto", "pixel-colour", "vlm"] = "auto"
+
+
+class AigenConfig(_Strict):
+    """The AI-generated subsets: which real items get generated pictures, how, and how they are checked."""
+
+    enabled: bool = True
+    backend: Literal["endpoint", "job_file"] = "endpoint"
+    subsets: list[Literal["aigen_studio", "aigen_streetlook"]] = Field(default_factory=lambda: list(AIGEN_SUBSETS))
+    categories: list[str] = Field(default_factory=list)  # taxonomy categories to draw from; empty: all
+    items_per_subset: int = Field(8, ge=0)  # reference items per subset and window
+    seed: int = 0  # picks the items and derives every request's seed
+    endpoint: AigenEndpointConfig = Field(default_factory=AigenEndpointConfig)
+    job_dir: Path | None = None  # job-file backend: requests JSONL + reference images; default <data_dir>/aigen/jobs
+    drop_dir: Path | None = None  # job-file backend: results <request_id>.<ext> + .json; default <data_dir>/aigen/drop
+    check: AigenCheckConfig = Field(default_factory=AigenCheckConfig)
+
+
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
 
@@ -379,6 +446,7 @@ class PipelineConfig(BaseSettings):
     card: CardConfig = Field(default_factory=CardConfig)
     annotate: AnnotateConfig = Field(default_factory=AnnotateConfig)
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
+    aigen: AigenConfig = Field(default_factory=AigenConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
 
@@ -431,6 +499,14 @@ class PipelineConfig(BaseSettings):
             for sub in d.subfolders:
                 if not (Path(d.path) / sub).is_dir():
                     raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
+        if self.aigen.check.annotator == "vlm" and not self.annotate.endpoint:
+            raise ValueError("aigen.check.annotator 'vlm' needs annotate.endpoint (the image model's server)")
+        if self.aigen.categories:
+            from .taxonomy import Taxonomy
+
+            unknown = sorted(set(self.aigen.categories) - set(Taxonomy.load(self.taxonomy).categories))
+            if unknown:
+                raise ValueError(f"aigen.categories: {unknown} are not categories of the taxonomy {self.taxonomy}")
         return self
 
     def site_configs(self) -> list[SiteConfig]:
@@ -504,6 +580,11 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
             drop["path"] = str(_resolve(base, drop["path"]))
             if drop.get("items_csv"):
                 drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+    aigen = data.get("aigen") or {}
+    if isinstance(aigen, dict):
+        for key in ("job_dir", "drop_dir"):
+            if aigen.get(key):
+                aigen[key] = str(_resolve(base, aigen[key]))
     for section, key in (("contamination", "sources"), ("evaluate", "legacy"), ("negatives", "sources")):
         for src in (data.get(section) or {}).get(key, []):
             src["path"] = str(_resolve(base, src["path"]))

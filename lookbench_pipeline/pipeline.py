@@ -412,6 +412,58 @@ def negatives_provenance(cfg: PipelineConfig, negatives: pa.Table, counts: dict[
             "distractors": len(set(negatives["distractor_sha256"].to_pylist())) if negatives.num_rows else 0}
 
 
+def stage_aigen_requests(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
+                         annotations: pa.Table, window: Window) -> tuple[pa.Table, dict[str, Any]]:
+    """Generation requests for the AI-generated subsets (:func:`lookbench_pipeline.aigen.make_requests`): items
+    labelled in ``annotations`` with an accepted gallery image, first seen inside ``window``."""
+    from . import aigen
+
+    if not cfg.aigen.enabled:
+        return schemas.empty(schemas.GENERATION_REQUESTS), {"enabled": False, "requests": 0}
+    refs, counts = aigen.reference_candidates(products, drop_items, image_refs, annotations, window)
+    rows, picked = aigen.make_requests(cfg.aigen, refs, Taxonomy.load(cfg.taxonomy), cfg.aigen.endpoint.size)
+    return schemas.from_rows(rows, schemas.GENERATION_REQUESTS), {"enabled": True, **counts, **picked}
+
+
+def stage_aigen_generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window: Window,
+                         now: datetime | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Fulfil the generation requests with the configured backend (:func:`lookbench_pipeline.aigen.generate`)."""
+    from . import aigen
+
+    rows, counts = aigen.generate(cfg, requests, store, window, now)
+    return schemas.from_rows(rows, schemas.GENERATED_IMAGES), counts
+
+
+def stage_aigen_intake(cfg: PipelineConfig, generated: pa.Table,
+                       store: ObjectStore) -> tuple[pa.Table, pa.Table, dict[str, int]]:
+    """The generated images through the same image intake as every other image: ``(image_refs, images, counts)``
+    with owner type ``generated``."""
+    from . import aigen
+
+    res = take_in(aigen.image_refs_of(generated), SourceReader([], cfg.images.max_bytes), store, cfg.images)
+    counts = res.counts
+    assert counts["in"] == counts["accepted"] + counts["rejected"]
+    return (schemas.from_rows(res.refs, schemas.IMAGE_REFS), schemas.from_rows(res.images, schemas.IMAGES), counts)
+
+
+def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table, gen_images: pa.Table,
+                      images: pa.Table, annotations: pa.Table, contamination_index: pa.Table,
+                      store: ObjectStore, detections: pa.Table | None = None) -> tuple[pa.Table, dict[str, Any]]:
+    """Dedup against the real images, contamination, and the reference check of every generated image
+    (:func:`lookbench_pipeline.aigen.check_generated`): ``(generated_checks, counts)``. ``detections``: garment
+    detections of the street outfits (:func:`lookbench_pipeline.aigen.detection_inputs` fed to the detection
+    stage); their matched boxes replace the window search."""
+    from . import aigen
+    from .contamination import find_contamination
+
+    found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+    ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
+                             taxonomy=Taxonomy.load(cfg.taxonomy),
+                             regions_for=aigen.regions_from_detections(detections) if detections is not None else None)
+    rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
+    return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
+
+
 def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
                   store: ObjectStore) -> ReleaseTables:
     """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`)."""
@@ -428,6 +480,12 @@ def code_version() -> str:
     return f"{__version__}+g{sha}" if sha else __version__
 
 
+def aigen_summary(cfg: PipelineConfig) -> dict[str, Any]:
+    from .aigen import manifest_summary
+
+    return manifest_summary(cfg)
+
+
 def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
     tax = Taxonomy.load(cfg.taxonomy)
     return {
@@ -437,6 +495,7 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
         "dedup": {"method": PHASH_METHOD, "hamming_threshold": cfg.dedup.hamming_threshold},
         "sites": [crawl.SiteConfig.from_yaml(p).name for p in cfg.sites],
         "drops": [d.name for d in cfg.drops],
+        "aigen": aigen_summary(cfg),
         "models": [],
     }
 

@@ -18,6 +18,11 @@ How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
 * ``real_streetlook``: a "shop the look" image is one query per product it links (``multi-item``, ``hard``), with
   the look id; the positives are the linked products' gallery images.
 * image drops: each file goes to the subset and role its drop config or CSV gives it.
+* ``aigen_studio`` / ``aigen_streetlook``: each generated image that passed its checks (``generated_checks``,
+  :mod:`lookbench_pipeline.aigen`) is a query of its reference item (``single-item`` / ``medium`` and
+  ``multi-item`` / ``hard``, as LookBench sets them), with its provenance in the ``generation`` column; the
+  positives are the reference item's gallery images. A street outfit's query carries the look id
+  ``aigen-<request_id>``. Generated images the checks rejected are counted here with their reason.
 * every subset's gallery is the whole catalogue gallery (all gallery images of the window), so distractors are
   the other items.
 * a query whose image matches the contamination index (a legacy benchmark or an earlier release) is rejected
@@ -103,6 +108,7 @@ def build(
     annotations: pa.Table,
     contamination: pa.Table | None = None,
     noise: pa.Table | None = None,
+    generated_checks: pa.Table | None = None,
     taxonomy: Taxonomy,
     store: ObjectStore,
 ) -> ReleaseTables:
@@ -225,6 +231,35 @@ def build(
         row = sample(d["role"], d["subset"], d["item_id"], refs[0]["image_sha256"], a, site=f"drop:{d['drop']}",
                      source=d["path"], crawled_at=None, first_seen=d["first_seen_at"])
         (gallery if d["role"] == "gallery" else queries).append(row)
+
+    # --- AI-generated images: a query of their reference item each, when their checks passed
+    for g in sorted(generated_checks.to_pylist() if generated_checks is not None else [],
+                    key=lambda r: r["request_id"]):
+        candidates += 1
+        if g["status"] != "accepted":
+            reject("generated_image", g["request_id"], g["reason"] or "rejected")
+            continue
+        if g["first_seen_at"] not in window:
+            reject("generated_image", g["request_id"], "outside_window")
+            continue
+        a = labelled(g["reference_item_id"])
+        if a is None:
+            reject("generated_image", g["request_id"], "not_labelled")
+            continue
+        if g["subset"] not in SUBSETS:
+            reject("generated_image", g["request_id"], f"unknown_subset:{g['subset']}")
+            continue
+        sha = g["image_sha256"]
+        img.setdefault(sha, {"width": g["width"], "height": g["height"]})
+        cl.setdefault(sha, {"cluster_id": g["cluster_id"] or sha})
+        row = sample("query", g["subset"], g["reference_item_id"], sha, a, site=f"aigen:{g['generator_model']}",
+                     source=f"aigen:{g['request_id']}", crawled_at=None, first_seen=g["first_seen_at"],
+                     look_id=f"aigen-{g['request_id']}" if g["kind"] == "street" else None,
+                     box=g["region"] if g.get("region_source") == "detector" else None)
+        row["generation"] = {"request_id": g["request_id"], "generator_model": g["generator_model"],
+                             "generator_version": g["generator_version"], "prompt": g["prompt"], "seed": g["seed"],
+                             "reference_image_sha256": g["reference_image_sha256"], "similarity": g["similarity"]}
+        queries.append(row)
 
     # --- the gallery holds each picture once; queries must not be a gallery picture and need a positive
     gal_by_cluster: dict[str, dict] = {}

@@ -40,10 +40,11 @@ def _materialize(cfg_path, instance):
 def test_definitions_load():
     defs = build_defs()
     job = defs.resolve_job_def("release_job")
-    assert {n.name for n in job.nodes} >= {"image_intake", "image_clusters", "annotations", "release", "evaluation"}
+    assert {n.name for n in job.nodes} >= {"image_intake", "image_clusters", "annotations", "release", "evaluation",
+                                          "generation_requests", "generated_images", "aigen_intake",
+                                          "generated_checks", "crawl_catalog"}
     crawl_ops = {n.name for n in defs.resolve_job_def("crawl_job").nodes}
     assert "crawl" in crawl_ops and all(n.startswith("weekly_") for n in crawl_ops - {"crawl"})  # + its checks
-    assert "crawl_catalog" in {n.name for n in job.nodes}
     assert defs.resolve_schedule_def("semiannual_release") is not None
     assert defs.resolve_schedule_def("weekly_crawl") is not None
 
@@ -81,6 +82,17 @@ def test_materialize_whole_graph_twice(demo_config):
     assert md["in"].value == md["accepted"].value + md["rejected"].value
     c = m1["counts"]
     assert c["candidates"] == c["query_rows"] + c["gallery_rows_distinct"] + c["rejected"]
+    # the AI-generated subsets: drawn by the scripted endpoint on 127.0.0.1, checked, in the release
+    assert {"aigen_studio/query.parquet", "aigen_streetlook/query.parquet"} <= set(m1["files"])
+    assert m1["aigen"]["generators"] and m1["aigen"]["endpoint"].startswith("scripted")
+    for name, total in (("generated_images", "requests"), ("aigen_image_refs", "in"), ("generated_checks", "in")):
+        md = mats[name]
+        parts = {"generated_images": ("generated", "failed", "pending", "skipped"),
+                 "aigen_image_refs": ("accepted", "rejected"), "generated_checks": ("accepted", "rejected")}[name]
+        assert md[total].value == sum(md[p].value for p in parts) > 0
+    aq = read_file(store, version, "aigen_studio", "query")
+    assert set(aq["task"].to_pylist()) == {"single-item"} and set(aq["difficulty"].to_pylist()) == {"medium"}
+    assert all(g["generator_model"] for g in aq["generation"].to_pylist())
     scores = r1.output_for_node("evaluation")
     assert {"coarse_recall@1", "fine_recall@1", "ndcg@5"} <= set(scores["metric"].to_pylist())
     assert "overall" in scores["subset"].to_pylist()

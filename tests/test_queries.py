@@ -25,8 +25,9 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
     assert (rel / "manifest.json").is_file()
     assert sorted(f.relative_to(rel).as_posix() for f in files) == sorted(
         ["real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet", "real_streetlook/query.parquet",
-         "real_streetlook/gallery.parquet", "noise/gallery.parquet", "README.md", "croissant.json", "CHANGES.md",
-         "changes.parquet"])
+         "real_streetlook/gallery.parquet", "noise/gallery.parquet", "aigen_studio/query.parquet",
+         "aigen_studio/gallery.parquet", "aigen_streetlook/query.parquet", "aigen_streetlook/gallery.parquet",
+         "README.md", "croissant.json", "CHANGES.md", "changes.parquet"])
     blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)
     queries, change_queries = blocks[0], blocks[1]
     results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]

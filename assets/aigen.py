@@ -1,0 +1,72 @@
+"""The AI-generated subsets (AIGen-Studio, AIGen-StreetLook): requests -> generated images -> the same image
+intake -> dedup, contamination and reference checks -> the release."""
+
+
+from datetime import datetime, timezone
+
+import pyarrow as pa
+from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, multi_asset
+
+from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_generate, stage_aigen_intake,
+                                         stage_aigen_requests)
+
+from .common import table_metadata
+from .partitions import by_window, release_partitions, window_and_version
+from .resources import LookbenchConfig
+
+
+@asset(partitions_def=release_partitions, group_name="aigen", compute_kind="python",
+       ins={"products": AssetIn(partition_mapping=by_window), "drop_items": AssetIn(), "image_refs": AssetIn(),
+            "annotations": AssetIn()},
+       description="What to generate: for chosen labelled items, a prompt from their category and attributes, "
+                   "their gallery image as the reference, and a seed (studio shot and street outfit).")
+def generation_requests(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
+                        drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
+    window, _ = window_and_version(context.partition_key)
+    table, counts = stage_aigen_requests(lookbench.load(), products, drop_items, image_refs, annotations, window)
+    context.log.info(f"generation requests: {counts}")
+    return Output(table, metadata=table_metadata(table, counts, ["subset", "reference_item_id", "category", "prompt"]))
+
+
+@asset(partitions_def=release_partitions, group_name="aigen", compute_kind="openai",
+       description="One row per request: the generated image (endpoint or job-file backend) with its provenance "
+                   "(generator model and version, prompt, seed, reference, first_seen_at), or why there is none.")
+def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
+                     generation_requests: pa.Table) -> Output[pa.Table]:
+    window, _ = window_and_version(context.partition_key)
+    table, counts = stage_aigen_generate(lookbench.load(), generation_requests, lookbench.store(), window,
+                                         datetime.now(timezone.utc))
+    if counts.get("endpoint"):
+        context.log.warning(f"generated images: {counts['endpoint']}")
+    context.log.info(f"generated images: {counts}")
+    return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "generator_model",
+                                                                 "first_seen_at"]))
+
+
+@multi_asset(
+    outs={
+        "aigen_image_refs": AssetOut(description="The generated images' intake outcome (owner type generated)."),
+        "aigen_images": AssetOut(description="One row per distinct accepted generated image: size, flags, pHash."),
+    },
+    partitions_def=release_partitions,
+    group_name="aigen",
+    compute_kind="pillow",
+)
+def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table):
+    refs, images, counts = stage_aigen_intake(lookbench.load(), generated_images, lookbench.store())
+    context.log.info(f"generated image intake: {counts}")
+    yield Output(refs, "aigen_image_refs", metadata=table_metadata(refs, counts, ["owner_id", "status", "reason"]))
+    yield Output(images, "aigen_images", metadata=table_metadata(images, None, ["image_sha256", "width", "height"]))
+
+
+@asset(partitions_def=release_partitions, group_name="aigen", compute_kind="numpy",
+       description="Every generated image accepted or rejected with the reason: intake, duplicate of a real "
+                   "image, contamination, and whether it still shows its reference product (attribute "
+                   "agreement and embedding similarity above the configured thresholds).")
+def generated_checks(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
+                     aigen_image_refs: pa.Table, aigen_images: pa.Table, images: pa.Table, annotations: pa.Table,
+                     contamination_index: pa.Table) -> Output[pa.Table]:
+    table, counts = stage_aigen_check(lookbench.load(), generated_images, aigen_image_refs, aigen_images, images,
+                                      annotations, contamination_index, lookbench.store())
+    context.log.info(f"generated checks: {counts}")
+    return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "similarity"]))
