@@ -9,8 +9,10 @@
     lookbench info VERSION [--config F]    print a release's manifest summary
     lookbench pull VERSION [--subset S ...] [--dest DIR] [--look-bench] [--config F]
                                            download a release, verifying every file's sha256
-    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD|model] [--config F]
-                                           score retrieval models on a published release
+    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD|model] [--report DIR]
+                       [--no-legacy] [--output F] [--quiet] [--config F]
+                                           score retrieval models on a published release (progress bars on
+                                           stderr), optionally writing the leaderboard and HTML report
     lookbench audit export VERSION --out DIR [--per-stratum N] [--seed S] [--config F]
                                            a stratified sample of a release's labels for human review
     lookbench audit score FILE.csv [--json]
@@ -72,8 +74,28 @@ def _print_build(summary: dict, store_url: str) -> None:
         gens = ", ".join(f"{g} ({n} images)" for g, n in (a.get("generators") or {}).items()) or "none accepted"
         print(f"  AI-generated subsets: {gens}; backend {a.get('backend')}"
               + (f", endpoint {a['endpoint']}" if a.get("endpoint") else ""))
-    print("\nEvaluation (percent):")
-    print(format_table(summary["scores"]))
+    report = _report_of(summary)
+    md = Path(report).with_name("leaderboard.md") if report else None
+    if md is not None and md.is_file():
+        print("\nEvaluation (the leaderboard, also in " + str(md) + "):\n")
+        print(md.read_text(encoding="utf-8"))
+    else:
+        print("\nEvaluation (percent):")
+        print(format_table(summary["scores"]))
+    if report:
+        print(f"HTML report: {report}")
+
+
+def _report_of(summary: dict) -> str | None:
+    """The report path the evaluation asset recorded in its materialization metadata (None if absent)."""
+    result = summary.get("result")
+    if result is None:
+        return None
+    for mat in result.asset_materializations_for_node("evaluation"):
+        entry = mat.metadata.get("report")
+        if entry is not None:
+            return str(entry.value)
+    return None
 
 
 def cmd_build(args: argparse.Namespace) -> int:
@@ -167,28 +189,38 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from .evaluate import evaluate_release, format_table
-    from .pipeline import store_of
+    import pyarrow.parquet as pq
+
+    from .evaluate import format_table
+    from .pipeline import stage_evaluate, store_of
 
     cfg = load_config(args.config)
-    try:
-        cutoff = ("model" if args.cutoff == "model" else date.fromisoformat(args.cutoff)) if args.cutoff else None
-    except ValueError as exc:
-        raise ValueError(f"--cutoff must be a date YYYY-MM-DD or 'model', got {args.cutoff!r}") from exc
+    if args.cutoff and args.cutoff != "model":
+        try:
+            date.fromisoformat(args.cutoff)
+        except ValueError as exc:
+            raise ValueError(f"--cutoff must be a date YYYY-MM-DD or 'model', got {args.cutoff!r}") from exc
     if args.output and not Path(args.output).parent.is_dir():
         raise ValueError(f"--output: folder {Path(args.output).parent} does not exist")
-    scores, skipped = evaluate_release(store_of(cfg), args.release, args.model or cfg.evaluate.models,
-                                       Path(cfg.data_dir) / "embeddings", cfg.evaluate.ks, cfg.evaluate.ndcg_k, cutoff)
-    for s in skipped:
+    index_path = Path(cfg.data_dir) / "contamination" / "index.parquet"
+    index = pq.read_table(index_path) if index_path.is_file() else None
+    # models named on the command line are scored alone; otherwise the config's, plus the registry's
+    ev, report = stage_evaluate(cfg, store_of(cfg), args.release, index, model_ids=args.model or None,
+                                cutoff=args.cutoff, registry=False if args.model else None, legacy=not args.no_legacy,
+                                report=bool(args.report), report_dir=Path(args.report) if args.report else None,
+                                report_to_store=False, progress=not args.quiet)
+    for s in ev.skipped:
         print(f"skipped {s['model']}: {s['reason']}", file=sys.stderr)
-    if scores.num_rows == 0:
+    if index is None and cfg.evaluate.exclude_contaminated:
+        print(f"note: no contamination index at {index_path}: queries not re-checked", file=sys.stderr)
+    if ev.scores.num_rows == 0:
         print("no model could be scored", file=sys.stderr)
         return 1
-    print(format_table(scores))
+    print(format_table(ev.scores))
     if args.output:
-        import pyarrow.parquet as pq
-
-        pq.write_table(scores, args.output)
+        pq.write_table(ev.scores, args.output)
+    if report:
+        print(f"\nreport: {report['html']} (leaderboard: {report['dir'] / 'leaderboard.md'})")
     return 0
 
 
@@ -243,11 +275,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config")
     p.set_defaults(fn=cmd_pull)
     p = sub.add_parser("evaluate", help="score retrieval models on a published release")
-    p.add_argument("--release", required=True)
-    p.add_argument("--model", action="append", help="model id (repeatable); default: the config's models")
-    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or "
-                                    "'model': after each model's declared training cutoff (models.yaml)")
+    p.add_argument("--release", required=True, help="a published version, vYYYYMMDD")
+    p.add_argument("--model", action="append",
+                   help="model id (repeatable); default: the config's models and every registry model that can run")
+    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or 'model' "
+                                    "for each model's declared training cutoff")
+    p.add_argument("--report", metavar="DIR", help="write the leaderboard (Parquet, Markdown) and the HTML report here")
     p.add_argument("--output", help="also write the scores as Parquet here")
+    p.add_argument("--no-legacy", action="store_true", help="do not score the configured legacy benchmarks")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
     p.add_argument("--config")
     p.set_defaults(fn=cmd_evaluate)
     p = sub.add_parser("audit", help="human audit of a release's attribute labels")

@@ -11,6 +11,7 @@ defaults against the working directory.
 from __future__ import annotations
 
 import os
+from datetime import date
 from pathlib import Path
 from typing import Any, Literal
 
@@ -252,13 +253,42 @@ class NegativesConfig(_Strict):
         return self
 
 
+def _demo_fashion200k_eval() -> LegacySource:
+    return LegacySource(name="fashion200k-eval-demo", kind="fashion200k", path=Path("legacy/fashion200k-eval-demo"),
+                        demo=True)
+
+
 class EvaluateConfig(_Strict):
+    """The evaluation asset / ``lookbench evaluate`` (lookbench_pipeline.evaluate, docs/METRICS.md)."""
+
     models: list[str] = Field(default_factory=lambda: ["baseline/hsv-hog-v1"])
-    # legacy benchmarks scored beside the live release (kind deepfashion_inshop); relative paths under data_dir
-    legacy: list[LegacySource] = Field(default_factory=_demo_inshop)
-    ks: list[int] = Field(default_factory=lambda: [1, 5, 10])
+    # also score every model of the model registry that can run here (the others are listed as skipped)
+    registry: bool = True
+    # legacy benchmarks scored beside the live release (kinds deepfashion_inshop, fashion200k); relative paths
+    # under data_dir; demo trees are generated when missing
+    legacy: list[LegacySource] = Field(default_factory=lambda: [*_demo_inshop(), _demo_fashion200k_eval()])
+    ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])  # Recall@K and nDCG@K
     ndcg_k: int = 5
+    # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
+    # training cutoff (model_cutoffs, else the registry)
     cutoff: str | None = None
+    model_cutoffs: dict[str, str] = Field(default_factory=dict)  # model id -> YYYY-MM-DD
+    exclude_contaminated: bool = True  # re-check queries against the current contamination index
+    report_examples: int = 6  # queries per subset shown with each model's top-5 in the HTML report
+
+    @field_validator("cutoff")
+    @classmethod
+    def _cutoff(cls, v: str | None) -> str | None:
+        if v is not None and v != "model":
+            date.fromisoformat(v)  # ValueError: not a date
+        return v
+
+    @field_validator("model_cutoffs")
+    @classmethod
+    def _model_cutoffs(cls, v: dict[str, str]) -> dict[str, str]:
+        for d in v.values():
+            date.fromisoformat(d)
+        return v
 
 
 class CardConfig(_Strict):

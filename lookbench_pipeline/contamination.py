@@ -63,10 +63,12 @@ class SourceImage:
         return self.data if self.data is not None else self.path.read_bytes()
 
 
-def _fashion200k(root: Path) -> Iterator[SourceImage]:
-    labels = sorted((root / "labels").glob("*_detect_all.txt"))
+def _fashion200k(root: Path, split: str | None = None) -> Iterator[SourceImage]:
+    """Fashion200K's images; ``split`` (``train`` / ``test``) reads only ``labels/*_<split>_detect_all.txt``."""
+    pattern = f"*_{split}_detect_all.txt" if split else "*_detect_all.txt"
+    labels = sorted((root / "labels").glob(pattern))
     if not labels:
-        raise LegacyFormatError(f"{root}: no labels/*_detect_all.txt (Fashion200K layout)")
+        raise LegacyFormatError(f"{root}: no labels/{pattern} (Fashion200K layout)")
     seen = set()
     for lf in labels:
         label_category = lf.name.split("_")[0]  # dress | jacket | pants | skirt | top

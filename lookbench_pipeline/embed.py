@@ -106,6 +106,8 @@ class ModelSpec:
             ``cutoff_source``); contamination-aware scoring keeps only queries first seen after it.
         cutoff_source: where the cutoff comes from.
         trust_remote_code: let transformers run code from the model repository (off unless a spec says so).
+        needs_cuda: too slow to embed a release on a CPU (a ViT-L on four 60,000-image galleries): the evaluation
+            skips it on a machine without a GPU, with that reason.
         description: one line for people.
     """
 
@@ -123,6 +125,7 @@ class ModelSpec:
     training_cutoff: str | None = None
     cutoff_source: str | None = None
     trust_remote_code: bool = False
+    needs_cuda: bool = False
     description: str = ""
 
     def __post_init__(self) -> None:

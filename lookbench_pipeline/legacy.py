@@ -1,22 +1,37 @@
 """Scoring models on legacy benchmarks read from their own formats, so a report can put each model's legacy
 score beside its live LookBench score (the gap the LookBench paper is about).
 
-DeepFashion In-shop Clothes Retrieval (Liu et al., CVPR 2016): ``Eval/list_eval_partition.txt`` lists
-``image_name item_id evaluation_status`` (after a count line and a header); ``query`` rows are the queries,
-``gallery`` rows the gallery, positives share the ``item_id``; the published metric is top-K retrieval accuracy,
-our exact-item Recall@K.
+* DeepFashion In-shop Clothes Retrieval (Liu et al., CVPR 2016): ``Eval/list_eval_partition.txt`` lists
+  ``image_name item_id evaluation_status`` (after a count line and a header); ``query`` rows are the queries,
+  ``gallery`` rows the gallery, positives share the ``item_id``. The published metric is top-K retrieval
+  accuracy, our exact-item Recall@K.
+* Fashion200K (Han et al., ICCV 2017): ``labels/<category>_<split>_detect_all.txt``, one image per line,
+  tab-separated ``path, detection score, description``; the product id is the folder above the image
+  (``women/<category>/<subcategory>/<product id>/<product id>_<n>.jpeg``). Fashion200K publishes no
+  image-to-image protocol (its benchmark is text-guided retrieval), so ours is stated here and in
+  docs/METRICS.md: the ``test`` split only; each product with at least two images gives one query (its first
+  image in path order) and every other test image is the gallery; positives share the product id; products with
+  one image are distractors.
 """
 
 from __future__ import annotations
 
+import hashlib
+from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from .contamination import LegacyFormatError
-from .embed import Embedder
-from .images import ImageRejected, decode
-from .metrics import rank_topk
+from .contamination import _fashion200k as _fashion200k_images  # one parser of the format
+from .embcache import load_rgb
+from .embed import Embedder, EmbeddingCache
+from .images import ImageRejected
+from .metrics import topk_from_embeddings
+
+KINDS = ("deepfashion_inshop", "fashion200k")
 
 
 def read_inshop(root: Path) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
@@ -36,46 +51,115 @@ def read_inshop(root: Path) -> tuple[list[tuple[Path, str]], list[tuple[Path, st
     return queries, gallery
 
 
-def score_inshop(root: Path, embedder: Embedder, ks: tuple[int, ...] = (1, 5, 10, 20),
-                 batch: int = 64) -> dict[str, float]:
-    """Exact-item Recall@K of ``embedder`` on an In-shop tree. Unreadable images are skipped and counted
-    (``unreadable``); queries whose item has no readable gallery image are not scored (``no_positive``)."""
-    queries, gallery = read_inshop(root)
+def read_fashion200k(root: Path, split: str = "test") -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """``(queries, gallery)`` as ``(image path, product id)`` from a Fashion200K tree, by the protocol in the
+    module docstring. Raises LegacyFormatError (no ``labels/*_<split>_detect_all.txt``, a malformed line, or a
+    path without a product folder)."""
+    by_item: dict[str, list[Path]] = defaultdict(list)
+    for im in _fashion200k_images(Path(root), split):
+        if im.item_id is None:
+            raise LegacyFormatError(f"{root}: {im.rel}: no product folder in the path "
+                                    "(women/<category>/<subcategory>/<product id>/<file>)")
+        by_item[im.item_id].append(im.path)
+    queries, gallery = [], []
+    for item in sorted(by_item):
+        paths = sorted(by_item[item])
+        if len(paths) >= 2:
+            queries.append((paths[0], item))
+            gallery += [(p, item) for p in paths[1:]]
+        else:
+            gallery.append((paths[0], item))
+    return queries, gallery
+
+
+def read_legacy(kind: str, root: Path) -> tuple[list[tuple[Path, str]], list[tuple[Path, str]]]:
+    """``(queries, gallery)`` of a legacy benchmark of ``kind`` (:data:`KINDS`). Raises LegacyFormatError, or
+    ValueError for a kind that has no retrieval protocol here."""
+    if kind == "deepfashion_inshop":
+        return read_inshop(root)
+    if kind == "fashion200k":
+        return read_fashion200k(root)
+    raise ValueError(f"legacy scoring supports {', '.join(KINDS)}, not {kind!r}")
+
+
+def score_legacy(kind: str, root: Path, embedder: Embedder, ks: Sequence[int] = (1, 5, 10, 20),
+                 cache: EmbeddingCache | None = None, batch: int = 64, progress: Any = None) -> dict[str, Any]:
+    """Exact-item Recall@K of ``embedder`` on a legacy benchmark read from its own format.
+
+    Unreadable images (missing, or rejected by the safe decode) are skipped and counted (``unreadable``);
+    queries whose item has no readable gallery image are not scored (``no_positive``).
+
+    Returns:
+        ``{"queries": n scored, "gallery", "unreadable", "no_positive"`` (ints), ``"per_query":
+        {"item_recall@K": (n,) float64 in {0,1}}}``.
+    """
+    queries, gallery = read_legacy(kind, root)
+    if cache is None:  # no cache given: a temporary one (removed with ``tmp`` when this function returns)
+        import tempfile
+
+        tmp = tempfile.TemporaryDirectory()
+        cache = EmbeddingCache(Path(tmp.name), embedder.info())
 
     def embed(rows):
-        vecs, items, bad = [], [], 0
-        for s in range(0, len(rows), batch):
-            ims, its = [], []
-            for path, item in rows[s : s + batch]:
+        """Vectors of readable images (cached by the sha256 of the file's bytes) and the readable mask."""
+        out = np.zeros((len(rows), cache.dim), dtype=np.float32)
+        ok = np.ones(len(rows), dtype=bool)
+        for s in range(0, len(rows), batch * 16):
+            part = rows[s : s + batch * 16]
+            data: list[bytes | None] = []
+            for path, _ in part:
                 try:
-                    ims.append(decode(path.read_bytes(), work_side=embedder_input(embedder)).rgb)
-                    its.append(item)
+                    data.append(path.read_bytes())
+                except OSError:
+                    data.append(None)
+            shas = [hashlib.sha256(d).hexdigest() if d is not None else "" for d in data]
+            vecs, missing = cache.get(shas)
+            images, todo = [], []
+            for i in missing:
+                try:
+                    if data[i] is None:
+                        raise OSError(f"{part[i][0]}: cannot be read")
+                    images.append(load_rgb(data[i], embedder))
+                    todo.append(i)
                 except (ImageRejected, OSError):
-                    bad += 1
-            if ims:
-                vecs.append(embedder.embed(ims))
-                items += its
-        dim = getattr(embedder, "dim", 1)
-        return (np.concatenate(vecs) if vecs else np.zeros((0, dim), np.float32)), items, bad
+                    ok[s + i] = False
+            for b in range(0, len(todo), batch):
+                idx = todo[b : b + batch]
+                new = embedder.embed(images[b : b + batch])
+                vecs[idx] = new
+                cache.put([shas[i] for i in idx], new)
+            out[s : s + len(part)] = vecs
+            if progress is not None:
+                progress.update(len(part))
+        return out, ok
 
-    qv, qi, bad_q = embed(queries)
-    gv, gi, bad_g = embed(gallery)
-    keep = np.array([i in set(gi) for i in qi], dtype=bool)
-    out: dict[str, float] = {"queries": float(keep.sum()), "gallery": float(len(gi)),
-                             "unreadable": float(bad_q + bad_g), "no_positive": float((~keep).sum())}
-    if keep.sum() == 0 or len(gi) == 0:
+    qv, q_ok = embed(queries)
+    gv, g_ok = embed(gallery)
+    qi = [item for (_, item), ok in zip(queries, q_ok) if ok]
+    gi = [item for (_, item), ok in zip(gallery, g_ok) if ok]
+    qv, gv = qv[q_ok], gv[g_ok]
+    items = set(gi)
+    keep = np.array([i in items for i in qi], dtype=bool)
+    out: dict[str, Any] = {"queries": int(keep.sum()), "gallery": len(gi),
+                           "unreadable": int((~q_ok).sum() + (~g_ok).sum()), "no_positive": int((~keep).sum()),
+                           "per_query": {}}
+    if keep.sum() == 0:
         return out
-    top = rank_topk(qv[keep] @ gv.T, max(ks))
+    top, _ = topk_from_embeddings(qv[keep], gv, max(ks))
     hits = np.asarray(gi, dtype=object)[top] == np.asarray(qi, dtype=object)[keep][:, None]
     for k in ks:
-        out[f"item_recall@{k}"] = float(hits[:, :k].any(axis=1).mean())
+        out["per_query"][f"item_recall@{k}"] = hits[:, :k].any(axis=1).astype(float)
     return out
 
 
-def embedder_input(embedder: Embedder) -> int:
-    """The shorter side the embedder needs (a reduced JPEG decode down to it is enough)."""
-    return int(getattr(embedder, "input_size", None) or 224)
-
+def score_inshop(root: Path, embedder: Embedder, ks: tuple[int, ...] = (1, 5, 10, 20),
+                 batch: int = 64) -> dict[str, float]:
+    """Exact-item Recall@K of ``embedder`` on an In-shop tree, as means, with the counts of
+    :func:`score_legacy` (``queries``, ``gallery``, ``unreadable``, ``no_positive``) as floats."""
+    res = score_legacy("deepfashion_inshop", root, embedder, ks, batch=batch)
+    out = {k: float(res[k]) for k in ("queries", "gallery", "unreadable", "no_positive")}
+    out.update({m: float(v.mean()) for m, v in res["per_query"].items()})
+    return out
 
 
 def write_demo_inshop(root: Path, n_items: int = 24, seed: int = 11) -> None:
@@ -96,3 +180,34 @@ def write_demo_inshop(root: Path, n_items: int = 24, seed: int = 11) -> None:
     (root / "Eval").mkdir(parents=True, exist_ok=True)
     (root / "Eval" / "list_eval_partition.txt").write_text(
         f"{len(rows)}\nimage_name item_id evaluation_status\n" + "\n".join(rows) + "\n", encoding="utf-8")
+
+
+def write_demo_fashion200k(root: Path, n_items: int = 30, n_single: int = 8, seed: int = 13) -> dict[str, int]:
+    """A small legacy benchmark in Fashion200K's format for scoring (the contamination demo tree,
+    ``demo_shop.write_fashion200k``, has one image per product and so no positives): garments of the demo shop's
+    generator, each product folder holding its alternative shot (``_0``) and packshot (``_1``) in the ``test``
+    split; ``n_single`` further products with one image are distractors; a few ``train`` lines show that only the
+    test split is scored. Returns ``{"products", "images"}``."""
+    from . import demo_shop
+
+    products, _ = demo_shop.plan(n_items + n_single + 4, 0, seed)
+    products = [p for p in products if p.category in demo_shop.FASHION200K_CATEGORY]
+    lines: dict[str, list[str]] = defaultdict(list)
+    n_images = 0
+    for n, p in enumerate(products):
+        pid = 73_000_000 + n
+        top, sub = demo_shop.FASHION200K_CATEGORY[p.category]
+        split = "train" if n >= n_items + n_single else "test"
+        # the alternative shot first (``_0``, the query by the protocol), the packshot second (its positive)
+        shots = [demo_shop.alt_shot(p), demo_shop.packshot(p)] if n < n_items or split == "train" else \
+            [demo_shop.packshot(p)]
+        for v, im in enumerate(shots):
+            rel = f"women/{sub}/{sub}_{p.category}/{pid}/{pid}_{v}.jpeg"
+            (root / rel).parent.mkdir(parents=True, exist_ok=True)
+            im.save(root / rel, quality=85)
+            lines[f"{top}_{split}"].append(f"{rel}\t0.9{n % 10}00\t{p.title.lower()}")
+            n_images += 1
+    (root / "labels").mkdir(parents=True, exist_ok=True)
+    for name, ls in sorted(lines.items()):
+        (root / "labels" / f"{name}_detect_all.txt").write_text("\n".join(ls) + "\n", encoding="utf-8")
+    return {"products": len(products), "images": n_images}

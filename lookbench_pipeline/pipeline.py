@@ -531,3 +531,37 @@ def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, a
         extra.setdefault("models", [{"role": "negatives_mining", **neg["model"]}])
     return publish(rel, store, {**provenance(cfg, annotators), **extra}, now=datetime.now(timezone.utc),
                    card=cfg.card.model_dump())
+
+
+def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contamination_index: pa.Table | None = None,
+                   model_ids: list[str] | None = None, cutoff: str | None = None, registry: bool | None = None,
+                   legacy: bool = True, report: bool = True, report_dir: Path | None = None,
+                   report_to_store: bool = True, progress: bool = False) -> tuple[Any, dict[str, Any] | None]:
+    """Score models on a published release and its legacy benchmarks and write the leaderboard and HTML report
+    (lookbench_pipeline.evaluate.run_evaluation, lookbench_pipeline.report.write_report).
+
+    Models: ``model_ids`` (default ``cfg.evaluate.models``) and, when ``registry`` (default
+    ``cfg.evaluate.registry``), every registry model; those that cannot run here are skipped with the reason.
+    ``cutoff`` (default ``cfg.evaluate.cutoff``): a date or ``"model"``. Queries matching a legacy benchmark of
+    ``contamination_index`` are excluded and counted (when ``cfg.evaluate.exclude_contaminated``). The report
+    (when ``report``) goes to ``report_dir`` (default ``<data_dir>/reports/<version>[-cutoff-…]``) and, when
+    ``report_to_store``, to ``reports/<name>/`` in the store.
+
+    Returns ``(evaluation, report)``: an ``Evaluation`` and ``write_report``'s result (or None).
+    """
+    from .evaluate import run_evaluation
+    from .report import report_name, write_report
+
+    ev_cfg = cfg.evaluate
+    data_dir = Path(cfg.data_dir)
+    ev = run_evaluation(
+        store, version, model_ids if model_ids is not None else ev_cfg.models, data_dir / "embeddings",
+        sorted({*ev_cfg.ks, ev_cfg.ndcg_k}), cutoff if cutoff is not None else ev_cfg.cutoff,
+        registry=ev_cfg.registry if registry is None else registry, legacy=ev_cfg.legacy if legacy else (),
+        data_dir=data_dir, contamination_index=contamination_index if ev_cfg.exclude_contaminated else None,
+        contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff),
+        model_cutoffs=ev_cfg.model_cutoffs, n_examples=ev_cfg.report_examples, progress=progress)
+    if not report:
+        return ev, None
+    out = Path(report_dir) if report_dir else data_dir / "reports" / report_name(ev)
+    return ev, write_report(ev, out, store if report_to_store else None)

@@ -30,6 +30,7 @@ Tables (stage that writes it -> table):
 * release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
 * release -> ``changes.parquet``: what changed since the previous release (see :data:`RELEASE_CHANGES`).
 * evaluate -> ``scores``: one row per (model, subset, metric).
+* evaluate -> ``leaderboard``: one row per (model, subset), one column per metric (:func:`leaderboard_schema`).
 """
 
 from __future__ import annotations
@@ -400,6 +401,24 @@ SCORES = pa.schema(
         ("model_weights_sha256", pa.string()),
     ]
 )
+
+LEADERBOARD_KEYS = pa.schema(
+    [
+        ("release", pa.string()),
+        ("subset", pa.string()),  # a subset name, "overall", or "legacy:<benchmark>"
+        ("rank", pa.int32()),  # 1 = best in the subset, by fine_recall@1 (item_recall@1 on a legacy benchmark)
+        ("model", pa.string()),
+        ("n_queries", pa.int64()),
+        ("cutoff", pa.string()),  # ISO date, or null for no cutoff
+    ]
+)
+
+
+def leaderboard_schema(metrics: Iterable[str]) -> pa.Schema:
+    """The leaderboard table: :data:`LEADERBOARD_KEYS` then one float64 column per metric (``coarse_recall@1``
+    ...; values in [0, 1], null where a metric does not apply, e.g. Fine Recall on a legacy benchmark)."""
+    return pa.schema([*LEADERBOARD_KEYS, *((m, pa.float64()) for m in metrics)])
+
 
 TABLES: dict[str, pa.Schema] = {
     "products": PRODUCTS,

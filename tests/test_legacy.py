@@ -28,3 +28,49 @@ def test_inshop_scoring(tmp_path):
     assert res["item_recall@1"] > 1 / 8, "better than chance"
     with pytest.raises(LegacyFormatError):
         read_inshop(tmp_path / "img")
+
+
+def test_fashion200k_scoring_from_its_own_format(tmp_path):
+    from lookbench_pipeline.legacy import read_fashion200k, score_legacy, write_demo_fashion200k
+
+    info = write_demo_fashion200k(tmp_path, n_items=10, n_single=3)
+    labels = sorted(p.name for p in (tmp_path / "labels").iterdir())
+    assert any("_test_detect_all.txt" in n for n in labels) and any("_train_" in n for n in labels)
+    line = (tmp_path / "labels" / next(n for n in labels if "_test_" in n)).read_text().splitlines()[0]
+    path, score, desc = line.split("\t")
+    assert path.startswith("women/") and float(score) > 0 and desc
+    q, g = read_fashion200k(tmp_path)
+    assert len(q) == 10 and len(g) == 10 + 3, "one query per two-image product; the rest is the gallery"
+    assert all(p.parts[-2] == item for p, item in q + g), "positives by the product folder"
+    assert not {p for p, _ in q} & {p for p, _ in g}
+    train = {p for f in (tmp_path / "labels").glob("*_train_*") for p in
+             (tmp_path / ln.split("\t")[0] for ln in f.read_text().splitlines())}
+    assert train and not train & {p for p, _ in q + g}, "only the test split is scored"
+    assert info["images"] == 2 * 10 + 3 + len({p.parent for p in train}) * 2
+
+    # an unreadable image is skipped and counted; its query then has no positive
+    victim = next(p for p, _ in g if p.parts[-2] == q[0][1])
+    victim.write_bytes(b"not an image")
+    res = score_legacy("fashion200k", tmp_path, HsvHogEmbedder())
+    assert res["unreadable"] == 1 and res["no_positive"] == 1 and res["queries"] == 9 and res["gallery"] == 12
+    hits = res["per_query"]
+    assert set(hits) == {"item_recall@1", "item_recall@5", "item_recall@10", "item_recall@20"}
+    assert hits["item_recall@1"].mean() <= hits["item_recall@5"].mean() <= hits["item_recall@20"].mean() == 1.0
+    assert hits["item_recall@1"].mean() > 1 / 12, "better than chance"
+
+
+def test_fashion200k_format_errors(tmp_path):
+    from lookbench_pipeline.legacy import read_fashion200k, read_legacy
+
+    (tmp_path / "labels").mkdir()
+    (tmp_path / "labels" / "dress_train_detect_all.txt").write_text("women/d/d_x/1/1_0.jpeg\t0.9\tred dress\n")
+    with pytest.raises(LegacyFormatError, match="test_detect_all"):
+        read_fashion200k(tmp_path)
+    (tmp_path / "labels" / "dress_test_detect_all.txt").write_text("only-one-field\n")
+    with pytest.raises(LegacyFormatError, match="path<TAB>score<TAB>description"):
+        read_fashion200k(tmp_path)
+    (tmp_path / "labels" / "dress_test_detect_all.txt").write_text("flat.jpeg\t0.9\tred dress\n")
+    with pytest.raises(LegacyFormatError, match="product folder"):
+        read_fashion200k(tmp_path)
+    with pytest.raises(ValueError, match="deepfashion2"):
+        read_legacy("deepfashion2", tmp_path)

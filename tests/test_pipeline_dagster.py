@@ -96,6 +96,9 @@ def test_materialize_whole_graph_twice(demo_config):
     scores = r1.output_for_node("evaluation")
     assert {"coarse_recall@1", "fine_recall@1", "ndcg@5"} <= set(scores["metric"].to_pylist())
     assert "overall" in scores["subset"].to_pylist()
+    assert any(s.startswith("legacy:") for s in scores["subset"].to_pylist()), "legacy beside live"
+    assert store.exists(f"reports/{version}/index.html") and store.exists(f"reports/{version}/leaderboard.parquet")
+    assert str(mats["evaluation"]["report"].value).endswith(f"reports/{version}/index.html")
     first_seen_1 = pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist()
 
     # second run, nothing new: first_seen_at kept, the release is a byte-identical no-op
