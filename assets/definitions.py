@@ -6,13 +6,14 @@ import os
 from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult,
                      build_schedule_from_partitioned_job, define_asset_job, sensor)
 
-from . import attributes, crawl, dedup, evaluate, images, release
+from . import attributes, crawl, dedup, detect, evaluate, images, release
 from .io import TableIOManager
 from .partitions import crawl_partitions, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, images.drop_items, images.image_intake, dedup.image_clusters, dedup.contamination_check,
-              attributes.annotations, release.release_candidate, release.release, evaluate.evaluation]
+              attributes.annotations, detect.detect_garments, release.release_candidate, release.release,
+              evaluate.evaluation]
 
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
@@ -24,7 +25,7 @@ crawl_job = define_asset_job(
 release_job = define_asset_job(
     "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
     description="From every site's crawl of a window: take in images, dedup, check contamination, annotate, "
-                "publish the release and evaluate it.",
+                "detect the garments of street looks, publish the release and evaluate it.",
 )
 
 release_schedule = build_schedule_from_partitioned_job(release_job, name="semiannual_release")

@@ -27,22 +27,24 @@ CHECKS = {
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
        ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
             "drop_items": AssetIn(), "image_refs": AssetIn(), "images": AssetIn(), "image_clusters": AssetIn(),
-            "annotations": AssetIn(), "contamination": AssetIn()},
+            "annotations": AssetIn(), "contamination": AssetIn(), "detections": AssetIn(), "detector": AssetIn()},
        check_specs=[AssetCheckSpec(name, asset="release_candidate", blocking=True, description=d)
                     for name, d in CHECKS.items()],
        description="The release built but not yet published (files under data/candidates/<version>), for the "
                    "blocking checks to inspect.")
 def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                       looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table, images: pa.Table,
-                      image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table):
+                      image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table,
+                      detections: pa.Table, detector: dict):
     cfg = lookbench.load()
     window, version = window_and_version(context.partition_key)
     rel = stage_release(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
         "images": images, "clusters": image_clusters, "annotations": annotations,
-        "contamination": contamination}, lookbench.store())
+        "contamination": contamination, "detections": detections}, lookbench.store())
     summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
     summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
+    summary["models"] = [detector] if detector.get("enabled", True) else []  # the garment detector, if used
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
@@ -66,7 +68,7 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
     version = rel.version
     annotators = release_candidate.get("annotators", [])
     try:
-        manifest = stage_publish(cfg, rel, store, annotators)
+        manifest = stage_publish(cfg, rel, store, annotators, {"models": release_candidate.get("models", [])})
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc
     state = "unchanged, already published" if manifest.get("already_published") else "published"
