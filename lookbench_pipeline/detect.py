@@ -75,6 +75,9 @@ INTEGRATIONS_OFF = {"sync": False, "clearml": False, "comet": False, "dvc": Fals
 
 FONT_NAMES = ("Arial.ttf", "Arial.Unicode.ttf")
 
+DEFAULT_CACHE = Path(tempfile.gettempdir()) / f"lookbench-ultralytics-{os.getuid()}"
+"""Ultralytics' settings folder when no cache folder is named (the pipeline uses ``<data_dir>/detector``)."""
+
 
 class DetectorError(RuntimeError):
     """The detector cannot be set up: weights not found, a class mapping that does not fit the model or the
@@ -272,6 +275,8 @@ class Detector:
         imgsz: inference size in pixels; None: the size the model was trained at (else 640).
         source: how the weights were named (a path, an id, ``demo``), for the record.
         report: the training report, when the weights were trained here (mAP, data checksum).
+        cache_dir: where ultralytics keeps its settings (see :func:`prepare_offline`, called here when ultralytics
+            is not imported yet); default a folder in the temporary directory.
 
     Raises:
         DetectorError: the weights do not load, or the mapping misses a model class, names a class the model does
@@ -281,7 +286,9 @@ class Detector:
     def __init__(self, weights: Path, classes: dict[str, list[str]], categories: Iterable[str], *,
                  imgsz: int | None = None, conf: float = 0.25, iou: float = 0.7, max_det: int = 30,
                  batch: int = 8, device: str = "auto", source: str | None = None,
-                 report: dict[str, Any] | None = None):
+                 report: dict[str, Any] | None = None, cache_dir: Path | None = None, offline: bool = True):
+        if cache_dir is not None or "ultralytics" not in sys.modules:
+            prepare_offline(cache_dir or DEFAULT_CACHE, offline)
         from ultralytics import YOLO
 
         self.weights = Path(weights)
@@ -932,7 +939,7 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
     yolo = YOLO(model, task="detect")
     args = dict(data=str(ds.data_yaml), epochs=epochs, imgsz=imgsz, batch=batch, workers=0, device=dev,
                 pretrained=not is_yaml, amp=False, plots=False, project=str(out), name="train", exist_ok=True,
-                seed=seed, deterministic=True, verbose=False, val=False, cache="ram")
+                seed=seed, deterministic=True, verbose=False, val=False)
     args.update(train_args or {})
     yolo.train(**args)
     best = Path(yolo.trainer.best if Path(yolo.trainer.best).is_file() else yolo.trainer.last)

@@ -208,7 +208,7 @@ def load_detector(cfg: PipelineConfig):
         classes = d.classes
     return detect.Detector(weights, classes, Taxonomy.load(cfg.taxonomy).categories, imgsz=d.imgsz, conf=d.conf,
                            iou=d.iou, max_det=d.max_det, batch=d.batch, device=d.device, source=d.weights,
-                           report=report)
+                           report=report, cache_dir=cache, offline=d.offline)
 
 
 def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
