@@ -66,6 +66,9 @@ DEMO_CLASSES: dict[str, list[str]] = {
 """The demo detector's classes and the taxonomy categories each stands for (coarse, like DeepFashion2's classes:
 "short sleeve top" is a t-shirt, a shirt or a sweater)."""
 
+DEMO_RECIPE = 1
+"""Bumped when the demo detector's training data or procedure changes in a way its cache key would not see."""
+
 HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
 """A Hugging Face model id: ``owner/repo``."""
 
@@ -135,6 +138,7 @@ def prepare_offline(cache_dir: Path, offline: bool = True) -> Path:
     """
     cache_dir = Path(cache_dir)
     os.environ.setdefault("YOLO_CONFIG_DIR", str(cache_dir / "ultralytics"))
+    os.environ.setdefault("MPLCONFIGDIR", str(cache_dir / "matplotlib"))  # ultralytics' font check imports it
     os.environ["YOLO_AUTOINSTALL"] = "false"
     if offline:
         os.environ["YOLO_OFFLINE"] = "1"
@@ -784,8 +788,8 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     metadata, so the trainer sees exactly what detection later sees; boxes given on the stored pixels of an
     EXIF-rotated image are mapped onto the displayed image, clipped, and dropped with a reason when empty or
     below ``min_side_px``. ``class_map``: source category name -> class name (``None`` drops the category;
-    categories missing from a non-empty map are dropped too); by default every category is its own class, in the
-    files' id order. An image whose boxes were all dropped is kept as a background (negative) image. The held-out
+    categories missing from a non-empty map are dropped too), classes numbered in the order the map first names
+    them; by default every category that keeps a box is its own class, in the files' id order. An image whose boxes were all dropped is kept as a background (negative) image. The held-out
     split: an image is in ``val`` when the hash of (``seed``, its key) falls below ``val_fraction`` -- the same
     image is always on the same side, whatever else is in the set; at least one image is held out and one trained
     on. ``sha256`` is the checksum of the written data set (every file's path and bytes).
@@ -809,12 +813,8 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
         images += ims
         rejected += rej
         order += [c for c in cats if c not in order]
-    if class_map:
-        classes = []
-        for c in order + sorted(set(class_map) - set(order)):
-            t = class_map.get(c)
-            if t and t not in classes:
-                classes.append(t)
+    if class_map:  # the classes in the order the map first names them
+        classes = list(dict.fromkeys(t for t in class_map.values() if t))
         cls_of = {c: class_map.get(c) for c in set(order) | set(class_map)}
     else:  # every category is its own class; the list is cut to the categories that keep a box, below
         classes = list(order)
@@ -994,7 +994,10 @@ def demo_detector(cache_dir: Path, scenes: int = 120, scene_seed: int = 1234, tr
     for f in sorted((looks_dir / "images").iterdir()):
         digest.update(f.name.encode() + b"\x00" + hashlib.sha256(f.read_bytes()).digest())
     class_map = {c: k for k, cats in DEMO_CLASSES.items() for c in cats}
-    digest.update(json.dumps({"train": train, "class_map": class_map}, sort_keys=True).encode())
+    from importlib.metadata import version
+
+    digest.update(json.dumps({"train": train, "class_map": list(class_map.items()), "recipe": DEMO_RECIPE,
+                              "ultralytics": version("ultralytics")}, sort_keys=True).encode())
     target = cache_dir / f"demo-{digest.hexdigest()[:16]}"
     report_file = target / "report.json"
     if report_file.is_file() and (target / "detector.pt").is_file():
