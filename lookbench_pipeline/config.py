@@ -249,10 +249,10 @@ class DemoDetectorConfig(_Strict):
 
     scenes: int = Field(120, ge=10)  # training looks drawn (never the published ones)
     seed: int = 1234
-    # Small and quick (about a minute on 2 CPU cores, BENCHMARKS.md): 64 px input, no mosaic (the garments would
+    # Small and quick (about a minute on 2 CPU cores, BENCHMARKS.md): 96 px input, no mosaic (the garments would
     # shrink below a few pixels), an optimizer step every batch (nbs = batch), images cached in memory.
     train: DetectorTrainConfig = Field(default_factory=lambda: DetectorTrainConfig(
-        epochs=40, imgsz=64, batch=16, args={"mosaic": 0.0, "nbs": 16, "cache": "ram"}))
+        epochs=30, imgsz=96, batch=16, args={"mosaic": 0.0, "nbs": 16, "cache": "ram"}))
 
 
 class DetectConfig(_Strict):

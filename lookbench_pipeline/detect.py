@@ -298,9 +298,10 @@ class Detector:
         self.weights = Path(weights)
         try:
             self.model = YOLO(str(self.weights), task="detect")
+            names = self.model.names  # other formats than .pt load here
         except Exception as exc:  # torch / pickle / ultralytics errors on a bad file
             raise DetectorError(f"detector weights {self.weights} do not load: {type(exc).__name__}: {exc}") from exc
-        self.names: list[str] = [self.model.names[i] for i in sorted(self.model.names)]
+        self.names: list[str] = [names[i] for i in sorted(names)]
         self.class_map = validate_class_map(self.names, classes, set(categories))
         self.imgsz = int(imgsz or self.model.overrides.get("imgsz") or 640)
         self.conf, self.iou, self.max_det, self.batch = conf, iou, max_det, batch

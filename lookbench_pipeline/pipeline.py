@@ -273,8 +273,10 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
 
     embedder = load_embedder("baseline/hsv-hog-v1")
     wanted = sorted({it.item_id for s in street for it in s.linked if it.item_id in gallery_sha})
-    vecs = embedder.embed([load(gallery_sha[i]) for i in wanted]) if wanted else []
-    by_item = dict(zip(wanted, vecs))
+    by_item = {}
+    for start in range(0, len(wanted), 64):  # a chunk of gallery pictures decoded at a time
+        chunk = wanted[start:start + 64]
+        by_item.update(zip(chunk, embedder.embed([load(gallery_sha[i]) for i in chunk])))
     for s in street:
         for it in s.linked:
             it.embedding = by_item.get(it.item_id)
