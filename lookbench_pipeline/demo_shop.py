@@ -115,8 +115,9 @@ def plan(n_products: int, n_looks: int, seed: int) -> tuple[list[DemoProduct], l
 
 
 def _look_items(rng: random.Random, products: list[DemoProduct]) -> list[str]:
-    """The SKUs one look shows: an upper and a lower garment (or a dress), often shoes or a bag, and now and then
-    two bags (two linked products of one category: the detections are told apart by how they look)."""
+    """The SKUs one look shows: an upper and a lower garment (or a dress with shoes or a bag), often shoes or a bag,
+    and now and then two bags (two linked products of one category: the detections are told apart by how they
+    look)."""
     by = lambda cats: [p for p in products if p.category in cats]  # noqa: E731
     uppers, lowers, dresses = by(SLOT_CATEGORIES["upper"]), by(SLOT_CATEGORIES["lower"]), by({"dress"})
     shoes, bags = by({"shoes"}), by({"bag"})
@@ -129,7 +130,7 @@ def _look_items(rng: random.Random, products: list[DemoProduct]) -> list[str]:
         items += [p.sku for p in rng.sample(bags, 2)]
     elif shoes and bags and r < 0.45:
         items += [rng.choice(shoes).sku, rng.choice(bags).sku]
-    elif (shoes or bags) and r < 0.8:
+    elif (shoes or bags) and (r < 0.8 or len(items) == 1):  # a look always shows two items at least
         items.append(rng.choice(shoes + bags).sku)
     return items
 
