@@ -44,7 +44,7 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
         "contamination": contamination, "detections": detections}, lookbench.store())
     summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
     summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
-    summary["models"] = [detector] if detector.get("enabled", True) else []  # the garment detector, if used
+    summary["models"] = [detector] if detector.get("role") == "detector" else []  # the garment detector, if used
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],

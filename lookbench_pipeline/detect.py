@@ -149,6 +149,7 @@ def prepare_offline(cache_dir: Path, offline: bool = True) -> Path:
     _place_fonts(cfg_dir, font)
     from ultralytics import utils as ul
 
+    _undo_pil_patch()
     if already and Path(ul.USER_CONFIG_DIR) != cfg_dir:
         _place_fonts(Path(ul.USER_CONFIG_DIR), font)
     if offline and ul.ONLINE:
@@ -159,6 +160,18 @@ def prepare_offline(cache_dir: Path, offline: bool = True) -> Path:
     if any(ul.SETTINGS.get(k) != v for k, v in want.items()):
         ul.SETTINGS.update(want)
     return Path(ul.USER_CONFIG_DIR)
+
+
+def _undo_pil_patch() -> None:
+    """Importing ultralytics replaces ``PIL.Image.open`` for the whole process with a wrapper that, on a file
+    Pillow cannot identify, tries to install and register ``pi-heif`` (``ultralytics.utils.patches``): intake would
+    then reject a non-image as ``decode_error`` (an ImportError) instead of ``not_an_image``. Detection gets decoded
+    images and needs no HEIF, so Pillow's own ``open`` is put back."""
+    from ultralytics.utils import patches
+
+    original = getattr(patches, "_image_open", None)
+    if original is not None and Image.open is not original and getattr(Image.open, "__module__", "") == patches.__name__:
+        Image.open = original
 
 
 def _place_fonts(folder: Path, font: Path) -> None:

@@ -180,7 +180,7 @@ STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
 @dataclass
 class DetectResult:
     detections: pa.Table
-    detector: dict[str, Any]  # Detector.info() (what the manifest records), or {"enabled": False}
+    detector: dict[str, Any]  # Detector.info() (what the manifest records); {"enabled": False} or {"used": False}
     counts: dict[str, Any]
 
 
@@ -227,7 +227,6 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     from .images import decode
     from .store import derived_key, original_key, sha256_hex
 
-    detector = load_detector(cfg)
     refs: dict[tuple[str, str], list[dict]] = {}
     for r in image_refs.to_pylist():
         if r["status"] == "accepted":
@@ -261,6 +260,11 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     for d in drops:
         if d["subset"] in STREET_SUBSETS and d["role"] == "query":
             add("drop", d["drop_image_id"], d["first_seen_at"], [d["item_id"]])
+
+    if not street:  # nothing to detect: the detector is not loaded (nor trained)
+        return DetectResult(schemas.empty(schemas.DETECTIONS), {"enabled": True, "used": False},
+                            {"images": 0, **{f"skipped.{k}": v for k, v in sorted(skipped.items())}})
+    detector = load_detector(cfg)
 
     def load(sha: str):
         return decode(store.get_bytes(original_key(sha)), cfg.images).rgb

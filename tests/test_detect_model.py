@@ -145,3 +145,17 @@ def test_a_cached_demo_detector_is_reused(demo_detector):
     weights, report, trained = train_demo(Path(os.environ["LOOKBENCH_DETECT__CACHE_DIR"]), d.scenes, d.seed,
                                           d.train.model_dump())
     assert not trained and weights == demo_detector[0] and report["weights_sha256"] == demo_detector[1]["weights_sha256"]
+
+
+def test_loading_the_detector_leaves_pillow_alone(demo_detector):
+    """ultralytics replaces PIL.Image.open on import (a lazy HEIF plugin install); the pipeline puts Pillow's back,
+    so the image intake still names a non-image file ``not_an_image`` in the same process."""
+    from PIL import Image
+
+    from lookbench_pipeline.images import ImageRejected, Reject
+
+    Detector(demo_detector[0], DEMO_CLASSES, CATEGORIES)
+    assert Image.open.__module__ == "PIL.Image"
+    with pytest.raises(ImageRejected) as err:
+        decode(b"<html>not an image</html>" * 8)
+    assert err.value.reason == Reject.NOT_AN_IMAGE
