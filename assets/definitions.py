@@ -6,13 +6,13 @@ import os
 from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult, define_asset_job,
                      sensor)
 
-from . import aigen, attributes, checks, crawl, dedup, evaluate, images, negatives, release, schedules
+from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
-              dedup.contamination_check, attributes.annotations, negatives.negatives, aigen.generation_requests,
+              dedup.contamination_check, attributes.annotations, detect.detect_garments, negatives.negatives, aigen.generation_requests,
               aigen.generated_images, aigen.aigen_intake, aigen.generated_checks, release.release_candidate,
               release.release, evaluate.evaluation]
 ALL_CHECKS = checks.ALL_CHECKS
@@ -30,7 +30,7 @@ release_job = define_asset_job(
     "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
     tags=schedules.RELEASE_TAGS,
     description="From every weekly crawl of a window: accumulate the catalogue, take in images, dedup, check "
-                "contamination, annotate, generate and check the AI-generated subsets' images, publish the release "
+                "contamination, annotate, detect the garments of street looks, generate and check the AI-generated subsets' images, publish the release "
                 "and evaluate it.",
 )
 

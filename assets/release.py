@@ -30,7 +30,7 @@ CHECKS = {
        ins={"products": AssetIn(partition_mapping=by_window), "looks": AssetIn(partition_mapping=by_window),
             "drop_items": AssetIn(), "image_refs": AssetIn(), "images": AssetIn(), "image_clusters": AssetIn(),
             "annotations": AssetIn(), "contamination": AssetIn(), "negatives": AssetIn(),
-            "generated_checks": AssetIn()},
+            "generated_checks": AssetIn(), "detections": AssetIn(), "detector": AssetIn()},
        check_specs=[AssetCheckSpec(name, asset="release_candidate", blocking=True, description=d)
                     for name, d in CHECKS.items()],
        description="The release built but not yet published (files under data/candidates/<version>), for the "
@@ -39,19 +39,21 @@ CHECKS = {
 def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                       looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table, images: pa.Table,
                       image_clusters: pa.Table, annotations: pa.Table, contamination: pa.Table,
-                      negatives: pa.Table, generated_checks: pa.Table):
+                      negatives: pa.Table, generated_checks: pa.Table, detections: pa.Table,
+                      detector: dict):
     cfg = lookbench.load()
     window, version = window_and_version(context.partition_key)
     rel = stage_release(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
         "images": images, "clusters": image_clusters, "annotations": annotations,
         "contamination": contamination, "noise": negatives,
-        "generated_checks": generated_checks}, lookbench.store())
+        "generated_checks": generated_checks, "detections": detections}, lookbench.store())
     summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
     summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
     summary["negatives"] = negatives_provenance(cfg, negatives)
     summary["annotation"] = annotation_provenance(annotations)
     summary["aigen"] = manifest_summary(cfg, generated_checks)
+    summary["models"] = [detector] if detector.get("role") == "detector" else []  # the garment detector, if used
     yield Output(summary, metadata={
         "version": version, "query_rows": rel.counts["query_rows"],
         "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
@@ -78,7 +80,7 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
     version = rel.version
     annotators = release_candidate.get("annotators", [])
     try:
-        extra = {k: release_candidate[k] for k in ("negatives", "annotation", "aigen") if k in release_candidate}
+        extra = {k: release_candidate[k] for k in ("negatives", "annotation", "aigen", "models") if k in release_candidate}
         manifest = stage_publish(cfg, rel, store, annotators, extra or None)
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc

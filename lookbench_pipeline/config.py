@@ -457,6 +457,68 @@ class AigenConfig(_Strict):
     drop_dir: Path | None = None  # job-file backend: results <request_id>.<ext> + .json; default <data_dir>/aigen/drop
     check: AigenCheckConfig = Field(default_factory=AigenCheckConfig)
 
+class DetectorTrainConfig(_Strict):
+    """How a YOLO detector is trained (``lookbench detector train`` and the demo detector); see
+    :mod:`lookbench_pipeline.detect`."""
+
+    model: str = "yolov8n.yaml"  # an ultralytics model YAML (trained from scratch) or a local .pt to fine-tune
+    epochs: int = Field(100, ge=1)
+    imgsz: int = Field(640, ge=32)  # pixels, the longer side of the training input (a multiple of 32)
+    batch: int = Field(16, ge=1)
+    val_fraction: float = Field(0.2, gt=0, lt=1)  # share of images held out (by a hash of the image key)
+    seed: int = 0
+    args: dict[str, Any] = Field(default_factory=dict)  # more ultralytics training arguments (mosaic, lr0, ...)
+
+
+class DemoDetectorConfig(_Strict):
+    """The demo detector: trained once on street looks that the demo shop draws (garment cut-outs composited on
+    scenes, boxes known) when no garment-trained weights are configured (``detect.weights: demo``)."""
+
+    scenes: int = Field(120, ge=10)  # training looks drawn (never the published ones)
+    seed: int = 1234
+    # Small and quick (about a minute on 2 CPU cores, BENCHMARKS.md): 96 px input, no mosaic (the garments would
+    # shrink below a few pixels), an optimizer step every batch (nbs = batch), images cached in memory.
+    train: DetectorTrainConfig = Field(default_factory=lambda: DetectorTrainConfig(
+        epochs=30, imgsz=96, batch=16, args={"mosaic": 0.0, "nbs": 16, "cache": "ram"}))
+
+
+class DetectConfig(_Strict):
+    """Garment detection in street looks (ultralytics YOLO, offline); see :mod:`lookbench_pipeline.detect`.
+
+    ``weights``: a local ``.pt`` file (absolute, or relative to the config file), a Hugging Face model id
+    (``owner/repo``, the file named by ``weights_file``; looked up only in the local Hugging Face cache while
+    ``offline``), or ``demo``: the demo detector, trained once from the demo shop's looks and cached under
+    ``cache_dir`` (production uses garment-trained weights, e.g. a YOLO trained on DeepFashion2's 13 categories).
+    ``classes`` maps every class name of the model to taxonomy categories (``[]`` ignores the class); it is
+    checked against the taxonomy when the configuration loads and against the model's ``names`` when the detector
+    loads. Empty: the model's class names must themselves be taxonomy categories (the demo detector brings its
+    own mapping).
+    """
+
+    enabled: bool = True  # false: street-look queries fall back to one whole-image query per linked product
+    weights: str = "demo"
+    weights_file: str | None = None  # file inside a Hugging Face repo (default: the repo's only *.pt file)
+    revision: str | None = None  # Hugging Face revision (commit, tag or branch)
+    classes: dict[str, list[str]] = Field(default_factory=dict)
+    imgsz: int | None = Field(None, ge=32)  # pixels; None: the size the model was trained at (else 640)
+    conf: float = Field(0.25, gt=0, lt=1)  # confidence threshold
+    iou: float = Field(0.7, gt=0, le=1)  # NMS IoU threshold
+    max_det: int = Field(30, ge=1)  # detections per image at most
+    min_box_side_px: int = Field(16, ge=1)  # a kept box has both sides >= this (pixels, after clipping)
+    batch: int = Field(8, ge=1)  # images per inference batch (decoded lazily, one batch at a time)
+    device: str = "auto"  # auto: CUDA when torch sees a GPU, else cpu; or cpu, cuda, cuda:1, 0, mps
+    offline: bool = True  # no network: YOLO_OFFLINE, no Hugging Face download, no ultralytics auto-install
+    min_match_similarity: float = Field(0.0, ge=-1, le=1)  # a detection never matches a product less similar
+    cache_dir: Path | None = None  # trained detectors and ultralytics' settings; default <data_dir>/detector
+    demo: DemoDetectorConfig = Field(default_factory=DemoDetectorConfig)
+
+    @field_validator("classes", mode="before")
+    @classmethod
+    def _listify(cls, v: Any) -> Any:
+        if isinstance(v, dict):
+            return {k: ([] if x is None else [x] if isinstance(x, str) else x) for k, x in v.items()}
+        return v
+
 
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
@@ -477,6 +539,7 @@ class PipelineConfig(BaseSettings):
     annotate: AnnotateConfig = Field(default_factory=AnnotateConfig)
     checks: ChecksConfig = Field(default_factory=ChecksConfig)
     aigen: AigenConfig = Field(default_factory=AigenConfig)
+    detect: DetectConfig = Field(default_factory=DetectConfig)
     user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
     timezone: str = "UTC"
 
@@ -537,7 +600,27 @@ class PipelineConfig(BaseSettings):
             unknown = sorted(set(self.aigen.categories) - set(Taxonomy.load(self.taxonomy).categories))
             if unknown:
                 raise ValueError(f"aigen.categories: {unknown} are not categories of the taxonomy {self.taxonomy}")
+        self._check_detect()
         return self
+
+    def _check_detect(self) -> None:
+        """The detector's class mapping names taxonomy categories only (checked against the model at load)."""
+        if not self.detect.enabled or not self.detect.classes:
+            return
+        from .taxonomy import Taxonomy
+
+        known = set(Taxonomy.load(self.taxonomy).categories)
+        for cls_name, cats in self.detect.classes.items():
+            unknown = [c for c in cats if c not in known]
+            if unknown:
+                raise ValueError(f"detect.classes[{cls_name!r}]: {unknown} not in the taxonomy {self.taxonomy} "
+                                 f"(categories: {sorted(known)})")
+
+    @property
+    def detector_cache_dir(self) -> Path:
+        """Where trained detectors and ultralytics' settings live (``detect.cache_dir`` or
+        ``<data_dir>/detector``)."""
+        return Path(self.detect.cache_dir or Path(self.data_dir) / "detector").resolve()
 
     def site_configs(self) -> list[SiteConfig]:
         return [SiteConfig.from_yaml(p) for p in self.sites]
@@ -618,6 +701,13 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
     for section, key in (("contamination", "sources"), ("evaluate", "legacy"), ("negatives", "sources")):
         for src in (data.get(section) or {}).get(key, []):
             src["path"] = str(_resolve(base, src["path"]))
+    detect = data.get("detect")
+    if isinstance(detect, dict):
+        if detect.get("cache_dir"):
+            detect["cache_dir"] = str(_resolve(base, detect["cache_dir"]))
+        w = detect.get("weights")
+        if isinstance(w, str) and w != "demo" and (base / os.path.expandvars(w)).expanduser().exists():
+            detect["weights"] = str(_resolve(base, w))  # a local file; otherwise a Hugging Face model id
     store = data.get("store") or {}
     if not isinstance(store, dict):
         raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")

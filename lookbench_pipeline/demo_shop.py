@@ -7,7 +7,10 @@ category and attributes are known and the evaluation table means something. Each
 * position 0, a packshot: the garment centred on white (what a gallery holds);
 * position 1, an alternative shot: rotated, scaled, shifted, on a tinted, noisy background (what a query holds).
 
-"Shop the look" pages show a scene with two to three products composited at known boxes and link those products.
+"Shop the look" pages show a street scene with two to four products composited at known, jittered boxes and link
+those products; the boxes are also written as COCO ground truth beside the look images
+(``images/looks/boxes.coco.json``), and :func:`write_training_looks` draws more, unpublished looks for training the
+demo detector.
 The site has a ``robots.txt`` that disallows ``/private/`` (a page linked from the index that must never be
 fetched), a ``sitemap.xml``, and an ``about`` page without product data (a recorded rejection).
 """
@@ -34,6 +37,7 @@ MATERIALS = {"top": "cotton", "shirt": "linen", "dress": "silk", "skirt": "wool"
 NOUNS = {"top": "t-shirt", "shirt": "shirt", "dress": "dress", "skirt": "skirt", "trousers": "trousers",
          "shorts": "shorts", "outerwear": "coat", "shoes": "sneakers", "bag": "tote bag", "sweater": "sweater"}
 CATEGORIES = list(NOUNS)
+SLOT_CATEGORIES = {"upper": {"top", "shirt", "sweater", "outerwear"}, "lower": {"trousers", "skirt", "shorts"}}
 SLEEVES = {"short": "short-sleeve", "long": "long-sleeve", "sleeveless": "sleeveless"}
 LENGTHS = {"mini": "mini", "knee": "knee-length", "maxi": "maxi"}
 
@@ -106,13 +110,29 @@ def plan(n_products: int, n_looks: int, seed: int) -> tuple[list[DemoProduct], l
     uppers = [p for p in products if p.category in ("top", "shirt", "sweater", "outerwear")]
     lowers = [p for p in products if p.category in ("trousers", "skirt", "shorts")]
     extras = [p for p in products if p.category in ("shoes", "bag")]
-    looks = []
-    for n in range(n_looks):
-        items = [rng.choice(uppers).sku, rng.choice(lowers).sku]
-        if extras and rng.random() < 0.7:
-            items.append(rng.choice(extras).sku)
-        looks.append(DemoLook(number=n, skus=items))
+    looks = [DemoLook(number=n, skus=_look_items(rng, products)) for n in range(n_looks)]
     return products, looks
+
+
+def _look_items(rng: random.Random, products: list[DemoProduct]) -> list[str]:
+    """The SKUs one look shows: an upper and a lower garment (or a dress with shoes or a bag), often shoes or a bag,
+    and now and then two bags (two linked products of one category: the detections are told apart by how they
+    look)."""
+    by = lambda cats: [p for p in products if p.category in cats]  # noqa: E731
+    uppers, lowers, dresses = by(SLOT_CATEGORIES["upper"]), by(SLOT_CATEGORIES["lower"]), by({"dress"})
+    shoes, bags = by({"shoes"}), by({"bag"})
+    if dresses and rng.random() < 0.2:
+        items = [rng.choice(dresses).sku]
+    else:
+        items = [rng.choice(uppers).sku, rng.choice(lowers).sku]
+    r = rng.random()
+    if bags and len(bags) >= 2 and r < 0.2:
+        items += [p.sku for p in rng.sample(bags, 2)]
+    elif shoes and bags and r < 0.45:
+        items += [rng.choice(shoes).sku, rng.choice(bags).sku]
+    elif (shoes or bags) and (r < 0.8 or len(items) == 1):  # a look always shows two items at least
+        items.append(rng.choice(shoes + bags).sku)
+    return items
 
 
 # ------------------------------------------------------------------------------------------------ drawing
@@ -218,7 +238,9 @@ def alt_shot(p: DemoProduct) -> Image.Image:
 
 
 def look_image(look: DemoLook, products: dict[str, DemoProduct]) -> Image.Image:
-    """A scene (640x800 pixels) with the look's garments composited; fills ``look.boxes`` (x1, y1, x2, y2)."""
+    """A street scene (640x800 pixels) with the look's garments composited where a person would wear or carry
+    them, each placement jittered in position and size; fills ``look.boxes`` (x1, y1, x2, y2 in pixels, the
+    garment's visible extent) in the order of ``look.skus``."""
     rng = random.Random(look.number * 7919)
     bg = Image.new("RGB", (640, 800))
     d = ImageDraw.Draw(bg)
@@ -230,18 +252,58 @@ def look_image(look: DemoLook, products: dict[str, DemoProduct]) -> Image.Image:
         x, y = rng.randint(0, 600), rng.randint(0, 760)
         d.rectangle([x, y, x + rng.randint(20, 120), y + rng.randint(20, 160)],
                     fill=tuple(rng.randint(40, 200) for _ in range(3)))
-    slots = {"upper": (170, 90, 300), "lower": (190, 380, 260), "extra": (420, 560, 180)}
+    # (x, y, size) of each slot; "extra" slots take shoes and bags, right side first
+    slots = {"upper": (170, 90, 300), "lower": (190, 380, 260), "dress": (160, 90, 340)}
+    extra_slots = [(420, 560, 180), (20, 540, 170)]
     look.boxes = []
     for sku in look.skus:
         p = products[sku]
-        slot = ("upper" if p.category in ("top", "shirt", "sweater", "outerwear")
-                else "lower" if p.category in ("trousers", "skirt", "shorts") else "extra")
-        x, y, size = slots[slot]
+        slot = next((k for k, cats in SLOT_CATEGORIES.items() if p.category in cats),
+                    "dress" if p.category == "dress" else "extra")
+        x, y, size = slots[slot] if slot != "extra" else extra_slots.pop(0) if extra_slots else (430, 40, 150)
+        size = int(size * rng.uniform(0.85, 1.1))
+        x, y = x + rng.randint(-30, 30), y + rng.randint(-20, 20)
+        x, y = max(0, min(x, 640 - size)), max(0, min(y, 800 - size))
         g = draw_garment(p, size)
         bg.paste(g, (x, y), g)
         x1, y1, x2, y2 = g.getbbox() or (0, 0, size, size)
         look.boxes.append((x + x1, y + y1, x + x2, y + y2))
     return bg
+
+
+def look_coco(looks: list[DemoLook], products: dict[str, DemoProduct], file_name) -> dict:
+    """COCO-style ground truth of drawn looks (``look_image`` must have filled their boxes): one image per look
+    (``file_name(look)``), one annotation per garment, ``bbox`` = [x, y, width, height] in pixels, the category
+    = the garment's taxonomy category, and the garment's ``sku`` as an extra field."""
+    cats = {c: i + 1 for i, c in enumerate(CATEGORIES)}
+    images, anns = [], []
+    for look in looks:
+        images.append({"id": look.number, "file_name": file_name(look), "width": 640, "height": 800})
+        for sku, (x1, y1, x2, y2) in zip(look.skus, look.boxes):
+            anns.append({"id": len(anns) + 1, "image_id": look.number, "category_id": cats[products[sku].category],
+                         "bbox": [x1, y1, x2 - x1, y2 - y1], "area": (x2 - x1) * (y2 - y1), "iscrowd": 0,
+                         "sku": sku})
+    return {"info": {"description": "LookBench demo shop looks: garments composited on scenes at known boxes"},
+            "images": images, "annotations": anns,
+            "categories": [{"id": i, "name": c, "supercategory": "garment"} for c, i in cats.items()]}
+
+
+def write_training_looks(root: Path, n_products: int, n_looks: int, seed: int, n_scenes: int,
+                         scene_seed: int) -> Path:
+    """Draw ``n_scenes`` street looks of the demo shop's garments that the shop does not publish (look numbers
+    from 100000 up, items chosen with ``scene_seed``), for training the demo detector: JPEGs under
+    ``root/images/`` and their ground truth in ``root/annotations.json`` (see :func:`look_coco`). Deterministic
+    in its arguments (the same bytes on every run). Returns the annotation file's path."""
+    products, _ = plan(n_products, n_looks, seed)
+    by_sku = {p.sku: p for p in products}
+    rng = random.Random(scene_seed)
+    (root / "images").mkdir(parents=True, exist_ok=True)
+    looks = [DemoLook(number=100_000 + i, skus=_look_items(rng, products)) for i in range(n_scenes)]
+    for look in looks:
+        look_image(look, by_sku).save(root / "images" / f"scene-{look.number}.jpg", quality=90)
+    coco = look_coco(looks, by_sku, lambda lk: f"scene-{lk.number}.jpg")
+    (root / "annotations.json").write_text(json.dumps(coco, indent=1))
+    return root / "annotations.json"
 
 
 # ------------------------------------------------------------------------------------------------ the site
@@ -295,6 +357,9 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7)
         look_image(look, by_sku).save(root / "images" / "looks" / f"look-{look.number:03d}.jpg", quality=90)
         (root / "looks" / f"look-{look.number:03d}.html").write_text(_look_page(look, by_sku), encoding="utf-8")
         urls.append(f"/looks/look-{look.number:03d}.html")
+    # the looks' boxes beside their images, as COCO (not linked from any page)
+    (root / "images" / "looks" / "boxes.coco.json").write_text(json.dumps(
+        look_coco(looks, by_sku, lambda lk: f"look-{lk.number:03d}.jpg"), indent=1))
     (root / "private" / "staff-sale.html").write_text(
         "<html><body>robots.txt disallows this page; a polite crawler never fetches it.</body></html>")
     (root / "about.html").write_text("<html><body><h1>About the Demo Atelier</h1></body></html>")

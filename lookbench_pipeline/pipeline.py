@@ -464,9 +464,132 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
 
 
+STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
+"""Subsets whose queries are street looks: with detection on, each detected item of such an image is a query."""
+
+
+@dataclass
+class DetectResult:
+    detections: pa.Table
+    detector: dict[str, Any]  # Detector.info() (what the manifest records); {"enabled": False} or {"used": False}
+    counts: dict[str, Any]
+
+
+def load_detector(cfg: PipelineConfig):
+    """The configured garment detector (:class:`lookbench_pipeline.detect.Detector`), set up offline. With
+    ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU).
+
+    Raises:
+        lookbench_pipeline.detect.DetectorError: weights not found or a class mapping that does not fit.
+    """
+    from . import detect
+
+    d = cfg.detect
+    cache = cfg.detector_cache_dir
+    detect.prepare_offline(cache, d.offline)
+    report: dict[str, Any] = {}
+    if d.weights == "demo":
+        weights, report, trained = detect.demo_detector(cache, d.demo.scenes, d.demo.seed, d.demo.train.model_dump(),
+                                                        d.device, d.offline)
+        report = {**report, "trained_now": trained}
+        classes = d.classes or detect.DEMO_CLASSES
+    else:
+        weights = detect.resolve_weights(d.weights, weights_file=d.weights_file, revision=d.revision,
+                                         offline=d.offline)
+        classes = d.classes
+    return detect.Detector(weights, classes, Taxonomy.load(cfg.taxonomy).categories, imgsz=d.imgsz, conf=d.conf,
+                           iou=d.iou, max_det=d.max_det, batch=d.batch, device=d.device, source=d.weights,
+                           report=report, cache_dir=cache, offline=d.offline)
+
+
+def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
+                 annotations: pa.Table, store: ObjectStore, window: Window) -> DetectResult:
+    """Detect the garments of every street-look image of the window (crawled looks, and street photos of image
+    drops whose subset is a street-look subset and role ``query``), crop them into the store and match them to
+    the items each image links (:func:`lookbench_pipeline.detect.detect_street_images`).
+
+    Counts: ``images = detected images``, plus images skipped (``skipped.outside_window``,
+    ``skipped.image_not_accepted``); ``boxes = kept + dropped``; ``kept = matched + unlabelled``.
+    """
+    if not cfg.detect.enabled:
+        return DetectResult(schemas.empty(schemas.DETECTIONS), {"enabled": False}, {"enabled": False})
+    from . import detect
+    from .embed import load_embedder
+    from .images import decode
+    from .store import derived_key, original_key, sha256_hex
+
+    refs: dict[tuple[str, str], list[dict]] = {}
+    for r in image_refs.to_pylist():
+        if r["status"] == "accepted":
+            refs.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
+    for v in refs.values():
+        v.sort(key=lambda r: r["position"])
+    category = {a["item_id"]: a["category"] for a in annotations.to_pylist() if a["status"] == "labelled"}
+    gallery_sha: dict[str, str] = {}  # item -> its gallery picture (a product's packshot, a drop's gallery image)
+    for (owner_type, owner_id), rs in refs.items():
+        if owner_type == "product":
+            gallery_sha[owner_id] = rs[0]["image_sha256"]
+    drops = drop_items.to_pylist()
+    for d in sorted(drops, key=lambda d: d["path"]):
+        if d["role"] == "gallery" and refs.get(("drop", d["drop_image_id"])):
+            gallery_sha.setdefault(d["item_id"], refs[("drop", d["drop_image_id"])][0]["image_sha256"])
+    skipped: dict[str, int] = {}
+    street: list[detect.StreetImage] = []
+
+    def add(owner_type: str, owner_id: str, first_seen: datetime, items: list[str]) -> None:
+        if first_seen not in window:
+            skipped["outside_window"] = skipped.get("outside_window", 0) + 1
+        elif not refs.get((owner_type, owner_id)):
+            skipped["image_not_accepted"] = skipped.get("image_not_accepted", 0) + 1
+        else:
+            linked = [detect.LinkedItem(i, category[i]) for i in dict.fromkeys(items) if i in category]
+            street.append(detect.StreetImage(owner_type, owner_id, refs[(owner_type, owner_id)][0]["image_sha256"],
+                                             linked))
+
+    for lk in looks.to_pylist():
+        add("look", lk["look_id"], lk["first_seen_at"], list(lk["product_ids"] or []))
+    for d in drops:
+        if d["subset"] in STREET_SUBSETS and d["role"] == "query":
+            add("drop", d["drop_image_id"], d["first_seen_at"], [d["item_id"]])
+
+    if not street:  # nothing to detect: the detector is not loaded (nor trained)
+        return DetectResult(schemas.empty(schemas.DETECTIONS), {"enabled": True, "used": False},
+                            {"images": 0, **{f"skipped.{k}": v for k, v in sorted(skipped.items())}})
+    detector = load_detector(cfg)
+
+    def load(sha: str):
+        return decode(store.get_bytes(original_key(sha)), cfg.images).rgb
+
+    def put_crop(data: bytes) -> str:
+        sha = sha256_hex(data)
+        if not store.exists(derived_key(sha)):
+            store.put_bytes(derived_key(sha), data, "image/jpeg")
+        return sha
+
+    embedder = load_embedder("baseline/hsv-hog-v1")
+    wanted = sorted({it.item_id for s in street for it in s.linked if it.item_id in gallery_sha})
+    by_item = {}
+    for start in range(0, len(wanted), 64):  # a chunk of gallery pictures decoded at a time
+        chunk = wanted[start:start + 64]
+        by_item.update(zip(chunk, embedder.embed([load(gallery_sha[i]) for i in chunk])))
+    for s in street:
+        for it in s.linked:
+            it.embedding = by_item.get(it.item_id)
+    rows, counts = detect.detect_street_images(detector, street, load, put_crop, embedder.embed,
+                                               cfg.detect.min_box_side_px, cfg.detect.min_match_similarity)
+    counts = {**counts, **{f"skipped.{k}": v for k, v in sorted(skipped.items())},
+              "detector_sha256": detector.sha256, "detector_trained_now": bool(detector.report.get("trained_now"))}
+    return DetectResult(schemas.from_rows(rows, schemas.DETECTIONS), detector.info(), counts)
+
+
 def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
                   store: ObjectStore) -> ReleaseTables:
-    """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`)."""
+    """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`). Street looks use the
+    ``detections`` table when detection is enabled, else the documented fallback (one whole-image query per linked
+    product)."""
+    tables = dict(tables)
+    if not cfg.detect.enabled:
+        tables["detections"] = None
     return build(version=version, window=window, taxonomy=Taxonomy.load(cfg.taxonomy), store=store, **tables)
 
 
@@ -526,11 +649,13 @@ def annotation_provenance(annotations: pa.Table) -> dict[str, Any]:
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],
                   extra_provenance: dict[str, Any] | None = None) -> dict[str, Any]:
     extra = dict(extra_provenance or {})
+    models = list(extra.pop("models", []))  # e.g. the garment detector
     neg = extra.get("negatives") or {}
     if neg.get("model"):  # the manifest names every model whose embeddings shaped the release
-        extra.setdefault("models", [{"role": "negatives_mining", **neg["model"]}])
-    return publish(rel, store, {**provenance(cfg, annotators), **extra}, now=datetime.now(timezone.utc),
-                   card=cfg.card.model_dump())
+        models.append({"role": "negatives_mining", **neg["model"]})
+    prov = provenance(cfg, annotators)
+    prov["models"] = prov.get("models", []) + models
+    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump())
 
 
 def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contamination_index: pa.Table | None = None,

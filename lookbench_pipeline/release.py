@@ -15,8 +15,15 @@ How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
 
 * ``real_studio_flat``: a crawled product's first accepted image (position 0, the catalogue packshot) goes to the
   gallery, its next distinct image becomes the query (``single-item``, ``easy``); further images go to the gallery.
-* ``real_streetlook``: a "shop the look" image is one query per product it links (``multi-item``, ``hard``), with
-  the look id; the positives are the linked products' gallery images.
+* ``real_streetlook`` with detection (``detect.enabled``, the default): every garment the detector found in a
+  "shop the look" image (or a street photo of an image drop) and matched to a product the look links is one query
+  (``hard``; ``multi-item`` when the look has several items): its image is the item's crop (a derived image), with
+  the look id, the item index and the box (pixels ``x1 y1 x2 y2`` on the look image); the positives are the
+  product's gallery images. Detections matched to no linked product are rejected ``unlabelled_detection`` (never
+  queries), linked products no detection matched are rejected ``linked_product_not_detected``; contamination and
+  duplicate checks look at the look image.
+* ``real_streetlook`` without detection (the documented fallback, ``detect.enabled: false``): a "shop the look"
+  image is one whole-image query per product it links (``multi-item``, ``hard``), with the look id and no box.
 * image drops: each file goes to the subset and role its drop config or CSV gives it.
 * ``aigen_studio`` / ``aigen_streetlook``: each generated image that passed its checks (``generated_checks``,
   :mod:`lookbench_pipeline.aigen`) is a query of its reference item (``single-item`` / ``medium`` and
@@ -51,10 +58,11 @@ import pyarrow.parquet as pq
 from . import schemas
 from .annotate import format_main_attribute
 from .images import publishable_jpeg
-from .store import ObjectStore, StoreError
+from .store import ObjectStore, StoreError, derived_key
 from .taxonomy import Taxonomy
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
+STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
 SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
                "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
                "noise": ("distractor", "n/a")}
@@ -109,10 +117,14 @@ def build(
     contamination: pa.Table | None = None,
     noise: pa.Table | None = None,
     generated_checks: pa.Table | None = None,
+    detections: pa.Table | None = None,
     taxonomy: Taxonomy,
     store: ObjectStore,
 ) -> ReleaseTables:
     """Form query and gallery samples from the stage tables (see the module docstring for the rules).
+
+    ``detections`` (schema DETECTIONS): street-look items found by the detector; None uses the fallback (one
+    whole-image query per linked product).
 
     Rows are sorted by (item_ID, sample_id), so the same inputs give byte-identical files.
     """
@@ -141,19 +153,56 @@ def build(
 
     def sample(role: str, subset: str, item_id: str, sha: str, a: dict, *, site: str, source: str,
                crawled_at: datetime | None, first_seen: datetime, look_id: str | None = None,
-               box: list[float] | None = None, task: str | None = None) -> dict:
+               box: list[float] | None = None, task: str | None = None, crop: dict | None = None) -> dict:
+        """One sample of picture ``sha``; with ``crop`` (a DETECTIONS row) the sample's image is the crop and
+        ``sha`` (the look image) is what the duplicate and contamination checks look at (``_check_sha``)."""
         attrs = {x["name"]: x["value"] for x in a["attributes"]}
         main_s, other_s = format_main_attribute(taxonomy, a["category"], attrs)
         t, difficulty = SUBSET_TASK[subset]
-        sid = hashlib.sha1(f"{role}\x00{subset}\x00{item_id}\x00{sha}\x00{look_id}".encode()).hexdigest()[:16]
+        pic = crop["crop_sha256"] if crop else sha
+        sid = hashlib.sha1(f"{role}\x00{subset}\x00{item_id}\x00{pic}\x00{look_id}".encode()).hexdigest()[:16]
         return {
-            "image": {"bytes": None, "path": f"{sha}.jpg"}, "item_ID": item_id, "category": a["category"],
+            "image": {"bytes": None, "path": f"{pic}.jpg"}, "item_ID": item_id, "category": a["category"],
             "main_attribute": main_s, "other_attributes": other_s, "task": task or t, "difficulty": difficulty,
             "sample_id": sid, "subset": subset, "role": role, "attributes": a["attributes"],
-            "annotator": a["annotator"], "image_sha256": sha, "width": img[sha]["width"],
-            "height": img[sha]["height"], "look_id": look_id, "box": box, "site": site, "source_url": source,
-            "crawled_at": crawled_at, "first_seen_at": first_seen,
+            "annotator": a["annotator"], "image_sha256": pic,
+            "width": crop["crop_width"] if crop else img[sha]["width"],
+            "height": crop["crop_height"] if crop else img[sha]["height"], "look_id": look_id, "box": box,
+            "item_index": crop["item_index"] if crop else None, "site": site, "source_url": source,
+            "crawled_at": crawled_at, "first_seen_at": first_seen, "_check_sha": sha, "_derived": bool(crop),
         }
+
+    det_by_owner: dict[tuple[str, str], list[dict]] = {}
+    for r in (detections.to_pylist() if detections is not None else []):
+        if r["status"] != "dropped":  # dropped boxes are accounted for by the detection stage
+            det_by_owner.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
+    n_street = Counter()
+
+    def street_items(owner: tuple[str, str], links: list[str], sha: str, subset: str, **kw: Any) -> None:
+        """Queries from the detections of one street image; ``links`` are its linked, resolved item ids. Adds
+        one candidate per link and per unlabelled detection."""
+        nonlocal candidates
+        dets = sorted(det_by_owner.get(owner, []), key=lambda r: r["item_index"])
+        matched = {r["item_id"]: r for r in dets if r["status"] == "matched"}
+        task = "multi-item" if len(dets) > 1 else "single-item"
+        n_street["items_detected"] += len(dets)
+        for r in dets:
+            if r["status"] != "matched":
+                candidates += 1
+                n_street["unlabelled"] += 1
+                reject("look_item", r["detection_id"], "unlabelled_detection")
+        for item_id in links:
+            candidates += 1
+            a = labelled(item_id)
+            if a is None:
+                reject("look_item", f"{owner[1]}#{item_id}", "not_labelled")
+            elif item_id not in matched:
+                n_street["linked_not_detected"] += 1
+                reject("look_item", f"{owner[1]}#{item_id}", "linked_product_not_detected")
+            else:
+                r = matched[item_id]
+                n_street["matched"] += 1
+                queries.append(sample("query", subset, item_id, sha, a, box=r["box"], task=task, crop=r, **kw))
 
     gallery: list[dict] = []
     queries: list[dict] = []
@@ -201,6 +250,12 @@ def build(
         resolved = list(lk["product_ids"])
         for i in range(n_links - len(resolved)):
             reject("look_item", f"{lk['look_id']}#u{i}", "linked_product_not_crawled")
+        if detections is not None:
+            candidates -= len(resolved)  # street_items counts each resolved link (and each unlabelled detection)
+            street_items(("look", lk["look_id"]), resolved, sha, "real_streetlook", site=lk["site"],
+                         source=refs[0]["source"], crawled_at=lk["crawled_at"], first_seen=lk["first_seen_at"],
+                         look_id=lk["look_id"])
+            continue
         task = "multi-item" if n_links > 1 else "single-item"
         for pid in resolved:
             a = labelled(pid)
@@ -220,6 +275,12 @@ def build(
             continue
         if d["first_seen_at"] not in window:
             reject("drop_image", d["drop_image_id"], "outside_window")
+            continue
+        if detections is not None and d["subset"] in STREET_SUBSETS and d["role"] == "query":
+            candidates -= 1  # the drop image's one link, counted again by street_items
+            street_items(("drop", d["drop_image_id"]), [d["item_id"]], refs[0]["image_sha256"], d["subset"],
+                         site=f"drop:{d['drop']}", source=d["path"], crawled_at=None,
+                         first_seen=d["first_seen_at"], look_id=d["drop_image_id"])
             continue
         a = labelled(d["item_id"])
         if a is None:
@@ -274,9 +335,9 @@ def build(
     kept_queries: list[dict] = []
     seen_q: set[tuple[str, str, str | None]] = set()
     for q in sorted(queries, key=lambda r: (r["subset"], r["item_ID"], r["sample_id"])):
-        c = cl[q["image_sha256"]]["cluster_id"]
-        if q["image_sha256"] in leaked:
-            reject("query", q["sample_id"], f"contamination:{leaked[q['image_sha256']]}")
+        c = cl[q["_check_sha"]]["cluster_id"]
+        if q["_check_sha"] in leaked:
+            reject("query", q["sample_id"], f"contamination:{leaked[q['_check_sha']]}")
         elif c in gal_by_cluster:
             reject("query", q["sample_id"], "duplicate_of_gallery_image")
         elif (q["subset"], c, q["item_ID"]) in seen_q:
@@ -312,6 +373,9 @@ def build(
     }
     if noise_counts is not None:
         counts["noise"] = noise_counts
+    if detections is not None:
+        counts["street_look_items"] = {k: n_street[k] for k in ("items_detected", "matched", "unlabelled",
+                                                                 "linked_not_detected")}
     return ReleaseTables(version=version, window=window, files=files, rejected=rejected, counts=counts)
 
 
@@ -355,8 +419,8 @@ def _with_bytes(rows: list[dict], store: ObjectStore, cache: dict[str, bytes]) -
     out = []
     for r in sorted(rows, key=lambda r: (r["item_ID"], r["sample_id"])):
         sha = r["image_sha256"]
-        if sha not in cache:
-            cache[sha] = publishable_jpeg(store, sha)
+        if sha not in cache:  # a crop is stored as the JPEG it is published as; an original is normalised first
+            cache[sha] = store.get_bytes(derived_key(sha)) if r.get("_derived") else publishable_jpeg(store, sha)
         out.append({**r, "image": {"bytes": cache[sha], "path": r["image"]["path"]}})
     return schemas.from_rows(out, schemas.RELEASE)
 

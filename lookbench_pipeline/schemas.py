@@ -27,6 +27,8 @@ Tables (stage that writes it -> table):
 * aigen -> ``generation_requests`` (what to generate for which real item), ``generated_images`` (one row per
   request: the generated file and its provenance, or why there is none) and ``generated_checks`` (one row per
   generated image: intake, dedup, contamination and the reference check, accepted or rejected with the reason).
+* detect -> ``detections``: every box the garment detector gave on a street-look image (kept with its crop and
+  matched product, or dropped with a reason).
 * release -> ``query`` / ``gallery``: the published LookBench files (see :data:`RELEASE`).
 * release -> ``changes.parquet``: what changed since the previous release (see :data:`RELEASE_CHANGES`).
 * evaluate -> ``scores``: one row per (model, subset, metric).
@@ -326,6 +328,29 @@ GENERATION = pa.struct([("request_id", pa.string()), ("generator_model", pa.stri
                         ("reference_image_sha256", pa.string()), ("similarity", pa.float32())])
 """Provenance of an AI-generated release image (null for real images)."""
 
+DETECTIONS = pa.schema(
+    [
+        ("detection_id", pa.string()),  # sha1 of owner, image, detector weights and the box's rank
+        ("owner_type", pa.string()),  # look (a crawled "shop the look" page) | drop (a street photo of an image drop)
+        ("owner_id", pa.string()),  # look_id or drop_image_id
+        ("image_sha256", pa.string()),  # the street-look image (original bytes); boxes are on it, EXIF-transposed
+        ("item_index", pa.int32()),  # the item's number in its image (kept boxes by descending score); null if dropped
+        ("model_class", pa.string()),  # the detector's class name
+        ("categories", pa.list_(pa.string())),  # taxonomy categories the class maps to (config detect.classes)
+        ("score", pa.float32()),  # detector confidence in [0, 1]
+        ("raw_box", BOX),  # as the detector gave it
+        ("box", BOX),  # clipped to the image; null when dropped
+        ("status", pa.string()),  # matched | unlabelled | dropped
+        ("reason", pa.string()),  # dropped: degenerate, outside_image, too_small, class_ignored; unlabelled: why
+        ("item_id", pa.string()),  # the linked product (or drop item) the box shows, when matched
+        ("similarity", pa.float32()),  # cosine, crop vs the item's gallery image (baseline embedder); best when not
+        ("crop_sha256", pa.string()),  # the crop: a derived JPEG in the store at derived/<sha[:2]>/<sha>
+        ("crop_width", pa.int32()),  # pixels
+        ("crop_height", pa.int32()),
+        ("detector_sha256", pa.string()),  # sha256 of the weights file
+    ]
+)
+
 RELEASE = pa.schema(
     [
         # The columns the public LookBench loader reads.
@@ -347,6 +372,7 @@ RELEASE = pa.schema(
         ("height", pa.int32()),
         ("look_id", pa.string()),
         ("box", BOX),
+        ("item_index", pa.int32()),  # street looks with detection: the item's number in its look (see DETECTIONS)
         ("site", pa.string()),
         ("source_url", pa.string()),
         ("crawled_at", TS),
@@ -436,6 +462,7 @@ TABLES: dict[str, pa.Schema] = {
     "generation_requests": GENERATION_REQUESTS,
     "generated_images": GENERATED_IMAGES,
     "generated_checks": GENERATED_CHECKS,
+    "detections": DETECTIONS,
     "release": RELEASE,
     "release_changes": RELEASE_CHANGES,
     "scores": SCORES,

@@ -281,3 +281,8 @@ def sha256_hex(data: bytes) -> str:
 def original_key(sha256: str) -> str:
     """Content-addressed key of an original image: ``originals/<2 hex>/<sha256>``."""
     return f"originals/{sha256[:2]}/{sha256}"
+
+
+def derived_key(sha256: str) -> str:
+    """Content-addressed key of a derived image (a detection's crop, JPEG): ``derived/<2 hex>/<sha256>``."""
+    return f"derived/{sha256[:2]}/{sha256}"

@@ -19,6 +19,17 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.pop("DAGSTER_HOME", None)
 REALDATA = ROOT.parent / "shared" / "realdata"
 
+# One demo detector per test session (trained once, about a minute on a CPU), shared by every build the tests run,
+# subprocesses included; LOOKBENCH_TEST_DETECTOR_CACHE keeps it across sessions (the cache is keyed by the training
+# data's checksum and the training arguments, so a stale one is never used).
+_OWN_DETECTOR_CACHE = "LOOKBENCH_DETECT__CACHE_DIR" not in os.environ and not os.environ.get("LOOKBENCH_TEST_DETECTOR_CACHE")
+if _OWN_DETECTOR_CACHE:
+    import tempfile
+
+    os.environ["LOOKBENCH_DETECT__CACHE_DIR"] = tempfile.mkdtemp(prefix="lookbench-test-detector-")
+else:
+    os.environ.setdefault("LOOKBENCH_DETECT__CACHE_DIR", os.environ.get("LOOKBENCH_TEST_DETECTOR_CACHE", ""))
+
 
 def pytest_collection_modifyitems(config, items):
     for item in items:
@@ -102,3 +113,25 @@ def vllm_url() -> str:
     if not ok:
         pytest.fail(f"vLLM server at {url}: /health answered {r.status}")
     return url
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _detector_cache_cleanup():
+    yield
+    if _OWN_DETECTOR_CACHE:
+        import shutil
+
+        shutil.rmtree(os.environ["LOOKBENCH_DETECT__CACHE_DIR"], ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def demo_detector():
+    """The demo detector (weights path, training report), trained once per session into the shared cache: the
+    same one every demo build of the session uses."""
+    from lookbench_pipeline.config import DemoDetectorConfig
+    from lookbench_pipeline.detect import demo_detector as train_demo
+
+    d = DemoDetectorConfig()
+    weights, report, _ = train_demo(Path(os.environ["LOOKBENCH_DETECT__CACHE_DIR"]), d.scenes, d.seed,
+                                    d.train.model_dump())
+    return weights, report

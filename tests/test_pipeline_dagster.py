@@ -100,6 +100,7 @@ def test_materialize_whole_graph_twice(demo_config):
     assert store.exists(f"reports/{version}/index.html") and store.exists(f"reports/{version}/leaderboard.parquet")
     assert str(mats["evaluation"]["report"].value).endswith(f"reports/{version}/index.html")
     first_seen_1 = pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist()
+    _check_street_looks(cfg, store, version, m1, mats)
 
     # second run, nothing new: first_seen_at kept, the release is a byte-identical no-op
     r2 = _materialize(demo_config, instance)
@@ -212,3 +213,44 @@ def test_site_partitions_of_other_configs_are_ignored(demo_config):
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("sites", ["some-other-shop"])
     assert _materialize(demo_config, instance).success
+
+
+def _check_street_looks(cfg, store, version, manifest, mats):
+    """Street looks went through garment detection: each matched item is a query (its crop, look id, item index,
+    box); the manifest names the detector; with detection off, the fallback makes whole-image queries."""
+    import io
+
+    from PIL import Image
+
+    from lookbench_pipeline.pipeline import stage_release
+    from lookbench_pipeline.release import Window
+
+    q = read_file(store, version, "real_streetlook", "query").to_pylist()
+    assert q and all(r["look_id"] and r["item_index"] is not None and r["box"] is not None for r in q)
+    for r in q:
+        assert Image.open(io.BytesIO(r["image"]["bytes"])).size == (r["width"], r["height"])  # the crop
+        x1, y1, x2, y2 = r["box"]
+        assert 0 <= x1 < x2 <= 640 and 0 <= y1 < y2 <= 800
+    [det] = [m for m in manifest["models"] if m["role"] == "detector"]
+    assert det["weights"] == "demo" and len(det["weights_sha256"]) == 64 and 0 < det["map50"] <= 1
+    md = mats["detections"]
+    assert md["boxes"].value == md["kept"].value + md["dropped"].value
+    assert md["kept"].value == md["matched"].value + md["unlabelled"].value
+    items = manifest["counts"]["street_look_items"]
+    assert items["matched"] >= len(q) and items["items_detected"] == md["kept"].value
+
+    def table(name):
+        return pq.read_table(next((cfg.data_dir / "assets" / name).glob("*.parquet")))
+
+    tables = {"products": table("products"), "looks": table("looks"), "drop_items": table("drop_items"),
+              "image_refs": table("image_refs"), "images": table("images"), "clusters": table("image_clusters"),
+              "annotations": table("annotations"), "contamination": table("contamination"),
+              "detections": table("detections")}
+    window = Window(*[__import__("datetime").datetime.fromisoformat(manifest["window"][k]) for k in ("start", "end")])
+    off = stage_release(cfg.model_copy(update={"detect": cfg.detect.model_copy(update={"enabled": False})}),
+                        version, window, tables, store)
+    fq = off.files[("real_streetlook", "query")].to_pylist()
+    assert fq and all(r["box"] is None and r["item_index"] is None for r in fq)
+    assert {r["image_sha256"] for r in fq} <= set(tables["images"]["image_sha256"].to_pylist())  # whole look images
+    c = off.counts
+    assert c["candidates"] == c["query_rows"] + c["gallery_rows_distinct"] + c["rejected"]

@@ -31,7 +31,7 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
     blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)
     queries, change_queries = blocks[0], blocks[1]
     results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]
-    counts, attrs, window, noise, after = results
+    counts, attrs, window, noise, after, items = results
     subsets = {r[0] for r in counts}
     assert {"real_studio_flat", "real_streetlook", "noise"} <= subsets
     assert noise and all(n > 0 for *_, n in noise)
@@ -47,6 +47,7 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
                                ).fetchall()[0][0]
     assert ("real_studio_flat", "query", "item_added", n_query_items) in added
     assert shifts and all(r[3] == 0.0 and r[4] > 0 for r in shifts)
+    assert items and all(look and idx is not None and len(box) == 4 for look, idx, _, _, box in items)
     # a subset that does not exist, and a corrupted file
     with pytest.raises(ValueError, match="no subset"):
         pull(store, version, tmp_path / "x", ["nope"], progress=False)

@@ -1,0 +1,272 @@
+"""Garment detection without a model: boxes, matching, annotation formats (the real files in
+../shared/realdata/annotations), the YOLO data set, weights resolution and configuration."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import yaml
+from PIL import Image
+
+from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.detect import (AnnotationSource, DetectorError, Drop, Kept, LinkedItem, Unlabelled,
+                                       build_yolo_dataset, clip_box, match_items, read_annotations, resolve_weights,
+                                       rle_counts, segmentation_box, transpose_box, validate_class_map)
+
+
+def test_clip_box_keeps_clips_and_drops_with_reasons():
+    assert clip_box([10, 20, 110, 220], 640, 800, 16) == ([10.0, 20.0, 110.0, 220.0], None)
+    assert clip_box([-5, -7, 50, 60], 640, 800, 16) == ([0.0, 0.0, 50.0, 60.0], None)
+    assert clip_box([600, 700, 900, 1000], 640, 800, 16) == ([600.0, 700.0, 640.0, 800.0], None)
+    assert clip_box([10, 10, 10, 50], 640, 800, 16) == (None, Drop.DEGENERATE)
+    assert clip_box([float("nan"), 0, 5, 5], 640, 800, 16) == (None, Drop.DEGENERATE)
+    assert clip_box([700, 10, 800, 50], 640, 800, 16) == (None, Drop.OUTSIDE)
+    assert clip_box([10, 10, 20, 200], 640, 800, 16) == (None, Drop.TOO_SMALL)
+    assert clip_box([630, 10, 700, 200], 640, 800, 16) == (None, Drop.TOO_SMALL)  # 10 px wide once clipped
+
+
+def _unit(v):
+    v = np.asarray(v, dtype=np.float32)
+    return v / np.linalg.norm(v)
+
+
+def test_match_items_by_category_then_visual_similarity():
+    red, blue, grey = _unit([1, 0, 0]), _unit([0, 1, 0]), _unit([0.6, 0.8, 0])
+    linked = [LinkedItem("top-1", "top", grey), LinkedItem("bag-red", "bag", red), LinkedItem("bag-blue", "bag", blue)]
+    dets = [Kept(0, ["top", "shirt"], 0.9, _unit([0, 0, 1])),  # the only top: matched by category alone
+            Kept(1, ["bag"], 0.8, _unit([0.1, 0.99, 0])),  # bluish bag
+            Kept(2, ["bag"], 0.7, _unit([0.99, 0.1, 0])),  # reddish bag
+            Kept(3, ["shoes"], 0.6, red),  # no linked shoes
+            Kept(4, ["bag"], 0.5, _unit([0.7, 0.7, 0]))]  # a third bag: both bags already taken
+    m = match_items(dets, linked)
+    assert m[0][0] == "top-1" and m[0][1] == pytest.approx(0.0, abs=1e-6)
+    assert m[1][0] == "bag-blue" and m[2][0] == "bag-red"
+    assert m[3] == (None, None, Unlabelled.NO_CATEGORY)
+    assert m[4][0] is None and m[4][2] == Unlabelled.TAKEN
+    assert match_items(dets[:1], [])[0] == (None, None, Unlabelled.NO_LINKED_ITEM)
+    assert match_items(dets[1:2], linked, min_similarity=0.999)[1][2] == Unlabelled.DISSIMILAR
+    # deterministic whatever the input order
+    assert match_items(list(reversed(dets)), list(reversed(linked))) == m
+
+
+def _rle_string(counts):
+    """pycocotools rleToString (the inverse of detect.rle_counts), for the test."""
+    out = []
+    for i, c in enumerate(counts):
+        x = c - counts[i - 2] if i > 2 else c
+        more = True
+        while more:
+            ch = x & 0x1F
+            x >>= 5
+            more = not ((x == 0 and not ch & 0x10) or (x == -1 and ch & 0x10))
+            if more:
+                ch |= 0x20
+            out.append(chr(ch + 48))
+    return "".join(out)
+
+
+def test_segmentation_boxes_from_polygons_and_rle():
+    assert segmentation_box([[10, 20, 30, 5, 50, 40], [60, 61, 62, 63]]) == [10.0, 5.0, 62.0, 63.0]
+    assert segmentation_box("[[1, 2, 3, 4, 5, 6]]") == [1.0, 2.0, 5.0, 6.0]  # stored as a string
+    mask = np.zeros((40, 30), dtype=np.uint8)
+    mask[7:19, 4:12] = 1
+    mask[30, 25] = 1
+    flat = mask.T.ravel()  # column-major, as COCO
+    counts, cur, n = [], 0, 0
+    for v in flat:
+        if v != cur:
+            counts.append(n)
+            cur, n = v, 0
+        n += 1
+    counts.append(n)
+    assert segmentation_box({"size": [40, 30], "counts": counts}) == [4.0, 7.0, 26.0, 31.0]
+    assert rle_counts(_rle_string(counts)) == counts
+    assert segmentation_box({"size": [40, 30], "counts": _rle_string(counts)}) == [4.0, 7.0, 26.0, 31.0]
+    wrap = [35, 10, 1155]  # a run from the bottom of column 0 into the top of column 1
+    assert segmentation_box({"size": [40, 30], "counts": wrap}) == [0.0, 0.0, 2.0, 40.0]
+
+
+def test_transpose_box_follows_exif_orientation():
+    im = Image.new("RGB", (40, 30))
+    im.paste((255, 0, 0), (5, 3, 15, 9))  # a box on the stored pixels
+    for o in range(1, 9):
+        from PIL import ImageOps
+
+        exif = Image.Exif()
+        exif[0x0112] = o
+        shown = ImageOps.exif_transpose(_with_exif(im, exif))
+        red = np.argwhere(np.asarray(shown)[..., 0] > 200)
+        y1, x1 = red.min(axis=0)
+        y2, x2 = red.max(axis=0) + 1
+        assert transpose_box([5, 3, 15, 9], o, (40, 30)) == [x1, y1, x2, y2], o
+
+
+def _with_exif(im, exif):
+    import io
+
+    buf = io.BytesIO()
+    im.save(buf, format="PNG", exif=exif)
+    return Image.open(io.BytesIO(buf.getvalue()))
+
+
+def test_real_annotation_files_convert_to_a_yolo_dataset(realdata, tmp_path):
+    """Fashionpedia (polygons only, ids from 0), DeepFashion2 as COCO (mmpose) and ModaNet snaps (no image files
+    here): boxes derived and normalised, missing images recorded, counts reconcile, the split is stable."""
+    ann, street = realdata / "annotations", realdata / "images/street"
+    fp = AnnotationSource(ann / "fashionpedia_sample.json", street, "street_fashionpedia_{file_name}")
+    df2 = AnnotationSource(ann / "mmpose_deepfashion2_coco.json", street, "street_mmpose_deepfasion2_{file_name}")
+    mn = AnnotationSource(ann / "modanet_tiny_snaps_test.json", street, "{image_id}.jpg")
+    images, rejected, order = read_annotations(fp)
+    assert len(images) == 2 and sum(len(i.boxes) for i in images) == 12 and not rejected
+    assert order[0] == "shirt, blouse" and len(order) == 48
+    raw = json.loads((ann / "fashionpedia_sample.json").read_text())
+    a = raw["annotations"][0]
+    xs, ys = a["segmentation"][0][0::2], a["segmentation"][0][1::2]
+    im9813 = next(i for i in images if i.key.endswith("#9813"))
+    assert im9813.boxes[0] == ("shoe", [min(xs), min(ys), max(xs), max(ys)])
+    images, rejected, _ = read_annotations(mn)
+    assert len(images) == 10 and sum(len(i.boxes) for i in images) == 38
+    assert {c for i in images for c, _ in i.boxes} <= {"bag", "belt", "boots", "footwear", "outer", "dress",
+                                                      "sunglasses", "pants", "top", "shorts", "skirt", "headwear",
+                                                      "scarf & tie"}
+
+    class_map = {"shirt, blouse": "upper", "top, t-shirt, sweatshirt": "upper", "pants": "lower", "dress": "dress",
+                 "long_sleeved_dress": "dress", "shoe": "shoes", "footwear": "shoes", "top": "upper"}
+    ds = build_yolo_dataset([fp, df2, mn], tmp_path / "ds", class_map, val_fraction=0.3, seed=0)
+    assert ds.classes == ["upper", "lower", "dress", "shoes"]
+    c = ds.counts
+    assert c["images_in"] == 14 and c["rejected_by_reason"]["image_missing"] == 10
+    assert c["boxes_in"] == c["boxes"] + c["boxes_dropped"] and c["boxes"] == 7  # 2 shoes, dress, pants, shirt, 2 DF2 dresses
+    assert c["train_images"] + c["val_images"] == 4 and c["train_images"] >= 1 and c["val_images"] >= 1
+    assert {r["reason"].split(":")[0] for r in ds.rejected} == {"image_missing", "class_not_kept"}
+    names = yaml.safe_load(ds.data_yaml.read_text())["names"]
+    assert names == {0: "upper", 1: "lower", 2: "dress", 3: "shoes"}
+    lines = [ln.split() for f in (tmp_path / "ds/labels").rglob("*.txt") for ln in f.read_text().splitlines()]
+    assert len(lines) == 7 and all(0 <= float(v) <= 1 for ln in lines for v in ln[1:])
+    df2_label = next((tmp_path / "ds/labels").rglob("*000264.txt")).read_text().split()
+    # DeepFashion2 000264: bbox [103, 80, 601, 669] (x, y, w, h) on 750 x 750
+    assert [float(v) for v in df2_label[1:]] == pytest.approx([(103 + 601 / 2) / 750, (80 + 669 / 2) / 750,
+                                                               601 / 750, 669 / 750], abs=1e-5)
+    again = build_yolo_dataset([fp, df2, mn], tmp_path / "ds2", class_map, val_fraction=0.3, seed=0)
+    assert again.sha256 == ds.sha256
+    assert sorted(p.name for p in (tmp_path / "ds/images/val").iterdir()) == sorted(
+        p.name for p in (tmp_path / "ds2/images/val").iterdir())
+
+
+def test_modanet_ids_are_the_category_list_numbered_from_one(realdata):
+    from lookbench_pipeline.detect import MODANET_CATEGORIES
+
+    rows = [ln.split("\t") for ln in (realdata / "annotations/modanet_categories.tsv").read_text().splitlines()[1:]]
+    tsv = {int(i): name for i, name in rows}
+    assert len(tsv) == len(MODANET_CATEGORIES) == 13
+    for cid, name in MODANET_CATEGORIES.items():
+        if name != "outer":  # the raw file spells it out: coat/jacket/suit/...
+            assert name.split()[0] in tsv[cid - 1], (cid, name, tsv[cid - 1])
+
+
+def test_deepfashion2_folder_and_exif_rotated_images(tmp_path):
+    """DeepFashion2's own per-image files ([x1, y1, x2, y2]); an EXIF-rotated image's boxes follow the rotation."""
+    (tmp_path / "annos").mkdir()
+    (tmp_path / "image").mkdir()
+    im = Image.new("RGB", (200, 100), (255, 255, 255))
+    im.paste((200, 0, 0), (20, 10, 60, 50))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # shown rotated 90 degrees clockwise: 100 x 200
+    im.save(tmp_path / "image/000001.jpg", exif=exif)
+    Image.new("RGB", (120, 90), (90, 90, 90)).save(tmp_path / "image/000002.jpg")
+    (tmp_path / "annos/000001.json").write_text(json.dumps({
+        "source": "user", "pair_id": 1,
+        "item1": {"category_id": 1, "category_name": "short sleeve top", "bounding_box": [20, 10, 60, 50]},
+        "item2": {"category_id": 99, "bounding_box": [0, 0, 5, 5]}}))
+    (tmp_path / "annos/000002.json").write_text(json.dumps({"item1": {"category_id": 8, "bounding_box": [10, 10, 80, 80]}}))
+    src = AnnotationSource(tmp_path / "annos", tmp_path / "image")
+    images, rejected, order = read_annotations(src)
+    assert order[0] == "short sleeve top" and len(order) == 13
+    assert [r["reason"] for r in rejected] == ["unknown_category"]
+    ds = build_yolo_dataset([src], tmp_path / "ds", None, val_fraction=0.5)
+    assert ds.classes == ["short sleeve top", "trousers"]
+    label = next((tmp_path / "ds/labels").rglob("*000001.txt")).read_text().split()
+    # stored box x 20..60, y 10..50 on 200 x 100; shown (rotated clockwise) on 100 x 200: x 50..90, y 20..60
+    assert [float(v) for v in label[1:]] == pytest.approx([70 / 100, 40 / 200, 40 / 100, 40 / 200], abs=1e-5)
+    written = Image.open(next((tmp_path / "ds/images").rglob("*000001.jpg")))
+    assert written.size == (100, 200) and not written.getexif().get(0x0112)
+
+
+def test_bad_annotation_input_is_named(tmp_path):
+    (tmp_path / "x.json").write_text("{not json")
+    with pytest.raises(DetectorError, match="not a readable JSON"):
+        read_annotations(AnnotationSource(tmp_path / "x.json", tmp_path))
+    (tmp_path / "y.json").write_text(json.dumps({"foo": 1}))
+    with pytest.raises(DetectorError, match="not a COCO-style file"):
+        read_annotations(AnnotationSource(tmp_path / "y.json", tmp_path))
+    (tmp_path / "z.json").write_text(json.dumps({"images": [{"id": 1, "file_name": "nope.jpg"}],
+                                                "annotations": [{"id": 1, "image_id": 1, "category_id": 1,
+                                                                 "bbox": [0, 0, 5, 5]}],
+                                                "categories": [{"id": 1, "name": "dress"}]}))
+    with pytest.raises(DetectorError, match="no annotated image could be read"):
+        build_yolo_dataset([AnnotationSource(tmp_path / "z.json", tmp_path)], tmp_path / "ds")
+
+
+def test_class_map_is_checked_against_the_model_and_the_taxonomy():
+    cats = {"top", "shirt", "dress", "bag"}
+    assert validate_class_map(["dress", "bag"], {}, cats) == {"dress": ["dress"], "bag": ["bag"]}
+    assert validate_class_map(["upper", "hat"], {"upper": ["top", "shirt"], "hat": []}, cats) == {
+        "upper": ["top", "shirt"], "hat": []}
+    with pytest.raises(DetectorError, match="not taxonomy categories"):
+        validate_class_map(["short_sleeved_shirt"], {}, cats)
+    with pytest.raises(DetectorError, match=r"not mapped \['hat'\]"):
+        validate_class_map(["upper", "hat"], {"upper": ["top"]}, cats)
+    with pytest.raises(DetectorError, match=r"does not have \['uper'\]"):
+        validate_class_map(["upper"], {"upper": ["top"], "uper": ["top"]}, cats)
+    with pytest.raises(DetectorError, match="not in the taxonomy"):
+        validate_class_map(["upper"], {"upper": ["tops"]}, cats)
+
+
+def test_detect_config_is_strict_and_checked_against_the_taxonomy(tmp_path, monkeypatch):
+    monkeypatch.delenv("LOOKBENCH_DETECT__CACHE_DIR", raising=False)
+
+    def cfg(detect):
+        (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": "data", "detect": detect}))
+        return load_config(tmp_path / "c.yaml")
+
+    c = cfg({"classes": {"short_sleeved_shirt": ["top", "shirt"], "long_sleeved_dress": "dress", "hat": None},
+             "conf": 0.3})
+    assert c.detect.classes == {"short_sleeved_shirt": ["top", "shirt"], "long_sleeved_dress": ["dress"], "hat": []}
+    assert c.detector_cache_dir == (tmp_path / "data" / "detector").resolve()
+    assert cfg({"cache_dir": "cache"}).detector_cache_dir == tmp_path / "cache"
+    with pytest.raises(ConfigError, match="not in the taxonomy"):
+        cfg({"classes": {"x": ["jumper-dress"]}})
+    with pytest.raises(ConfigError, match="bogus"):
+        cfg({"bogus": 1})
+    with pytest.raises(ConfigError, match="conf"):
+        cfg({"conf": 1.5})
+    (tmp_path / "w.pt").write_bytes(b"x")
+    assert cfg({"weights": "w.pt"}).detect.weights == str(tmp_path / "w.pt")
+    assert cfg({"weights": "someone/deepfashion2-yolo"}).detect.weights == "someone/deepfashion2-yolo"
+
+
+def test_weights_by_path_or_hugging_face_id_offline(tmp_path, monkeypatch):
+    (tmp_path / "best.pt").write_bytes(b"weights")
+    assert resolve_weights(str(tmp_path / "best.pt")) == tmp_path / "best.pt"
+    with pytest.raises(DetectorError, match="no such file"):
+        resolve_weights(str(tmp_path / "missing.pt"))
+    # a Hugging Face cache laid out as huggingface_hub writes it; offline, only the cache is read
+    hub = tmp_path / "hf"
+    monkeypatch.setenv("HF_HUB_CACHE", str(hub))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    import huggingface_hub.constants as c
+
+    monkeypatch.setattr(c, "HF_HUB_CACHE", str(hub))
+    monkeypatch.setattr(c, "HF_HUB_OFFLINE", True)
+    commit = "0123456789abcdef0123456789abcdef01234567"
+    snap = hub / "models--someone--df2-yolo" / "snapshots" / commit
+    snap.mkdir(parents=True)
+    (snap / "df2.pt").write_bytes(b"weights")
+    (hub / "models--someone--df2-yolo" / "refs").mkdir()
+    (hub / "models--someone--df2-yolo" / "refs" / "main").write_text(commit)
+    assert resolve_weights("someone/df2-yolo", weights_file="df2.pt").read_bytes() == b"weights"
+    assert resolve_weights("someone/df2-yolo").name == "df2.pt"
+    with pytest.raises(DetectorError, match="not in the local Hugging Face cache"):
+        resolve_weights("someone/other-model", weights_file="best.pt")
