@@ -145,7 +145,7 @@ def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tok
     * a side below 28 pixels is upscaled (bicubic, aspect kept) so that the short side is 28 pixels;
     * the size is then set with :func:`qwen_resize_target` with ``max_pixels = max_image_tokens * 28 * 28``, so
       the image costs at most ``max_image_tokens`` tokens whatever the server's own ``max_pixels`` (vLLM's server
-      ignores a per-request ``max_pixels``; the client must send an image that already fits).
+      refuses a per-request ``max_pixels`` with HTTP 400; the client must send an image that already fits).
 
     The cap holds for every accepted image once ``max_image_tokens >= 200``: the processor's ``max(28, ...)`` clamp
     can only exceed it for a short side below 28 pixels after scaling, i.e. an area of at most 28 x 5600 pixels

@@ -16,15 +16,18 @@ import io
 import json
 import math
 import re
+import sqlite3
 import urllib.request
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import jsonschema
 import openai
+import pyarrow as pa
 import pytest
 from PIL import Image, ImageDraw
 
+from lookbench_pipeline import schemas, vlm
 from lookbench_pipeline.taxonomy import Taxonomy
 
 pytestmark = pytest.mark.vllm
@@ -215,21 +218,9 @@ def test_server_refuses_what_the_client_must_prepare(client, case):
 # ------------------------------------------------------------------------------- the project's annotator
 
 
-def _vlm_module():
-    import importlib
-
-    try:
-        return importlib.import_module("lookbench_pipeline.vlm")
-    except ModuleNotFoundError as exc:
-        if exc.name == "lookbench_pipeline.vlm":
-            pytest.skip("lookbench_pipeline.vlm (the VLM annotator client) is not on this branch yet")
-        raise
-
-
 def test_prepared_image_costs_exactly_the_tokens_the_client_computes(client):
     """``vlm.prepare_image`` sizes an image so that the server keeps its size: the server charges exactly
     ``PreparedImage.tokens`` image tokens (the client's token budget is the server's)."""
-    vlm = _vlm_module()
     text = [{"type": "text", "text": "Describe it."}]
     base = _chat(client, text, max_tokens=1).usage.prompt_tokens
     for size, cap in (((640, 480), 256), ((20, 300), 256), ((300, 300), 64), ((5000, 40), 256)):
@@ -246,11 +237,6 @@ def test_annotator_and_judge_end_to_end(vllm_url, taxonomy, tmp_path):
     client upscales it) and a sliver (the client refuses it, no request sent): every stored label
     is schema-valid, the model name, the server's vLLM version, the prompt version and the sampling parameters
     are recorded with every label, the counts reconcile, and a second run with the same cache sends no request."""
-    import pyarrow as pa
-
-    from lookbench_pipeline import schemas
-
-    vlm = _vlm_module()
     endpoint = f"{vllm_url}/v1"
     cats = sorted(taxonomy.categories)
 
@@ -302,8 +288,6 @@ def test_annotator_and_judge_end_to_end(vllm_url, taxonomy, tmp_path):
     assert all(by_id[f"known-{c}"].status == "labelled" for c in known)
 
     # every stored answer validates against the schema it was asked with
-    import sqlite3
-
     db = sqlite3.connect(tmp_path / "vlm_cache.sqlite")
     rows = db.execute("SELECT kind, extra, response, model, server_version FROM responses").fetchall()
     db.close()

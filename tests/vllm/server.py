@@ -104,31 +104,38 @@ def start(args: argparse.Namespace) -> int:
     pidfile, urlfile, log = state / "server.pid", state / "server.url", state / "server.log"
     if pidfile.exists():
         stop(args)
-    port = args.port or free_port()
-    url = f"http://127.0.0.1:{port}"
     t0 = time.monotonic()
-    with open(log, "wb") as out:
-        # A new session: the server's engine-core and helper processes share its process group, which `stop`
-        # signals as a whole.
-        proc = subprocess.Popen(server_command(args.python, args.model, port), env=server_env(), cwd=ROOT,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True)
-    pidfile.write_text(f"{proc.pid}\n")
-    while time.monotonic() - t0 < args.timeout:
-        if proc.poll() is not None:
+    # A free port is chosen before vLLM binds it; if something takes it meanwhile, try another (3 tries).
+    for attempt in range(1 if args.port else 3):
+        port = args.port or free_port()
+        url = f"http://127.0.0.1:{port}"
+        with open(log, "wb") as out:
+            # A new session: the server's engine-core and worker processes share its process group, which `stop`
+            # signals as a whole.
+            proc = subprocess.Popen(server_command(args.python, args.model, port), env=server_env(), cwd=ROOT,
+                                    stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                    start_new_session=True)
+        pidfile.write_text(f"{proc.pid}\n")
+        while time.monotonic() - t0 < args.timeout:
+            if proc.poll() is not None:
+                break
+            if healthy(url):
+                urlfile.write_text(url + "\n")
+                print(f"vLLM server healthy at {url} after {time.monotonic() - t0:.0f} s (pid {proc.pid}, "
+                      f"log {log})", file=sys.stderr)
+                print(url)
+                return 0
+            time.sleep(1)
+        else:
             print(_log_tail(log), file=sys.stderr)
-            pidfile.unlink(missing_ok=True)
-            sys.exit(f"vLLM server exited with {proc.returncode} during start-up (log: {log})")
-        if healthy(url):
-            urlfile.write_text(url + "\n")
-            print(f"vLLM server healthy at {url} after {time.monotonic() - t0:.0f} s (pid {proc.pid}, "
-                  f"log {log})", file=sys.stderr)
-            print(url)
-            return 0
-        time.sleep(1)
+            stop(args)
+            sys.exit(f"vLLM server not healthy within {args.timeout:.0f} s (log: {log})")
+        stop(args)  # the leader exited: end whatever it had started
+        if "address already in use" not in _log_tail(log, 200).lower():
+            break
+        print(f"port {port} was taken meanwhile; trying another", file=sys.stderr)
     print(_log_tail(log), file=sys.stderr)
-    stop(args)
-    sys.exit(f"vLLM server not healthy within {args.timeout:.0f} s (log: {log})")
+    sys.exit(f"vLLM server exited with {proc.returncode} during start-up (log: {log})")
 
 
 def stop(args: argparse.Namespace) -> int:
