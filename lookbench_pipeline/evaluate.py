@@ -34,7 +34,7 @@ from PIL import Image
 
 from . import schemas
 from .embcache import file_pack_load, file_pack_save, published_image
-from .embed import (BASELINE_ID, EmbedderUnavailable, EmbeddingCache, ModelSpec, load_embedder, load_registry,
+from .embed import (EmbedderUnavailable, EmbeddingCache, ModelSpec, load_embedder, load_registry,
                     resolve_spec)
 from .metrics import (LabelCodes, bootstrap_ci_many, evaluate_top, paired_bootstrap, topk_from_embeddings,
                       weighted_overall)
@@ -512,10 +512,11 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
 
     ev = Evaluation(release=version, ks=ks, scores=schemas.empty(schemas.SCORES),
                     cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff)
-    if cache_dir is None:  # no cache asked for: a temporary one for this run
+    if cache_dir is None:  # no cache asked for: a temporary one, removed when this function returns
         import tempfile
 
-        cache_dir = Path(tempfile.mkdtemp(prefix="lookbench-embeddings-"))
+        tmp_cache = tempfile.TemporaryDirectory(prefix="lookbench-embeddings-")
+        cache_dir = Path(tmp_cache.name)
     embedders: dict[str, tuple[Any, EmbeddingCache, date | None]] = {}
     for mid in wanted:
         try:
