@@ -29,7 +29,10 @@ WINDOW = "2026-07-01"
 def _config(tmp_path, name: str, url: str, cache: str) -> str:
     cfg = {"data_dir": "data", "store": {"url": "store"}, "sites": ["demo.yaml"],
            "annotate": {"endpoint": url, "model": MODEL, "cache": cache, "concurrency": 8, "max_retries": 1,
-                        "backoff_s": 0.01, "min_acceptance": 0.9}}
+                        "backoff_s": 0.01, "min_acceptance": 0.9},
+           # this test counts the image model's requests for the real items; with the AI-generated subsets on, the
+           # same model also labels every generated picture (tests/test_aigen.py covers that)
+           "aigen": {"enabled": False}}
     (tmp_path / name).write_text(yaml.safe_dump(cfg))
     return str(tmp_path / name)
 
