@@ -30,8 +30,8 @@ def _config(tmp_path, name: str, url: str, cache: str) -> str:
     cfg = {"data_dir": "data", "store": {"url": "store"}, "sites": ["demo.yaml"],
            "annotate": {"endpoint": url, "model": MODEL, "cache": cache, "concurrency": 8, "max_retries": 1,
                         "backoff_s": 0.01, "min_acceptance": 0.9},
-           # the AI-generated subsets' reference check would ask the same server about generated images too
-           # (tests/test_aigen*.py cover it): this test counts the requests for the shop's items only
+           # this test counts the image model's requests for the real items; with the AI-generated subsets on, the
+           # same model also labels every generated picture (tests/test_aigen.py covers that)
            "aigen": {"enabled": False}}
     (tmp_path / name).write_text(yaml.safe_dump(cfg))
     return str(tmp_path / name)
