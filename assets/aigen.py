@@ -7,8 +7,8 @@ from datetime import datetime, timezone
 import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, multi_asset
 
-from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_generate, stage_aigen_intake,
-                                         stage_aigen_requests)
+from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_detect, stage_aigen_generate,
+                                         stage_aigen_intake, stage_aigen_requests)
 
 from .common import table_metadata
 from .partitions import by_window, release_partitions, window_and_version
@@ -59,14 +59,29 @@ def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, gen
     yield Output(images, "aigen_images", metadata=table_metadata(images, None, ["image_sha256", "width", "height"]))
 
 
+@asset(partitions_def=release_partitions, group_name="aigen", compute_kind="ultralytics",
+       description="Garments detected in the generated street outfits (each a look linking its reference item), "
+                   "matched to the reference item: the regions the reference check looks at and the crops the "
+                   "release publishes (schemas.DETECTIONS).")
+def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
+                     aigen_image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
+    window, _ = window_and_version(context.partition_key)
+    table, counts = stage_aigen_detect(lookbench.load(), generated_images, aigen_image_refs, annotations,
+                                       lookbench.store(), window)
+    context.log.info(f"detections on generated street outfits: {counts}")
+    return Output(table, metadata=table_metadata(table, counts, ["owner_id", "model_class", "status", "item_id"]))
+
+
 @asset(partitions_def=release_partitions, group_name="aigen", compute_kind="numpy",
        description="Every generated image accepted or rejected with the reason: intake, duplicate of a real "
                    "image, contamination, and whether it still shows its reference product (attribute "
                    "agreement and embedding similarity above the configured thresholds).")
 def generated_checks(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
                      aigen_image_refs: pa.Table, aigen_images: pa.Table, images: pa.Table, annotations: pa.Table,
-                     contamination_index: pa.Table) -> Output[pa.Table]:
-    table, counts = stage_aigen_check(lookbench.load(), generated_images, aigen_image_refs, aigen_images, images,
-                                      annotations, contamination_index, lookbench.store())
+                     contamination_index: pa.Table, aigen_detections: pa.Table) -> Output[pa.Table]:
+    cfg = lookbench.load()
+    table, counts = stage_aigen_check(cfg, generated_images, aigen_image_refs, aigen_images, images, annotations,
+                                      contamination_index, lookbench.store(),
+                                      aigen_detections if cfg.detect.enabled else None)
     context.log.info(f"generated checks: {counts}")
     return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "similarity"]))

@@ -40,6 +40,12 @@ TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
                     "image_clusters", "contamination_index", "contamination", "annotations", "negatives")
        if name in schemas.TABLES},
     "evaluation": (schemas.SCORES, release_partitions),
+    # the AI-generated subsets' tables
+    **{name: (schemas.TABLES[name], release_partitions)
+       for name in ("generation_requests", "generated_images", "generated_checks")},
+    "aigen_image_refs": (schemas.IMAGE_REFS, release_partitions),
+    "aigen_images": (schemas.IMAGES, release_partitions),
+    "aigen_detections": (schemas.DETECTIONS, release_partitions),
 }
 
 

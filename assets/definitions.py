@@ -13,7 +13,7 @@ from .resources import LookbenchConfig
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
               dedup.contamination_check, attributes.annotations, detect.detect_garments, negatives.negatives, aigen.generation_requests,
-              aigen.generated_images, aigen.aigen_intake, aigen.generated_checks, release.release_candidate,
+              aigen.generated_images, aigen.aigen_intake, aigen.aigen_detections, aigen.generated_checks, release.release_candidate,
               release.release, evaluate.evaluation]
 ALL_CHECKS = checks.ALL_CHECKS
 

@@ -560,7 +560,7 @@ class CheckContext:
     contamination: pa.Table  # rows of the CONTAMINATION table for the generated images (find_contamination)
     store: ObjectStore
     taxonomy: Taxonomy
-    regions_for: Callable[[str], Sequence[Sequence[float]] | None] | None = None  # garment-detector boxes
+    detections: dict[str, list[dict]] | None = None  # request id -> detections matched to the reference item
     cache: dict[str, Any] = field(default_factory=dict)
 
 
@@ -746,10 +746,13 @@ def _locate(row: dict, g: dict, sha: str, embedder: Any, ctx: CheckContext) -> A
         log.warning("aigen: reference image %s unreadable: %s", g["reference_image_sha256"], exc)
         return None
     image = decode(ctx.store.get_bytes(original_key(sha))).rgb  # accepted by the intake just before
-    regions = ctx.regions_for(g["request_id"]) if ctx.regions_for else None
-    m = locate(reference, image, embedder, regions)
+    dets = (ctx.detections or {}).get(g["request_id"]) or []
+    m = locate(reference, image, embedder, [d["box"] for d in dets] or None)
     row.update(similarity=m.similarity, region=[float(v) for v in (m.seed_box or m.box)],
-               region_source="detector" if regions else "window_search", embedder=embedder.model_id)
+               region_source="detector" if dets else "window_search", embedder=embedder.model_id)
+    if dets:  # the detected item: its number in the outfit and its crop (what the release publishes)
+        d = dets[m.seed_index]
+        row.update({k: d.get(k) for k in ("item_index", "crop_sha256", "crop_width", "crop_height")})
     return m
 
 
@@ -778,7 +781,7 @@ def _decide(row: dict, got: dict[str, str], ref_ann: dict, m: Any, families: boo
 
 
 def detection_inputs(generated: pa.Table, gen_refs: pa.Table) -> tuple[pa.Table, pa.Table]:
-    """The street outfits that image intake accepted, shaped for the garment-detection stage (issue 5), which
+    """The street outfits that image intake accepted, shaped for the garment-detection stage, which
     detects every garment of a "shop the look" picture and matches the products the look links: ``(looks,
     image_refs)``, one look ``aigen-<request_id>`` per outfit linking its reference item, and its accepted image as
     an ``image_refs`` row of owner type ``look``. Detection on these gives boxes for
@@ -798,16 +801,16 @@ def detection_inputs(generated: pa.Table, gen_refs: pa.Table) -> tuple[pa.Table,
     return schemas.from_rows(looks, schemas.LOOKS), schemas.from_rows(images, schemas.IMAGE_REFS)
 
 
-def regions_from_detections(detections: pa.Table) -> Callable[[str], list[list[float]] | None]:
-    """``request_id -> boxes`` from a garment-detection table (columns ``owner_id``, ``status``, ``box``,
-    ``item_id``, as the detection stage writes them for the looks of :func:`detection_inputs`): the boxes matched
-    to the reference item; ``None`` when the detector matched none (the check then searches the whole picture)."""
-    boxes: dict[str, list[list[float]]] = {}
-    for d in detections.to_pylist():
+def regions_from_detections(detections: pa.Table) -> dict[str, list[dict]]:
+    """``request_id -> detections`` from the garment-detection table (``schemas.DETECTIONS``) of the looks of
+    :func:`detection_inputs`: the boxes matched to the reference item (``status == matched``), best score first.
+    A request without one is checked by the window search."""
+    out: dict[str, list[dict]] = {}
+    for d in sorted(detections.to_pylist(), key=lambda d: -(d.get("score") or 0.0)):
         owner = d.get("owner_id") or ""
         if owner.startswith("aigen-") and d.get("status") == "matched" and d.get("box"):
-            boxes.setdefault(owner.removeprefix("aigen-"), []).append([float(v) for v in d["box"]])
-    return lambda request_id: boxes.get(request_id)
+            out.setdefault(owner.removeprefix("aigen-"), []).append(d)
+    return out
 
 
 def manifest_summary(cfg: PipelineConfig, checks: pa.Table | None = None) -> dict[str, Any]:

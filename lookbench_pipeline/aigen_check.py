@@ -246,6 +246,7 @@ class Match:
     pixels: np.ndarray
     candidates: int
     seed_box: tuple[float, float, float, float] | None = None  # the given region the best candidate refines
+    seed_index: int | None = None  # its position in ``regions``
 
 
 def _grid(w: int, h: int, aspect: float) -> np.ndarray:
@@ -330,7 +331,8 @@ def locate(ref: ReferenceGarment, image: Image.Image, embedder: Embedder,
     full = np.asarray(image.convert("RGB").crop(tuple(round(v) for v in box)).resize(size, Image.Resampling.NEAREST))
     inside = np.asarray(ref.mask.resize(size, Image.Resampling.NEAREST)) > 127
     seed_box = tuple(float(v) for v in regions[origin[i]]) if regions else None
-    return Match(float(sims[i]), box, _flat_pixels(full, inside), len(cands), seed_box)
+    return Match(float(sims[i]), box, _flat_pixels(full, inside), len(cands), seed_box,
+                 origin[i] if regions else None)
 
 
 def _flat_pixels(rgb: np.ndarray, inside: np.ndarray, max_step: int = 24, min_share: float = 0.3) -> np.ndarray:

@@ -446,6 +446,21 @@ def stage_aigen_intake(cfg: PipelineConfig, generated: pa.Table,
     return (schemas.from_rows(res.refs, schemas.IMAGE_REFS), schemas.from_rows(res.images, schemas.IMAGES), counts)
 
 
+def stage_aigen_detect(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table, annotations: pa.Table,
+                       store: ObjectStore, window: Window) -> tuple[pa.Table, dict[str, Any]]:
+    """Garment detection on the generated street outfits: each is a look linking its reference item
+    (:func:`lookbench_pipeline.aigen.detection_inputs`) through :func:`stage_detect`, so the detector finds every
+    garment of the outfit and matches the reference item among them. ``(detections, counts)``; empty when
+    detection or generation is off."""
+    from . import aigen
+
+    if not (cfg.aigen.enabled and cfg.detect.enabled):
+        return schemas.empty(schemas.DETECTIONS), {"enabled": False}
+    looks, refs = aigen.detection_inputs(generated, gen_refs)
+    res = stage_detect(cfg, looks, schemas.empty(schemas.DROP_ITEMS), refs, annotations, store, window)
+    return res.detections, {"outfits": looks.num_rows, **res.counts}
+
+
 def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table, gen_images: pa.Table,
                       images: pa.Table, annotations: pa.Table, contamination_index: pa.Table,
                       store: ObjectStore, detections: pa.Table | None = None) -> tuple[pa.Table, dict[str, Any]]:
@@ -459,7 +474,7 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
                              taxonomy=Taxonomy.load(cfg.taxonomy),
-                             regions_for=aigen.regions_from_detections(detections) if detections is not None else None)
+                             detections=aigen.regions_from_detections(detections) if detections is not None else None)
     rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
 

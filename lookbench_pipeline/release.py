@@ -29,7 +29,8 @@ How samples are formed (``docs/ARCHITECTURE.md`` has the picture):
   :mod:`lookbench_pipeline.aigen`) is a query of its reference item (``single-item`` / ``medium`` and
   ``multi-item`` / ``hard``, as LookBench sets them), with its provenance in the ``generation`` column; the
   positives are the reference item's gallery images. A street outfit's query carries the look id
-  ``aigen-<request_id>``. Generated images the checks rejected are counted here with their reason.
+  ``aigen-<request_id>``; when the garment detector matched the reference item in it, the query is that item's
+  crop, with its box and item index, as for a shop's street look. Generated images the checks rejected are counted here with their reason.
 * every subset's gallery is the whole catalogue gallery (all gallery images of the window), so distractors are
   the other items.
 * a query whose image matches the contamination index (a legacy benchmark or an earlier release) is rejected
@@ -316,7 +317,9 @@ def build(
         row = sample("query", g["subset"], g["reference_item_id"], sha, a, site=f"aigen:{g['generator_model']}",
                      source=f"aigen:{g['request_id']}", crawled_at=None, first_seen=g["first_seen_at"],
                      look_id=f"aigen-{g['request_id']}" if g["kind"] == "street" else None,
-                     box=g["region"] if g.get("region_source") == "detector" else None)
+                     box=g["region"] if g.get("region_source") == "detector" else None,
+                     crop={k: g[k] for k in ("crop_sha256", "crop_width", "crop_height", "item_index")}
+                     if g.get("crop_sha256") else None)
         row["generation"] = {"request_id": g["request_id"], "generator_model": g["generator_model"],
                              "generator_version": g["generator_version"], "prompt": g["prompt"], "seed": g["seed"],
                              "reference_image_sha256": g["reference_image_sha256"], "similarity": g["similarity"]}

@@ -308,6 +308,10 @@ GENERATED_CHECKS = pa.schema(
         ("similarity", pa.float32()),  # cosine, reference garment vs the best-matching region; null if not measured
         ("region", BOX),  # that region (the detector's box it refines, if given), pixels: x1, y1, x2, y2
         ("region_source", pa.string()),  # detector (a garment detector's box) | window_search
+        ("item_index", pa.int32()),  # street outfits with detection: the item's number in the picture (DETECTIONS)
+        ("crop_sha256", pa.string()),  # ... and its crop (derived/<sha[:2]>/<sha> in the store), the published query
+        ("crop_width", pa.int32()),
+        ("crop_height", pa.int32()),
         ("embedder", pa.string()),
         ("attributes", pa.list_(ATTRIBUTE)),  # what the annotator read from the generated image (located region)
         ("annotator", pa.string()),

@@ -388,22 +388,39 @@ def test_street_outfits_feed_detection_and_its_boxes_drive_the_check(world, gene
     for lk, ref, g in zip(looks.to_pylist(), refs.to_pylist(), street):
         assert lk["look_id"] == ref["owner_id"] == f"aigen-{g['request_id']}" and ref["owner_type"] == "look"
         assert lk["product_ids"] == [g["reference_item_id"]] and ref["status"] == "accepted"
-    # what the detection stage would write: the true region for one accepted outfit, a wrong one for another
+    # what the detection stage writes (schemas.DETECTIONS): the true region for one accepted outfit, with its crop
+    # in the store; a wrong box for another (and an unlabelled box, which the check ignores)
+    from lookbench_pipeline.images import decode, encode_normalised
+    from lookbench_pipeline.store import derived_key, original_key
+
     checks = {c["request_id"]: c for c in generated["checks"].to_pylist()}
     ok = [g["request_id"] for g in street if checks[g["request_id"]]["status"] == "accepted"]
     right, wrong = ok[0], ok[1]
-    dets = pa.table({"owner_id": [f"aigen-{right}", f"aigen-{wrong}", f"aigen-{wrong}"],
-                     "status": ["matched", "matched", "unlabelled"],
-                     "box": [checks[right]["region"], [0.0, 0.0, 40.0, 40.0], checks[wrong]["region"]],
-                     "item_id": [checks[right]["reference_item_id"], checks[wrong]["reference_item_id"], None]})
-    assert aigen.regions_from_detections(dets)(right) == [pytest.approx(checks[right]["region"])]
+    box = checks[right]["region"]
+    crop = encode_normalised(decode(world.store.get_bytes(original_key(checks[right]["image_sha256"]))).rgb
+                             .crop(tuple(round(v) for v in box)))
+    crop_sha = __import__("hashlib").sha256(crop).hexdigest()
+    world.store.put_bytes(derived_key(crop_sha), crop)
+    det = {"owner_type": "look", "status": "matched", "score": 0.9, "model_class": "top"}
+    dets = schemas.from_rows([
+        {**det, "detection_id": "d1", "owner_id": f"aigen-{right}", "image_sha256": checks[right]["image_sha256"],
+         "item_index": 1, "box": box, "item_id": checks[right]["reference_item_id"], "crop_sha256": crop_sha,
+         "crop_width": round(box[2]) - round(box[0]), "crop_height": round(box[3]) - round(box[1])},
+        {**det, "detection_id": "d2", "owner_id": f"aigen-{wrong}", "image_sha256": checks[wrong]["image_sha256"],
+         "item_index": 0, "box": [0.0, 0.0, 40.0, 40.0], "item_id": checks[wrong]["reference_item_id"],
+         "crop_sha256": "0" * 64, "crop_width": 40, "crop_height": 40},
+        {**det, "detection_id": "d3", "owner_id": f"aigen-{wrong}", "status": "unlabelled", "item_index": 1,
+         "box": checks[wrong]["region"]}], schemas.DETECTIONS)
+    regions = aigen.regions_from_detections(dets)
+    assert [d["detection_id"] for d in regions[right]] == ["d1"] and [d["detection_id"] for d in regions[wrong]] == ["d2"]
     cfg = generated["cfg"]
     table, _ = stage_aigen_check(cfg, generated["gen"], generated["refs"], generated["imgs"], world.images,
                                  world.annotations, schemas.empty(schemas.CONTAMINATION_INDEX), world.store,
                                  detections=dets)
     by_id = {c["request_id"]: c for c in table.to_pylist()}
     assert by_id[right]["region_source"] == "detector" and by_id[right]["status"] == "accepted"
-    assert by_id[right]["region"] == pytest.approx(checks[right]["region"], abs=1e-3)
+    assert by_id[right]["region"] == pytest.approx(box, abs=1e-3)
+    assert (by_id[right]["item_index"], by_id[right]["crop_sha256"]) == (1, crop_sha)
     assert by_id[wrong]["region_source"] == "detector" and by_id[wrong]["status"] == "rejected"
     assert all(c["region_source"] == "window_search" for rid, c in by_id.items()
                if rid not in (right, wrong) and c["similarity"] is not None)
@@ -412,7 +429,8 @@ def test_street_outfits_feed_detection_and_its_boxes_drive_the_check(world, gene
         "images": world.images, "clusters": world.clusters, "annotations": world.annotations,
         "contamination": schemas.empty(schemas.CONTAMINATION), "generated_checks": table}, world.store)
     [row] = [q for q in rel.files[("aigen_streetlook", "query")].to_pylist() if q["generation"]["request_id"] == right]
-    assert row["box"] == pytest.approx(checks[right]["region"], abs=1e-3)
+    assert row["box"] == pytest.approx(box, abs=1e-3) and row["item_index"] == 1
+    assert row["image_sha256"] == crop_sha and row["image"]["bytes"] == crop, "the query is the detected item's crop"
 
 
 # ----------------------------------------------------------------------------------------------- job-file backend
