@@ -11,8 +11,12 @@ Measured, in the same run, each ``--repeat`` times (the best and the median are 
 
 * ``lookbench VlmAnnotator``: ``annotate_images`` on ``n`` distinct generated 160 x 200 JPEG packshots, category
   given (one attributes request per image), ``concurrency`` requests in flight, everything it does per item
-  included — image decode, resize to multiples of 28 px, JPEG + base64, schema validation of the answer, a write
-  to the on-disk SQLite cache;
+  included — sha256, the image check (a 160 x 200 JPEG fits as it is: header, full decode to prove it is whole,
+  base64 of the source bytes; ``prepare_image``'s passthrough), schema validation of the answer, a write to the
+  on-disk SQLite cache;
+* ``lookbench VlmAnnotator (resize)``: the same with ``max_image_tokens=16``, which the packshots exceed, so that
+  every image is decoded, resized to multiples of 28 px and re-encoded as JPEG (the path of a photo of several
+  megapixels, or of a crop);
 * ``bare openai (create)``: the peer — a loop of ``AsyncOpenAI().chat.completions.create`` with the same messages
   (one pre-encoded image) and the same ``response_format`` schema, ``concurrency`` in flight, default transport;
 * ``bare openai (create, aiohttp)``: the same loop with the SDK's aiohttp transport (``DefaultAioHttpClient``);
@@ -59,10 +63,12 @@ def images(n: int, seed: int) -> list[bytes]:
     return out
 
 
-def run_ours(url: str, tax: Taxonomy, n: int, conc: int, seed: int) -> tuple[float, float]:
+def run_ours(url: str, tax: Taxonomy, n: int, conc: int, seed: int, max_image_tokens: int = 1280
+             ) -> tuple[float, float]:
     data = images(n, seed)
     with tempfile.TemporaryDirectory() as tmp:
-        ann = VlmAnnotator(url, MODEL, tax, cache=Path(tmp) / "cache.sqlite", concurrency=conc, max_retries=0)
+        ann = VlmAnnotator(url, MODEL, tax, cache=Path(tmp) / "cache.sqlite", concurrency=conc, max_retries=0,
+                           max_image_tokens=max_image_tokens)
         items = [ImageItem(f"item-{seed}-{i}", d, category="dress") for i, d in enumerate(data)]
         t, c = time.perf_counter(), time.process_time()
         labels = ann.annotate_images(items)
@@ -120,10 +126,12 @@ def main() -> None:
         url = proc.stdout.readline().strip()
         run_ours(url, tax, 64, a.concurrency, seed=10_000)  # warm-up: imports, connections
         results: dict[str, list[tuple[float, float]]] = {
-            "lookbench VlmAnnotator": [], "bare openai (create)": [], "bare openai (create, aiohttp)": [],
+            "lookbench VlmAnnotator": [], "lookbench VlmAnnotator (resize)": [], "bare openai (create)": [], "bare openai (create, aiohttp)": [],
             "bare openai (post, aiohttp)": []}
         for r in range(a.repeat):
             results["lookbench VlmAnnotator"].append(run_ours(url, tax, a.n, a.concurrency, seed=r))
+            results["lookbench VlmAnnotator (resize)"].append(run_ours(url, tax, a.n, a.concurrency, seed=100 + r,
+                                                                       max_image_tokens=16))
             results["bare openai (create)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=False))
             results["bare openai (create, aiohttp)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=True))
             results["bare openai (post, aiohttp)"].append(run_bare(url, tax, a.n, a.concurrency, aiohttp=True,

@@ -123,10 +123,13 @@ def image_tokens(width: int, height: int) -> int:
 
 @dataclass(frozen=True)
 class PreparedImage:
-    """An image ready to send: ``data_url`` (``data:image/jpeg;base64,...``) of a ``width`` x ``height`` pixel JPEG
-    whose sides are multiples of 28, so the server's processor keeps its size and it costs exactly ``tokens``
-    image tokens. ``source_size`` is the decoded (cropped) size before resizing, ``upscaled`` whether a side
-    below 28 pixels was enlarged."""
+    """An image ready to send: ``data_url`` (``data:image/<jpeg|png|webp>;base64,...``) and the size ``width`` x
+    ``height`` in pixels (multiples of 28) that the server's Qwen2.5-VL processor resizes it to, so that it costs
+    exactly ``tokens`` image tokens.
+
+    ``passthrough``: the source bytes are sent as they are (the server's processor does the resize; see
+    :func:`prepare_image`); otherwise the client sent a JPEG of exactly ``width`` x ``height``. ``source_size`` is
+    the decoded (cropped) size before any resize, ``upscaled`` whether a side below 28 pixels was enlarged."""
 
     data_url: str
     width: int
@@ -134,18 +137,59 @@ class PreparedImage:
     tokens: int
     source_size: tuple[int, int]
     upscaled: bool
+    passthrough: bool = False
+
+
+SERVER_MAX_PIXELS = 12_845_056
+"""The ``max_pixels`` default of Qwen2.5-VL's image processor (16,384 tokens; ``preprocessor_config.json`` of
+Qwen/Qwen2.5-VL-*-Instruct), the most a server resizes to. A server configured with less only shrinks further."""
+
+_PASSTHROUGH_MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
+
+
+def _passthrough(data: bytes, max_image_tokens: int) -> PreparedImage | None:
+    """The source bytes as they are, when the server can take them unchanged and the token count is already
+    known: a single-frame JPEG, PNG or WebP, 8-bit RGB or greyscale, no alpha, no ICC profile, no EXIF rotation,
+    that decodes completely, whose sides are at least 28 pixels, and whose processor size (:func:`qwen_resize_target`
+    with the server's default ``max_pixels``) is the size the client would have resized it to, within
+    ``max_image_tokens``. None otherwise (the caller decodes, converts and resizes it)."""
+    try:
+        im = Image.open(io.BytesIO(data), formats=tuple(_PASSTHROUGH_MIME))
+        if (im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 or "icc_profile" in im.info
+                or "transparency" in im.info or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8)):
+            return None
+        w, h = im.size
+        if min(w, h) < PIXELS_PER_TOKEN_SIDE or max(w, h) / min(w, h) > MAX_ASPECT_RATIO \
+                or w * h > _DECODE_CFG.max_pixels:
+            return None
+        target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
+        if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
+            return None
+        im.load()  # a truncated or corrupt file goes the slow way, which rejects it with its reason
+    except Exception:  # noqa: BLE001 - any doubt: the full path decides
+        return None
+    url = f"data:{_PASSTHROUGH_MIME[im.format]};base64," + base64.b64encode(data).decode("ascii")
+    return PreparedImage(url, target[0], target[1], image_tokens(*target), (w, h), False, passthrough=True)
 
 
 def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tokens: int = 1280,
                   jpeg_quality: int = 90) -> PreparedImage:
-    """Decode (EXIF orientation, CMYK/ICC to sRGB, alpha on white: :func:`lookbench_pipeline.images.decode`), crop
-    to ``box`` (pixels ``[x1, y1, x2, y2]`` on the oriented image; clipped to the image), and fit Qwen2.5-VL:
+    """Fit an image to Qwen2.5-VL's limits, so that it costs at most ``max_image_tokens`` image tokens whatever the
+    server's own ``max_pixels`` (vLLM's server refuses a per-request ``max_pixels`` with HTTP 400; the client must
+    send an image that already fits).
+
+    Fast path: a whole image (no ``box``) that the server can take as it is (:func:`_passthrough`: a plain 8-bit
+    JPEG/PNG/WebP that decodes, no rotation, no colour profile, and whose processor size is within the cap) is
+    sent byte for byte; the server's processor then resizes it to ``width`` x ``height``, exactly as the slow path
+    would have (``passthrough=True``). This saves the resize and the JPEG re-encode (BENCHMARKS.md).
+
+    Otherwise: decode (EXIF orientation, CMYK/ICC to sRGB, alpha on white: :func:`lookbench_pipeline.images.decode`),
+    crop to ``box`` (pixels ``[x1, y1, x2, y2]`` on the oriented image; clipped to the image), and
 
     * an aspect ratio above 200 is refused (``aspect_ratio_over_200``): the processor raises on it;
     * a side below 28 pixels is upscaled (bicubic, aspect kept) so that the short side is 28 pixels;
-    * the size is then set with :func:`qwen_resize_target` with ``max_pixels = max_image_tokens * 28 * 28``, so
-      the image costs at most ``max_image_tokens`` tokens whatever the server's own ``max_pixels`` (vLLM's server
-      refuses a per-request ``max_pixels`` with HTTP 400; the client must send an image that already fits).
+    * the size is then set with :func:`qwen_resize_target` with ``max_pixels = max_image_tokens * 28 * 28`` and the
+      image re-encoded as JPEG of exactly that size, which the server's processor keeps.
 
     The cap holds for every accepted image once ``max_image_tokens >= 200``: the processor's ``max(28, ...)`` clamp
     can only exceed it for a short side below 28 pixels after scaling, i.e. an area of at most 28 x 5600 pixels
@@ -158,6 +202,10 @@ def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tok
     """
     if max_image_tokens < 16:
         raise ValueError(f"max_image_tokens must be at least 16, got {max_image_tokens}")
+    if box is None:
+        fast = _passthrough(data, max_image_tokens)
+        if fast is not None:
+            return fast
     try:
         rgb = decode(data, _DECODE_CFG, flag_uniform=False).rgb
     except ImageRejected as exc:
@@ -853,7 +901,9 @@ class VlmAnnotator:
         ctx = _Ctx(item, item.sha256 or "")
         try:
             if not ctx.sha:
-                ctx.data = await asyncio.to_thread(item.read)
+                # bytes in memory are hashed inline (a thread hop costs more than hashing a packshot); a file or
+                # a store read goes to a worker thread
+                ctx.data = item.source if isinstance(item.source, bytes) else await asyncio.to_thread(item.read)
                 ctx.sha = hashlib.sha256(ctx.data).hexdigest()
         except OSError as exc:
             return self._label(ctx, "rejected", f"image_unreadable:{type(exc).__name__}", None)

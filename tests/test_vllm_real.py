@@ -219,13 +219,15 @@ def test_server_refuses_what_the_client_must_prepare(client, case):
 
 
 def test_prepared_image_costs_exactly_the_tokens_the_client_computes(client):
-    """``vlm.prepare_image`` sizes an image so that the server keeps its size: the server charges exactly
-    ``PreparedImage.tokens`` image tokens (the client's token budget is the server's)."""
+    """``vlm.prepare_image`` sends an image the server's processor resizes to a known size (the client's JPEG of
+    that size, or the source as it is when it already fits): the server charges exactly ``PreparedImage.tokens``
+    image tokens (the client's token budget is the server's)."""
     text = [{"type": "text", "text": "Describe it."}]
     base = _chat(client, text, max_tokens=1).usage.prompt_tokens
-    for size, cap in (((640, 480), 256), ((20, 300), 256), ((300, 300), 64), ((5000, 40), 256)):
+    # (150, 210) and (5000, 40) fit as they are: sent byte for byte (passthrough); the server resizes them itself
+    for size, cap in (((640, 480), 256), ((20, 300), 256), ((300, 300), 64), ((5000, 40), 256), ((150, 210), 256)):
         img = vlm.prepare_image(_garment_png(*size, seed=5), max_image_tokens=cap)
-        assert img.tokens <= cap
+        assert img.tokens <= cap and img.passthrough == (size in ((150, 210), (5000, 40)))
         got = _chat(client, [{"type": "image_url", "image_url": {"url": img.data_url}}] + text,
                     max_tokens=1).usage.prompt_tokens
         assert got - base == img.tokens + 2, (size, cap, img)

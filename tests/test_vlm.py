@@ -99,12 +99,15 @@ def test_prepared_images_fit_qwen(size, cap):
     b = io.BytesIO()
     Image.new("RGB", size, (200, 10, 10)).save(b, "PNG")
     p = prepare_image(b.getvalue(), max_image_tokens=cap)
-    assert _decoded_size(p.data_url) == (p.width, p.height)
     assert p.width % 28 == 0 and p.height % 28 == 0 and min(p.width, p.height) >= 28
     assert 4 <= p.tokens == (p.width // 28) * (p.height // 28) <= cap
     assert p.upscaled == (min(size) < 28)
-    # the server's processor (max_pixels 12845056 for Qwen2.5-VL) keeps this size: no further resize
-    assert qwen_resize_target(p.width, p.height, 12845056) == (p.width, p.height)
+    # what is sent, the server's processor (max_pixels 12845056 for Qwen2.5-VL) resizes to exactly width x height:
+    # the client's JPEG of that size, or the source bytes themselves when they already fit (passthrough)
+    sent = _decoded_size(p.data_url)
+    assert qwen_resize_target(*sent, 12845056) == (p.width, p.height)
+    assert p.passthrough == (size in ((57, 29), (1200, 1600)))  # these two fit the cap as they are
+    assert sent == (size if p.passthrough else (p.width, p.height))
     if size == (2000, 1500):
         assert p.tokens >= 0.8 * cap  # the cap is used, not wasted
 
@@ -122,7 +125,41 @@ def test_refused_images_carry_a_reason():
         prepare_image(jpeg(1), box=(50, 50, 40, 80))
     assert e.value.reason == "bad_box"
     p = prepare_image(jpeg(1, (300, 400)), box=(10, 20, 110, 220))
-    assert p.source_size == (100, 200)
+    assert p.source_size == (100, 200) and not p.passthrough  # a box is always cropped by the client
+
+
+def _encoded(img: Image.Image, fmt: str, **kw) -> bytes:
+    b = io.BytesIO()
+    img.save(b, fmt, **kw)
+    return b.getvalue()
+
+
+def test_passthrough_sends_the_source_only_when_the_server_can_take_it_unchanged():
+    """The fast path sends the source bytes when nothing needs doing but the processor's own resize; anything that
+    needs the client (rotation, colour profile, alpha, CMYK, palette, a cap the source exceeds, a truncated file)
+    goes the full way, and a truncated file is still refused with its reason, before any request."""
+    from PIL import ImageCms
+
+    rgb = Image.new("RGB", (150, 210), (120, 30, 60))
+    plain = _encoded(rgb, "JPEG", quality=90)
+    p = prepare_image(plain, max_image_tokens=256)
+    assert p.passthrough and base64.b64decode(p.data_url.split(",", 1)[1]) == plain
+    assert (p.width, p.height, p.tokens) == (140, 224, 40) == (*qwen_resize_target(150, 210, 12845056), 40)
+    assert prepare_image(_encoded(rgb, "WEBP"), max_image_tokens=256).data_url.startswith("data:image/webp;")
+    exif = Image.Exif()
+    exif[0x0112] = 6  # rotated 90 degrees: the client transposes it
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    for data in (_encoded(rgb, "JPEG", exif=exif), _encoded(rgb, "JPEG", icc_profile=srgb),
+                 _encoded(rgb.convert("RGBA"), "PNG"), _encoded(rgb.convert("CMYK"), "JPEG"),
+                 _encoded(rgb.convert("P"), "PNG"), _encoded(Image.new("RGB", (1000, 1000)), "PNG")):
+        q = prepare_image(data, max_image_tokens=256)
+        assert not q.passthrough and q.data_url.startswith("data:image/jpeg;")
+        assert _decoded_size(q.data_url) == (q.width, q.height) and q.tokens <= 256
+    rotated = prepare_image(_encoded(rgb, "JPEG", exif=exif), max_image_tokens=256)
+    assert (rotated.width, rotated.height) == (224, 140)  # the oriented image, as the intake sees it
+    with pytest.raises(ImageRefused) as e:
+        prepare_image(plain[: len(plain) // 2], max_image_tokens=256)
+    assert e.value.reason in ("image_truncated", "image_decode_error")
 
 
 # ---------------------------------------------------------------------------------------------- schemas
@@ -164,8 +201,9 @@ def test_labels_provenance_and_request_shape(tax, tmp_path):
     assert sum(r["schema"].startswith("lookbench_category") for r in log) == 3
     for r in log:
         assert r["extra"] == {"structured_outputs": {"disable_any_whitespace": True}}
-        w, h = r["image_size"]
-        assert w % 28 == 0 and h % 28 == 0 and (w // 28) * (h // 28) <= 256
+        # 60 x 90 JPEGs fit as they are: sent byte for byte, the server's processor makes them 56 x 84 (6 tokens)
+        assert tuple(r["image_size"]) == (60, 90)
+        assert qwen_resize_target(60, 90, 12845056) == (56, 84)
     # what the model answered is what was stored (minus "not visible")
     for lbl in labels[:6]:
         assert set(lbl.attributes) | set(lbl.not_visible) == set(tax.categories["dress"].attributes)
