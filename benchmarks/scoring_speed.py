@@ -102,7 +102,9 @@ def table(subset: str, role: str, n: int, rng: np.random.Generator, tax: Taxonom
             "image_sha256": shas, "width": [320] * n, "height": [400] * n, "look_id": [None] * n,
             "box": pa.nulls(n, schemas.RELEASE.field("box").type), "site": ["bench"] * n, "source_url": [""] * n,
             "crawled_at": pa.array([t0] * n, schemas.TS), "first_seen_at": pa.array([t0] * n, schemas.TS)}
-    return pa.table({f.name: cols[f.name] for f in schemas.RELEASE}, schema=schemas.RELEASE), shas
+    # columns a studio subset leaves empty (street-look items, AI-generated provenance) are null
+    return pa.table({f.name: cols[f.name] if f.name in cols else pa.nulls(n, f.type) for f in schemas.RELEASE},
+                    schema=schemas.RELEASE), shas
 
 
 def main() -> None:
