@@ -463,11 +463,13 @@ class StreetImage:
 
 def detect_street_images(detector: Detector, street: Sequence[StreetImage], load: Callable[[str], Image.Image],
                          put_crop: Callable[[bytes], str], embed: Callable[[list[Image.Image]], np.ndarray],
-                         min_box_side_px: float = 16, min_similarity: float = 0.0) -> tuple[list[dict], dict[str, Any]]:
+                         min_box_side_px: float = 16, min_similarity: float = 0.0,
+                         progress: Callable[[int, int], None] | None = None) -> tuple[list[dict], dict[str, Any]]:
     """Detect, clip, crop and match the items of every street image.
 
     Args:
         load: image sha256 -> the normalised (EXIF-transposed, RGB) image; called once per distinct image.
+        progress: called ``(done, total)`` in distinct images after each image is detected and cropped.
         put_crop: JPEG bytes of a crop -> its sha256 (stored content-addressed by the caller).
         embed: images -> unit-norm embeddings ``(n, d)`` (the baseline embedder) for matching.
 
@@ -480,7 +482,7 @@ def detect_street_images(detector: Detector, street: Sequence[StreetImage], load
     # 1. per distinct image: detect, clip, crop, embed
     per_sha: dict[str, list[dict]] = {}
     shas = sorted({s.image_sha256 for s in street})
-    for sha, im, dets in detector.predict((sha, load(sha)) for sha in shas):
+    for n_done, (sha, im, dets) in enumerate(detector.predict((sha, load(sha)) for sha in shas), 1):
         boxes = []
         for d in dets:
             box, reason = clip_box(d.xyxy, im.width, im.height, min_box_side_px)
@@ -493,6 +495,8 @@ def detect_street_images(detector: Detector, street: Sequence[StreetImage], load
             b.update(crop_sha256=put_crop(encode_normalised(pic)), crop_width=pic.width, crop_height=pic.height,
                      embedding=v)
         per_sha[sha] = boxes
+        if progress:
+            progress(n_done, len(shas))
     # 2. per owner: rows, item numbers and matching
     rows: list[dict] = []
     counts: Counter = Counter(images=len(street), distinct_images=len(shas))

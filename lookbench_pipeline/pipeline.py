@@ -286,7 +286,10 @@ def _vlm_attributes(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_
     annotator = vlm_annotator(cfg, tax)
     started = time.monotonic()
     try:
-        labels = annotator.annotate_images(items)
+        from .logs import Progress
+
+        with Progress("attribute annotation", len(items), "items") as prog:
+            labels = annotator.annotate_images(items, progress=lambda done, total: prog.set(done))
     finally:
         annotator.cache.close()
     rows = [lb.row() for lb in labels]
@@ -590,8 +593,12 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     for s in street:
         for it in s.linked:
             it.embedding = by_item.get(it.item_id)
-    rows, counts = detect.detect_street_images(detector, street, load, put_crop, embedder.embed,
-                                               cfg.detect.min_box_side_px, cfg.detect.min_match_similarity)
+    from .logs import Progress
+
+    with Progress("garment detection", len({s.image_sha256 for s in street}), "images") as prog:
+        rows, counts = detect.detect_street_images(detector, street, load, put_crop, embedder.embed,
+                                                   cfg.detect.min_box_side_px, cfg.detect.min_match_similarity,
+                                                   progress=lambda done, total: prog.set(done))
     counts = {**counts, **{f"skipped.{k}": v for k, v in sorted(skipped.items())},
               "detector_sha256": detector.sha256, "detector_trained_now": bool(detector.report.get("trained_now"))}
     return DetectResult(schemas.from_rows(rows, schemas.DETECTIONS), detector.info(), counts)

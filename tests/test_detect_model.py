@@ -88,7 +88,10 @@ def test_street_items_are_cropped_stored_and_matched(demo_detector, shop, tmp_pa
         store.put_bytes(derived_key(sha), data)
         return sha
 
-    rows, counts = detect_street_images(det, street, rgb.__getitem__, put, emb.embed, min_box_side_px=16)
+    seen = []
+    rows, counts = detect_street_images(det, street, rgb.__getitem__, put, emb.embed, min_box_side_px=16,
+                                        progress=lambda done, total: seen.append((done, total)))
+    assert seen == [(i, len(street)) for i in range(1, len(street) + 1)]  # one report per distinct image
     assert counts["boxes"] == counts["kept"] + counts["dropped"] == len(rows)
     assert counts["kept"] == counts["matched"] + counts["unlabelled"] and counts["matched"] >= 20
     assert counts["linked_items"] == sum(len(v["skus"]) for v in truth["looks"].values())
