@@ -230,8 +230,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         print(f"skipped {s['model']}: {s['reason']}", file=sys.stderr)
     if index is None and cfg.evaluate.exclude_contaminated:
         print(f"note: no contamination index at {index_path}: queries not re-checked", file=sys.stderr)
+    for u in ev.unscored:
+        print(f"not scored: {u['model']} on {u['subset']}: {u['reason']}", file=sys.stderr)
     if ev.scores.num_rows == 0:
-        print("no model could be scored", file=sys.stderr)
+        why = ("every model and subset had no query left to score (above)" if ev.unscored and not ev.skipped
+               else "no model could run here or none had a query to score (above)")
+        print(f"no model could be scored: {why}", file=sys.stderr)
         return 1
     print(format_table(ev.scores))
     if args.output:

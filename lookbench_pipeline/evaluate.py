@@ -186,7 +186,13 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
         if ok and spec.architecture:
             ok = _exists(spec.architecture) or _hf_cached(spec.architecture, ["config.json"])
     if not ok:
-        reasons.append("weights not available offline (not in the local Hugging Face / open_clip cache)")
+        why = "weights not available offline (not in the local Hugging Face / open_clip cache)"
+        if spec.backend == "transformers" and not entry.model_id.startswith("transformers:") \
+                and not _exists(entry.model_id) and entry.model_id not in load_registry():
+            why += (f"; {entry.model_id!r} is not in the model registry (lookbench_pipeline/data/models.yaml), so it "
+                    "was read as a Hugging Face model id; other forms: open_clip:<arch>/<tag>, timm:<name>, "
+                    "transformers:<id or folder>, a local folder")
+        reasons.append(why)
     return "; ".join(reasons) or None
 
 
@@ -208,6 +214,8 @@ class Evaluation:
     * ``thumbs``: ``"<subset>/<role>/<sample_id>" -> JPEG bytes`` of the images the examples show.
     * ``paired``: paired bootstrap tests of the best model against each other on the same queries.
     * ``legacy_counts``: per legacy source ``{"queries", "gallery", "unreadable", "no_positive"}``.
+    * ``unscored``: ``[{"model", "subset", "reason"}]`` for a model and subset with no query left to score (every
+      query flagged as contamination, or first seen before the model's cutoff), so that an empty result says why.
     """
 
     release: str
@@ -221,6 +229,7 @@ class Evaluation:
     paired: list[dict] = field(default_factory=list)
     legacy_counts: dict[str, dict] = field(default_factory=dict)
     cutoff: str | None = None
+    unscored: list[dict] = field(default_factory=list)
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -588,6 +597,14 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                 gv = np.concatenate([embed_file(cache, emb, f, bar) for f in g_parts])
             keep = np.nonzero(clean & _after(q.meta, m_cut))[0]
             if len(keep) == 0:
+                seen = q.column("first_seen_at") if q.num_rows else []
+                latest = max((t for t in seen if t is not None), default=None)
+                reason = (f"no query to score: {q.num_rows} in the release, {int((~clean).sum())} flagged as "
+                          "contamination")
+                if m_cut is not None:
+                    reason += (f", none of the others first seen on or after the cutoff {m_cut.isoformat()} (the "
+                               f"latest query was first seen {latest.date().isoformat() if latest else 'never'})")
+                ev.unscored.append({"model": mid, "subset": subset, "reason": reason})
                 continue
             codes = LabelCodes.from_codes(codes_all.qc[keep], codes_all.qa[keep], codes_all.gc, codes_all.ga,
                                           codes_all.n_values)
