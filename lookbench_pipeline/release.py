@@ -136,9 +136,12 @@ def build(
     for r in (contamination.to_pylist() if contamination is not None else []):
         leaked.setdefault(r["image_sha256"], r["source"])
     refs_by_owner: dict[tuple[str, str], list[dict]] = {}
+    intake_reason: dict[tuple[str, str], str] = {}  # why an owner's image was refused at intake
     for r in image_refs.to_pylist():
         if r["status"] == "accepted":
             refs_by_owner.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
+        else:
+            intake_reason.setdefault((r["owner_type"], r["owner_id"]), r["reason"] or "rejected")
     for v in refs_by_owner.values():
         v.sort(key=lambda r: r["position"])
 
@@ -271,8 +274,9 @@ def build(
     for d in sorted(drop_items.to_pylist(), key=lambda r: r["path"]):
         candidates += 1
         refs = refs_by_owner.get(("drop", d["drop_image_id"]), [])
-        if not refs:
-            reject("drop_image", d["drop_image_id"], "image_not_accepted")
+        if not refs:  # the intake's reason, as for AI-generated images (intake:not_an_image, intake:truncated...)
+            reject("drop_image", d["drop_image_id"],
+                   f"intake:{intake_reason.get(('drop', d['drop_image_id']), 'not_taken_in')}")
             continue
         if d["first_seen_at"] not in window:
             reject("drop_image", d["drop_image_id"], "outside_window")

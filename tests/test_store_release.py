@@ -70,3 +70,28 @@ def test_bad_keys_and_urls(tmp_path):
         store.put_bytes("../escape", b"x")
     with pytest.raises(StoreError):
         open_store("ftp://host/x")
+
+
+def test_a_drop_image_refused_at_intake_keeps_its_intake_reason_in_the_release(tmp_path):
+    """A dropped photo that the intake refused is rejected at the release with the intake's reason
+    (``intake:<reason>``, as for AI-generated images), not a generic one; counts reconcile."""
+    from lookbench_pipeline.release import build
+    from lookbench_pipeline.taxonomy import Taxonomy
+
+    t = datetime(2026, 8, 1, tzinfo=timezone.utc)
+    drops = [{"drop_image_id": f"d{i}", "item_id": f"it{i}", "drop": "photos", "path": f"/x/{name}",
+              "subset": "real_studio_flat", "role": "gallery", "title": None, "description": None,
+              "first_seen_at": t} for i, name in enumerate(["zero.jpg", "text.png", "cut.jpg"])]
+    refs = [{"ref_id": f"r{i}", "owner_type": "drop", "owner_id": f"d{i}", "position": 0, "source": d["path"],
+             "site": "drop:photos", "status": "rejected", "reason": reason, "image_sha256": None, "first_seen_at": t}
+            for i, (d, reason) in enumerate(zip(drops, ["empty_file", "not_an_image", "truncated"]))]
+    rel = build(version="v20260701", window=Window(datetime(2026, 7, 1, tzinfo=timezone.utc),
+                                                   datetime(2027, 1, 1, tzinfo=timezone.utc)),
+                products=schemas.empty(schemas.PRODUCTS), looks=schemas.empty(schemas.LOOKS),
+                drop_items=schemas.from_rows(drops, schemas.DROP_ITEMS),
+                image_refs=schemas.from_rows(refs, schemas.IMAGE_REFS), images=schemas.empty(schemas.IMAGES),
+                clusters=schemas.empty(schemas.IMAGE_CLUSTERS), annotations=schemas.empty(schemas.ANNOTATIONS),
+                taxonomy=Taxonomy.load(), store=LocalStore(tmp_path / "store"))
+    assert sorted(r["reason"] for r in rel.rejected) == ["intake:empty_file", "intake:not_an_image",
+                                                         "intake:truncated"]
+    assert rel.counts["candidates"] == 3 == rel.counts["rejected"]
