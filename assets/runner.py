@@ -22,6 +22,25 @@ class RunFailed(RuntimeError):
     """A step failed; the message names the step and its error."""
 
 
+def _md_text(value: object, limit: int = 160) -> str:
+    v = getattr(value, "value", value)  # a MetadataValue's payload
+    text = str(v).replace("\n", " ")
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def failed_checks(result: ExecuteInProcessResult) -> list[str]:
+    """One line per asset check that failed in the run: ``check <asset>/<name> failed (<severity>): key=value,
+    ...`` with the check's metadata (the measured rate and its bound, the offending subsets...), so that a blocked
+    release says why without the Dagster UI."""
+    lines = []
+    for ev in result.get_asset_check_evaluations():
+        if ev.passed:
+            continue
+        md = ", ".join(f"{k}={_md_text(v)}" for k, v in ev.metadata.items())
+        lines.append(f"check {ev.asset_key.to_user_string()}/{ev.check_name} failed ({ev.severity.value}): {md}")
+    return lines
+
+
 def _check(result: ExecuteInProcessResult) -> None:
     if result.success:
         return
@@ -32,7 +51,7 @@ def _check(result: ExecuteInProcessResult) -> None:
             while err is not None and err.cause is not None:  # the library's own exception, not the wrapper
                 err = err.cause
             msgs.append(f"step {ev.step_key} failed: {err.message.strip() if err else ''}")
-    raise RunFailed("\n".join(msgs) or "run failed")
+    raise RunFailed("\n".join(msgs + failed_checks(result)) or "run failed")
 
 
 def _register_sites(instance: DagsterInstance, sites: list[str]) -> None:

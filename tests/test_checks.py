@@ -103,6 +103,13 @@ def test_a_bad_value_stops_the_publish_step_unless_it_is_a_warning(tmp_path):
     done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
     assert "contamination" in done and not {"release_candidate", "release", "evaluation"} & done
     assert list_releases(store_of(load_config(strict))) == []
+    # what `lookbench build` prints for it: the check, its measured rate and its bound, not just its name
+    from assets.runner import RunFailed, _check
+
+    with pytest.raises(RunFailed) as exc:
+        _check(r)
+    [line] = [ln for ln in str(exc.value).splitlines() if ln.startswith("check contamination/contamination_rate")]
+    assert "failed (ERROR)" in line and "rate=" in line and "max=0.0" in line, line
 
     r = materialize(assets, selection=AssetSelection.all() - CRAWL_SELECTION, partition_key=window,
                     instance=instance, resources=_resources(lenient))
