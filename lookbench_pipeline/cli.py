@@ -115,8 +115,22 @@ def _report_of(summary: dict) -> str | None:
     return None
 
 
+def _check_build_inputs(cfg) -> None:
+    """What a release run needs beyond a valid configuration, checked before any crawl: at least one site (the
+    release job reads the window's weekly crawls; README.md "Configuration") and every drop's item sheet.
+    Raises ConfigError (exit 2)."""
+    from .drops import item_sheet
+
+    if not cfg.sites:
+        raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
+                          "weekly crawls (see README.md, Configuration)")
+    for d in cfg.drops:
+        item_sheet(d)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    _check_build_inputs(cfg)
     if args.partition:
         from .windows import window_starting
 
@@ -135,6 +149,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     cfg = load_config(args.config)
+    _check_build_inputs(cfg)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
     try:

@@ -601,7 +601,7 @@ class PipelineConfig(BaseSettings):
         if self.drops and not self.sites:
             raise ValueError("sites is empty but drops are configured: at least one site is needed, because the "
                              "release job reads the window's weekly crawls (drop-only builds are not supported; "
-                             "see README.md, 'Image drops')")
+                             "see README.md, Configuration)")
         for d in self.drops:
             if not Path(d.path).is_dir():
                 raise ValueError(f"drop {d.name!r}: {d.path} is not a folder")

@@ -140,3 +140,18 @@ def test_cli_errors_are_one_line(tmp_path, args, match):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
     assert match in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_build_refuses_a_bad_item_sheet_or_no_site_before_any_run(tmp_path):
+    (tmp_path / "d/studio").mkdir(parents=True)
+    (tmp_path / "d/studio/a.jpg").write_bytes(b"x")
+    (tmp_path / "d/items.csv").write_text("path,item_id\nstudio/a.jpg,i\nstudio/gone.jpg,j\n")
+    drop = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"}}
+    for data, match in (({"drops": [drop]}, "items.csv:3: studio/gone.jpg does not exist"),
+                        ({"sites": []}, "at least one site is needed")):
+        cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), **data})
+        proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "configuration error:" in proc.stderr and match in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "data").exists(), "nothing ran"
