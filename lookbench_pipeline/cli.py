@@ -115,8 +115,22 @@ def _report_of(summary: dict) -> str | None:
     return None
 
 
+def _check_build_inputs(cfg) -> None:
+    """What a release run needs beyond a valid configuration, checked before any crawl: at least one site (the
+    release job reads the window's weekly crawls; README.md "Configuration") and every drop's item sheet.
+    Raises ConfigError (exit 2)."""
+    from .drops import item_sheet
+
+    if not cfg.sites:
+        raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
+                          "weekly crawls (see README.md, Configuration)")
+    for d in cfg.drops:
+        item_sheet(d)
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     cfg = load_config(args.config)
+    _check_build_inputs(cfg)
     if args.partition:
         from .windows import window_starting
 
@@ -135,6 +149,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
     window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     cfg = load_config(args.config)
+    _check_build_inputs(cfg)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
     try:
@@ -271,8 +286,15 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
     import yaml
 
     from .config import DetectorTrainConfig
-    from .detect import AnnotationSource, DetectorError, train_detector
+    from .detect import AnnotationSource, DetectorError, check_train_class_map, train_detector
 
+    for flag, value, ok, want in (("epochs", args.epochs, lambda v: v >= 1, ">= 1"),
+                                  ("imgsz", args.imgsz, lambda v: v >= 32, ">= 32 (pixels)"),
+                                  ("batch", args.batch, lambda v: v >= 1, ">= 1"),
+                                  ("val-fraction", args.val_fraction, lambda v: 0 < v < 1,
+                                   "between 0 and 1 (exclusive)")):
+        if value is not None and not ok(value):
+            raise ValueError(f"--{flag} must be {want}, got {value}")
     cfg = load_config(args.config)
     n = len(args.annotations)
 
@@ -288,11 +310,18 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
     sources = [AnnotationSource(Path(a), Path(i), t, f) for a, i, t, f in
                zip(args.annotations, images, per_source(args.image_name, "image-name", "{file_name}"),
                    per_source(args.format, "format", "auto"))]
+    for i in dict.fromkeys(images):
+        if not Path(i).is_dir():
+            raise ValueError(f"--images {i}: no such folder")
     class_map = None
     if args.classes:
         class_map = yaml.safe_load(Path(args.classes).read_text(encoding="utf-8"))
         if not isinstance(class_map, dict):
             raise ValueError(f"--classes {args.classes}: a mapping 'source category: class' expected")
+        try:
+            class_map = check_train_class_map(class_map)
+        except DetectorError as exc:
+            raise ValueError(f"--classes {args.classes}: {exc}") from exc
     extra = {}
     for kv in args.arg or []:
         k, sep, v = kv.partition("=")
@@ -302,8 +331,11 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
     d = DetectorTrainConfig()
     try:
         report = train_detector(
-            sources, Path(args.out), model=args.model or d.model, epochs=args.epochs or d.epochs,
-            imgsz=args.imgsz or d.imgsz, batch=args.batch or d.batch, val_fraction=args.val_fraction or d.val_fraction,
+            sources, Path(args.out), model=args.model or d.model,
+            epochs=d.epochs if args.epochs is None else args.epochs,
+            imgsz=d.imgsz if args.imgsz is None else args.imgsz,
+            batch=d.batch if args.batch is None else args.batch,
+            val_fraction=d.val_fraction if args.val_fraction is None else args.val_fraction,
             seed=d.seed if args.seed is None else args.seed, class_map=class_map, device=args.device,
             cache_dir=cfg.detector_cache_dir, offline=cfg.detect.offline, train_args=extra)
     except DetectorError as exc:
@@ -317,6 +349,11 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
     print(f"  mAP50 {report['map50']:.3f}  mAP50-95 {report['map50_95']:.3f}  (held-out split)")
     print(f"  weights:   {report['weights']}  sha256 {report['weights_sha256']}")
     print(f"  report:    {Path(args.out) / 'report.json'}")
+    if report.get("unmatched_class_map_keys"):
+        print(f"warning: --classes categories that no annotation has: {report['unmatched_class_map_keys']}",
+              file=sys.stderr)
+    if report.get("classes_without_boxes"):
+        print(f"warning: classes trained without a single box: {report['classes_without_boxes']}", file=sys.stderr)
     return 0
 
 

@@ -11,6 +11,7 @@ defaults against the working directory.
 from __future__ import annotations
 
 import os
+import re
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -561,6 +562,17 @@ class PipelineConfig(BaseSettings):
             out.append(p)
         return out
 
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(v)
+        except (KeyError, ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError; "../x" a ValueError
+            raise ValueError(f"timezone {v!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin)") from exc
+        return v
+
     @field_validator("data_dir", "taxonomy")
     @classmethod
     def _absolute(cls, v: Path) -> Path:
@@ -586,9 +598,15 @@ class PipelineConfig(BaseSettings):
             names.add(site.name)
             if site.kind == "replay" and (not site.pages_dir or not Path(site.pages_dir).is_dir()):
                 raise ValueError(f"replay site {site.name!r}: pages_dir {site.pages_dir} is not a folder")
+        if self.drops and not self.sites:
+            raise ValueError("sites is empty but drops are configured: at least one site is needed, because the "
+                             "release job reads the window's weekly crawls (drop-only builds are not supported; "
+                             "see README.md, Configuration)")
         for d in self.drops:
             if not Path(d.path).is_dir():
                 raise ValueError(f"drop {d.name!r}: {d.path} is not a folder")
+            if d.items_csv is not None and not Path(d.items_csv).is_file():
+                raise ValueError(f"drop {d.name!r}: items_csv {d.items_csv} is not a file")
             for sub in d.subfolders:
                 if not (Path(d.path) / sub).is_dir():
                     raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
@@ -671,8 +689,32 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
         return PipelineConfig(**data)
     except ConfigError:
         raise
-    except Exception as exc:  # pydantic.ValidationError
-        raise ConfigError(f"{path or 'defaults'}: {exc}") from exc
+    except Exception as exc:  # pydantic.ValidationError; pydantic_settings.SettingsError (an unparsable variable)
+        env = _env_vars_of(exc)
+        where = ", ".join(f"environment variable {k}={v!r}" for k, v in env) if env else (path or "defaults")
+        raise ConfigError(f"{where}: {exc}") from exc
+
+
+def _env_vars_of(exc: Exception) -> list[tuple[str, str]]:
+    """The ``LOOKBENCH_*`` environment variables an error of :class:`PipelineConfig` comes from: a variable whose
+    path (``LOOKBENCH_IMAGES__MIN_SIDE_PX`` -> images, min_side_px) is a prefix of a failing field's location, or
+    the field named by pydantic-settings' "error parsing value for field" message."""
+    prefix, sep = "LOOKBENCH_", "__"
+    env = {k: v for k, v in os.environ.items() if k.upper().startswith(prefix) and k.upper() != "LOOKBENCH_CONFIG"}
+    if not env:
+        return []
+    paths = {k: tuple(k[len(prefix):].lower().split(sep)) for k in env}
+    locs: list[tuple[str, ...]] = []
+    errors = getattr(exc, "errors", None)
+    if callable(errors):
+        try:
+            locs = [tuple(str(p).lower() for p in e.get("loc", ())) for e in errors()]
+        except Exception:  # not a pydantic ValidationError
+            locs = []
+    m = re.search(r'error parsing value for field "([^"]+)"', str(exc))
+    if m:
+        locs.append((m.group(1).lower(),))
+    return sorted((k, env[k]) for k, parts in paths.items() if any(loc[:len(parts)] == parts for loc in locs))
 
 
 def _read_and_resolve(path: str | Path) -> dict[str, Any]:

@@ -790,6 +790,31 @@ class YoloDataset:
     counts: dict[str, Any]
     rejected: list[dict]
     sha256: str
+    # categories of the class map that no annotation box has, and classes that kept no box (both also logged)
+    unmatched_class_map_keys: list[str] = field(default_factory=list)
+    classes_without_boxes: list[str] = field(default_factory=list)
+
+
+def check_train_class_map(class_map: Any) -> dict[str, str | None]:
+    """Validate a training class map: annotation category name -> ONE detector class name (a string), or ``None``
+    to drop the category. (Not ``detect.classes`` of the pipeline configuration, which maps a detector class to a
+    list of taxonomy categories.) Returns the map with string keys.
+
+    Raises:
+        DetectorError: not a mapping, or a value is not a single class name (the message names the key).
+    """
+    if not isinstance(class_map, dict):
+        raise DetectorError(f"the class map must be a mapping 'annotation category: detector class', got "
+                            f"{type(class_map).__name__}")
+    out: dict[str, str | None] = {}
+    for k, v in class_map.items():
+        if v is not None and not isinstance(v, str):
+            raise DetectorError(
+                f"category {str(k)!r} maps to {v!r} ({type(v).__name__}); each annotation category maps to ONE "
+                "detector class name (or null to drop it) -- unlike detect.classes in the pipeline config, which "
+                "maps a detector class to a list of taxonomy categories")
+        out[str(k)] = v
+    return out
 
 
 def _split_of(key: str, seed: int, val_fraction: float) -> str:
@@ -813,10 +838,18 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     on. ``sha256`` is the checksum of the written data set (every file's path and bytes).
 
     Raises:
-        DetectorError: no image could be read, or no box is left.
+        DetectorError: an images folder does not exist, the class map is not 'category: one class' or none of
+            its categories occurs in the annotations (the message lists both), no image could be read, or no box
+            is left. Class map categories without annotations and classes left without a box are only warned
+            about (logged, and in ``unmatched_class_map_keys`` / ``classes_without_boxes``).
     """
     from .images import ImageRejected, decode
 
+    for src in sources:
+        if not Path(src.images).is_dir():
+            raise DetectorError(f"images folder {src.images} (for annotations {src.annotations}) is not a folder")
+    if class_map:
+        class_map = check_train_class_map(class_map)
     out = Path(out)
     if out.exists():
         shutil.rmtree(out)
@@ -831,8 +864,18 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
         images += ims
         rejected += rej
         order += [c for c in cats if c not in order]
+    unmatched: list[str] = []
     if class_map:  # the classes in the order the map first names them
         classes = list(dict.fromkeys(t for t in class_map.values() if t))
+        annotated = {cat for im in images for cat, _ in im.boxes}
+        wanted = [k for k, t in class_map.items() if t]
+        unmatched = [k for k in wanted if k not in annotated]
+        if wanted and len(unmatched) == len(wanted):
+            raise DetectorError(f"no category of the class map occurs in the annotation files: the map's categories "
+                                f"{wanted}, the files' categories {sorted(annotated)}")
+        if unmatched:
+            log.warning("class map categories that no annotation has (their classes get no box from them): %s",
+                        unmatched)
         cls_of = {c: class_map.get(c) for c in set(order) | set(class_map)}
     else:  # every category is its own class; the list is cut to the categories that keep a box, below
         classes = list(order)
@@ -884,7 +927,8 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
         labels[stem] = lines
         written[stem] = (split, im)
     if not written:
-        raise DetectorError(f"no annotated image could be read ({Counter(r['reason'].split(':')[0] for r in rejected)})")
+        why = dict(sorted(Counter(r["reason"].split(":")[0] for r in rejected).items()))
+        raise DetectorError(f"no annotated image could be read (rejections by reason: {why})")
     if counts["boxes"] == 0:
         raise DetectorError("no box is left to train on (every category was dropped by the class map?)")
     if len(written) >= 2:  # at least one image on each side
@@ -894,9 +938,15 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
                 old_side, im = written[stem]
                 (out / "images" / old_side / f"{stem}.jpg").replace(out / "images" / side / f"{stem}.jpg")
                 written[stem] = (side, im)
+    used = {ln[0] for lines in labels.values() for ln in lines}
+    without_boxes: list[str] = []
     if not class_map:
-        used = {ln[0] for lines in labels.values() for ln in lines}
         classes = [c for c in classes if c in used]
+    else:
+        without_boxes = [c for c in classes if c not in used]
+        if without_boxes:
+            log.warning("classes without any box to train on: %s (class map categories without annotations: %s)",
+                        without_boxes, unmatched)
     for stem, (split, _) in written.items():
         text = "".join(f"{classes.index(c)} {cx:.6f} {cy:.6f} {bw:.6f} {bh:.6f}\n" for c, cx, cy, bw, bh in labels[stem])
         (out / "labels" / split / f"{stem}.txt").write_text(text)
@@ -914,7 +964,7 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     for k in ("train_images", "val_images", "boxes_dropped", "background_images"):
         c.setdefault(k, 0)
     assert c["boxes_in"] == c["boxes"] + c["boxes_dropped"]
-    return YoloDataset(out, out / "data.yaml", classes, c, rejected, digest.hexdigest())
+    return YoloDataset(out, out / "data.yaml", classes, c, rejected, digest.hexdigest(), unmatched, without_boxes)
 
 
 # ------------------------------------------------------------------------------------------------ training
@@ -930,7 +980,8 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
     Writes under ``out``: ``dataset/`` (the YOLO data set), ``train/`` (ultralytics' run folder),
     ``detector.pt`` (the best weights) and ``report.json``, which is returned: ``weights``, ``weights_sha256``,
     ``map50`` and ``map50_95`` (on the held-out split, ultralytics' COCO-style AP), ``per_class_map50_95``,
-    ``classes``, ``data_sha256``, the data set counts and rejections, the training arguments, library versions and
+    ``classes``, ``data_sha256``, the data set counts and rejections, ``unmatched_class_map_keys`` and
+    ``classes_without_boxes`` (see :func:`build_yolo_dataset`), the training arguments, library versions and
     ``seconds`` (wall clock).
 
     ``model``: an ultralytics model YAML (built from scratch, ``pretrained=False``) or a local ``.pt`` to fine-tune;
@@ -973,6 +1024,7 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
         "map50": float(metrics.box.map50), "map50_95": float(metrics.box.map), "eval_split": "val",
         "eval_images": ds.counts["val_images"], "per_class_map50_95": per_class, "classes": ds.classes,
         "data_sha256": ds.sha256, "dataset": ds.counts, "rejected": ds.rejected[:1000],
+        "unmatched_class_map_keys": ds.unmatched_class_map_keys, "classes_without_boxes": ds.classes_without_boxes,
         "train_args": {k: v for k, v in args.items() if k not in ("project", "name", "data")},
         "sources": [{"annotations": str(s.annotations), "images": str(s.images), "image_name": s.image_name,
                      "format": s.format} for s in sources],

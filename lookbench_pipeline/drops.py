@@ -52,17 +52,36 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
     return rows
 
 
-def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
-    """List a drop's images as ``drop_items`` rows (sorted by path).
+def item_sheet(drop: DropConfig) -> dict[str, dict[str, str]]:
+    """The drop's validated item sheet (``items_csv``, else ``items.csv`` in the folder; ``{}`` without one),
+    keyed by ``path``. ``lookbench build`` / ``backfill`` call it before any run, so a bad sheet is a configuration
+    error up front rather than a failed step after the crawl.
 
     Raises:
-        ConfigError: the folder does not exist, a mapping is not ``subset:role``, or the CSV is malformed.
+        ConfigError: the folder does not exist, or the sheet is malformed or names a file that does not exist
+            (the message names the sheet, its line and the path).
     """
     root = Path(drop.path)
     if not root.is_dir():
         raise ConfigError(f"drop {drop.name}: {root} is not a folder")
-    csv_path = drop.items_csv or (root / "items.csv")
-    overrides = _read_csv(Path(csv_path), root) if Path(csv_path).is_file() else {}
+    if drop.items_csv is not None and not Path(drop.items_csv).is_file():
+        raise ConfigError(f"drop {drop.name!r}: items_csv {drop.items_csv} is not a file")
+    csv_path = Path(drop.items_csv or (root / "items.csv"))
+    try:
+        return _read_csv(csv_path, root) if csv_path.is_file() else {}
+    except ConfigError as exc:
+        raise ConfigError(f"drop {drop.name!r}: {exc}") from exc
+
+
+def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
+    """List a drop's images as ``drop_items`` rows (sorted by path).
+
+    Raises:
+        ConfigError: the folder does not exist, a mapping is not ``subset:role``, or the CSV is malformed or
+            names a missing file (:func:`item_sheet`).
+    """
+    root = Path(drop.path)
+    overrides = item_sheet(drop)
     state_file = state_dir / "drops" / f"{drop.name}.parquet"
     prev = ({r["drop_image_id"]: r for r in pq.read_table(state_file).to_pylist()} if state_file.is_file() else {})
     rows = []

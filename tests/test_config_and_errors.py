@@ -39,6 +39,30 @@ def test_bad_configs_are_named(tmp_path, data, match):
         load_config(_cfg(tmp_path, data))
 
 
+def test_timezone_drop_sheet_and_drop_only_builds_are_checked_at_load(tmp_path):
+    with pytest.raises(ConfigError, match="timezone 'Mars/Olympus' is not an IANA time zone"):
+        load_config(_cfg(tmp_path, {"timezone": "Mars/Olympus"}))
+    assert load_config(_cfg(tmp_path, {"timezone": "Europe/Berlin"})).timezone == "Europe/Berlin"
+    (tmp_path / "d/studio").mkdir(parents=True)
+    drop = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"}, "items_csv": "x.csv"}
+    with pytest.raises(ConfigError, match=r"drop 'd': items_csv .*x\.csv is not a file"):
+        load_config(_cfg(tmp_path, {"drops": [drop]}))
+    (tmp_path / "x.csv").write_text("path,item_id\n")  # relative to the config file, as the drop's path
+    assert load_config(_cfg(tmp_path, {"drops": [drop]})).drops[0].items_csv == tmp_path / "x.csv"
+    with pytest.raises(ConfigError, match="at least one site is needed"):
+        load_config(_cfg(tmp_path, {"sites": [], "drops": [drop]}))
+
+
+@pytest.mark.parametrize("var,value", [("LOOKBENCH_IMAGES__MIN_SIDE_PX", "abc"), ("LOOKBENCH_SITES", "notjson"),
+                                       ("LOOKBENCH_TIMEZONE", "Mars/Olympus")])
+def test_environment_override_errors_name_the_variable(tmp_path, monkeypatch, var, value):
+    monkeypatch.setenv(var, value)
+    with pytest.raises(ConfigError, match=f"environment variable {var}='{value}'"):
+        load_config(_cfg(tmp_path, {"data_dir": "data"}))
+    with pytest.raises(ConfigError, match=f"environment variable {var}="):
+        load_config(None)
+
+
 def test_bad_site_files_fail_at_load(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "bogus": 1}))
     with pytest.raises(ConfigError, match="bogus"):
@@ -116,3 +140,18 @@ def test_cli_errors_are_one_line(tmp_path, args, match):
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 1
     assert match in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_build_refuses_a_bad_item_sheet_or_no_site_before_any_run(tmp_path):
+    (tmp_path / "d/studio").mkdir(parents=True)
+    (tmp_path / "d/studio/a.jpg").write_bytes(b"x")
+    (tmp_path / "d/items.csv").write_text("path,item_id\nstudio/a.jpg,i\nstudio/gone.jpg,j\n")
+    drop = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"}}
+    for data, match in (({"drops": [drop]}, "items.csv:3: studio/gone.jpg does not exist"),
+                        ({"sites": []}, "at least one site is needed")):
+        cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), **data})
+        proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
+                              capture_output=True, text=True, cwd=ROOT, timeout=120)
+        assert proc.returncode == 2, proc.stderr
+        assert "configuration error:" in proc.stderr and match in proc.stderr and "Traceback" not in proc.stderr
+        assert not (tmp_path / "data").exists(), "nothing ran"

@@ -205,8 +205,59 @@ def test_bad_annotation_input_is_named(tmp_path):
                                                 "annotations": [{"id": 1, "image_id": 1, "category_id": 1,
                                                                  "bbox": [0, 0, 5, 5]}],
                                                 "categories": [{"id": 1, "name": "dress"}]}))
-    with pytest.raises(DetectorError, match="no annotated image could be read"):
+    with pytest.raises(DetectorError, match=r"no annotated image could be read \(rejections by reason: "
+                                            r"\{'image_missing': 1\}\)"):
         build_yolo_dataset([AnnotationSource(tmp_path / "z.json", tmp_path)], tmp_path / "ds")
+    with pytest.raises(DetectorError, match="images folder .*nowhere .*is not a folder"):
+        build_yolo_dataset([AnnotationSource(tmp_path / "z.json", tmp_path / "nowhere")], tmp_path / "ds")
+
+
+def _two_dresses(tmp_path) -> AnnotationSource:
+    for n in (1, 2):
+        Image.new("RGB", (80, 60), (200, 30 * n, 0)).save(tmp_path / f"{n}.jpg")
+    (tmp_path / "a.json").write_text(json.dumps({
+        "images": [{"id": n, "file_name": f"{n}.jpg"} for n in (1, 2)],
+        "annotations": [{"id": n, "image_id": n, "category_id": 1, "bbox": [10, 10, 40, 30]} for n in (1, 2)],
+        "categories": [{"id": 1, "name": "dress"}, {"id": 2, "name": "short sleeve top"}]}))
+    return AnnotationSource(tmp_path / "a.json", tmp_path)
+
+
+def test_training_class_map_names_one_class_per_category_and_unmatched_categories(tmp_path, caplog):
+    src = _two_dresses(tmp_path)
+    with pytest.raises(DetectorError, match=r"category 'short sleeve top' maps to \[1, 2\] \(list\); each annotation "
+                                            r"category maps to ONE detector class.*unlike detect.classes"):
+        build_yolo_dataset([src], tmp_path / "ds", {"dress": "dress", "short sleeve top": [1, 2]})
+    # a category of the map that no annotation has: warned, recorded; its class has no box
+    ds = build_yolo_dataset([src], tmp_path / "ds", {"dress": "dress", "short sleeve top": "upper", "hat": "hat"})
+    assert ds.classes == ["dress", "upper", "hat"]
+    assert ds.unmatched_class_map_keys == ["short sleeve top", "hat"]  # declared in the file but never annotated
+    assert ds.classes_without_boxes == ["upper", "hat"]
+    assert "short sleeve top" in caplog.text and "classes without any box" in caplog.text
+    with pytest.raises(DetectorError, match=r"no category of the class map occurs in the annotation files: the map's "
+                                            r"categories \['Dress', 'hat'\], the files' categories \['dress'\]"):
+        build_yolo_dataset([src], tmp_path / "ds", {"Dress": "dress", "hat": "hat", "belt": None})
+
+
+@pytest.mark.parametrize("extra,match", [
+    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
+    (["--imgsz", "0"], "--imgsz must be >= 32 (pixels), got 0"),
+    (["--val-fraction", "0"], "--val-fraction must be between 0 and 1 (exclusive), got 0.0"),
+    (["--val-fraction", "1.5"], "--val-fraction must be between 0 and 1 (exclusive), got 1.5"),
+    (["--images", "/nonexistent"], "--images /nonexistent: no such folder"),
+    (["--classes", "LIST"], "category 'short sleeve top' maps to [1, 2] (list); each annotation category maps to ONE"),
+])
+def test_detector_train_cli_refuses_bad_arguments(tmp_path, capsys, extra, match):
+    from lookbench_pipeline.cli import main
+
+    src = _two_dresses(tmp_path)
+    (tmp_path / "classes.yaml").write_text("dress: dress\nshort sleeve top: [1, 2]\n")
+    extra = [str(tmp_path / "classes.yaml") if e == "LIST" else e for e in extra]
+    images = [] if "--images" in extra else ["--images", str(tmp_path)]
+    rc = main(["detector", "train", "--annotations", str(src.annotations), *images, "--out", str(tmp_path / "out"),
+               *extra])
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("error: ") and match in err and "Counter(" not in err, err
+    assert not (tmp_path / "out").exists(), "refused before anything is written"
 
 
 def test_class_map_is_checked_against_the_model_and_the_taxonomy():
