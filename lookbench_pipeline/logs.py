@@ -139,7 +139,9 @@ class Progress:
         rate = self.done / elapsed if elapsed > 0 else 0.0
         eta = (self.total - self.done) / rate if rate > 0 and self.total else None
         pct = 100.0 * self.done / self.total if self.total else 100.0
-        self.log.info("%s: %d/%d %s (%.0f%%, %.1f %s/s%s)", self.stage, self.done, self.total, self.unit, pct, rate,
+        # an unknown total (0) prints the count alone: "40 files (2.0 files/s)", never "40/0"
+        done = f"{self.done}/{self.total} {self.unit} ({pct:.0f}%, " if self.total else f"{self.done} {self.unit} ("
+        self.log.info("%s: %s%.1f %s/s%s)", self.stage, done, rate,
                       self.unit, "" if final or eta is None else f", ~{eta:.0f} s left",
                       extra={"progress": {"done": self.done, "total": self.total, "unit": self.unit,
                                           "rate_per_s": round(rate, 3), "eta_s": None if eta is None else round(eta),

@@ -60,6 +60,7 @@ def test_progress_with_unknown_total_reports_by_time(json_stream):
     p.close()  # closing twice reports once
     recs = [r for r in _records(json_stream) if "progress" in r]
     assert [r["progress"]["done"] for r in recs] == [3, 3] and recs[-1]["progress"]["final"]
+    assert recs[-1]["message"].startswith("index: 3 files (") and "/0" not in recs[-1]["message"]
 
 
 def test_unknown_log_format_is_refused():
