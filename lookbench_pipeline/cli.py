@@ -440,7 +440,14 @@ def main(argv: list[str] | None = None) -> int:
                         help="the library's log records as text or JSON lines with run id and stage "
                              "(default: $LOOKBENCH_LOG_FORMAT, else text)")
     args = parser.parse_args(argv)
+    root = logging.getLogger()
+    before = list(root.handlers)
     logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for h in root.handlers:
+        if h not in before:
+            # warnings only: the library's INFO records (progress) reach the terminal through Dagster's console
+            # logger (dagster.yaml's python_logs) or through --log-format's handler, never twice
+            h.setLevel(logging.WARNING)
     if args.log_format or os.environ.get("LOOKBENCH_LOG_FORMAT"):
         from .logs import configure
 

@@ -109,3 +109,18 @@ def _empty_config(tmp_path):
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"data_dir": "d", "store": {"url": "s"}}))
     return p
+
+
+def test_cli_prints_library_info_records_once(tmp_path):
+    """Dagster's python_logs sets the library's loggers to INFO and prints their records on its console; the CLI's
+    own fallback handler then prints warnings only, so a progress line is not printed twice."""
+    import subprocess
+    import sys
+
+    code = ("import logging, sys; from lookbench_pipeline.cli import main; main(['releases', '--config', sys.argv[1]]);"
+            "lg = logging.getLogger('lookbench_pipeline.progress'); lg.setLevel(logging.INFO);"
+            "lg.info('an info record'); lg.warning('a warning record')")
+    proc = subprocess.run([sys.executable, "-c", code, str(_empty_config(tmp_path))], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=120, env={**__import__("os").environ, "LOOKBENCH_LOG_FORMAT": ""})
+    assert proc.returncode == 0, proc.stderr
+    assert "a warning record" in proc.stderr and "an info record" not in proc.stderr
