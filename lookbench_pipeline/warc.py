@@ -6,30 +6,44 @@ applies, so a past crawl's products can be rebuilt and checked byte for byte aga
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import logging
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from warcio.archiveiterator import ArchiveIterator
 
 from .config import SiteConfig
 from .extract import decode_html, extract_look, extract_products
 
+log = logging.getLogger(__name__)
 
-def html_responses(paths: Iterable[Path]) -> Iterable[tuple[str, bytes, str]]:
-    """``(url, body, content type)`` of every HTML response record, in file order. A torn last record (a crawl
-    killed mid-write) ends the file's iteration without an error."""
+
+def response_records(paths: Iterable[str | Path],
+                     want: Callable[[Any], bool] | None = None) -> Iterator[tuple[Any, bytes]]:
+    """``(record, body)`` of every ``response`` record of the WARC files that ``want(record)`` accepts (all when
+    None; the body of a refused record is never read), in file order. A torn last record (a crawl killed
+    mid-write: warcio's ``ArchiveLoadFailed`` or a zlib error) ends that file's iteration without an error."""
     for path in paths:
         with open(path, "rb") as fh:
             try:
                 for rec in ArchiveIterator(fh):
-                    if rec.rec_type != "response":
+                    if rec.rec_type != "response" or (want is not None and not want(rec)):
                         continue
-                    ctype = rec.http_headers.get_header("Content-Type") or ""
-                    if "html" not in ctype.lower():
-                        continue
-                    yield rec.rec_headers.get_header("WARC-Target-URI"), rec.content_stream().read(), ctype
-            except Exception:  # warcio raises ArchiveLoadFailed / zlib errors on a torn tail
-                continue
+                    yield rec, rec.content_stream().read()
+            except Exception as exc:  # noqa: BLE001 - a torn tail, see above
+                log.info("%s: WARC ends in a torn record (%s: %s); the records before it are read", path,
+                         type(exc).__name__, exc)
+
+
+def _content_type(rec: Any) -> str:
+    return rec.http_headers.get_header("Content-Type") or ""
+
+
+def html_responses(paths: Iterable[Path]) -> Iterable[tuple[str, bytes, str]]:
+    """``(url, body, content type)`` of every HTML response record, in file order (see :func:`response_records`)."""
+    for rec, body in response_records(paths, lambda r: "html" in _content_type(r).lower()):
+        yield rec.rec_headers.get_header("WARC-Target-URI"), body, _content_type(rec)
 
 
 def extract_from_warc(paths: Iterable[Path], site: SiteConfig) -> list[dict]:

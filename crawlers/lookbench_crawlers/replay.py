@@ -21,7 +21,8 @@ from scrapy.exceptions import IgnoreRequest, NotConfigured
 from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
-from warcio.archiveiterator import ArchiveIterator
+
+from lookbench_pipeline.warc import response_records
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
 
@@ -48,26 +49,20 @@ def read_archive(paths):
     ``{url: (status, location)}`` of every redirect the recorded crawl followed. A record is
     ``(status, [(header, value)], body, warc_date)``. A torn last record ends a file without an error."""
     responses, redirects = {}, {}
-    for path in paths:
-        with open(path, "rb") as fh:
-            try:
-                for rec in ArchiveIterator(fh):
-                    if rec.rec_type != "response":
-                        continue
-                    url = rec.rec_headers.get_header("WARC-Target-URI")
-                    if url in responses:
-                        continue
-                    status = int(rec.http_headers.get_statuscode() or 200)
-                    headers = [(k, v) for k, v in rec.http_headers.headers]
-                    responses[url] = (status, headers, rec.content_stream().read(),
-                                      rec.rec_headers.get_header("WARC-Date"))
-                    # "code|url code|url …": the URLs this one was reached from by redirects, in order
-                    hops = [h.split("|", 1) for h in (rec.rec_headers.get_header(REDIRECT_HEADER) or "").split()]
-                    for i, (code, src) in enumerate(hops):
-                        target = hops[i + 1][1] if i + 1 < len(hops) else url
-                        redirects.setdefault(src, (int(code) if code.isdigit() else 302, target))
-            except Exception:  # warcio ArchiveLoadFailed / zlib error on a torn tail
-                continue
+
+    def first(rec) -> bool:  # the first record of a URL wins; a later one's body is never read
+        return rec.rec_headers.get_header("WARC-Target-URI") not in responses
+
+    for rec, body in response_records(paths, first):
+        url = rec.rec_headers.get_header("WARC-Target-URI")
+        status = int(rec.http_headers.get_statuscode() or 200)
+        headers = [(k, v) for k, v in rec.http_headers.headers]
+        responses[url] = (status, headers, body, rec.rec_headers.get_header("WARC-Date"))
+        # "code|url code|url …": the URLs this one was reached from by redirects, in order
+        hops = [h.split("|", 1) for h in (rec.rec_headers.get_header(REDIRECT_HEADER) or "").split()]
+        for i, (code, src) in enumerate(hops):
+            target = hops[i + 1][1] if i + 1 < len(hops) else url
+            redirects.setdefault(src, (int(code) if code.isdigit() else 302, target))
     return responses, redirects
 
 
