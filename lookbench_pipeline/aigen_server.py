@@ -410,14 +410,10 @@ class ScriptedImageServer(ThreadingHTTPServer):
 @contextmanager
 def scripted_endpoint(plan: Plan = default_plan) -> Iterator[ScriptedImageServer]:
     """Serve the scripted endpoint on 127.0.0.1 (a free port) for the duration of the ``with`` block."""
-    srv = ScriptedImageServer(plan)
-    t = threading.Thread(target=srv.serve_forever, name="lookbench-scripted-images", daemon=True)
-    t.start()
-    try:
+    from .serve import running
+
+    with running(ScriptedImageServer(plan), "lookbench-scripted-images") as srv:
         yield srv
-    finally:
-        srv.shutdown()
-        srv.server_close()
 
 
 __all__ = ["BEHAVIOURS", "MODEL", "VERSION", "RequestInfo", "ScriptedImageServer", "Served", "default_plan",

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from email.utils import formatdate
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urlsplit
 
 _TEXT = {".html", ".htm", ".xml", ".txt", ".json"}
@@ -121,8 +122,15 @@ def serving(resolver: Callable[[str, str], tuple[bytes | None, str]],
     """Serve on 127.0.0.1 (a free port) for the duration of the ``with`` block; yields the server
     (``.base_url``, ``.hits`` paths requested, ``.statuses`` (path, status) answered). ``extra_headers(path)``
     adds response headers (e.g. ``X-Robots-Tag``)."""
-    srv = _Server(resolver, extra_headers)
-    t = threading.Thread(target=srv.serve_forever, name="lookbench-http", daemon=True)
+    with running(_Server(resolver, extra_headers), "lookbench-http") as srv:
+        yield srv
+
+
+@contextmanager
+def running(srv: Any, name: str) -> Iterator[Any]:
+    """Run ``srv`` (a ``socketserver`` server) in a daemon thread called ``name`` for the duration of the
+    ``with`` block; shut down and close its socket afterwards."""
+    t = threading.Thread(target=srv.serve_forever, name=name, daemon=True)
     t.start()
     try:
         yield srv
