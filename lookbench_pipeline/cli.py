@@ -201,10 +201,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
     from .pipeline import store_of
     from .release import pull
 
-    files = pull(store_of(load_config(args.config)), args.version, Path(args.dest), args.subset or None,
-                 progress=not args.quiet)
-    folder = Path(args.dest) / args.version
-    print(f"{len(files)} files of {args.version} verified and written under {folder}")
+    from .release import resolve_version
+
+    store = store_of(load_config(args.config))
+    version = resolve_version(store, args.version)
+    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
+    folder = Path(args.dest) / version
+    print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
         # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
         # that name (relative to the working directory) before the Hub.
@@ -214,7 +217,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
             if not link.is_symlink():
                 raise ValueError(f"{link} exists and is not a link; move it away first")
             link.unlink()
-        link.symlink_to(Path("..") / args.version, target_is_directory=True)
+        link.symlink_to(Path("..") / version, target_is_directory=True)
         print(f"{link} -> {folder}: from {args.dest}, look_bench.utils.load_lookbench_dataset(\"<subset>\") "
               "loads this release")
     return 0
@@ -378,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config")
     p.set_defaults(fn=cmd_info)
     p = sub.add_parser("pull", help="download a release with sha256 verification")
-    p.add_argument("version")
+    p.add_argument("version", help="vYYYYMMDD, or latest")
     p.add_argument("--subset", action="append", help="only this subset (repeatable)")
     p.add_argument("--dest", default="lookbench-releases", help="folder to write into (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -170,7 +170,11 @@ class DropConfig(_Strict):
 
 
 class ImageConfig(_Strict):
-    min_side_px: int = 32
+    min_side_px: int = 32  # intake: below this an image is not a picture at all (rejected too_small)
+    # A gallery image's short side must be at least this (pixels; rejected gallery_too_small): retrieval models read
+    # 224 x 224 inputs (CLIP ViT-B/16 and EfficientNet-Lite0 at 224, the registry's smallest), so a shorter side is
+    # a thumbnail the model would enlarge (a shop's 78-156 px swatches and strip images), not the item's photo.
+    gallery_min_side_px: int = 200
     max_pixels: int = 64_000_000  # decompression-bomb guard, checked before decoding
     max_bytes: int = 50_000_000
     fetch_workers: int = 8
@@ -384,7 +388,9 @@ class ChecksConfig(_Strict):
     max_contamination_rate: float = 0.2  # images matching a legacy benchmark or earlier release / images
     min_annotation_acceptance_rate: float = 0.5  # labelled / items the annotator could judge (the annotator's or
     # judge's acceptance); items rejected for a reason in annotation_not_attempted had nothing to judge from
-    annotation_not_attempted: list[str] = Field(default_factory=lambda: ["no_text"])
+    # (no_text) or are not garments of the taxonomy at all (no_category_match: a shop's perfume, a general store's
+    # electronics), so they say nothing about label quality; they are counted apart in the check's metadata
+    annotation_not_attempted: list[str] = Field(default_factory=lambda: ["no_text", "no_category_match"])
     queries_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))  # subsets that have queries
     gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
     max_candidate_rejection_rate: float = 0.95  # rejected candidates / candidates of the release

@@ -240,7 +240,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     products: dict[str, dict] = {}
     url_to_pid: dict[str, str] = {}
     for it in out.of_kind("product"):
-        pid = product_key(out.site, it["url"], it.get("sku"))
+        pid = product_key(out.site, it["url"], it.get("sku"), it.get("color"))
         crawled = _ts(it["crawled_at"])
         url_to_pid.setdefault(path_key(out.site, it["url"]), pid)
         if pid in products:

@@ -612,7 +612,8 @@ def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dic
     tables = dict(tables)
     if not cfg.detect.enabled:
         tables["detections"] = None
-    return build(version=version, window=window, taxonomy=Taxonomy.load(cfg.taxonomy), store=store, **tables)
+    return build(version=version, window=window, taxonomy=Taxonomy.load(cfg.taxonomy), store=store,
+                 gallery_min_side_px=cfg.images.gallery_min_side_px, **tables)
 
 
 def code_version() -> str:

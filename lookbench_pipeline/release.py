@@ -60,6 +60,7 @@ from . import schemas
 from .annotate import format_main_attribute
 from .images import publishable_jpeg
 from .store import ObjectStore, StoreError, derived_key
+from .safepath import UnsafePathError, check_version, resolve_inside
 from .taxonomy import Taxonomy
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
@@ -121,11 +122,15 @@ def build(
     detections: pa.Table | None = None,
     taxonomy: Taxonomy,
     store: ObjectStore,
+    gallery_min_side_px: int = 200,
 ) -> ReleaseTables:
     """Form query and gallery samples from the stage tables (see the module docstring for the rules).
 
     ``detections`` (schema DETECTIONS): street-look items found by the detector; None uses the fallback (one
     whole-image query per linked product).
+
+    ``gallery_min_side_px`` (``images.gallery_min_side_px``): a gallery picture whose short side is below it is
+    rejected ``gallery_too_small`` (a thumbnail, not the item's photo).
 
     Rows are sorted by (item_ID, sample_id), so the same inputs give byte-identical files.
     """
@@ -332,6 +337,9 @@ def build(
     # --- the gallery holds each picture once; queries must not be a gallery picture and need a positive
     gal_by_cluster: dict[str, dict] = {}
     for g in sorted(gallery, key=lambda r: (r["first_seen_at"], r["item_ID"], r["sample_id"])):
+        if min(g["width"] or 0, g["height"] or 0) < gallery_min_side_px:
+            reject("gallery", g["sample_id"], "gallery_too_small")
+            continue
         c = cl[g["image_sha256"]]["cluster_id"]
         if c in gal_by_cluster:
             reject("gallery", g["sample_id"], "duplicate_in_gallery")
@@ -625,8 +633,25 @@ def list_releases(store: ObjectStore) -> list[str]:
     return sorted(out)
 
 
+def resolve_version(store: ObjectStore, version: str) -> str:
+    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name).
+
+    Raises:
+        StoreError: ``latest`` was asked for and the store has none.
+        UnsafePathError: the name (given or read from the store) is not a release version.
+    """
+    from .publishing import LATEST_KEY
+
+    if version == "latest":
+        if not store.exists(LATEST_KEY):
+            raise StoreError(f"{store.url} has no releases/latest (`lookbench releases` lists its versions)")
+        version = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
+    return check_version(version)
+
+
 def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
     """The manifest of a published version. Raises StoreError when the version is not published."""
+    check_version(version)
     key = f"{release_prefix(version)}/manifest.json"
     if not store.exists(key):
         raise StoreError(f"release {version} is not published in {store.url} (`lookbench releases` lists them)")
@@ -650,7 +675,7 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
 
 def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
          progress: bool = True) -> list[Path]:
-    """Download a published release (or some of its subsets) into ``dest/<version>/``, verifying every file's
+    """Download a published release (or some of its subsets; ``version`` may be ``latest``) into ``dest/<version>/``, verifying every file's
     sha256 and size against the manifest before it is moved into place; ``manifest.json`` (the store's bytes) is
     written last. The metadata files (``README.md``, ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always
     come along. A file already in place with the right sha256 is not downloaded again, so an interrupted pull
@@ -661,12 +686,29 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     Raises:
         StoreError: the version is not published.
         ReleaseIntegrityError: a downloaded file does not match the manifest (nothing is left for it).
+        UnsafePathError: the version name, or a key of the manifest, would write outside ``dest`` (nothing is
+            written then).
         ValueError: an unknown subset was asked for.
     """
+    version = resolve_version(store, version)
     manifest_key = f"{release_prefix(version)}/manifest.json"
     manifest = read_manifest(store, version)
     raw_manifest = store.get_bytes(manifest_key)
     every = all_files(manifest)
+    out = Path(dest) / version
+    # Every key the manifest names is checked before anything is written: a store or mirror controls the manifest
+    # and must not make a pull write outside dest (absolute, network, drive, '..' and symbolic-link paths refused).
+    for k, meta in every.items():
+        if k == "manifest.json":
+            raise UnsafePathError(f"{version}: the manifest lists manifest.json itself")
+        try:
+            resolve_inside(out, k)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
+                                  f"{out}: {exc}") from None
+        if not (isinstance(meta, dict) and isinstance(meta.get("bytes"), int) and meta["bytes"] >= 0
+                and isinstance(meta.get("sha256"), str) and len(meta["sha256"]) == 64):
+            raise ReleaseIntegrityError(f"{version}/{k}: the manifest entry has no valid bytes / sha256")
     data_keys = sorted(manifest["files"])
     if subsets:
         known = {k.split("/")[0] for k in data_keys}
@@ -675,7 +717,6 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
             raise ValueError(f"{version} has no subset {unknown}; it has {sorted(known)}")
         data_keys = [k for k in data_keys if k.split("/")[0] in subsets]
     keys = data_keys + sorted(manifest.get("metadata_files", {}))
-    out = Path(dest) / version
     bar = None
     if progress:
         from tqdm import tqdm
@@ -685,7 +726,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     try:
         for k in keys:
             meta = every[k]
-            target = out / k
+            target = resolve_inside(out, k)  # again: a link may have appeared since the check above
             if not (target.is_file() and target.stat().st_size == meta["bytes"]
                     and hashlib.sha256(target.read_bytes()).hexdigest() == meta["sha256"]):
                 data = store.get_bytes(f"{release_prefix(version)}/{k}")

@@ -72,7 +72,10 @@ PRODUCTS = pa.schema(
         ("material", pa.string()),
         ("category_text", pa.string()),  # the shop's own category / breadcrumb text
         ("image_urls", pa.list_(pa.string())),
-        ("extracted_from", pa.string()),  # json-ld | microdata | rdfa | opengraph | rules
+        ("extracted_from", pa.string()),  # json-ld | microdata | rdfa | state-json | opengraph | rules | visible
+        ("availability", pa.string()),  # schema.org ItemAvailability short name: InStock, OutOfStock, PreOrder…
+        ("group_id", pa.string()),  # the product group (model) of a colour variant: same model, other colour
+        ("field_sources", pa.list_(ATTRIBUTE)),  # [{name: field, value: source it was extracted from}]
         ("crawled_at", TS),
         ("first_seen_at", TS),
         ("last_seen_at", TS),

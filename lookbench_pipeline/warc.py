@@ -40,23 +40,27 @@ def _content_type(rec: Any) -> str:
     return rec.http_headers.get_header("Content-Type") or ""
 
 
-def html_responses(paths: Iterable[Path]) -> Iterable[tuple[str, bytes, str]]:
-    """``(url, body, content type)`` of every HTML response record, in file order (see :func:`response_records`)."""
-    for rec, body in response_records(paths, lambda r: "html" in _content_type(r).lower()):
-        yield rec.rec_headers.get_header("WARC-Target-URI"), body, _content_type(rec)
-
-
-def extract_from_warc(paths: Iterable[Path], site: SiteConfig) -> list[dict]:
+def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "lookbenchbot") -> list[dict]:
     """Products and looks found in the archived pages: dicts with ``kind`` (product | look), ``url`` and the
-    extracted fields, as the spider yields them (without ``crawled_at``)."""
+    extracted fields, as the spider yields them (without ``crawled_at``). A page that opted out of indexing
+    (``optout``: ``noindex`` for ``agent``) gives nothing; one that opted its images out gives its items with
+    ``images_refused``."""
+    from .optout import NOIMAGEINDEX, NOINDEX, html_optout
+
     out = []
-    for url, body, ctype in html_responses(paths):
+    for rec, body in response_records(paths, lambda r: "html" in _content_type(r).lower()):
+        url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)
         text, _ = decode_html(body, ctype)
+        headers = [v for k, v in rec.http_headers.headers if k.lower() == "x-robots-tag"]
+        optout = html_optout(headers, text, agent)
+        if optout == NOINDEX:
+            continue
+        refused = {"images_refused": NOIMAGEINDEX} if optout == NOIMAGEINDEX else {}
         for p in extract_products(text, url, site.product_rules):
-            out.append({"kind": "product", "site": site.name, "url": url, **p})
+            out.append({"kind": "product", "site": site.name, "url": url, **p, **refused})
         look = extract_look(text, url, site.look_rules)
         if look:
-            out.append({"kind": "look", "site": site.name, "url": url, **look})
+            out.append({"kind": "look", "site": site.name, "url": url, **look, **refused})
     return out
 
 

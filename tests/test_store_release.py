@@ -95,3 +95,41 @@ def test_a_drop_image_refused_at_intake_keeps_its_intake_reason_in_the_release(t
     assert sorted(r["reason"] for r in rel.rejected) == ["intake:empty_file", "intake:not_an_image",
                                                          "intake:truncated"]
     assert rel.counts["candidates"] == 3 == rel.counts["rejected"]
+
+
+def test_a_gallery_thumbnail_below_the_gallery_minimum_is_rejected(tmp_path):
+    """A gallery picture whose short side is under images.gallery_min_side_px (200 px by default) is a thumbnail:
+    rejected ``gallery_too_small``; a full-size picture of another item is kept; counts reconcile."""
+    from lookbench_pipeline.config import ImageConfig
+    from lookbench_pipeline.release import build
+    from lookbench_pipeline.taxonomy import Taxonomy
+
+    t = datetime(2026, 8, 1, tzinfo=timezone.utc)
+    sizes = {"thumb": (103, 130), "full": (900, 1200)}
+    drops = [{"drop_image_id": f"d-{k}", "item_id": f"it-{k}", "drop": "photos", "path": f"/x/{k}.jpg",
+              "subset": "real_studio_flat", "role": "gallery", "title": None, "description": None,
+              "first_seen_at": t} for k in sizes]
+    sha = {k: (k[0] * 64) for k in sizes}
+    refs = [{"ref_id": f"r-{k}", "owner_type": "drop", "owner_id": f"d-{k}", "position": 0, "source": f"/x/{k}.jpg",
+             "site": "drop:photos", "status": "accepted", "reason": None, "image_sha256": sha[k], "first_seen_at": t}
+            for k in sizes]
+    images = [{"image_sha256": sha[k], "store_key": f"originals/{sha[k]}", "format": "JPEG", "width": w, "height": h,
+               "n_frames": 1, "flags": [], "phash": bytes(8), "phash_method": "dct", "color_signature": None,
+               "first_seen_at": t} for k, (w, h) in sizes.items()]
+    clusters = [{"image_sha256": sha[k], "cluster_id": sha[k], "is_representative": True, "duplicate_kind": None,
+                 "hamming_to_representative": 0} for k in sizes]
+    ann = [{"item_id": f"it-{k}", "status": "labelled", "reason": None, "category": "dress",
+            "attributes": [{"name": "color", "value": "red"}], "annotator": "test/1", "taxonomy_version": "2"}
+           for k in sizes]
+    rel = build(version="v20260701", window=Window(datetime(2026, 7, 1, tzinfo=timezone.utc),
+                                                   datetime(2027, 1, 1, tzinfo=timezone.utc)),
+                products=schemas.empty(schemas.PRODUCTS), looks=schemas.empty(schemas.LOOKS),
+                drop_items=schemas.from_rows(drops, schemas.DROP_ITEMS),
+                image_refs=schemas.from_rows(refs, schemas.IMAGE_REFS),
+                images=schemas.from_rows(images, schemas.IMAGES),
+                clusters=schemas.from_rows(clusters, schemas.IMAGE_CLUSTERS),
+                annotations=schemas.from_rows(ann, schemas.ANNOTATIONS),
+                taxonomy=Taxonomy.load(), store=LocalStore(tmp_path / "store"),
+                gallery_min_side_px=ImageConfig().gallery_min_side_px)
+    assert [r["reason"] for r in rel.rejected] == ["gallery_too_small"]
+    assert rel.counts["candidates"] == 2

@@ -18,6 +18,10 @@ class ProductItem(scrapy.Item):
     category_text = scrapy.Field()
     image_urls = scrapy.Field()
     extracted_from = scrapy.Field()
+    availability = scrapy.Field()  # schema.org ItemAvailability short name (InStock, OutOfStock…) or None
+    group_id = scrapy.Field()  # the model a colour variant belongs to (schema.org ProductGroup id)
+    field_sources = scrapy.Field()  # [{name: field, value: source}]
+    images_refused = scrapy.Field()  # the page's opt-out that forbids keeping its images (robots_noimageindex)
     images = scrapy.Field()  # [{url, path, reason}] filled by ImageDownloadPipeline
     crawled_at = scrapy.Field()
 
@@ -28,6 +32,7 @@ class LookItem(scrapy.Item):
     url = scrapy.Field()
     image_url = scrapy.Field()
     product_urls = scrapy.Field()
+    images_refused = scrapy.Field()
     images = scrapy.Field()
     crawled_at = scrapy.Field()
 

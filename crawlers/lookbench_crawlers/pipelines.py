@@ -62,6 +62,8 @@ class ImageDownloadPipeline(FilesPipeline):
     def get_media_requests(self, item, info):
         import scrapy
 
+        if item.get("images_refused"):  # the page opted its images out: none is fetched
+            return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
         return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls]
 
@@ -84,6 +86,9 @@ class ImageDownloadPipeline(FilesPipeline):
         if item.get("kind") not in ("product", "look"):
             return item
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
+        if item.get("images_refused"):
+            item["images"] = [{"url": u, "path": None, "reason": item["images_refused"]} for u in urls]
+            return item
         out = []
         for url, (ok, res) in zip(urls, results):
             if ok:

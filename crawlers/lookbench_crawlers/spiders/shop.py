@@ -20,6 +20,7 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
+from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
 
 class ShopSpider(scrapy.Spider):
@@ -150,27 +151,37 @@ class ShopSpider(scrapy.Spider):
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
             yield self._page(response.url, response.status, "rejected", "not_html")
             return
+        problems = []
         try:
-            html, _ = decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)
-            products = extract_products(html, response.url, self.site.product_rules)
+            html = page_text(response)
+            products = extract_products(html, response.url, self.site.product_rules, problems=problems)
             look = extract_look(html, response.url, self.site.look_rules)
         except Exception as exc:  # one hostile page never costs the crawl: it is a named rejection
             self.logger.warning("extraction failed on %s: %r", response.url, exc)
             yield self._page(response.url, response.status, "rejected", f"extraction_error:{type(exc).__name__}")
             return
+        optout = self._optout(response, html)
+        if optout == NOINDEX and (products or look):
+            # the page asks not to be indexed: nothing of it is kept, and the log says why
+            yield self._page(response.url, response.status, "rejected", NOINDEX)
+            products, look = [], None
+        refused = {"images_refused": NOIMAGEINDEX} if optout == NOIMAGEINDEX else {}
         for p in products:
-            yield ProductItem(kind="product", site=self.site.name, url=response.url, **p)
+            yield ProductItem(kind="product", site=self.site.name, url=response.url, **p, **refused)
         if look:
-            yield LookItem(kind="look", site=self.site.name, url=response.url, **look)
-        if products or look:
+            yield LookItem(kind="look", site=self.site.name, url=response.url, **look, **refused)
+        if optout == NOINDEX:
+            pass
+        elif products or look:
             outcome = "product" if products else "look"
             yield self._page(response.url, response.status, outcome, n_items=len(products) + bool(look))
         else:
             # A page the sitemap lists is meant to be a product or look page: finding nothing there is a rejection.
             links = response.css("a::attr(href)").getall()
             listing = bool(links) and not response.meta.get("from_sitemap")
+            # a page whose JSON-LD could not be read says so (jsonld_parse_error…), not "no structured data"
             yield self._page(response.url, response.status, "listing" if listing else "rejected",
-                             None if listing else "no_structured_data")
+                             None if listing else (problems[0] if problems else "no_structured_data"))
         if self.site.follow_links:
             for href in response.css("a::attr(href)").getall():
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):
@@ -180,6 +191,13 @@ class ShopSpider(scrapy.Spider):
                 req = self._request(response.urljoin(href), self.parse_page)
                 if req is not None:
                     yield req
+
+    def _optout(self, response, html):
+        """The page's own robots directives (``lookbench_pipeline.optout``): X-Robots-Tag headers and robots
+        ``<meta>`` tags, generic, for our user agent, or for Googlebot."""
+        settings = getattr(self, "settings", None)
+        agent = agent_token((settings.get("USER_AGENT") if settings is not None else None) or "LookBenchBot")
+        return html_optout([v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")], html, agent)
 
     def on_error(self, failure):
         request = failure.request
@@ -200,6 +218,16 @@ class ShopSpider(scrapy.Spider):
             else:
                 reason = f"fetch_error:{type(exc).__name__}"
         yield self._page(request.url, status, "rejected", reason)
+
+
+def page_text(response):
+    """A page response as text. A page rendered in Chromium (scrapy-playwright) is the rendered DOM, which
+    scrapy-playwright encodes itself and names in ``response.encoding``: the HTTP header's charset describes the
+    original bytes, not these, so decoding by it garbles a non-UTF-8 page ("MÃ¼llers"). Other pages are decoded
+    from their bytes by ``decode_html`` (BOM, header and ``<meta charset>`` reconciled)."""
+    if response.meta.get("playwright"):
+        return response.body.decode(response.encoding or "utf-8", errors="replace")
+    return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
 
 
 def finished_pages(feed_path):

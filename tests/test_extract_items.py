@@ -1,0 +1,268 @@
+"""Item identity, full-size images and the fallbacks of extraction (issue: right items from real shop pages).
+
+Each test builds the minimal input of one defect seen on real pages; the last ones run on the saved real pages.
+"""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from scrapy.http import HtmlResponse, Request
+
+from lookbench_pipeline.config import LookRules
+from lookbench_pipeline.extract import (choose_identifier, extract_look, extract_products, main_product,
+                                        parse_jsonld_block, product_key)
+from lookbench_pipeline.pagetext import normalise_availability, url_identifier
+from lookbench_pipeline.renditions import RenditionIndex, is_full_size, rendition
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "crawlers"))  # the Scrapy project, as `scrapy crawl` runs it from crawlers/
+
+
+def _ld(*blocks) -> str:
+    scripts = "".join(f"<script type='application/ld+json'>{b if isinstance(b, str) else json.dumps(b)}</script>"
+                      for b in blocks)
+    return f"<html><head><title>Shop</title>{scripts}</head><body></body></html>"
+
+
+def test_colour_variants_in_one_graph_are_two_items():
+    page = _ld({"@context": "https://schema.org", "@graph": [
+        {"@type": "Product", "name": "S", "color": "Green", "image": "https://cdn.test/g.jpg"},
+        {"@type": "Product", "name": "S", "color": "Black", "image": "https://cdn.test/b.jpg"}]})
+    products = extract_products(page, "https://shop.test/p/s")
+    assert [(p["color"], p["image_urls"]) for p in products] == [
+        ("Green", ["https://cdn.test/g.jpg"]), ("Black", ["https://cdn.test/b.jpg"])]
+    ids = {product_key("shop", "https://shop.test/p/s", p["sku"], p["color"]) for p in products}
+    assert len(ids) == 2  # distinct product ids downstream, although the page and the (missing) sku are shared
+
+
+def test_product_group_variants_one_item_per_colour_sizes_merged():
+    group = {"@context": "https://schema.org", "@type": "ProductGroup", "name": "Tee", "productGroupID": "T1",
+             "brand": {"@type": "Brand", "name": "Acme"}, "variesBy": ["size", "color"], "hasVariant": [
+                 {"@type": "Product", "sku": "T1-R-S", "color": "Red", "size": "S", "image": "https://c.test/r.jpg",
+                  "offers": {"@type": "Offer", "price": "10", "availability": "https://schema.org/OutOfStock"}},
+                 {"@type": "Product", "sku": "T1-R-M", "color": "Red", "size": "M", "image": "https://c.test/r.jpg",
+                  "offers": {"@type": "Offer", "price": "10", "availability": "https://schema.org/InStock"}},
+                 {"@type": "Product", "sku": "T1-B-S", "color": "Blue", "size": "S", "image": "https://c.test/b.jpg",
+                  "offers": {"@type": "Offer", "price": "12", "availability": "http://schema.org/SoldOut"}}]}
+    products = extract_products(_ld(group), "https://shop.test/tee")
+    assert [(p["color"], p["sku"], p["group_id"], p["brand"], p["availability"]) for p in products] == [
+        ("Red", "T1-R-S", "T1", "Acme", "InStock"), ("Blue", "T1-B-S", "T1", "Acme", "SoldOut")]
+    assert products[1]["image_urls"] == ["https://c.test/b.jpg"] and products[1]["price"] == 12.0
+
+
+def test_offer_colours_split_and_variant_of_group():
+    node = {"@type": "Product", "name": "Bag", "sku": "BAG", "offers": [
+        {"@type": "Offer", "price": "30", "itemOffered": {"@type": "Product", "color": "Tan", "sku": "BAG-T",
+                                                          "image": "https://c.test/t.jpg"}},
+        {"@type": "Offer", "price": "31", "itemOffered": {"@type": "Product", "color": "Navy", "sku": "BAG-N",
+                                                          "image": "https://c.test/n.jpg"}}]}
+    products = extract_products(_ld(node), "https://shop.test/bag")
+    assert [(p["color"], p["sku"], p["price"], p["image_urls"]) for p in products] == [
+        ("Tan", "BAG-T", 30.0, ["https://c.test/t.jpg"]), ("Navy", "BAG-N", 31.0, ["https://c.test/n.jpg"])]
+    assert {p["group_id"] for p in products} == {"BAG"}
+    v = {"@type": "Product", "name": "Cap", "sku": "C-1", "isVariantOf": {"@type": "ProductGroup",
+                                                                         "productGroupID": "CAP"}}
+    assert extract_products(_ld(v), "https://shop.test/cap")[0]["group_id"] == "CAP"
+
+
+def test_same_product_through_two_syntaxes_is_one_item():
+    html = ("<html><head><script type='application/ld+json'>" + json.dumps(
+        {"@type": "Product", "name": "Coat", "color": "Camel", "image": "https://c.test/c.jpg"}) +
+        "</script></head><body><div itemscope itemtype='https://schema.org/Product'>"
+        "<span itemprop='name'>Coat</span><meta itemprop='sku' content='CO-1'></div></body></html>")
+    [p] = extract_products(html, "https://shop.test/coat")
+    assert (p["color"], p["sku"]) == ("Camel", "CO-1")
+
+
+def test_thumbnail_replaced_by_the_largest_rendition_on_the_page():
+    small = "https://img.test/article/abc.jpg?imwidth=103"
+    page = _ld({"@type": "Product", "name": "Dress", "sku": "D1", "image": [small]}).replace(
+        "<body></body>", "<body><img src='https://img.test/article/abc.jpg?imwidth=103' srcset="
+        "'https://img.test/article/abc.jpg?imwidth=762 762w, https://img.test/article/abc.jpg?imwidth=1800 1800w'>"
+        "<script>var z = {\"zoom\": \"https:\\/\\/img.test\\/article\\/abc.jpg?imwidth=2400&filter=packshot\"}"
+        "</script></body>")
+    [p] = extract_products(page, "https://shop.test/d1")
+    assert p["image_urls"] == ["https://img.test/article/abc.jpg?imwidth=2400&filter=packshot"]
+    assert not is_full_size(small) and is_full_size(p["image_urls"][0])
+
+
+def test_renditions_collapse_and_shopify_suffix():
+    assert rendition("https://cdn.test/files/shirt_200x.jpg?v=1") == ("https://cdn.test/files/shirt.jpg", 200)
+    assert rendition("https://cdn.test/files/shirt_200x300@2x.jpg")[1] == 600
+    assert rendition("https://cdn.test/files/shirt_grande.jpg") == ("https://cdn.test/files/shirt.jpg", 600)
+    assert rendition("https://static.test/photos/p/1/w/560/1.jpg") == ("https://static.test/photos/p/1/1.jpg", 560)
+    assert rendition("https://res.test/image/upload/w_400,h_600,c_fill/x.jpg")[1] == 600
+    idx = RenditionIndex(["https://a.test/x.jpg?w=100", "https://a.test/x.jpg?w=900", "https://a.test/y.jpg"])
+    assert idx.collapse(["https://a.test/x.jpg?w=100", "https://a.test/x.jpg?w=300", "https://a.test/y.jpg"]) == [
+        "https://a.test/x.jpg?w=900", "https://a.test/y.jpg"]
+    page = _ld({"@type": "Product", "name": "Tee", "sku": "T", "image": [
+        "https://shop.test/cdn/shop/files/tee_200x.jpg", "https://shop.test/cdn/shop/files/tee_400x.jpg"]})
+    assert extract_products(page, "https://shop.test/t")[0]["image_urls"] == ["https://shop.test/cdn/shop/files/tee.jpg"]
+
+
+@pytest.mark.parametrize("raw", [
+    '/*<![CDATA[*/{"@type":"Product","name":"Hat","sku":"H1"}/*]]>*/',
+    '{"@type":"Product","name":"a\tb","sku":"H1",};',
+    '<!-- {"@type":"Product","name":"Hat","sku":"H1"} -->',
+    "{'@type': 'Product', name: 'Hat', sku: 'H1', brand: undefined, }",
+])
+def test_lenient_jsonld(raw):
+    doc, why = parse_jsonld_block(raw)
+    assert why is None and doc["sku"] == "H1"
+    assert extract_products(_ld(raw), "https://shop.test/h")[0]["sku"] == "H1"
+
+
+def test_concatenated_jsonld_objects_and_parse_error_reason():
+    doc, why = parse_jsonld_block('{"@type":"Product","name":"Hat","sku":"H1"}{}')
+    assert why is None and doc["sku"] == "H1"
+    problems: list[str] = []
+    assert extract_products(_ld('{"@type": "Product", "name": '), "https://shop.test/x", problems=problems) == []
+    assert problems == ["jsonld_parse_error"]
+
+
+def test_spider_names_the_parse_error(tmp_path):
+    from lookbench_crawlers.spiders.shop import ShopSpider
+
+    site = tmp_path / "site.yaml"
+    site.write_text("name: t\nstart_urls: ['https://shop.test/']\nallowed_hosts: ['shop.test']\n")
+    spider = ShopSpider(site_config=str(site))
+    resp = HtmlResponse("https://shop.test/x", body=_ld('{"@type": "Product", "name": ').encode(),
+                        headers={"Content-Type": "text/html"}, request=Request("https://shop.test/x",
+                                                                               meta={"from_sitemap": True}))
+    [page] = [it for it in spider.parse_page(resp) if it["kind"] == "page"]
+    assert (page["outcome"], page["reason"]) == ("rejected", "jsonld_parse_error")
+
+
+def test_rendered_page_decoded_by_its_own_encoding_not_the_header():
+    from lookbench_crawlers.spiders.shop import page_text
+
+    html = "<html><body><h1>Müllers Mantel</h1></body></html>"
+    # scrapy-playwright: the rendered DOM re-encoded as UTF-8, the original response's Latin-1 header kept
+    resp = HtmlResponse("https://shop.test/m", body=html.encode("utf-8"), encoding="utf-8",
+                        headers={"Content-Type": "text/html; charset=iso-8859-1"},
+                        request=Request("https://shop.test/m", meta={"playwright": True}))
+    assert "Müllers Mantel" in page_text(resp)
+    plain = HtmlResponse("https://shop.test/m", body=html.encode("latin-1"),
+                         headers={"Content-Type": "text/html; charset=iso-8859-1"}, request=Request("https://shop.test/m"))
+    assert "Müllers Mantel" in page_text(plain)
+
+
+def test_sku_fallbacks_and_blank_values():
+    assert extract_products(_ld({"@type": "Product", "name": "A", "sku": " ", "mpn": "M-77"}),
+                            "https://s.test/a")[0]["sku"] == "M-77"
+    assert extract_products(_ld({"@type": "Product", "name": "A", "offers": {"@type": "Offer", "sku": "OF-9"}}),
+                            "https://s.test/a")[0]["sku"] == "OF-9"
+    assert extract_products(_ld({"@type": "Product", "name": "A", "productID": "PID-5"}),
+                            "https://s.test/a")[0]["sku"] == "PID-5"
+    assert extract_products(_ld({"@type": "Product", "name": "A", "gtin13": "4006381333931"}),
+                            "https://s.test/a")[0]["sku"] == "4006381333931"
+    # the page URL's identifier beats a GTIN and an MPN; an identifier the URL carries beats the others
+    assert extract_products(_ld({"@type": "Product", "name": "A", "gtin13": "4006381333931"}),
+                            "https://s.test/c/red-shirt-12185160.html")[0]["sku"] == "12185160"
+    assert choose_identifier([("sku", "X1"), ("productID", "3897500")], "https://s.test/p3897500") == (
+        "3897500", "productID")
+    visible = ("<html><body><h1>Wool coat</h1><span class='price'>€ 129,00</span>"
+               "<p>Art.-Nr. 1044/320</p><img src='https://s.test/coat.jpg' width='800'></body></html>")
+    [p] = extract_products(visible, "https://s.test/coat")
+    assert (p["sku"], p["price"], p["extracted_from"]) == ("1044/320", 129.0, "visible")
+    assert url_identifier("https://s.test/dp/B07FW264WL") == "B07FW264WL"
+    assert url_identifier("https://s.test/store/36064?pid=262388") == "262388"
+    assert url_identifier("https://s.test/women/dresses") is None
+
+
+def test_template_junk_and_prose_refused():
+    page = _ld({"@type": "Product", "name": "Scarf", "sku": "{{ product.sku }}", "brand": "$metabrand",
+                "color": "Ver mais artigos da Marca: X"})
+    [p] = extract_products(page, "https://s.test/scarf")
+    assert (p["sku"], p["brand"], p["color"]) == (None, None, None)
+    page = _ld({"@type": "Product", "name": "Scarf", "sku": "S1", "brand": "Shop"})  # the page's <title>
+    assert extract_products(page, "https://s.test/scarf")[0]["brand"] is None
+
+
+def test_availability_normalised_and_from_the_page():
+    assert normalise_availability("http://schema.org/InStock") == "InStock"
+    assert normalise_availability("https://schema.org/OutOfStock") == "OutOfStock"
+    assert normalise_availability("out_of_stock") == "OutOfStock"
+    assert normalise_availability("PreOrder") == "PreOrder"
+    assert normalise_availability("blue") is None
+    page = _ld({"@type": "Product", "name": "Boot", "sku": "B1"}).replace(
+        "<body></body>", "<body><div id='availability'><span>Currently unavailable.</span></div></body>")
+    [p] = extract_products(page, "https://s.test/boot")
+    assert p["availability"] == "OutOfStock"
+    assert {"name": "availability", "value": "visible"} in p["field_sources"]
+
+
+def test_inline_state_json_product():
+    state = {"props": {"pageProps": {"related": [{"name": "Other", "price": 5, "sku": "99999"}],
+                                     "product": {"name": "Linen shirt", "sku": "LS-48213", "price": {"value": 59.9},
+                                                 "currency": "EUR", "availability": "in_stock",
+                                                 "images": [{"url": "https://c.test/ls.jpg"}]}}}}
+    html = (f"<html><head><title>Linen shirt | Shop</title></head><body><h1>Linen shirt</h1>"
+            f"<script id='__NEXT_DATA__' type='application/json'>{json.dumps(state)}</script></body></html>")
+    [p] = extract_products(html, "https://s.test/p/LS-48213")
+    assert (p["title"], p["sku"], p["price"], p["availability"], p["extracted_from"]) == (
+        "Linen shirt", "LS-48213", 59.9, "InStock", "state-json")
+    js = ("<html><body><h1>Knit cap</h1><script>window.__INITIAL_STATE__ = {product: {title: 'Knit cap', "
+          "productId: '77120', salePrice: '19.00', image: 'https://c.test/k.jpg'}};</script></body></html>")
+    [p] = extract_products(js, "https://s.test/cap-77120")
+    assert (p["sku"], p["price"]) == ("77120", 19.0)
+
+
+def test_lazy_look_image_and_element_rules():
+    html = ("<html><body><img class='look-image' src='data:image/gif;base64,R0lGOD' data-src='/looks/1.jpg'>"
+            "<a class='look-product' href='/p/1'>a</a></body></html>")
+    look = extract_look(html, "https://s.test/looks/1", LookRules())
+    assert look == {"image_url": "https://s.test/looks/1.jpg", "product_urls": ["https://s.test/p/1"]}
+    html2 = ("<html><body><div class='look'><img data-srcset='/l_400.jpg 400w, /l_1200.jpg 1200w' src='data:x'>"
+             "</div><a class='p' href='/p/2'>b</a></body></html>")
+    look = extract_look(html2, "https://s.test/looks/2", LookRules(image="div.look img", products="a.p"))
+    assert look == {"image_url": "https://s.test/l_1200.jpg", "product_urls": ["https://s.test/p/2"]}
+
+
+def test_real_bestseller_page_colour_variants(realdata):
+    f = next((realdata / "pages").glob("peb_bestseller-com_*.html"))
+    products = extract_products(f.read_bytes(), "https://shop.bestseller.com/ie/en/x/cardigan-12185160.html")
+    colours = [p["color"] for p in products]
+    assert len(colours) == len(set(colours)) >= 2
+    images = [set(p["image_urls"]) for p in products]
+    assert all(a.isdisjoint(b) for i, a in enumerate(images) for b in images[i + 1:])
+    assert len({p["sku"] for p in products}) == len(products) and {p["group_id"] for p in products} == {"12185160"}
+
+
+def test_real_zalando_pages_full_size(realdata):
+    for f in sorted((realdata / "pages").glob("peb_zalando-*.html")):
+        p = main_product(extract_products(f.read_bytes(), "https://www.zalando.test/x.html"))
+        assert p["image_urls"] and all(is_full_size(u) for u in p["image_urls"]), f.name
+
+
+def test_peb_scorer_on_the_real_pages(realdata, tmp_path):
+    """The benchmark script runs as BENCHMARKS.md gives it; its figures stay at least where they were measured
+    when the extractor was rewritten (a regression floor, not the target: BENCHMARKS.md has the target)."""
+    out = tmp_path / "peb.json"
+    subprocess.run([sys.executable, str(ROOT / "benchmarks/extraction_accuracy.py"), "--pages",
+                    str(realdata / "pages"), "--n-bootstrap", "50", "--json", str(out)], check=True,
+                   capture_output=True)
+    r = json.loads(out.read_text())
+    m = r["metrics"]
+    assert m["price"]["f1"] >= 0.88 and m["sku"]["f1"] >= 0.80 and m["availability"]["f1"] >= 0.94
+    assert r["with_product"] / r["pages"] >= 0.95
+
+
+def test_shopify_variants_one_item_per_colour_with_their_images():
+    from lookbench_pipeline.extract import shopify_products
+
+    doc = {"product": {"id": 77, "title": "Polo", "handle": "polo", "vendor": "Acme", "options": [
+        {"name": "Size", "position": 1, "values": ["S", "M"]}, {"name": "Colour", "position": 2,
+                                                               "values": ["Navy", "White"]}],
+        "variants": [{"id": 1, "sku": "P-N-S", "price": "20.00", "option1": "S", "option2": "Navy", "available": False},
+                     {"id": 2, "sku": "P-N-M", "price": "20.00", "option1": "M", "option2": "Navy", "available": True},
+                     {"id": 3, "sku": "P-W-S", "price": "22.00", "option1": "S", "option2": "White", "image_id": 11}],
+        "images": [{"id": 10, "src": "https://cdn.test/s/files/1/polo-navy_200x.jpg", "variant_ids": [1, 2]},
+                   {"id": 11, "src": "https://cdn.test/s/files/1/polo-white.jpg", "variant_ids": []}]}}
+    items = shopify_products(doc, "https://shop.test/products/polo.json")
+    assert [(i["color"], i["sku"], i["price"], i["availability"], i["group_id"], i["image_urls"]) for i in items] == [
+        ("Navy", "P-N-S", 20.0, "InStock", "77", ["https://cdn.test/s/files/1/polo-navy.jpg"]),
+        ("White", "P-W-S", 22.0, None, "77", ["https://cdn.test/s/files/1/polo-white.jpg"])]
