@@ -651,10 +651,22 @@ def resolve_version(store: ObjectStore, version: str) -> str:
 
 def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
     """The manifest of a published version. Raises StoreError when the version is not published."""
-    check_version(version)
+    try:
+        check_version(version)
+        exists = store.exists(f"{release_prefix(version)}/manifest.json")
+    except UnsafePathError as exc:
+        exists, why = False, f" ({exc})"
+    else:
+        why = ""
     key = f"{release_prefix(version)}/manifest.json"
-    if not store.exists(key):
-        raise StoreError(f"release {version} is not published in {store.url} (`lookbench releases` lists them)")
+    if not exists:
+        import difflib
+
+        have = list_releases(store)
+        near = difflib.get_close_matches(version, have, n=1)
+        hint = f"; did you mean {near[0]}?" if near else ""
+        listed = f"published: {', '.join(have)}" if have else "it has no published release"
+        raise StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
     return json.loads(store.get_bytes(key))
 
 
