@@ -69,7 +69,7 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
             raise Failure(description=f"week {week} is over: a live crawl now would not observe it. Rebuild it "
                                       "from its archived crawls (run config crawl: {config: {replay: true}}, or "
                                       "`lookbench backfill`).")
-        res = stage_crawl(site_cfg, run_dir, store, context.run.run_id, archive_info={"week": week})
+        res = stage_crawl(site_cfg, run_dir, store, context.run.run_id, archive_info={"week": week}, week=week)
     c = res.counts[site]
     context.log.info(f"crawl {site} week {week}: {c}")
     pages = max(1, c.get("pages", 0))

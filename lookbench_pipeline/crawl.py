@@ -40,6 +40,9 @@ class CrawlOutput:
     log_file: Path
     base_url: str
     items: list[dict]
+    crawl_id: str | None = None  # stable across the attempts of one resumed crawl (its archive's key)
+    started_at: str | None = None  # the first attempt's start (UTC, ISO 8601)
+    reused: bool = False  # a finished crawl read back, not crawled again
 
     def of_kind(self, kind: str) -> list[dict]:
         return [i for i in self.items if i.get("kind") == kind]
@@ -115,14 +118,56 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
     return feed, logf
 
 
+FINISHED = "finished.json"
+ATTEMPTS = "attempts.json"
+
+
+def repair_feed_tail(feed: Path) -> int:
+    """Cut a JSON-lines feed back to its last whole line (a crawl killed mid-write leaves a torn one, and the next
+    item appended would be glued to it); returns the number of bytes removed."""
+    if not feed.is_file():
+        return 0
+    data = feed.read_bytes()
+    keep = data.rfind(b"\n") + 1
+    if keep < len(data):
+        with open(feed, "r+b") as fh:
+            fh.truncate(keep)
+    return len(data) - keep
+
+
 def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
-               ) -> CrawlOutput:
+               resume: bool = False) -> CrawlOutput:
     """Crawl one configured site. ``demo`` sites are generated under ``work_dir/site`` and ``replay`` sites served
     from their ``pages_dir``, both on 127.0.0.1 for the duration of the crawl. ``cache_dir``: the site's HTTP
-    cache (conditional requests on re-crawls)."""
+    cache (conditional requests on re-crawls).
+
+    ``resume``: ``work_dir`` belongs to one crawl (a week's, ``crawl_dir``), and a killed attempt left its feed,
+    WARC and downloads there: a finished crawl (``finished.json``) is read back and not crawled again; an
+    unfinished one continues (torn feed line and WARC record cut off, finished pages skipped, the rest appended).
+    Every attempt's serving origin is recorded (``attempts.json``) so the items of all attempts get the site's
+    recorded origin. Without ``resume`` the crawl starts empty."""
+    import uuid
+
     from . import demo_shop, serve
+    from .warc import truncate_torn_tail
 
     site = SiteConfig.from_yaml(site_config_path)
+    out_dir = work_dir / "crawl"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    attempts_file, marker, feed = out_dir / ATTEMPTS, out_dir / FINISHED, out_dir / "items.jsonl"
+    state = json.loads(attempts_file.read_text()) if resume and attempts_file.is_file() else {}
+    if resume and marker.is_file() and feed.is_file():
+        return _read_crawl(site, feed, out_dir / "scrapy.log", state, reused=True)
+    continuing = resume and feed.is_file()
+    if continuing:
+        cut = repair_feed_tail(feed) + truncate_torn_tail(out_dir / "crawl.warc.gz")
+        log.info("resuming the crawl of %s in %s (%d torn bytes cut)", site.name, out_dir, cut)
+    else:
+        state = {}
+        marker.unlink(missing_ok=True)
+    state.setdefault("crawl_id", uuid.uuid4().hex)
+    state.setdefault("started_at", datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ"))
+    state.setdefault("bases", [])
     with ExitStack() as stack:
         base_url = ""
         if site.kind == "demo":
@@ -133,11 +178,31 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
             if not site.pages_dir or not site.pages_dir.is_dir():
                 raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
             base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
-        feed, logf = run_spider(site_config_path, base_url, work_dir / "crawl", user_agent, cache_dir=cache_dir)
+        state["bases"] = [b for b in state["bases"] if b != base_url] + [base_url]
+        attempts_file.write_text(json.dumps(state, indent=1))
+        feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, cache_dir=cache_dir,
+                                resume=continuing)
+    if resume:
+        marker.write_text(json.dumps({"finished_at": datetime.now(timezone.utc).isoformat(), **state}, indent=1))
+    return _read_crawl(site, feed, logf, state)
+
+
+def _read_crawl(site: SiteConfig, feed: Path, logf: Path, state: dict, reused: bool = False) -> CrawlOutput:
+    """The crawl's items with every attempt's serving origin replaced by the site's recorded origin."""
+    bases = state.get("bases") or [""]
     items = read_feed(feed)
-    if base_url and site.recorded_origin:
-        items = [_rebase(it, base_url, site.recorded_origin) for it in items]
-    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+    if site.recorded_origin:
+        for base in bases:
+            if base:
+                items = [_rebase(it, base, site.recorded_origin) for it in items]
+    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=bases[-1], items=items,
+                       crawl_id=state.get("crawl_id"), started_at=state.get("started_at"), reused=reused)
+
+
+def crawl_dir(data_dir: Path, week: str, site: str) -> Path:
+    """The folder of one week's crawl of one site (``data_dir/crawls/<week>/<site>``): the same for every attempt,
+    so a killed build or Dagster run resumes it (``crawl_site(resume=True)``)."""
+    return Path(data_dir) / "crawls" / week / site
 
 
 def replay_site(site_config_path: Path, warc_paths: list[Path], base_url: str, work_dir: Path,

@@ -50,14 +50,18 @@ class CrawlResult:
 
 def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = None,
                 run_id: str = "run", archive_info: dict[str, str] | None = None,
-                replay: dict[str, list[Path]] | None = None) -> CrawlResult:
+                replay: dict[str, list[Path]] | None = None, week: str | None = None) -> CrawlResult:
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
     WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
     ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
     by ``warc/<site>/<run_id>.json`` (the same fields), which is what :mod:`lookbench_pipeline.backfill` lists.
 
     ``replay``: per site name, archived WARC files to crawl from instead of the network
-    (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none."""
+    (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none.
+
+    ``week``: a live crawl of that week runs in ``crawl.crawl_dir(data_dir, week, site)`` and resumes there after a
+    kill (a finished week is read back, not crawled again); its archive is keyed by the crawl's own id (the same
+    for every attempt), and an archive already in the store is not uploaded again."""
     import json
 
     from .warc import read_warcinfo, warcinfo_record
@@ -75,16 +79,21 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             info = read_warcinfo(warcs[0])
             out = crawl.replay_site(Path(path), warcs, info.get("base-url", ""), run_dir / site.name, cfg.user_agent)
         else:
-            out = crawl.crawl_site(Path(path), run_dir / site.name, cfg.user_agent,
-                                   cache_dir=state / site.name / "httpcache")
+            work = crawl.crawl_dir(Path(cfg.data_dir), week, site.name) if week else run_dir / site.name
+            out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=state / site.name / "httpcache",
+                                   resume=week is not None)
+            started = out.started_at or started
         cat = crawl.merge_catalog(out, state)
         for k in parts:
             parts[k].append(getattr(cat, k))
         counts[site.name] = cat.counts
         warc = out.feed.parent / "crawl.warc.gz"
-        if store is not None and warc.is_file() and replay is None:
-            key = f"warc/{site.name}/{run_id}.warc.gz"
-            info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": run_id,
+        archive_id = (out.crawl_id if week and replay is None else None) or run_id
+        key = f"warc/{site.name}/{archive_id}.warc.gz"
+        if store is not None and warc.is_file() and replay is None and store.exists(key):
+            counts[site.name]["warc"] = key  # a resumed run of a crawl that was archived before the kill
+        elif store is not None and warc.is_file() and replay is None:
+            info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": archive_id,
                     "base-url": out.base_url, "recorded-origin": site.recorded_origin or "",
                     "started-at": started, **(archive_info or {})}
             store.put_bytes(key, warcinfo_record(info) + warc.read_bytes(), "application/warc")

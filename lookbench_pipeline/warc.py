@@ -40,6 +40,41 @@ def _content_type(rec: Any) -> str:
     return rec.http_headers.get_header("Content-Type") or ""
 
 
+def truncate_torn_tail(path: Path) -> int:
+    """Cut a WARC file back to its last whole gzip member (each record is one: a crawl killed mid-write leaves a
+    torn member, and records appended after it would be unreadable); returns the number of bytes removed (0 when
+    whole). A member is whole when zlib reaches its end with a valid trailer; the file is streamed, 1 MiB a read."""
+    import zlib
+
+    path = Path(path)
+    if not path.is_file():
+        return 0
+    size = path.stat().st_size
+    good = 0
+    with open(path, "rb") as fh:
+        while good < size:
+            fh.seek(good)
+            d = zlib.decompressobj(wbits=31)
+            consumed = 0
+            try:
+                while not d.eof:
+                    chunk = fh.read(1 << 20)
+                    if not chunk:
+                        break
+                    consumed += len(chunk)
+                    d.decompress(chunk)
+            except zlib.error:
+                break
+            if not d.eof:
+                break
+            good += consumed - len(d.unused_data)
+    if good < size:
+        log.info("%s: torn record after byte %d of %d: cut", path, good, size)
+        with open(path, "r+b") as fh:
+            fh.truncate(good)
+    return size - good
+
+
 def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "lookbenchbot") -> list[dict]:
     """Products and looks found in the archived pages: dicts with ``kind`` (product | look), ``url`` and the
     extracted fields, as the spider yields them (without ``crawled_at``). A page that opted out of indexing

@@ -139,7 +139,7 @@ class ShopSpider(scrapy.Spider):
                 continue
             if sm.type == "sitemapindex":
                 yield scrapy.Request(loc, callback=self.parse_sitemap, errback=self.on_error)
-            elif loc in self.done:
+            elif resume_key(loc) in self.done:
                 continue
             else:
                 req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
@@ -186,7 +186,7 @@ class ShopSpider(scrapy.Spider):
             for href in response.css("a::attr(href)").getall():
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):
                     continue
-                if response.urljoin(href) in self.done:
+                if resume_key(response.urljoin(href)) in self.done:
                     continue
                 req = self._request(response.urljoin(href), self.parse_page)
                 if req is not None:
@@ -230,9 +230,16 @@ def page_text(response):
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
 
 
+def resume_key(url):
+    """A page's identity across the attempts of one crawl: its path and query (a demo or replay site is served
+    from another 127.0.0.1 port each time)."""
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
 def finished_pages(feed_path):
-    """URLs of pages an earlier run finished: a page item in the feed and as many product / look items for that
-    URL as the page item's ``n_items``. A torn last line (a kill mid-write) is ignored."""
+    """``resume_key`` of the pages an earlier run finished: a page item in the feed and as many product / look
+    items for that URL as the page item's ``n_items``. A torn last line (a kill mid-write) is ignored."""
     import json
     from pathlib import Path
 
@@ -249,4 +256,4 @@ def finished_pages(feed_path):
             pages[it["url"]] = int(it.get("n_items") or 0)
         elif it.get("kind") in ("product", "look"):
             counts[it["url"]] = counts.get(it["url"], 0) + 1
-    return {u for u, n in pages.items() if counts.get(u, 0) >= n}
+    return {resume_key(u) for u, n in pages.items() if counts.get(u, 0) >= n}

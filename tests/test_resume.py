@@ -1,0 +1,111 @@
+"""A killed `lookbench build` resumes the same week's crawl: SIGKILL at random points, five times, then a run to
+the end; the product set is the demo shop's, and no page finished before a kill is fetched again."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+import yaml
+
+from lookbench_pipeline.crawl import repair_feed_tail
+from lookbench_pipeline.warc import response_records, truncate_torn_tail
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "crawlers"))
+
+
+def _crawl_dir(data: Path) -> Path | None:
+    found = sorted(data.glob("crawls/*/demo/crawl"))
+    return found[0] if found else None
+
+
+def _lines(crawl: Path | None) -> int:
+    feed = crawl / "items.jsonl" if crawl else None
+    return feed.read_bytes().count(b"\n") if feed and feed.is_file() else 0
+
+
+def _fetches(warc: Path) -> Counter:
+    """Complete response records per page path in the WARC (robots.txt, sitemaps and images left out)."""
+    from urllib.parse import urlsplit
+
+    c: Counter = Counter()
+    if warc.is_file():
+        for rec, _ in response_records([warc]):
+            path = urlsplit(rec.rec_headers.get_header("WARC-Target-URI")).path
+            if path.endswith(".html"):
+                c[path] += 1
+    return c
+
+
+def test_torn_feed_line_and_warc_record_are_cut(tmp_path):
+    feed = tmp_path / "items.jsonl"
+    feed.write_bytes(b'{"kind": "page"}\n{"kind": "prod')
+    assert repair_feed_tail(feed) == len(b'{"kind": "prod') and feed.read_bytes() == b'{"kind": "page"}\n'
+    from lookbench_pipeline.warc import warcinfo_record
+
+    whole = warcinfo_record({"site": "a"})
+    warc = tmp_path / "crawl.warc.gz"
+    warc.write_bytes(whole + whole[: len(whole) // 2])
+    assert truncate_torn_tail(warc) == len(whole) // 2 and warc.read_bytes() == whole
+    assert truncate_torn_tail(warc) == 0
+
+
+def test_killed_build_resumes_the_weeks_crawl(tmp_path):
+    from lookbench_crawlers.spiders.shop import finished_pages
+
+    cfg = {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "store")}}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(tmp_path / "c.yaml")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    rng = random.Random(20261201)
+    snapshots = []
+    for _ in range(5):
+        crawl = _crawl_dir(tmp_path / "data")
+        before = finished_pages(crawl / "items.jsonl") if crawl else set()
+        proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                start_new_session=True)
+        # a kill at a random point of the crawl: once the feed has grown by a random number of items (pages and
+        # images are being fetched and written then), a random fraction of a second later
+        grow = rng.randint(1, 12)
+        start = _lines(_crawl_dir(tmp_path / "data"))
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _lines(_crawl_dir(tmp_path / "data")) >= start + grow:
+                break
+            time.sleep(0.05)
+        time.sleep(rng.uniform(0.0, 0.5))
+        if proc.poll() is not None:  # the build got to its end before this kill: nothing left to interrupt
+            break
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+        crawl = _crawl_dir(tmp_path / "data")
+        if crawl:
+            done = finished_pages(crawl / "items.jsonl")
+            assert before <= done, "a page finished before the kill is no longer finished"
+            snapshots.append((done, _fetches(crawl / "crawl.warc.gz")))
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    crawl = _crawl_dir(tmp_path / "data")
+    items = [json.loads(line) for line in (crawl / "items.jsonl").read_text().splitlines()]
+    truth = json.loads((crawl.parent / "site" / "ground_truth.json").read_text())
+    assert {i["sku"] for i in items if i["kind"] == "product"} == set(truth["products"])
+    final = _fetches(crawl / "crawl.warc.gz")
+    assert sum(1 for done, _ in snapshots if done) >= 3, "too few kills landed inside the crawl"
+    for done, seen in snapshots:
+        for key in done:
+            path = key.split("?")[0]
+            if path.endswith(".html"):
+                assert final[path] == seen[path], f"{path} was finished before a kill and fetched again"
+    # a finished week is not crawled again: a second build reads it back
+    mtime = (crawl / "items.jsonl").stat().st_mtime
+    proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (crawl / "items.jsonl").stat().st_mtime == mtime
