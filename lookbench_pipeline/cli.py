@@ -172,11 +172,22 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return cmd_build(argparse.Namespace(config=None, partition=None))
 
 
-def cmd_releases(args: argparse.Namespace) -> int:
+def consumer_store(args: argparse.Namespace):
+    """The store a consumer command reads: ``--store URL`` (a folder, ``s3://bucket/prefix`` with
+    ``--endpoint-url`` and ``--anon`` for a public bucket, or an ``http(s)://`` mirror), else the configuration's."""
+    from .store import open_store
+
+    if getattr(args, "store", None):
+        return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon)
     from .pipeline import store_of
+
+    return store_of(load_config(args.config))
+
+
+def cmd_releases(args: argparse.Namespace) -> int:
     from .release import list_releases
 
-    store = store_of(load_config(args.config))
+    store = consumer_store(args)
     versions = list_releases(store)
     if not versions:
         print(f"no releases in {store.url}")
@@ -186,24 +197,58 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .pipeline import store_of
-    from .release import read_manifest
+    from .release import read_manifest, resolve_version
 
-    m = read_manifest(store_of(load_config(args.config)), args.version)
-    print(json.dumps({k: m[k] for k in ("version", "window", "built_at", "code_version", "annotators",
-                                         "annotation", "taxonomy_version", "files", "metadata_files", "changes", "counts",
-                                         "negatives", "models")
-                      if k in m}, indent=2))
+    store = consumer_store(args)
+    m = read_manifest(store, resolve_version(store, args.version))
+    if args.json:
+        print(json.dumps(m, indent=2, sort_keys=True))
+    else:
+        print(format_manifest(m))
     return 0
 
 
+def format_manifest(m: dict) -> str:
+    """A release manifest as a person reads it: version, window, build, rows per subset and role, the files'
+    total size, label sources, what changed since the previous version."""
+    files = {**m.get("files", {}), **m.get("metadata_files", {})}
+    w = m.get("window") or {}
+    lines = [f"{m.get('name', 'LookBench')} {m.get('version')}  window {w.get('start', '?')} to {w.get('end', '?')} "
+             f"(end exclusive)  built {m.get('built_at', '?')}"
+             + (f"  code {m['code_version']}" if m.get("code_version") else "")]
+    subsets: dict[str, dict[str, int]] = {}
+    for key, meta in sorted(m.get("files", {}).items()):
+        subset, _, name = key.partition("/")
+        if name.endswith(".parquet"):
+            subsets.setdefault(subset, {})[name.removesuffix(".parquet")] = int(meta.get("rows") or 0)
+    if subsets:
+        width = max(len(s) for s in subsets)
+        lines.append(f"\n{'subset'.ljust(width)}  {'query':>7}  {'gallery':>7}")
+        for sub, roles in subsets.items():
+            lines.append(f"{sub.ljust(width)}  {roles.get('query', 0):>7}  {roles.get('gallery', 0):>7}")
+    total = sum(int(v.get("bytes") or 0) for v in files.values())
+    lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
+    c = m.get("counts") or {}
+    if c:
+        lines.append(f"candidates {c.get('candidates', 0)}, rejected {c.get('rejected', 0)}"
+                     + (f" ({', '.join(f'{k} {v}' for k, v in sorted(c.get('rejected_by_reason', {}).items()))})"
+                        if c.get("rejected_by_reason") else ""))
+    if m.get("taxonomy_version"):
+        lines.append(f"taxonomy {m['taxonomy_version']}")
+    if m.get("annotators"):
+        lines.append(f"annotators: {', '.join(map(str, m['annotators']))}")
+    ch = m.get("changes") or {}
+    if ch.get("previous_version"):
+        lines.append(f"since {ch['previous_version']}: {len(ch.get('items_added') or [])} items added, "
+                     f"{len(ch.get('items_retired') or [])} retired (CHANGES.md)")
+    lines.append("(--json prints the whole manifest)")
+    return "\n".join(lines)
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .pipeline import store_of
-    from .release import pull
+    from .release import pull, resolve_version
 
-    from .release import resolve_version
-
-    store = store_of(load_config(args.config))
+    store = consumer_store(args)
     version = resolve_version(store, args.version)
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
     folder = Path(args.dest) / version
@@ -373,12 +418,21 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")
     p.add_argument("--partition", required=True, help="window start, YYYY-01-01 or YYYY-07-01")
     p.set_defaults(fn=cmd_backfill)
+    def store_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", metavar="URL", help="read this store instead of the configuration's: a folder, "
+                       "s3://bucket/prefix, or an http(s):// mirror of one")
+        p.add_argument("--endpoint-url", help="with an s3:// --store: the S3 endpoint (MinIO, R2, a local server)")
+        p.add_argument("--anon", action="store_true", help="with an s3:// --store: unsigned requests (a public bucket)")
+
     p = sub.add_parser("releases", help="list published versions")
     p.add_argument("--config")
+    store_options(p)
     p.set_defaults(fn=cmd_releases)
     p = sub.add_parser("info", help="summary of a release's manifest")
-    p.add_argument("version")
+    p.add_argument("version", help="vYYYYMMDD, or latest")
+    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     p.add_argument("--config")
+    store_options(p)
     p.set_defaults(fn=cmd_info)
     p = sub.add_parser("pull", help="download a release with sha256 verification")
     p.add_argument("version", help="vYYYYMMDD, or latest")
@@ -388,6 +442,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--look-bench", action="store_true",
                    help="also link DEST/srpone/look-bench to the release, for look-bench's loader run from DEST")
     p.add_argument("--config")
+    store_options(p)
     p.set_defaults(fn=cmd_pull)
     p = sub.add_parser("evaluate", help="score retrieval models on a published release")
     p.add_argument("--release", required=True, help="a published version, vYYYYMMDD")

@@ -92,7 +92,13 @@ class SiteConfig(_Strict):
     sitemap_urls: list[str] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)
     image_hosts: list[str] = Field(default_factory=list)
+    # The egress policy (lookbench_pipeline.egress): only globally routable addresses, on allowed_ports. With
+    # allow_private_addresses, exactly the host:port pairs of the site's own start and sitemap URLs may be on a
+    # loopback or private address (the demo and replay servers on 127.0.0.1:<port>), no other; allowed_addresses
+    # names further exact pairs ("10.1.2.3:8080", or an address alone for every port) for a named test host.
     allow_private_addresses: bool = False
+    allowed_ports: list[int] = Field(default_factory=lambda: [80, 443])
+    allowed_addresses: list[str] = Field(default_factory=list)
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction

@@ -66,6 +66,8 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
            "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
            "-s", f"LOOKBENCH_WARC_PATH={warc}", "-s", f"LOOKBENCH_STATS_PATH={out_dir / 'stats.json'}",
+           "-s", "LOOKBENCH_EGRESS_PORTS=" + ",".join(str(p) for p in site.allowed_ports),
+           "-s", "LOOKBENCH_EGRESS_ALLOW=" + ",".join(egress_allowances(site, base_url)),
            "-o", f"{feed}:jsonlines"]
     if cache_dir is not None and not site.render_js:
         cmd += ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={cache_dir}"]
@@ -85,6 +87,30 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
     for name, value in (extra_settings or {}).items():
         cmd += ["-s", f"{name}={value}"]
     return cmd, env
+
+
+def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:
+    """The exact ``ip:port`` pairs the crawl of ``site`` may reach whatever their address (``egress``): the site's
+    ``allowed_addresses``, and, with ``allow_private_addresses``, the origins of its own start and sitemap URLs
+    (``{{BASE}}`` replaced by ``base_url``: the demo or replay server) when they are IP literals or ``localhost``.
+    Nothing wider: an image host or a redirect to another private address stays refused."""
+    import ipaddress
+    from urllib.parse import urlsplit
+
+    out = list(site.allowed_addresses)
+    if site.allow_private_addresses:
+        for u in site.start_urls + site.sitemap_urls:
+            parts = urlsplit(u.replace("{{BASE}}", base_url.rstrip("/")))
+            host = (parts.hostname or "").lower()
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+            ips = ["127.0.0.1", "::1"] if host == "localhost" else [host]
+            for ip in ips:
+                try:
+                    addr = ipaddress.ip_address(ip)
+                except ValueError:
+                    continue
+                out.append(f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}")
+    return sorted(set(out))
 
 
 def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,

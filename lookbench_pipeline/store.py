@@ -145,8 +145,10 @@ class S3Store:
         multipart_threshold: int = 8 * 1024 * 1024,
         multipart_chunksize: int = 8 * 1024 * 1024,
         max_attempts: int = 8,
+        anonymous: bool = False,
     ):
         import boto3
+        from botocore import UNSIGNED
         from botocore.config import Config
 
         if not url.startswith("s3://"):
@@ -160,6 +162,7 @@ class S3Store:
             response_checksum_validation=checksum_mode,
             retries={"max_attempts": max_attempts, "mode": "standard"},
             s3={"addressing_style": "path"},
+            **({"signature_version": UNSIGNED} if anonymous else {}),
         )
         self.client = boto3.client("s3", endpoint_url=endpoint_url, region_name=region, config=cfg)
         self.transfer = TransferConfig(multipart_threshold=multipart_threshold,
@@ -263,14 +266,62 @@ class S3Store:
             raise StoreError(f"aborting uploads under {prefix!r} in {self.url} failed: {exc}") from exc
 
 
+class HttpStore:
+    """A read-only static mirror of a store over http(s) (``https://host/prefix``: ``releases/<v>/…`` below it, as
+    a web server or a public bucket's website endpoint serves them). It cannot be listed: name a version, or
+    ``latest`` (``releases/latest``). Writes raise StoreError."""
+
+    def __init__(self, url: str, timeout_s: float = 60):
+        import requests
+
+        self.url = url.rstrip("/")
+        self.timeout_s = timeout_s
+        self.session = requests.Session()
+
+    def _get(self, key: str, method: str = "GET"):
+        import requests
+
+        try:
+            r = self.session.request(method, f"{self.url}/{_check_key(key)}", timeout=self.timeout_s)
+        except requests.RequestException as exc:
+            raise StoreError(f"{self.url}/{key}: {type(exc).__name__}: {exc}") from exc
+        return r
+
+    def get_bytes(self, key: str) -> bytes:
+        r = self._get(key)
+        if r.status_code != 200:
+            raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
+        return r.content
+
+    def exists(self, key: str) -> bool:
+        r = self._get(key, "HEAD")
+        if r.status_code in (404, 403, 410):
+            return False
+        if r.status_code >= 400:
+            raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
+        return True
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        raise StoreError(f"{self.url} is a static http(s) mirror and cannot be listed: name a version or 'latest'")
+
+    def _read_only(self, *args, **kwargs):
+        raise StoreError(f"{self.url} is a read-only http(s) mirror")
+
+    put_bytes = put_new = delete = copy = _read_only
+
+
 def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east-1",
-               checksum_mode: str = "when_required", **s3_options) -> ObjectStore:
-    """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store` (``s3_options``: its ``multipart_threshold``,
-    ``multipart_chunksize``, ``max_attempts``), anything else a :class:`LocalStore` folder."""
+               checksum_mode: str = "when_required", anonymous: bool = False, **s3_options) -> ObjectStore:
+    """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store` (``anonymous``: unsigned requests, for a
+    public bucket; ``s3_options``: its ``multipart_threshold``, ``multipart_chunksize``, ``max_attempts``),
+    ``http(s)://…`` a read-only :class:`HttpStore` mirror, anything else a :class:`LocalStore` folder."""
     if url.startswith("s3://"):
-        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode, **s3_options)
+        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
+                       anonymous=anonymous, **s3_options)
+    if url.startswith(("http://", "https://")):
+        return HttpStore(url)
     if "://" in url and not url.startswith("file://"):
-        raise StoreError(f"unsupported store URL {url!r} (use a folder or s3://bucket/prefix)")
+        raise StoreError(f"unsupported store URL {url!r} (use a folder, s3://bucket/prefix or an http(s) mirror)")
     return LocalStore(url.removeprefix("file://"))
 
 

@@ -41,6 +41,9 @@ def test_releases_info_and_pull(cfg, tmp_path, capsys):
     assert capsys.readouterr().out.split() == [V1, V2]
 
     assert main(["info", V2, "--config", cfg]) == 0
+    text = capsys.readouterr().out
+    assert V2 in text and "real_studio_flat" in text and "sha256" in text and "{" not in text
+    assert main(["info", "latest", "--json", "--config", cfg]) == 0
     info = json.loads(capsys.readouterr().out)
     assert info["version"] == V2 and info["changes"]["previous_version"] == V1
     assert set(info["metadata_files"]) == DOCS and "real_studio_flat/query.parquet" in info["files"]

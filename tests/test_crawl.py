@@ -259,4 +259,4 @@ def test_private_addresses_refused_unless_allowed(tmp_path):
         hits = list(srv.hits)
     items = [json.loads(line) for line in feed.read_text().splitlines()]
     assert hits == [], "nothing may be fetched from a private address"
-    assert items and all(i["kind"] == "page" and i["reason"] == "private_address" for i in items)
+    assert items and all(i["kind"] == "page" and i["reason"] == "address_not_global" for i in items)

@@ -1,11 +1,31 @@
-"""Downloader middleware that refuses hosts outside the site's allow-list and private / loopback / link-local
-addresses (unless the site config allows them), before any connection is opened."""
+"""Downloader middleware of the egress policy (``lookbench_pipeline.egress``) and the robots.txt rules."""
 
-import ipaddress
-import socket
 from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
+
+from lookbench_crawlers.resolver import policy_from_settings
+from lookbench_pipeline.egress import EgressPolicy, is_ip
+
+
+REFUSALS = {"host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"}
+
+
+def refusal_reason(exc, host_or_netloc):
+    """The egress refusal behind a failed request: our own exception's ``reason``, or, for the DNS error Scrapy
+    and Twisted raise in place of the resolver's (they drop its exception), the reason the resolver recorded for
+    the host (``resolver.REFUSED``); None when the failure is something else."""
+    from lookbench_crawlers.resolver import REFUSED
+
+    cause = exc
+    while cause is not None:
+        if getattr(cause, "reason", None) in REFUSALS:
+            return cause.reason
+        cause = cause.__cause__ or cause.__context__
+    if "DNS" in type(exc).__name__ or "Resolve" in type(exc).__name__ or "dns lookup" in str(exc).lower():
+        host = str(host_or_netloc).split(":")[0].lower()
+        return REFUSED.get(host, "name_not_resolved")
+    return None
 
 
 class AddressRefused(IgnoreRequest):
@@ -14,21 +34,15 @@ class AddressRefused(IgnoreRequest):
         self.reason = reason
 
 
-def is_private_host(host):
-    try:
-        infos = socket.getaddrinfo(host, None)
-    except socket.gaierror:
-        return False
-    for info in infos:
-        ip = ipaddress.ip_address(info[4][0])
-        if ip.is_private or ip.is_loopback or ip.is_link_local or ip.is_reserved or ip.is_multicast:
-            return True
-    return False
-
-
 class AddressPolicyMiddleware:
+    """Refuses, before any connection: a host outside the site's allow-list (``host_not_allowed``), a port the
+    egress policy does not allow (``port_not_allowed``: 80 and 443 unless the site names others), and an IP-literal
+    host that is not globally routable (``address_not_global``). A name's address is checked where it is resolved
+    (``resolver.GuardedResolver``), so the checked address is the one connected to. A replay connects nowhere."""
+
     def __init__(self, crawler=None):
         self.crawler = crawler
+        self.policy = policy_from_settings(crawler.settings) if crawler is not None else EgressPolicy()
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -39,17 +53,25 @@ class AddressPolicyMiddleware:
         policy = getattr(spider, "address_policy", None)
         if policy is None:
             return None
-        allowed_hosts, allow_private = policy
+        allowed_hosts, _ = policy
         if request.meta.get("lookbench_media"):
             allowed_hosts = allowed_hosts | getattr(spider, "image_hosts", set())
         parts = urlsplit(request.url)
         host = (parts.hostname or "").lower()
         if allowed_hosts and host not in allowed_hosts and parts.netloc.lower() not in allowed_hosts:
             raise AddressRefused("host_not_allowed", request.url)
-        # a replay (LOOKBENCH_REPLAY_WARC) resolves no names: it answers from the archive, and DNS is network
-        replaying = self.crawler is not None and self.crawler.settings.getlist("LOOKBENCH_REPLAY_WARC")
-        if not allow_private and not replaying and is_private_host(host):
-            raise AddressRefused("private_address", request.url)
+        if self.crawler is not None and self.crawler.settings.getlist("LOOKBENCH_REPLAY_WARC"):
+            return None  # a replay answers from the archive and connects nowhere
+        try:
+            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        except ValueError:
+            raise AddressRefused("port_not_allowed", request.url) from None
+        if is_ip(host):
+            reason = self.policy.refusal(host, port)
+        else:
+            reason = self.policy.port_refusal(port) if port is not None else None
+        if reason:
+            raise AddressRefused(reason, request.url)
         return None
 
 
@@ -72,6 +94,11 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
     def _robots_error(self, exc, netloc):
         from scrapy.utils.misc import build_from_crawler
 
+        if refusal_reason(exc, netloc) in REFUSALS:
+            # robots.txt was refused by the egress policy, not unreachable: the page's own request meets the same
+            # policy and is refused with its reason (address_not_global…), which the crawl log should say
+            super()._robots_error(exc, netloc)
+            return
         super()._robots_error(exc, netloc)
         self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
         self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, self._DISALLOW_ALL)

@@ -25,8 +25,15 @@ import hashlib  # noqa: E402
 from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 
 
-def _failure_reason(failure):
+def _failure_reason(failure, url=""):
+    from urllib.parse import urlsplit
+
+    from lookbench_crawlers.middlewares import refusal_reason
+
     exc = getattr(failure, "value", failure)
+    refused = refusal_reason(exc, urlsplit(url).hostname or "")
+    if refused:
+        return refused
     cause = exc
     while cause is not None:  # Scrapy may wrap our exception (FileException from ImageRefused)
         if getattr(cause, "reason", None):
@@ -34,7 +41,7 @@ def _failure_reason(failure):
         cause = cause.__cause__ or cause.__context__
     name = type(exc).__name__
     text = str(exc).lower()
-    for known in ("host_not_allowed", "private_address"):
+    for known in ("host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"):
         if text.startswith(known):
             return known
     if "robots" in text:
@@ -94,6 +101,6 @@ class ImageDownloadPipeline(FilesPipeline):
             if ok:
                 out.append({"url": url, "path": res["path"], "reason": None})
             else:
-                out.append({"url": url, "path": None, "reason": _failure_reason(res)})
+                out.append({"url": url, "path": None, "reason": _failure_reason(res, url)})
         item["images"] = out
         return item

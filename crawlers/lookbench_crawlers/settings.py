@@ -26,6 +26,13 @@ REQUEST_FINGERPRINTER_IMPLEMENTATION = "2.7"
 FEED_EXPORT_ENCODING = "utf-8"
 LOG_LEVEL = "INFO"
 
+# Every name's address is checked by the egress policy where it is resolved (lookbench_pipeline.egress):
+# LOOKBENCH_EGRESS_PORTS, LOOKBENCH_EGRESS_ALLOW (exact ip:port pairs; set by the pipeline for the demo and replay
+# servers it starts), LOOKBENCH_STATIC_HOSTS (JSON {name: ip}, answered before DNS).
+DNS_RESOLVER = "lookbench_crawlers.resolver.GuardedResolver"
+LOOKBENCH_EGRESS_PORTS = [80, 443]
+LOOKBENCH_EGRESS_ALLOW = []
+
 DOWNLOADER_MIDDLEWARES = {
     "scrapy.downloadermiddlewares.robotstxt.RobotsTxtMiddleware": None,
     "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,

@@ -18,6 +18,7 @@ import scrapy
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
+from lookbench_crawlers.middlewares import refusal_reason
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
@@ -211,6 +212,8 @@ class ShopSpider(scrapy.Spider):
             if isinstance(exc, HttpError):
                 status = exc.response.status
                 reason = f"http_{status}"
+            elif refusal_reason(exc, urlsplit(request.url).hostname or ""):
+                reason = refusal_reason(exc, urlsplit(request.url).hostname or "")
             elif isinstance(exc, IgnoreRequest) and "robots" in str(exc).lower():
                 reason = "robots_disallowed"
             elif isinstance(exc, IgnoreRequest):

@@ -1,0 +1,97 @@
+"""The egress policy of a crawl: which addresses and ports a request may connect to. Pure functions, no network.
+
+An allow-list, not a deny-list: a crawl connects only to globally routable addresses (``ipaddress``'s
+``is_global``: not loopback, private, link-local, shared address space 100.64.0.0/10, benchmarking, reserved,
+multicast or unspecified; an IPv4-mapped IPv6 address is judged as its IPv4 address), on an allowed port (80 and
+443 unless the site config names others), plus the exact ``host:port`` pairs a config allows for a named test or
+demo host (the demo shop and the replay server on ``127.0.0.1:<their port>``). A name that does not resolve is
+refused. The check is made on the address the connection will use (``lookbench_crawlers.resolver``), so a name
+that resolves to another address later (DNS rebinding) cannot slip past a check made earlier.
+
+Sources: RFC 6890 (special-purpose address registries), RFC 6598 (100.64.0.0/10), the cloud metadata services at
+169.254.169.254 and 100.100.100.200 that a server-side request must never reach (OWASP, "Server Side Request
+Forgery Prevention Cheat Sheet").
+"""
+
+from __future__ import annotations
+
+import ipaddress
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+DEFAULT_PORTS = frozenset({80, 443})
+
+NOT_GLOBAL = "address_not_global"
+PORT_NOT_ALLOWED = "port_not_allowed"
+UNRESOLVABLE = "name_not_resolved"
+
+
+@dataclass(frozen=True)
+class EgressPolicy:
+    """``ports``: the ports any global address may be reached on. ``allowed``: exact ``(ip, port)`` pairs allowed
+    whatever the address (a test or demo host); ``port`` None allows every port of that address."""
+
+    ports: frozenset[int] = DEFAULT_PORTS
+    allowed: frozenset[tuple[str, int | None]] = field(default_factory=frozenset)
+
+    @classmethod
+    def from_strings(cls, ports: Iterable[int] = DEFAULT_PORTS, allowed: Iterable[str] = ()) -> "EgressPolicy":
+        """``allowed`` as ``"127.0.0.1:8123"``, ``"[::1]:8123"`` or a bare address (every port).
+
+        Raises:
+            ValueError: an entry is not an IP address with an optional port.
+        """
+        pairs = set()
+        for entry in allowed:
+            host, port = split_host_port(entry.strip())
+            pairs.add((str(ipaddress.ip_address(host)), port))
+        return cls(frozenset(int(p) for p in ports), frozenset(pairs))
+
+    def refusal(self, ip: str, port: int | None) -> str | None:
+        """Why a connection to ``ip:port`` is refused (``address_not_global``, ``port_not_allowed``), or None.
+        ``port`` None checks the address alone (a resolver does not know the port): an address named in
+        ``allowed`` with any port passes then."""
+        try:
+            addr = ipaddress.ip_address(ip.strip("[]"))
+        except ValueError:
+            return NOT_GLOBAL
+        mapped = getattr(addr, "ipv4_mapped", None)
+        if mapped is not None:
+            addr = mapped
+        key = str(addr)
+        if (key, None) in self.allowed or (key, port) in self.allowed:
+            return None
+        if port is None and any(a == key for a, _ in self.allowed):
+            return None
+        if not addr.is_global or addr.is_multicast:
+            return NOT_GLOBAL
+        if port is not None and port not in self.ports:
+            return PORT_NOT_ALLOWED
+        return None
+
+    def port_refusal(self, port: int) -> str | None:
+        """``port_not_allowed`` unless ``port`` is one of ``ports`` or of an ``allowed`` pair (a named test host on
+        a loopback port), else None; for a name, before its address is known."""
+        if port in self.ports or any(p == port for _, p in self.allowed):
+            return None
+        return PORT_NOT_ALLOWED
+
+
+def split_host_port(netloc: str) -> tuple[str, int | None]:
+    """``("127.0.0.1", 8123)`` from ``"127.0.0.1:8123"``; ``("::1", 8123)`` from ``"[::1]:8123"``; a bare host has
+    port None."""
+    if netloc.startswith("["):
+        host, _, rest = netloc[1:].partition("]")
+        return host, int(rest[1:]) if rest.startswith(":") and rest[1:] else None
+    if netloc.count(":") == 1:
+        host, _, port = netloc.partition(":")
+        return host, int(port) if port else None
+    return netloc, None
+
+
+def is_ip(host: str) -> bool:
+    try:
+        ipaddress.ip_address(host.strip("[]"))
+    except ValueError:
+        return False
+    return True

@@ -1,0 +1,120 @@
+"""The egress policy: only globally routable addresses on allowed ports, checked where names resolve (so the
+checked address is the connected one), exact allowances for the demo and replay servers. Hostile names go through
+a stub resolver (static host answers and a failing lookup): nothing is sent off the machine."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+from twisted.internet import defer
+from twisted.internet.error import DNSLookupError
+
+from lookbench_pipeline import serve
+from lookbench_pipeline.config import SiteConfig
+from lookbench_pipeline.crawl import egress_allowances, run_spider
+from lookbench_pipeline.egress import EgressPolicy
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "crawlers"))
+
+
+@pytest.mark.parametrize("ip,port,reason", [
+    ("100.64.0.1", 443, "address_not_global"),       # shared address space (RFC 6598)
+    ("100.100.100.200", 80, "address_not_global"),   # a cloud metadata service
+    ("169.254.169.254", 80, "address_not_global"),   # link-local, the other metadata address
+    ("10.0.0.7", 443, "address_not_global"), ("192.168.1.1", 80, "address_not_global"),
+    ("127.0.0.1", 80, "address_not_global"), ("::1", 443, "address_not_global"),
+    ("::ffff:127.0.0.1", 443, "address_not_global"), ("fd00::1", 443, "address_not_global"),
+    ("0.0.0.0", 80, "address_not_global"), ("224.0.0.1", 80, "address_not_global"),
+    ("198.18.0.1", 80, "address_not_global"),        # benchmarking range
+    ("8.8.8.8", 6379, "port_not_allowed"), ("8.8.8.8", 443, None), ("2001:4860:4860::8888", 80, None),
+    ("127.0.0.1", 8123, None), ("127.0.0.1", 8124, "address_not_global"),
+])
+def test_policy(ip, port, reason):
+    policy = EgressPolicy.from_strings([80, 443], ["127.0.0.1:8123"])
+    assert policy.refusal(ip, port) == reason
+
+
+def test_demo_and_replay_allowance_is_exactly_their_origin():
+    site = SiteConfig(name="demo", kind="demo", start_urls=["{{BASE}}/"], sitemap_urls=["{{BASE}}/sitemap.xml"],
+                      allow_private_addresses=True, image_hosts=["cdn.example"])
+    assert egress_allowances(site, "http://127.0.0.1:41234") == ["127.0.0.1:41234"]
+    assert egress_allowances(SiteConfig(name="w", start_urls=["https://shop.example/"]), "") == []
+
+
+def _resolver(static, lookup_fails=True):
+    from lookbench_crawlers.resolver import GuardedResolver
+
+    r = GuardedResolver.__new__(GuardedResolver)
+    r.policy = EgressPolicy.from_strings([80, 443], ["127.0.0.1:8123"])
+    r.static_hosts = static
+    r.replay = False
+    r.timeout = 1
+
+    def stub(name, timeout=()):  # the stub's DNS: nothing resolves, no query leaves the machine
+        return defer.fail(DNSLookupError(name)) if lookup_fails else defer.succeed("8.8.8.8")
+    r._parent_lookup = stub
+    return r
+
+
+@pytest.mark.parametrize("name,ip,reason", [("metadata.test", "100.100.100.200", "address_not_global"),
+                                            ("cgnat.test", "100.64.12.1", "address_not_global"),
+                                            ("linklocal.test", "169.254.10.1", "address_not_global"),
+                                            ("nowhere.test", None, "name_not_resolved"),
+                                            ("shop.test", "127.0.0.1", None)])
+def test_resolver_checks_the_address_it_returns(name, ip, reason, monkeypatch):
+    from scrapy.resolver import CachingThreadedResolver
+
+    from lookbench_crawlers.resolver import AddressRefusedError
+
+    r = _resolver({name: ip} if ip else {})
+    monkeypatch.setattr(CachingThreadedResolver, "getHostByName", lambda self, n, t=(): self._parent_lookup(n, t))
+    results = []
+    r.getHostByName(name).addBoth(results.append)
+    [res] = results
+    if reason is None:
+        assert res == ip
+    else:
+        assert res.check(AddressRefusedError) and res.value.reason == reason
+
+
+def test_crawl_refuses_hostile_hosts_and_ports_with_a_log_row(tmp_path):
+    """A page links to a name resolving to a metadata address, to the allowed host on another port, to an IP
+    literal on a private range and to a name that does not resolve: each is refused with its reason in the crawl
+    log, and the allowed host:port is crawled."""
+    with serve.serving(lambda path, base: (None, "")) as other:
+        other_port = other.base_url.rsplit(":", 1)[-1]
+    pages = {"/": None}
+
+    def resolver(path, base):
+        if path == "/robots.txt":
+            return b"User-agent: *\nAllow: /\n", "text/plain"
+        if path == "/":
+            links = "".join(f"<a href='{u}'>x</a>" for u in pages["links"])
+            return f"<html><body><h1>Home</h1>{links}</body></html>".encode(), "text/html"
+        return None, ""
+    with serve.serving(resolver) as srv:
+        port = srv.base_url.rsplit(":", 1)[-1]
+        pages["links"] = [f"http://metadata.test:{port}/a", f"http://shop.test:{other_port}/b",
+                          f"http://10.1.2.3:{port}/c", f"http://nowhere.test:{port}/d", f"http://shop.test:6379/e"]
+        site = tmp_path / "site.yaml"
+        site.write_text(yaml.safe_dump({
+            "name": "egress", "start_urls": [f"http://shop.test:{port}/"], "follow_links": True,
+            "allowed_hosts": ["shop.test", "metadata.test", "nowhere.test", "10.1.2.3"],
+            "allowed_addresses": [f"127.0.0.1:{port}"], "max_pages": 20}))
+        # the stub resolver: answers for three names, "nowhere.test" answered as not existing (no DNS query)
+        static = {"shop.test": "127.0.0.1", "metadata.test": "100.100.100.200", "nowhere.test": ""}
+        feed, _ = run_spider(site, "", tmp_path / "crawl", "test-bot",
+                             extra_settings={"LOOKBENCH_STATIC_HOSTS": json.dumps(static), "RETRY_ENABLED": "False",
+                                             "DNS_TIMEOUT": "2"})
+    rows = {i["url"]: i for i in (json.loads(line) for line in feed.read_text().splitlines()) if i["kind"] == "page"}
+    assert rows[f"http://shop.test:{port}/"]["status"] == 200
+    assert rows[f"http://metadata.test:{port}/a"]["reason"] == "address_not_global"
+    assert rows[f"http://shop.test:{other_port}/b"]["reason"] == "port_not_allowed"
+    assert rows[f"http://10.1.2.3:{port}/c"]["reason"] == "address_not_global"
+    assert rows[f"http://nowhere.test:{port}/d"]["reason"] == "name_not_resolved"
+    assert rows["http://shop.test:6379/e"]["reason"] == "port_not_allowed"
