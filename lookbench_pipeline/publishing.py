@@ -2,7 +2,9 @@
 
 Order of writes (``release.publish`` calls :func:`publish_files`):
 
-1. stale staging of this version (a killed run's leftovers, with S3's unfinished multipart uploads) is removed;
+1. stale staging of this version (a killed run's leftovers, with S3's unfinished multipart uploads) is removed, and
+   so is every file under ``releases/<version>/`` while that version has no manifest (a run killed between steps 3
+   and 4 moved files there that no manifest names: orphans a raw listing would see);
 2. every file is uploaded under ``releases/.staging/<version>-<nonce>/`` and read back: its sha256 and size must
    be what was written (never the ETag: a multipart ETag is not an MD5);
 3. every file is copied to ``releases/<version>/`` (server-side on S3) and read back and checked again;
@@ -100,6 +102,22 @@ def update_latest(store: ObjectStore, version: str) -> None:
         store.put_bytes(LATEST_KEY, version.encode(), "text/plain")
 
 
+def remove_orphans(store: ObjectStore, version: str) -> int:
+    """Delete the files under ``releases/<version>/`` when the version has no manifest (nothing published names
+    them: a killed publish left them); returns how many. A published version is never touched. Raises StoreError."""
+    from .release import release_prefix
+
+    prefix = release_prefix(version)
+    if store.exists(f"{prefix}/manifest.json"):
+        return 0
+    keys = sorted(store.list(prefix + "/"))
+    for key in keys:
+        store.delete(key)
+    if keys:
+        log.info("removed %d unpublished files of %s left by a killed publish", len(keys), version)
+    return len(keys)
+
+
 def publish_files(store: ObjectStore, version: str, files: Mapping[str, tuple[bytes, str]], manifest: bytes,
                   published: set[str] | None = None, on_step: Callable[[str, str], None] | None = None) -> bool:
     """Stage, verify, move and then commit (``manifest.json``, ``latest``) one release; see the module docstring.
@@ -120,7 +138,7 @@ def publish_files(store: ObjectStore, version: str, files: Mapping[str, tuple[by
     from .release import ReleaseExistsError, release_prefix
 
     prefix = release_prefix(version)
-    removed = clean_staging(store, version, published)
+    removed = clean_staging(store, version, published) + remove_orphans(store, version)
     if removed:
         log.info("removed %d leftover staging objects", removed)
     stage = f"{STAGING_ROOT}/{version}-{secrets.token_hex(6)}"

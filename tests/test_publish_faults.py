@@ -190,3 +190,22 @@ def test_s3_server_stopped_mid_upload_then_rerun(s3_server, s3_env, tmp_path):
     m = _verify_every_byte(direct, V2)
     files = pull(direct, V2, tmp_path / "pulled", progress=False)
     assert len(files) == len(all_files(m))
+
+
+def test_a_killed_publish_leaves_no_orphan_under_the_version(tmp_path):
+    """A publish killed after moving files but before the manifest leaves files under releases/<v>/ that no
+    manifest names; the next publish of that version (here a rebuild without street looks) removes them, so a raw
+    listing of the version holds exactly the manifest's files, and `releases` never listed the unpublished one."""
+    first = make_release(V2, range(2, 6))
+    for n in range(1, 200):  # the first kill point after a street-look file was moved into place
+        root = tmp_path / f"store{n}"
+        with pytest.raises(Killed):
+            publish(first, KilledAfter(root, n), {})
+        store = LocalStore(root)
+        if any(k.startswith(f"releases/{V2}/real_streetlook/") for k in store.list(f"releases/{V2}/")):
+            break
+    assert not store.exists(f"releases/{V2}/manifest.json")
+    assert list_releases(store) == []
+    m = publish(make_release(V2, range(2, 6), street_every=0), store, {})
+    listed = {k.removeprefix(f"releases/{V2}/") for k in store.list(f"releases/{V2}/")}
+    assert listed == set(all_files(m)) | {"manifest.json"}
