@@ -556,8 +556,16 @@ def _from_state(sel: Selector, url: str, title_hint: str | None) -> dict[str, An
     return None
 
 
-def _from_visible(sel: Selector, url: str) -> dict[str, Any]:
-    v = visible_product(sel, url)
+def _from_visible(sel: Selector, url: str, main: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The visible page as a product; with ``main`` (the structured main item) only the fields it may take from
+    the visible page and lacks are looked for."""
+    need = None
+    if main is not None:
+        need = {f for f, k in (("sku", "sku"), ("availability", "availability"), ("price_text", "price"))
+                if main.get(k) in (None, "")}
+        if main.get("currency") in (None, "") and main.get("price") is None:
+            need.add("price_text")
+    v = visible_product(sel, url, need)
     price, currency = parse_price(v["price_text"]) if v["price_text"] else (None, None)
     p = {"title": clean_value("title", v["title"]), "description": None, "brand": None,
          "sku": clean_value("sku", v["sku"]), "price": price, "currency": currency, "color": None, "material": None,
@@ -731,14 +739,19 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         found.extend(_schema_products(data.get(syntax, []), syntax))
     products = _collapse(found)
     page_title = page_title_of(sel)
-    lower = [p for p in (_from_state(sel, url, page_title), _from_opengraph(data.get("opengraph", [])),
+    # The page's state JSON and visible text are read only when the structured items leave a core field empty
+    # (they are the costly sources: a full walk of the scripts and of the text).
+    main0 = _order(products, url)[0] if products else None
+    complete = main0 is not None and all(main0.get(k) not in (None, "", []) for k in _CORE)
+    state = None if complete else _from_state(sel, url, page_title)
+    lower = [p for p in (state, _from_opengraph(data.get("opengraph", [])),
                          _from_rules(sel, rules, base) if rules else None) if p]
-    visible = _from_visible(sel, url)
+    visible = {} if complete else _from_visible(sel, url, main0)
     if not products:
         if lower:
             products = [lower[0]]
             lower = lower[1:]
-        elif visible["title"] and (visible["price"] is not None or visible["sku"]) and visible["image_urls"]:
+        elif visible and visible["title"] and (visible["price"] is not None or visible["sku"]) and visible["image_urls"]:
             products = [visible]  # a page with no markup at all: its title, price and picture as shown
     products = _order(products, url)
     if products:
@@ -746,7 +759,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         for extra in lower:
             main = _merge(main, extra, None if len(products) == 1 else ("sku", "availability", "price", "currency",
                                                                        "brand"))
-        if main is not visible:
+        if visible and main is not visible:
             main = _merge(main, visible, ("sku", "availability", "price", "currency")
                           if len(products) == 1 else ("sku", "availability"))
         products[0] = main
@@ -784,6 +797,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                               if k != "extracted_from" and sources[k] and p.get(k) not in (None, "", [])]
         out.append(p)
     return out
+
+
+_CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
 
 
 def page_title_of(sel: Selector) -> str | None:

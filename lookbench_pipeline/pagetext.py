@@ -209,28 +209,34 @@ def page_title(sel: Selector) -> str | None:
     return None
 
 
-def visible_product(sel: Selector, url: str) -> dict[str, Any]:
+def visible_product(sel: Selector, url: str, need: set[str] | None = None) -> dict[str, Any]:
     """Fields the visible page gives (see the module docstring): ``title``, ``price_text``, ``sku`` (in an element
-    marked as an identifier, else in the URL, else after a label in the text), ``sku_source`` (``label`` / ``url``), ``availability``, ``image_url`` (``og:image``, else
-    the first large ``img`` in the main content)."""
-    sku, sku_source = labelled_identifier(sel, body_text=False), "label"
-    if not sku:
-        sku, sku_source = url_identifier(url), "url"
-    if not sku:
-        sku, sku_source = labelled_identifier(sel), "label"
-    sku_source = sku_source if sku else None
-    image = sel.xpath("//meta[@property='og:image']/@content | //meta[@name='og:image']/@content").get()
-    if not image:
-        for el in sel.xpath("//main//img | //*[@id='main' or @role='main']//img | //body//img")[:60]:
-            w = el.attrib.get("width", "")
-            if w.isdigit() and int(w) < 200:
-                continue
-            src = el.attrib.get("data-src") or el.attrib.get("src") or ""
-            if src and not src.startswith("data:") and not re.search(r"(?i)logo|icon|sprite|pixel|spacer", src):
-                image = src
-                break
-    return {"title": page_title(sel), "price_text": visible_price(sel), "sku": sku, "sku_source": sku_source,
-            "availability": page_availability(sel), "image_url": image}
+    marked as an identifier, else in the URL, else after a label in the text), ``sku_source`` (``label`` /
+    ``url``), ``availability``, ``image_url`` (``og:image``, else the first large ``img`` in the main content).
+    ``need``: only these fields are looked for (the others are None); all when None."""
+    want = (lambda f: True) if need is None else need.__contains__
+    sku = sku_source = image = None
+    if want("sku"):
+        sku, sku_source = labelled_identifier(sel, body_text=False), "label"
+        if not sku:
+            sku, sku_source = url_identifier(url), "url"
+        if not sku:
+            sku, sku_source = labelled_identifier(sel), "label"
+        sku_source = sku_source if sku else None
+    if want("image_url"):
+        image = sel.xpath("//meta[@property='og:image']/@content | //meta[@name='og:image']/@content").get()
+        if not image:
+            for el in sel.xpath("//main//img | //*[@id='main' or @role='main']//img | //body//img")[:60]:
+                w = el.attrib.get("width", "")
+                if w.isdigit() and int(w) < 200:
+                    continue
+                src = el.attrib.get("data-src") or el.attrib.get("src") or ""
+                if src and not src.startswith("data:") and not re.search(r"(?i)logo|icon|sprite|pixel|spacer", src):
+                    image = src
+                    break
+    return {"title": page_title(sel) if want("title") else None,
+            "price_text": visible_price(sel) if want("price_text") else None, "sku": sku, "sku_source": sku_source,
+            "availability": page_availability(sel) if want("availability") else None, "image_url": image}
 
 
 def page_images(sel: Selector, title: str | None) -> list[str]:
