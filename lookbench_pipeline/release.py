@@ -667,7 +667,16 @@ def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
         hint = f"; did you mean {near[0]}?" if near else ""
         listed = f"published: {', '.join(have)}" if have else "it has no published release"
         raise StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
-    return json.loads(store.get_bytes(key))
+    raw = store.get_bytes(key)
+    try:
+        m = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not JSON ({exc})") from None
+    if not (isinstance(m, dict) and isinstance(m.get("files"), dict)
+            and isinstance(m.get("metadata_files", {}), dict)):
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not a release manifest "
+                                    "(an object with a 'files' object)")
+    return m
 
 
 def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True) -> pa.Table:

@@ -44,7 +44,8 @@ def check_version(version: str) -> str:
     """A release version as the store names them (``vYYYYMMDD``, optionally with a suffix such as ``v20260701.1``);
     raises ``UnsafePathError`` for anything else, since it becomes a folder name."""
     if not isinstance(version, str) or not _VERSION.match(version):
-        raise UnsafePathError(f"{version!r} is not a release version (vYYYYMMDD)")
+        shown = repr(version) if len(repr(version)) <= 60 else repr(version)[:57] + "..."
+        raise UnsafePathError(f"{shown} is not a release version (vYYYYMMDD)")
     return version
 
 

@@ -111,3 +111,15 @@ def test_crawl_honours_page_noindex_and_noimageindex(tmp_path):
     assert refused and all(d["reason"] == "robots_noimageindex" and d["path"] is None for d in refused)
     assert not any("demo-0001-" in h for h in hits), "an opted-out image was fetched"
     assert all(d["path"] for d in products["DEMO-0002"]["images"])
+
+
+@pytest.mark.parametrize("body,match", [(b"not json", "is not JSON"), (b"[1, 2]", "not a release manifest"),
+                                        (b'{"files": []}', "not a release manifest")])
+def test_pull_refuses_a_manifest_that_is_not_one(body, match, cfg, tmp_path, capsys):
+    store = store_of(load_config(cfg))
+    publish(make_release(V1, range(0, 4)), store, {})
+    store.put_bytes(f"releases/{V1}/manifest.json", body)
+    assert main(["pull", V1, "--dest", str(tmp_path / "d"), "--quiet", "--config", cfg]) == 1
+    err = capsys.readouterr().err
+    assert match in err and "Traceback" not in err and err.count("\n") == 1
+    assert not (tmp_path / "d").exists()
