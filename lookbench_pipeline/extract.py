@@ -295,8 +295,6 @@ def _identifiers(props: dict, offers: list[dict]) -> list[tuple[str, str]]:
             v = clean_value("sku", _text(_ci(source, key)))
             if v and v not in (x[1] for x in out):
                 out.append((("offers." if source is not props else "") + key, v))
-        if key == "sku":
-            continue
     return out
 
 
@@ -542,8 +540,7 @@ def _from_state(sel: Selector, url: str, title_hint: str | None) -> dict[str, An
     """The page's own product in its inline state JSON, trusted only when its identifier is in the URL or its
     name is the page's title (state documents also carry recommendations and recently viewed items)."""
     for cand in state_products(state_documents(sel), url, title_hint)[:1]:
-        path = url
-        if not ((cand["sku"] and cand["sku"] in path) or (title_hint and cand["title"].lower() == title_hint.lower())):
+        if not ((cand["sku"] and cand["sku"] in url) or (title_hint and cand["title"].lower() == title_hint.lower())):
             return None
         price, currency = parse_price(cand["price"], cand["currency"])
         p = {"title": clean_value("title", cand["title"]), "description": None,
