@@ -33,6 +33,30 @@ from pathlib import Path
 
 from .config import ConfigError, load_config
 
+EXIT_OK, EXIT_ERROR, EXIT_USAGE = 0, 1, 2
+"""Exit codes: 0 success; 1 an error, or (``evaluate``) nothing scored or a named model not scored; 2 a
+configuration or usage error (a bad option value, a missing install extra, an invalid configuration)."""
+
+
+class UsageError(ValueError):
+    """A command line that cannot be run as given (exit code 2)."""
+
+
+BUILD_MODULES = {"dagster": "dagster", "scrapy": "scrapy", "extruct": "extruct", "ultralytics": "ultralytics",
+                 "torch": "torch"}
+
+
+def need_build_stack(command: str, modules: tuple[str, ...] = tuple(BUILD_MODULES)) -> None:
+    """Raise UsageError naming the extra to install when a build command runs in the consumer install (the base
+    ``pip install lookbench-pipeline``: releases, info, pull, evaluate only)."""
+    import importlib.util
+
+    missing = [BUILD_MODULES.get(m, m) for m in modules if importlib.util.find_spec(m) is None]
+    if missing:
+        raise UsageError(f"`lookbench {command}` builds releases and needs the build stack, which this install "
+                         f"lacks ({', '.join(missing)}): pip install 'lookbench-pipeline[build]' (in a checkout: make "
+                         "demo / make test install it)")
+
 
 def _run_job(config_path: str | None, partition: str | None) -> dict:
     """Crawl every site and build the release of one window through Dagster (imported here only: the library
@@ -129,6 +153,7 @@ def _check_build_inputs(cfg) -> None:
 
 
 def cmd_build(args: argparse.Namespace) -> int:
+    need_build_stack("build")
     cfg = load_config(args.config)
     _check_build_inputs(cfg)
     if args.partition:
@@ -143,6 +168,7 @@ def cmd_build(args: argparse.Namespace) -> int:
 def cmd_backfill(args: argparse.Namespace) -> int:
     """Rebuild a window from the archived crawls (``assets.runner.rebuild_window``) into this config's data_dir
     and store (which must not hold crawl state yet)."""
+    need_build_stack("backfill")
     from assets.runner import RunFailed, rebuild_window
 
     from .windows import window_starting
@@ -164,6 +190,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    need_build_stack("demo")
     print("Building a LookBench release from the embedded demo shop (served on 127.0.0.1)…")
     if not load_config(None).aigen.endpoint.base_url:
         print("AI-generated subsets: no image endpoint configured (aigen.endpoint.base_url), so the scripted image "
@@ -173,34 +200,60 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def consumer_store(args: argparse.Namespace):
-    """The store a consumer command reads: ``--store URL`` (a folder, ``s3://bucket/prefix`` with
-    ``--endpoint-url`` and ``--anon`` for a public bucket, or an ``http(s)://`` mirror), else the configuration's."""
-    from .store import open_store
+    """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
+    ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
+    configuration's."""
+    from .store import configured_store, open_store
 
     if getattr(args, "store", None):
-        return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon)
-    from .pipeline import store_of
+        return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+    if args.endpoint_url or args.anon:
+        raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
+    return configured_store(load_config(args.config))
 
-    return store_of(load_config(args.config))
+
+def _release_source(args: argparse.Namespace, name: str):
+    """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
+    ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
+    from .release import resolve_version
+    from .store import ReleaseFolder
+
+    if name != "latest" and (Path(name) / "manifest.json").is_file():
+        folder = ReleaseFolder(name)
+        return folder, folder.version
+    if "/" in name or os.sep in name or Path(name).is_dir():
+        raise UsageError(f"{name}: not a release folder (no manifest.json in it) and not a version (vYYYYMMDD or "
+                         "latest)")
+    store = consumer_store(args)
+    # a version that is not published (or not a version name) is reported by read_manifest, with the published
+    # versions and the closest one
+    return store, resolve_version(store, name) if name == "latest" else name
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
-    from .release import list_releases
+    from .release import ReleaseIntegrityError, list_releases, read_manifest
+    from .safepath import UnsafePathError
+    from .store import StoreError
 
     store = consumer_store(args)
     versions = list_releases(store)
     if not versions:
         print(f"no releases in {store.url}")
     for v in versions:
+        try:
+            read_manifest(store, v)
+        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
+            print(f"warning: {v} is left out: {exc}", file=sys.stderr)
+            continue
         print(v)
     return 0
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .release import read_manifest, resolve_version
+    from .release import read_manifest
 
-    store = consumer_store(args)
-    m = read_manifest(store, resolve_version(store, args.version))
+    store, version = _release_source(args, args.version)
+    m = read_manifest(store, version)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
@@ -208,11 +261,22 @@ def cmd_info(args: argparse.Namespace) -> int:
     return 0
 
 
+def _count(v: object) -> int:
+    """A manifest count: an integer, or the sum of a per-file ``{file: n}`` object (anything else counts 0)."""
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, int):
+        return v
+    if isinstance(v, dict):
+        return sum(_count(x) for x in v.values() if not isinstance(x, dict))
+    return 0
+
+
 def format_manifest(m: dict) -> str:
-    """A release manifest as a person reads it: version, window, build, rows per subset and role, the files'
-    total size, label sources, what changed since the previous version."""
+    """A release manifest (checked by ``release.check_manifest``) as a person reads it: version, window, build,
+    rows per subset and role, the files' total size, label sources, what changed since the previous version."""
     files = {**m.get("files", {}), **m.get("metadata_files", {})}
-    w = m.get("window") or {}
+    w = m.get("window") if isinstance(m.get("window"), dict) else {}
     lines = [f"{m.get('name', 'LookBench')} {m.get('version')}  window {w.get('start', '?')} to {w.get('end', '?')} "
              f"(end exclusive)  built {m.get('built_at', '?')}"
              + (f"  code {m['code_version']}" if m.get("code_version") else "")]
@@ -228,19 +292,23 @@ def format_manifest(m: dict) -> str:
             lines.append(f"{sub.ljust(width)}  {roles.get('query', 0):>7}  {roles.get('gallery', 0):>7}")
     total = sum(int(v.get("bytes") or 0) for v in files.values())
     lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
-    c = m.get("counts") or {}
+    c = m.get("counts") if isinstance(m.get("counts"), dict) else {}
     if c:
-        lines.append(f"candidates {c.get('candidates', 0)}, rejected {c.get('rejected', 0)}"
-                     + (f" ({', '.join(f'{k} {v}' for k, v in sorted(c.get('rejected_by_reason', {}).items()))})"
-                        if c.get("rejected_by_reason") else ""))
+        reasons = c.get("rejected_by_reason") if isinstance(c.get("rejected_by_reason"), dict) else {}
+        lines.append(f"candidates {_count(c.get('candidates'))}, rejected {_count(c.get('rejected'))}"
+                     + (f" ({', '.join(f'{k} {_count(v)}' for k, v in sorted(reasons.items()))})" if reasons else ""))
     if m.get("taxonomy_version"):
         lines.append(f"taxonomy {m['taxonomy_version']}")
-    if m.get("annotators"):
+    if isinstance(m.get("annotators"), list) and m["annotators"]:
         lines.append(f"annotators: {', '.join(map(str, m['annotators']))}")
-    ch = m.get("changes") or {}
+    ch = m.get("changes") if isinstance(m.get("changes"), dict) else {}
     if ch.get("previous_version"):
-        lines.append(f"since {ch['previous_version']}: {len(ch.get('items_added') or [])} items added, "
-                     f"{len(ch.get('items_retired') or [])} retired (CHANGES.md)")
+        # the manifest counts items per file (an item is in a subset's query and in every subset's gallery)
+        added, retired = (ch.get(k) if isinstance(ch.get(k), dict) else {} for k in ("items_added", "items_retired"))
+        per_file = ", ".join(f"{f} +{_count(added.get(f))} -{_count(retired.get(f))}"
+                             for f in sorted(set(added) | set(retired)))
+        lines.append(f"since {ch['previous_version']}, items added / retired per file: {per_file or 'none'} "
+                     "(CHANGES.md)")
     lines.append("(--json prints the whole manifest)")
     return "\n".join(lines)
 
@@ -268,43 +336,109 @@ def cmd_pull(args: argparse.Namespace) -> int:
     return 0
 
 
+def _user_cache() -> Path:
+    """Where a consumer's embedding cache lives: ``$XDG_CACHE_HOME/lookbench/embeddings`` (``~/.cache`` when
+    unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lookbench" / "embeddings"
+
+
+def _print_reasons(ev, named: list[str]) -> None:
+    """Why models were not scored, on stderr: each named model (and each model left unscored on a subset) with
+    its reason; the registry's models that cannot run here on one line, grouped by reason."""
+    from collections import Counter
+
+    from .scoring import nothing_scored_reasons
+
+    unnamed = [s for s in ev.skipped if s["model"] not in named]
+    shown = type(ev)(ev.release, ev.ks, ev.scores, [s for s in ev.skipped if s["model"] in named],
+                     unscored=ev.unscored)
+    for line in nothing_scored_reasons(shown):
+        print(line, file=sys.stderr)
+    if unnamed:
+        why = Counter(s["reason"].split(";")[0].split(" (")[0] for s in unnamed)
+        print(f"skipped {len(unnamed)} registry models that cannot run here ("
+              + ", ".join(f"{r}: {n}" for r, n in why.most_common()) + "); --model ID scores one and says why",
+              file=sys.stderr)
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score models on a release (a pulled folder or a version in a store). Exit codes: 0 every model asked
+    for was scored; 1 nothing was scored, or a model named with --model / --embeddings was not (the reasons on
+    stderr), or an error; 2 a configuration or usage error."""
     import pyarrow.parquet as pq
 
-    from .evaluate import format_table
-    from .pipeline import stage_evaluate, store_of
+    from .config import EvaluateConfig
+    from .evaluate import evaluate_configured, format_table
+    from .scoring import PrecomputedEmbeddings, site_benchmark
 
-    cfg = load_config(args.config)
-    if args.cutoff and args.cutoff != "model":
-        try:
-            date.fromisoformat(args.cutoff)
-        except ValueError as exc:
-            raise ValueError(f"--cutoff must be a date YYYY-MM-DD or 'model', got {args.cutoff!r}") from exc
-    if args.output and not Path(args.output).parent.is_dir():
-        raise ValueError(f"--output: folder {Path(args.output).parent} does not exist")
-    index_path = Path(cfg.data_dir) / "contamination" / "index.parquet"
-    index = pq.read_table(index_path) if index_path.is_file() else None
-    # models named on the command line are scored alone; otherwise the config's, plus the registry's
-    ev, report = stage_evaluate(cfg, store_of(cfg), args.release, index, model_ids=args.model or None,
-                                cutoff=args.cutoff, registry=False if args.model else None, legacy=not args.no_legacy,
-                                report=bool(args.report), report_dir=Path(args.report) if args.report else None,
-                                report_to_store=False, progress=not args.quiet)
-    for s in ev.skipped:
-        print(f"skipped {s['model']}: {s['reason']}", file=sys.stderr)
-    if index is None and cfg.evaluate.exclude_contaminated:
-        print(f"note: no contamination index at {index_path}: queries not re-checked", file=sys.stderr)
-    for u in ev.unscored:
-        print(f"not scored: {u['model']} on {u['subset']}: {u['reason']}", file=sys.stderr)
+    if (args.release_path is None) == (args.release is None):
+        raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
+                         "(--release vYYYYMMDD|latest)")
+    for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", args.training_cutoff)):
+        if value and not (flag == "--cutoff" and value == "model"):
+            try:
+                date.fromisoformat(value)
+            except ValueError as exc:
+                raise UsageError(f"{flag} must be a date YYYY-MM-DD{' or model' if flag == '--cutoff' else ''}, "
+                                 f"got {value!r}") from exc
+    if args.ids and not args.embeddings:
+        raise UsageError("--ids goes with --embeddings FILE.npy")
+    if (args.name or args.training_cutoff) and not args.embeddings:
+        raise UsageError("--name and --training-cutoff go with --embeddings")
+    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
+        if value and not Path(value).resolve().parent.is_dir():
+            raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
+    store, version = _release_source(args, args.release_path or args.release)
+    # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
+    # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
+    # default settings without legacy benchmarks (their data is not part of a release), cache in the user's.
+    pipeline_mode = bool(args.config) or not (args.release_path or args.store)
+    index = None
+    if pipeline_mode:
+        cfg = load_config(args.config)
+        settings, data_dir = cfg.evaluate, Path(cfg.data_dir)
+        cache = Path(args.cache) if args.cache else data_dir / "embeddings"
+        match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+        index_path = data_dir / "contamination" / "index.parquet"
+        index = pq.read_table(index_path) if index_path.is_file() else None
+        if index is None and settings.exclude_contaminated:
+            print(f"note: no contamination index at {index_path}: queries not re-checked", file=sys.stderr)
+        legacy = not args.no_legacy
+    else:
+        settings, data_dir, match = EvaluateConfig(legacy=[]), None, (6, 32.0)
+        cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
+    given = {}
+    if args.embeddings:
+        tc = date.fromisoformat(args.training_cutoff) if args.training_cutoff else None
+        emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
+        given[emb.name] = emb
+    named = list(dict.fromkeys([*(args.model or []), *given]))
+    # models named on the command line (or embeddings) are scored alone; otherwise the config's, plus the registry's
+    ev = evaluate_configured(settings, store, version, data_dir=data_dir, cache_dir=cache,
+                             contamination_index=index, contamination_match=match,
+                             model_ids=args.model or ([] if given else None), cutoff=args.cutoff,
+                             registry=False if named else None, legacy=legacy, progress=not args.quiet,
+                             embedders_given=given, subsets=args.subset or None)
+    _print_reasons(ev, named)
     if ev.scores.num_rows == 0:
-        why = ("every model and subset had no query left to score (above)" if ev.unscored and not ev.skipped
-               else "no model could run here or none had a query to score (above)")
-        print(f"no model could be scored: {why}", file=sys.stderr)
+        print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return 1
     print(format_table(ev.scores))
     if args.output:
         pq.write_table(ev.scores, args.output)
-    if report:
+    if args.benchmark_json:
+        Path(args.benchmark_json).write_text(json.dumps(site_benchmark(ev.scores), indent=2) + "\n")
+    if args.report:
+        from .report import write_report
+
+        report = write_report(ev, Path(args.report))
         print(f"\nreport: {report['html']} (leaderboard: {report['dir'] / 'leaderboard.md'})")
+    scored = set(ev.scores.column("model").to_pylist())
+    missing = [m for m in named if m not in scored]
+    if missing:
+        print(f"error: not scored: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
+        return 1
     return 0
 
 
@@ -331,6 +465,7 @@ def cmd_audit_score(args: argparse.Namespace) -> int:
 
 def cmd_detector_train(args: argparse.Namespace) -> int:
     """Convert annotation files to a YOLO data set, train, score on the held-out split, write weights + report."""
+    need_build_stack("detector train", ("ultralytics", "torch"))
     import yaml
 
     from .config import DetectorTrainConfig
@@ -429,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     store_options(p)
     p.set_defaults(fn=cmd_releases)
     p = sub.add_parser("info", help="summary of a release's manifest")
-    p.add_argument("version", help="vYYYYMMDD, or latest")
+    p.add_argument("version", help="vYYYYMMDD, latest, or a pulled release folder")
     p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
     p.add_argument("--config")
     store_options(p)
@@ -444,17 +579,38 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config")
     store_options(p)
     p.set_defaults(fn=cmd_pull)
-    p = sub.add_parser("evaluate", help="score retrieval models on a published release")
-    p.add_argument("--release", required=True, help="a published version, vYYYYMMDD")
+    p = sub.add_parser("evaluate", help="score retrieval models (or your own embeddings) on a release",
+                       description="Score models on a release: a pulled release folder (DIR), or a version in a "
+                                   "store (--release). Exit codes: 0 every model asked for was scored; 1 nothing was "
+                                   "scored, a named model was not, or an error; 2 a configuration or usage error.")
+    p.add_argument("release_path", nargs="?", metavar="DIR",
+                   help="a pulled release folder (lookbench pull writes DEST/<version>/), or a version")
+    p.add_argument("--release", help="a published version, vYYYYMMDD or latest, in the store (--store, else the "
+                                     "configuration's)")
     p.add_argument("--model", action="append",
                    help="model id (repeatable); default: the config's models and every registry model that can run")
+    p.add_argument("--embeddings", action="append", metavar="FILE",
+                   help="your model's embeddings keyed by the release's sample_id (repeatable): Parquet with columns "
+                        "sample_id and embedding (fixed_size_list<float32>[d]), .npz with arrays sample_id and "
+                        "embedding, or .npy (n, d) with --ids")
+    p.add_argument("--ids", metavar="FILE", help="with a .npy --embeddings: one sample_id per line, in row order")
+    p.add_argument("--name", help="with --embeddings: the model's name in the scores (default: the file's stem)")
+    p.add_argument("--training-cutoff", metavar="YYYY-MM-DD",
+                   help="with --embeddings: your model's training cutoff, for --cutoff model")
+    p.add_argument("--subset", action="append", help="score only this subset (repeatable)")
     p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or 'model' "
                                     "for each model's declared training cutoff")
-    p.add_argument("--report", metavar="DIR", help="write the leaderboard (Parquet, Markdown) and the HTML report here")
+    p.add_argument("--report", metavar="DIR", help="write the leaderboard (Parquet, Markdown, the site's "
+                                                   "benchmark.json) and the HTML report here")
     p.add_argument("--output", help="also write the scores as Parquet here")
+    p.add_argument("--benchmark-json", metavar="FILE",
+                   help="also write the scores in the LookBench site's benchmark.json shape here")
     p.add_argument("--no-legacy", action="store_true", help="do not score the configured legacy benchmarks")
+    p.add_argument("--cache", metavar="DIR", help="embedding cache (default: <data_dir>/embeddings with a "
+                                                  "configuration, else ~/.cache/lookbench/embeddings)")
     p.add_argument("--quiet", action="store_true", help="no progress bars")
-    p.add_argument("--config")
+    p.add_argument("--config", help="pipeline YAML file (its evaluate settings, store, contamination index)")
+    store_options(p)
     p.set_defaults(fn=cmd_evaluate)
     p = sub.add_parser("audit", help="human audit of a release's attribute labels")
     asub = p.add_subparsers(dest="audit_command", required=True)
@@ -518,7 +674,10 @@ def main(argv: list[str] | None = None) -> int:
         return args.fn(args)
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
-        return 2
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
     except (StoreError, ReleaseIntegrityError, ValueError, OSError) as exc:
         if getattr(args, "debug", False):
             raise
