@@ -1,18 +1,28 @@
 """The ``lookbench`` command line.
 
+Consumers (the base install, ``pip install lookbench-pipeline``):
+
+    lookbench releases [--store URL] [--config F]
+                                           list published versions
+    lookbench info VERSION|latest|DIR [--json] [--store URL]
+                                           a release's manifest summary (a version in a store, or a pulled folder)
+    lookbench pull VERSION|latest [--subset S ...] [--dest DIR] [--look-bench] [--store URL]
+                                           download a release, verifying every file's sha256; resumes
+    lookbench evaluate DIR | --release VERSION|latest [--model ID ...] [--embeddings F ...] [--ids F] [--name N]
+                       [--subset S ...] [--cutoff YYYY-MM-DD|model] [--report DIR] [--benchmark-json F]
+                       [--output F] [--no-legacy] [--quiet] [--store URL] [--config F]
+                                           score retrieval models, or your own embeddings, on a release
+    --store URL: a folder, s3://bucket/prefix (with --endpoint-url URL and --anon for a public bucket), or an
+    http(s):// mirror. Exit codes: 0 success; 1 an error (evaluate: nothing scored, or a named model not scored);
+    2 a configuration or usage error.
+
+Builders (the ``build`` extra):
+
     lookbench demo                         build a release from the embedded demo shop and print its scores
     lookbench build [--config F] [--partition YYYY-MM-DD]
                                            run the release job (Dagster, in process) for a release window
     lookbench backfill --partition YYYY-MM-DD [--config F]
                                            rebuild a window from the crawl archive (WARC) alone, no network
-    lookbench releases [--config F]        list published versions
-    lookbench info VERSION [--config F]    print a release's manifest summary
-    lookbench pull VERSION [--subset S ...] [--dest DIR] [--look-bench] [--config F]
-                                           download a release, verifying every file's sha256
-    lookbench evaluate --release VERSION [--model ID ...] [--cutoff YYYY-MM-DD|model] [--report DIR]
-                       [--no-legacy] [--output F] [--quiet] [--config F]
-                                           score retrieval models on a published release (progress bars on
-                                           stderr), optionally writing the leaderboard and HTML report
     lookbench audit export VERSION --out DIR [--per-stratum N] [--seed S] [--config F]
                                            a stratified sample of a release's labels for human review
     lookbench audit score FILE.csv [--json]
@@ -678,6 +688,9 @@ def main(argv: list[str] | None = None) -> int:
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return EXIT_USAGE
+    except BrokenPipeError:  # `lookbench info … | head`: the reader left; no error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
     except (StoreError, ReleaseIntegrityError, ValueError, OSError) as exc:
         if getattr(args, "debug", False):
             raise

@@ -188,7 +188,7 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
         reasons.append("needs CUDA (no GPU on this machine)")
     missing = [m for m in ("torch", spec.backend) if importlib.util.find_spec(m) is None]
     if missing:
-        reasons.append(f"needs {' and '.join(missing)} (pip install -e '.[models]')")
+        reasons.append(f"needs {' and '.join(missing)} (pip install 'lookbench-pipeline[models]')")
         return "; ".join(reasons)
     if spec.backend == "open_clip":
         ok = _open_clip_weights(spec)

@@ -4,20 +4,16 @@ through the same metrics, cutoff and noise gallery; the site's benchmark.json sh
 
 from __future__ import annotations
 
-import hashlib
 import json
-from datetime import datetime, timezone
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from release_factory import jpeg, make_release
+from release_factory import export_embeddings, make_release, with_noise
 
 import lookbench_pipeline
-from lookbench_pipeline import schemas
 from lookbench_pipeline.cli import main
-from lookbench_pipeline.embcache import published_image
 from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.evaluate import run_evaluation
 from lookbench_pipeline.release import pull, publish
@@ -29,58 +25,15 @@ BASELINE = "baseline/hsv-hog-v1"
 COMPARED = ["model", "subset", "metric", "value", "ci_low", "ci_high", "n_queries", "cutoff"]
 
 
-def _with_noise(rel, n: int = 5):
-    """The release plus a noise gallery of ``n`` distractors (items of no query), as the negatives stage adds."""
-    t0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
-    rows = []
-    for i in range(n):
-        data = jpeg(9000 + i)
-        sha = hashlib.sha256(data).hexdigest()
-        rows.append({"image": {"bytes": data, "path": f"{sha}.jpg"}, "item_ID": f"noise{i}", "category": "top",
-                     "main_attribute": "color: red", "other_attributes": "sleeve_length: long",
-                     "attributes": [{"name": "color", "value": "red"}, {"name": "sleeve_length", "value": "long"}],
-                     "annotator": "test/v1", "site": "legacy:fashion200k", "crawled_at": t0, "first_seen_at": t0,
-                     "task": "distractor", "difficulty": "n/a", "sample_id": hashlib.sha1(f"noise{i}".encode()).hexdigest()[:16],
-                     "subset": "noise", "role": "gallery", "image_sha256": sha, "width": 40, "height": 40,
-                     "look_id": None, "box": None, "source_url": f"fashion200k/{i}.jpg"})
-    rel.files[("noise", "gallery")] = schemas.from_rows(rows, schemas.RELEASE)
-    return rel
-
-
 @pytest.fixture(scope="module")
 def pulled(tmp_path_factory):
     """A release with a noise gallery published in a store, pulled to a folder; the baseline's in-store scores."""
     root = tmp_path_factory.mktemp("scoring")
     store = LocalStore(root / "store")
-    publish(_with_noise(make_release(V, range(0, 12))), store, {})
+    publish(with_noise(make_release(V, range(0, 12))), store, {})
     pull(store, V, root / "rel", progress=False)
     ev = run_evaluation(store, V, [BASELINE], root / "cache", n_examples=0)
     return {"root": root, "store": store, "folder": root / "rel" / V, "scores": ev.scores}
-
-
-def _export_baseline(folder, path, fmt="parquet"):
-    """The baseline's vectors of every row of the pulled release (query, gallery and noise files), keyed by
-    sample_id, written as a researcher would: one row per distinct sample_id."""
-    emb = HsvHogEmbedder()
-    ids, vecs = [], []
-    for f in sorted(folder.rglob("*.parquet")):
-        if f.name == "changes.parquet":
-            continue
-        t = pq.read_table(f, columns=["sample_id", "image"])
-        for sid, img in zip(t["sample_id"].to_pylist(), t["image"].to_pylist()):
-            if sid not in ids:
-                ids.append(sid)
-                vecs.append(emb.embed([published_image(img["bytes"])])[0])
-    vecs = np.stack(vecs).astype(np.float32)
-    if fmt == "parquet":
-        pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(
-            pa.array(vecs.ravel(), pa.float32()), vecs.shape[1])}), path)
-    elif fmt == "npz":
-        np.savez(path, sample_id=np.array(ids), embedding=vecs)
-    else:
-        np.save(path, vecs)
-        path.with_suffix(".ids.txt").write_text("\n".join(ids) + "\n")
-    return ids, vecs
 
 
 def _same_scores(a: pa.Table, b: pa.Table, name: str) -> None:
@@ -93,7 +46,7 @@ def test_embeddings_of_the_pulled_folder_score_as_the_in_store_evaluation(pulled
     assert any(r["metric"] == "distractor@1" for r in pulled["scores"].to_pylist()), "the noise gallery is scored"
     for fmt, suffix in (("parquet", ".parquet"), ("npz", ".npz"), ("npy", ".npy")):
         path = tmp_path / f"mine{suffix}"
-        _export_baseline(pulled["folder"], path, fmt)
+        export_embeddings(pulled["folder"], path, fmt)
         extra = ["--ids", str(path.with_suffix(".ids.txt"))] if fmt == "npy" else []
         out = tmp_path / f"scores-{fmt}.parquet"
         assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(path), *extra, "--name", "mine",
@@ -106,7 +59,7 @@ def test_embeddings_of_the_pulled_folder_score_as_the_in_store_evaluation(pulled
 
 def test_embeddings_with_a_cutoff_and_one_subset(pulled, tmp_path, capsys):
     path = tmp_path / "mine.parquet"
-    _export_baseline(pulled["folder"], path)
+    export_embeddings(pulled["folder"], path)
     cut = "2026-02-06"
     ref = run_evaluation(pulled["store"], V, [BASELINE], pulled["root"] / "cache", cutoff=cut, n_examples=0,
                          subsets=["real_studio_flat"]).scores
@@ -149,7 +102,7 @@ def test_the_python_api_scores_a_function_as_the_registry_model(pulled):
     (lambda ids, v: (ids, np.where(np.arange(len(v))[:, None] == 2, 0.0, v)), "all zeros"),
 ])
 def test_embeddings_that_cannot_be_scored_are_refused(pulled, tmp_path, capsys, damage, match):
-    ids, vecs = _export_baseline(pulled["folder"], tmp_path / "ok.parquet")
+    ids, vecs = export_embeddings(pulled["folder"], tmp_path / "ok.parquet")
     ids, vecs = damage(list(ids), vecs)
     np.savez(tmp_path / "bad.npz", sample_id=np.array(ids), embedding=vecs.astype(np.float32))
     with pytest.raises(EmbeddingsError, match=match):
