@@ -899,8 +899,9 @@ def resolve(cands: Sequence[Candidate], mapper: LabelMapper) -> dict[str, Any]:
     cands = sorted(cands, key=lambda c: rank(c.annotator))  # stable: the caller's order within a rank
     unmapped = [u for c in cands for u in (c.row.get("unmapped") or [])]
     labelled = [c for c in cands if c.labelled]
-    if not labelled:
-        return {**cands[0].row, "unmapped": unmapped}
+    if not labelled:  # facets without a category only fill a category another source gives: not the reason
+        base = next((c for c in cands if not (c.facets and not c.row.get("category"))), cands[0])
+        return {**base.row, "unmapped": unmapped}
     top = labelled[0]
     category = top.row["category"]
     allowed = mapper.tax.categories[category].allowed

@@ -405,7 +405,8 @@ def test_items_sheet_category_and_attributes_columns(tmp_path):
     b = by["b"]  # the title decides the category, the sheet's attribute fills it
     assert (b["category"], b["annotator"]) == ("dress", "catalog-text/1")
     assert {x["name"]: x["value"] for x in b["attributes"]} == {"color": "red", "sleeve_length": "sleeveless"}
-    assert (by["c"]["status"], by["c"]["reason"]) == ("rejected", "facets:items-sheet:no_category")
+    # facets without a category cannot label an item: the text's reason stays
+    assert (by["c"]["status"], by["c"]["reason"]) == ("rejected", "no_text")
     assert counts["labelled"] == 2 and counts["sources"]["labelled_by.facets:items-sheet"] == 1
     (tmp_path / "d/items.csv").write_text("path,item_id,attributes\nstudio/a.jpg,a,colour burgundy\n")
     with pytest.raises(ConfigError, match=r"items.csv:2: attributes: 'colour burgundy' is not 'name: value'"):
