@@ -47,7 +47,9 @@ COLUMN_DOCS = {
     "subset": "the subset (config) of the row",
     "role": "`query` or `gallery`",
     "attributes": "every attribute label as a list of `{name, value}`",
-    "annotator": "name and version of what produced the labels (an image model: `vlm:<model>@<prompt>+judge:…`)",
+    "annotator": "name and version of what produced the labels, of the category when several did (an image model: "
+                 "`vlm:<model>@<prompt>+judge:…`; a data set's own annotation file: `import:<data set>`; the shop's "
+                 "attribute facets: `facets:schema.org` / `facets:items-sheet`; the catalogue text: `catalog-text/1`)",
     "image_sha256": "sha256 of the original image bytes (hex); for a detected street-look item, of its crop",
     "width": "width of the original image in pixels, after EXIF orientation (of the crop for a detected item)",
     "height": "height of the original image in pixels, after EXIF orientation (of the crop for a detected item)",

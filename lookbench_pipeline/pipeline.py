@@ -199,10 +199,17 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
     when ``cfg.annotate.judge.enabled``; the catalogue-text labels are still computed, as the category hint
     (``category_from: text``) and as the baseline the counts compare against (``agreement_with_catalog_text``).
 
+    Either way, labels imported from the drops' annotation files, the items sheets' ``category`` / ``attributes``
+    columns and the products' ``additionalProperty`` facets are merged in by precedence
+    (:mod:`lookbench_pipeline.label_import`; counts ``imported`` per annotation file and ``sources``).
+
     Raises:
         ValueError: an endpoint is configured but ``image_refs`` or ``store`` is missing.
         vlm.VlmEndpointError: the endpoint is unreachable or does not serve the model.
+        ConfigError: an annotation file is unreadable or malformed.
     """
+    from . import label_import
+
     tax = Taxonomy.load(cfg.taxonomy)
     ann = CatalogTextAnnotator(tax)
     text_labels = []
@@ -216,15 +223,24 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
         it["description"] = it["description"] or d["description"]
     for item_id, it in sorted(items.items()):
         text_labels.append(ann.annotate(item_id, it["title"], it["description"]))
+    mapper = label_import.LabelMapper(tax)
+    extra, imported = label_import.candidates(cfg.drops, mapper, products, drop_items, image_refs)
     if not cfg.annotate.endpoint:
-        rows = [lb.row() for lb in text_labels]
+        rows, sources = label_import.apply([lb.row() for lb in text_labels], extra, mapper)
         counts = _label_counts(rows)
         counts["annotator"] = ann.name
         counts["taxonomy_version"] = tax.version
+        counts.update(imported=imported, sources=sources)
         return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
     if image_refs is None or store is None:
         raise ValueError("annotate.endpoint is set: stage_attributes needs image_refs and the object store")
-    return _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+    table, counts = _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+    if not extra:
+        return table, counts
+    rows, sources = label_import.apply(table.to_pylist(), extra, mapper)
+    counts = {k: v for k, v in counts.items() if not k.startswith(("category.", "labelled.", "rejected.", "failed."))}
+    counts.update(_label_counts(rows), imported=imported, sources=sources)
+    return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
 
 
 def _label_counts(rows: list[dict]) -> dict[str, Any]:
