@@ -88,6 +88,10 @@ class SiteConfig(_Strict):
 
     name: str
     kind: Literal["web", "demo", "replay"] = "web"
+    # What a release says of this source (docs/SOURCES.md inside the release): the terms its pictures are used
+    # under, and where they come from. Unset: the card's licence text.
+    license: str | None = None
+    source: str | None = None
     start_urls: list[str] = Field(default_factory=list)
     sitemap_urls: list[str] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)
@@ -214,6 +218,10 @@ class DropConfig(_Strict):
     subfolders: dict[str, str] = Field(min_length=1)
     items_csv: Path | None = None
     annotations: list[AnnotationFileConfig] = Field(default_factory=list)
+    # What a release says of this drop (docs/SOURCES.md inside the release): the licence of its pictures and where
+    # they come from. Unset: "not declared".
+    license: str | None = None
+    source: str | None = None
 
     @field_validator("subfolders")
     @classmethod

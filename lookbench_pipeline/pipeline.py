@@ -657,6 +657,12 @@ def aigen_summary(cfg: PipelineConfig) -> dict[str, Any]:
     return manifest_summary(cfg)
 
 
+def _source_entry(site: Any) -> dict[str, Any]:
+    """A site as a release's sources list it: name, where (its recorded origin or first start URL), licence."""
+    where = site.recorded_origin or (site.start_urls[0] if site.start_urls else None)
+    return {"name": site.name, "url": site.source or where, "license": site.license}
+
+
 def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
     tax = Taxonomy.load(cfg.taxonomy)
     return {
@@ -666,6 +672,8 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
         "dedup": {"method": PHASH_METHOD, "hamming_threshold": cfg.dedup.hamming_threshold},
         "sites": [crawl.SiteConfig.from_yaml(p).name for p in cfg.sites],
         "drops": [d.name for d in cfg.drops],
+        "site_sources": [_source_entry(crawl.SiteConfig.from_yaml(p)) for p in cfg.sites],
+        "drop_sources": [{"name": d.name, "license": d.license, "source": d.source} for d in cfg.drops],
         "aigen": aigen_summary(cfg),
         "models": [],
     }
@@ -703,7 +711,8 @@ def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, a
         models.append({"role": "negatives_mining", **neg["model"]})
     prov = provenance(cfg, annotators)
     prov["models"] = prov.get("models", []) + models
-    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump())
+    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump(),
+                   taxonomy=cfg.taxonomy)
 
 
 def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contamination_index: pa.Table | None = None,
