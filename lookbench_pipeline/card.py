@@ -38,7 +38,7 @@ CROISSANT_CONTEXT: dict[str, Any] = {
 COLUMN_DOCS = {
     "image": "the picture, JPEG bytes without EXIF (Hugging Face `Image`: `{bytes, path}`, path = `<sha256>.jpg`)",
     "item_ID": "the product (item) the picture shows; a query's positives are the gallery rows with its item_ID",
-    "category": "garment category (taxonomy in `lookbench_pipeline/data/taxonomy_v2.yaml`; version in the manifest)",
+    "category": "garment category (the taxonomy is `docs/taxonomy.yaml`; its version and sha256 are in the manifest)",
     "main_attribute": "the category's main attribute, `name: value`",
     "other_attributes": "the other attributes, `name: value; name: value`",
     "task": "`single-item` or `multi-item` (a street look with several items); `distractor` in the noise gallery",
@@ -47,7 +47,9 @@ COLUMN_DOCS = {
     "subset": "the subset (config) of the row",
     "role": "`query` or `gallery`",
     "attributes": "every attribute label as a list of `{name, value}`",
-    "annotator": "name and version of what produced the labels (an image model: `vlm:<model>@<prompt>+judge:…`)",
+    "annotator": "name and version of what produced the labels, of the category when several did (an image model: "
+                 "`vlm:<model>@<prompt>+judge:…`; a data set's own annotation file: `import:<data set>`; the shop's "
+                 "attribute facets: `facets:schema.org` / `facets:items-sheet`; the catalogue text: `catalog-text/1`)",
     "image_sha256": "sha256 of the original image bytes (hex); for a detected street-look item, of its crop",
     "width": "width of the original image in pixels, after EXIF orientation (of the crop for a detected item)",
     "height": "height of the original image in pixels, after EXIF orientation (of the crop for a detected item)",
@@ -113,16 +115,36 @@ def default_config(subsets: list[str]) -> str | None:
     return next((s for s in DEFAULT_CONFIG_ORDER if s in subsets), subsets[0] if subsets else None)
 
 
+DOCUMENTS = {
+    "docs/taxonomy.yaml": "the taxonomy the labels use: categories, attributes, their values and synonyms, each value "
+                          "mapped to Fashionpedia attribute ids; `\"not visible\"` means the attribute cannot be seen "
+                          "in the picture",
+    "docs/METRICS.md": "how Coarse / Fine / exact-item Recall@K, graded nDCG@K, distractor@1 and the cutoff are "
+                       "defined, with sources",
+    "docs/schema.json": "every column of every table (name, Arrow type, nullable, meaning), machine-readable",
+    "docs/SOURCES.md": "where the pictures and labels come from, their licences, the label sources and their "
+                       "measured precision, the models that shaped the release",
+}
+"""What each document a release carries (:mod:`lookbench_pipeline.release_docs`) is for, by its path."""
+
+OTHER_FILES = {"README.md": "the dataset card (Hugging Face front matter: a config per subset)",
+               "CHANGES.md": "what changed since the previous release (items and rows per file, largest shifts)"}
+ENCODING_FORMATS = {"md": "text/markdown", "json": "application/json", "yaml": "application/yaml"}
+
+
 def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], counts: dict[str, Any],
-                 changes: dict[str, Any], info: CardInfo) -> str:
+                 changes: dict[str, Any], info: CardInfo, documents: list[str] | None = None,
+                 taxonomy: dict[str, Any] | None = None) -> str:
     """``README.md`` of a release: YAML front matter (``configs`` per subset with ``query`` and ``gallery``
-    splits, one marked ``default: true`` (:func:`default_config`), ``license``, ``size_categories`` — by the rows of all files together, each subset's gallery counted —,
-    ``task_categories``…) and a card body.
+    splits, one marked ``default: true`` (:func:`default_config`), ``license``, ``size_categories`` — by the
+    rows of all files together, each subset's gallery counted —, ``task_categories``…) and a card body.
 
     Args:
         files: ``{"<subset>/<role>.parquet": {"sha256", "bytes", "rows"}}`` of the data files.
         counts: the release's counts (``query_rows``, ``gallery_rows_distinct``, ``rejected_by_reason``…).
         changes: :func:`lookbench_pipeline.changes.summary` of the release.
+        documents: paths (inside the release) of the documents it carries (``docs/…``); the card lists them.
+        taxonomy: the manifest's ``taxonomy`` entry (``version``, ``path``, ``sha256``).
     """
     subsets = _subsets(files)
     total = sum(f["rows"] for f in files.values())
@@ -157,7 +179,15 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
              f"* **Previous release** {('`' + changes['previous_version'] + '`') if changes.get('previous_version') else 'none'}"
              " — what changed: `CHANGES.md` and `changes.parquet`.",
              "* **Integrity**: `manifest.json` lists the sha256 and size of every file; `croissant.json` is the "
-             "Croissant (MLCommons) description.", "",
+             "Croissant (MLCommons) description."]
+    if taxonomy:
+        lines.append(f"* **Labels**: taxonomy version `{taxonomy['version']}` (`{taxonomy['path']}`, sha256 "
+                     f"`{taxonomy['sha256'][:16]}…`); the `annotator` column names what labelled each row.")
+    if documents:
+        lines += ["", "## Documents in this folder", "",
+                  "Everything needed to read this release is inside it:", "", "| file | what |", "|---|---|"]
+        lines += [f"| `{d}` | {DOCUMENTS.get(d, '')} |" for d in documents]
+    lines += ["",
              "| subset (config) | query rows | gallery rows |", "|---|---:|---:|"]
     for s in subsets:
         q = files.get(f"{s}/query.parquet", {}).get("rows", 0)
@@ -245,7 +275,8 @@ def croissant(version: str, window: dict[str, str], files: dict[str, dict], meta
 
     Args:
         files: the data files, ``{"<subset>/<role>.parquet": {"sha256", "bytes", "rows"}}``.
-        metadata_files: other Parquet files described too (``changes.parquet``).
+        metadata_files: the release's other files (``changes.parquet`` gets a record set; the documents —
+            ``README.md``, ``CHANGES.md``, ``docs/…`` — a ``FileObject`` each, with sha256 and relative path).
     """
     dated = re.fullmatch(r"v(\d{4})(\d{2})(\d{2})", version)
     distribution, record_sets = [], []
@@ -261,6 +292,13 @@ def croissant(version: str, window: dict[str, str], files: dict[str, dict], meta
                              "sha256": every[key]["sha256"]})
         record_sets.append({"@type": "cr:RecordSet", "@id": rs_id, "name": rs_id, "description": desc,
                             "field": _fields(rs_id, key, schema)})
+    # the documents that make the release readable on its own (card, changes, taxonomy, metrics, schemas, sources)
+    for key in sorted(k for k in metadata_files if not k.endswith(".parquet") and k != "croissant.json"):
+        distribution.append({"@type": "cr:FileObject", "@id": key, "name": key, "contentUrl": key,
+                             "description": DOCUMENTS.get(key) or OTHER_FILES.get(key, ""),
+                             "contentSize": f"{metadata_files[key]['bytes']} B",
+                             "encodingFormat": ENCODING_FORMATS[key.rsplit(".", 1)[1]],
+                             "sha256": metadata_files[key]["sha256"]})
     if info.license != "other":
         license_ = f"https://spdx.org/licenses/{info.license}.html" if info.license else None
     else:

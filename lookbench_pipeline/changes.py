@@ -137,24 +137,47 @@ def summary(changes: pa.Table) -> dict[str, Any]:
             "items_retired": dict(sorted(retired.items()))}
 
 
-def markdown(changes: pa.Table, version: str, previous: str | None, top: int = 10) -> str:
-    """``CHANGES.md``: per file the items before / now / added / retired, then the largest category and attribute
-    shifts (by absolute change of share, ties by name). Deterministic for the same table."""
+def item_counts(current: dict[tuple[str, str], pa.Table], before: dict[tuple[str, str], pa.Table]
+                ) -> dict[tuple[str, str], dict[str, int]]:
+    """Per file ``(subset, role)``: distinct items (``item_ID``) and rows (samples) before and now, as
+    ``{"items_before", "items_now", "rows_before", "rows_now"}``. A file holds one row per picture, so an item with
+    three gallery pictures is one item and three rows."""
+    out = {}
+    for key in sorted(set(current) | set(before)):
+        now, prev = current.get(key), before.get(key)
+        out[key] = {"items_before": len(set(prev["item_ID"].to_pylist())) if prev is not None else 0,
+                    "items_now": len(set(now["item_ID"].to_pylist())) if now is not None else 0,
+                    "rows_before": prev.num_rows if prev is not None else 0,
+                    "rows_now": now.num_rows if now is not None else 0}
+    return out
+
+
+def markdown(changes: pa.Table, version: str, previous: str | None,
+             counts: dict[tuple[str, str], dict[str, int]] | None = None, top: int = 10) -> str:
+    """``CHANGES.md``: per file the items (distinct ``item_ID``) added and retired and, from ``counts``
+    (:func:`item_counts`), the items and the rows before and now, said apart; then the largest category and
+    attribute shifts (by absolute change of share, ties by name). Deterministic for the same inputs."""
     rows = changes.to_pylist()
     lines = [f"# Changes in LookBench {version}", ""]
     if previous:
         lines += [f"Compared with the previous release, **{previous}**. The full diff, one row per change, is "
-                  "`changes.parquet` (schema `RELEASE_CHANGES` in `lookbench_pipeline/schemas.py`).", ""]
+                  "`changes.parquet` (its columns: table `release_changes` in `docs/schema.json`).", ""]
     else:
         lines += ["This is the first published release: every item is new. The full diff is `changes.parquet` "
-                  "(schema `RELEASE_CHANGES` in `lookbench_pipeline/schemas.py`).", ""]
-    files = sorted({(r["subset"], r["role"]) for r in rows})
-    lines += ["## Items", "", "| file | added | retired |", "|---|---:|---:|"]
+                  "(its columns: table `release_changes` in `docs/schema.json`).", ""]
+    lines += ["An **item** is one product (`item_ID`); a **row** is one picture of it (a sample), so a file can hold "
+              "several rows of one item. Added and retired count items; shares below count rows.", ""]
+    files = sorted({(r["subset"], r["role"]) for r in rows} | set(counts or {}))
+    lines += ["## Items", "", "| file | items before | items now | items added | items retired | rows before | "
+              "rows now |", "|---|---:|---:|---:|---:|---:|---:|"]
     for subset, role in files:
         mine = [r for r in rows if (r["subset"], r["role"]) == (subset, role)]
         a = sum(r["change"] == "item_added" for r in mine)
         d = sum(r["change"] == "item_retired" for r in mine)
-        lines.append(f"| {subset}/{role} | {a} | {d} |")
+        c = (counts or {}).get((subset, role))
+        cells = (f"{c['items_before']} | {c['items_now']} | {a} | {d} | {c['rows_before']} | {c['rows_now']}" if c
+                 else f"n/a | n/a | {a} | {d} | n/a | n/a")
+        lines.append(f"| {subset}/{role} | {cells} |")
     lines.append("")
     for kind, title in (("category_share", "Largest category shifts"),
                         ("attribute_share", "Largest attribute shifts (share within the category)")):
@@ -166,7 +189,7 @@ def markdown(changes: pa.Table, version: str, previous: str | None, top: int = 1
             lines += ["No shift.", ""]
             continue
         label = "category" if kind == "category_share" else "category / attribute: value"
-        lines += [f"| file | {label} | before | now | change (points) |", "|---|---|---:|---:|---:|"]
+        lines += [f"| file | {label} | before (rows) | now (rows) | change (points) |", "|---|---|---:|---:|---:|"]
         for r in shifts[:top]:
             what = r["category"] if kind == "category_share" else f"{r['category']} / {r['attribute']}: {r['value']}"
             lines.append(f"| {r['subset']}/{r['role']} | {what} | {100 * r['previous_share']:.1f}% "

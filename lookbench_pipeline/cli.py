@@ -151,15 +151,19 @@ def _report_of(summary: dict) -> str | None:
 
 def _check_build_inputs(cfg) -> None:
     """What a release run needs beyond a valid configuration, checked before any crawl: at least one site (the
-    release job reads the window's weekly crawls; README.md "Configuration") and every drop's item sheet.
-    Raises ConfigError (exit 2)."""
+    release job reads the window's weekly crawls; README.md "Configuration"), every drop's item sheet and every
+    drop's annotation files. Raises ConfigError (exit 2)."""
     from .drops import item_sheet
+    from .label_import import check_drop
+    from .taxonomy import Taxonomy
 
     if not cfg.sites:
         raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
                           "weekly crawls (see README.md, Configuration)")
     for d in cfg.drops:
         item_sheet(d)
+        if d.annotations:
+            check_drop(d, Taxonomy.load(cfg.taxonomy))
 
 
 def cmd_build(args: argparse.Namespace) -> int:

@@ -92,6 +92,10 @@ class SiteConfig(_Strict):
 
     name: str
     kind: Literal["web", "demo", "replay"] = "web"
+    # What a release says of this source (docs/SOURCES.md inside the release): the terms its pictures are used
+    # under, and where they come from. Unset: the card's licence text.
+    license: str | None = None
+    source: str | None = None
     start_urls: list[str] = Field(default_factory=list)
     sitemap_urls: list[str] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)
@@ -154,19 +158,74 @@ class StoreConfig(_Strict):
     multipart_chunksize: int = Field(default=8 * 1024 * 1024, ge=5 * 1024 * 1024)
 
 
+class AnnotationFileConfig(_Strict):
+    """A data set's own annotation file that describes photos of a drop (lookbench_pipeline.label_import).
+
+    ``kind``: ``vitonhd`` (VITON-HD garment tags), ``fashionpedia`` (COCO-style, with ``categories`` = its
+    ``category_attributes_descriptions.json``, the ontology the taxonomy's Fashionpedia ids refer to),
+    ``deepfashion2`` (COCO-style) or ``modanet`` (snaps or COCO-style, with ``categories`` = its
+    ``categories.tsv``). ``image_name``: one or more ``str.format`` templates that turn an entry into a file name
+    relative to the drop folder, with ``{file_name}``, ``{stem}`` (file name without extension) and
+    ``{image_id}`` (e.g. ``studio/ootd_{file_name}``). ``view`` (vitonhd): whose box the label keeps, the garment
+    photo's (``cloth``) or the person photo's (``image``). Relative paths are relative to the config file.
+    """
+
+    kind: Literal["vitonhd", "fashionpedia", "deepfashion2", "modanet"]
+    path: Path
+    image_name: list[str] = Field(min_length=1)
+    categories: Path | None = None
+    view: Literal["cloth", "image"] = "cloth"
+
+    @field_validator("image_name", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("image_name")
+    @classmethod
+    def _templates(cls, v: list[str]) -> list[str]:
+        from .label_import import template_fields
+
+        for t in v:
+            template_fields(t)  # ValueError: malformed, an unknown field, or no field
+        return v
+
+    @model_validator(mode="after")
+    def _kind_options(self) -> "AnnotationFileConfig":
+        if self.kind == "modanet" and self.categories is None:
+            raise ValueError("a modanet file needs 'categories': ModaNet's categories.tsv (its ids name the categories)")
+        if self.kind == "fashionpedia" and self.categories is None:
+            raise ValueError("a fashionpedia file needs 'categories': Fashionpedia's category_attributes_descriptions"
+                             ".json, the ontology whose attribute ids the taxonomy maps (a file's own ids may be "
+                             "numbered otherwise, as the sample's are)")
+        if self.kind != "vitonhd" and self.view != "cloth":
+            raise ValueError(f"'view' is a vitonhd option, not one of {self.kind}")
+        if self.kind in ("vitonhd", "deepfashion2") and self.categories is not None:
+            raise ValueError(f"'categories' is a fashionpedia / modanet option, not one of {self.kind}")
+        return self
+
+
 class DropConfig(_Strict):
     """A folder of images that enters the pipeline without a crawl (real photos, AI-generated images).
 
     ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
     An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
-    description``; without a title or description an image cannot be labelled by the catalogue-text annotator
-    and is rejected ``not_labelled`` at the release (a VLM annotator labels from pixels).
+    description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets).
+    ``annotations`` lists data sets' own annotation files that describe the drop's photos
+    (:class:`AnnotationFileConfig`); their labels come first (docs/ANNOTATION.md, "Imported labels"). An image
+    that neither an annotation, nor facets, nor its title or description labels is rejected ``not_labelled`` at
+    the release (a VLM annotator labels from pixels).
     """
 
     name: str
     path: Path
     subfolders: dict[str, str] = Field(min_length=1)
     items_csv: Path | None = None
+    annotations: list[AnnotationFileConfig] = Field(default_factory=list)
+    # What a release says of this drop (docs/SOURCES.md inside the release): the licence of its pictures and where
+    # they come from. Unset: "not declared".
+    license: str | None = None
+    source: str | None = None
 
     @field_validator("subfolders")
     @classmethod
@@ -626,6 +685,11 @@ class PipelineConfig(BaseSettings):
             for sub in d.subfolders:
                 if not (Path(d.path) / sub).is_dir():
                     raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
+            for i, a in enumerate(d.annotations):
+                for key in ("path", "categories"):
+                    p = getattr(a, key)
+                    if p is not None and not Path(p).is_file():
+                        raise ValueError(f"drop {d.name!r}: annotations[{i}] ({a.kind}) {key} {p} is not a file")
         if self.aigen.check.annotator == "vlm" and not self.annotate.endpoint:
             raise ValueError("aigen.check.annotator 'vlm' needs annotate.endpoint (the image model's server)")
         if self.aigen.categories:
@@ -887,6 +951,10 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
             drop["path"] = str(_resolve(base, drop["path"]))
             if drop.get("items_csv"):
                 drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+            for ann in drop.get("annotations") or []:
+                for key in ("path", "categories"):
+                    if isinstance(ann, dict) and ann.get(key):
+                        ann[key] = str(_resolve(base, ann[key]))
     aigen = data.get("aigen") or {}
     if isinstance(aigen, dict):
         for key in ("job_dir", "drop_dir"):

@@ -4,8 +4,9 @@ A drop is configured by :class:`~lookbench_pipeline.config.DropConfig`. Every im
 becomes one ``drop_items`` row; ``subfolders`` maps a subfolder name to ``"<subset>:<role>"`` (role ``query`` or
 ``gallery``). An optional CSV (``items.csv`` in the folder, or ``items_csv``) with the header
 ``path,item_id,role,subset,title,description`` overrides per file (``path`` relative to the drop folder): files
-that share an ``item_id`` show the same item, which is how query and gallery get ground truth. Files are read in
-place: nothing is copied.
+that share an ``item_id`` show the same item, which is how query and gallery get ground truth. Optional columns
+``category`` and ``attributes`` (``name: value; name: value``) are the item's own facets, mapped onto the taxonomy
+like a shop's (:mod:`lookbench_pipeline.label_import`). Files are read in place: nothing is copied.
 
 ``first_seen_at`` of a file is the first ingestion that saw it, kept in ``state_dir/drops/<name>.parquet``.
 """
@@ -48,8 +49,38 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
             raise ConfigError(f"{path}:{n}: unknown subset {r['subset']!r}")
         if not (root / r["path"]).is_file():
             raise ConfigError(f"{path}:{n}: {r['path']} does not exist under {root}")
+        try:
+            r["facets"] = parse_facets(r.get("attributes") or "")
+        except ValueError as exc:
+            raise ConfigError(f"{path}:{n}: attributes: {exc}") from exc
         rows[r["path"]] = r
     return rows
+
+
+def parse_facets(text: str) -> list[dict[str, str]]:
+    """An items sheet's ``attributes`` cell, ``name: value; name: value``, as ``[{name, value}]``. Raises
+    ValueError for a part without ``name: value``."""
+    out = []
+    for part in (p.strip() for p in text.split(";")):
+        if not part:
+            continue
+        name, sep, value = part.partition(":")
+        if not sep or not name.strip() or not value.strip():
+            raise ValueError(f"{part!r} is not 'name: value'")
+        out.append({"name": name.strip(), "value": value.strip()})
+    return out
+
+
+def files(drop: DropConfig) -> list[tuple[str, str, Path]]:
+    """``(subfolder, path relative to the drop folder, file)`` of every file under the drop's mapped subfolders,
+    sorted by subfolder then path."""
+    root = Path(drop.path)
+    out = []
+    for sub in sorted(drop.subfolders):
+        for f in sorted((root / sub).rglob("*")):
+            if f.is_file():  # every file counts: a non-image is rejected not_an_image at intake, never skipped
+                out.append((sub, f.relative_to(root).as_posix(), f))
+    return out
 
 
 def item_sheet(drop: DropConfig) -> dict[str, dict[str, str]]:
@@ -85,22 +116,19 @@ def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
     state_file = state_dir / "drops" / f"{drop.name}.parquet"
     prev = ({r["drop_image_id"]: r for r in pq.read_table(state_file).to_pylist()} if state_file.is_file() else {})
     rows = []
-    for sub, target in sorted(drop.subfolders.items()):
-        subset, role = target.split(":", 1)  # validated by DropConfig
-        for f in sorted((root / sub).rglob("*")):
-            if not f.is_file():  # every file counts: a non-image is rejected not_an_image at intake, never skipped
-                continue
-            rel = f.relative_to(root).as_posix()
-            o = overrides.get(rel, {})
-            did = hashlib.sha1(f"{drop.name}\x00{rel}".encode()).hexdigest()
-            rows.append({
-                "drop_image_id": did,
-                "item_id": o.get("item_id") or f"{drop.name}:{rel}",
-                "drop": drop.name, "path": str(f.resolve()),
-                "subset": o.get("subset") or subset, "role": o.get("role") or role,
-                "title": o.get("title") or None, "description": o.get("description") or None,
-                "first_seen_at": prev.get(did, {}).get("first_seen_at") or now,
-            })
+    for sub, rel, f in files(drop):
+        subset, role = drop.subfolders[sub].split(":", 1)  # validated by DropConfig
+        o = overrides.get(rel, {})
+        did = hashlib.sha1(f"{drop.name}\x00{rel}".encode()).hexdigest()
+        rows.append({
+            "drop_image_id": did,
+            "item_id": o.get("item_id") or f"{drop.name}:{rel}",
+            "drop": drop.name, "path": str(f.resolve()),
+            "subset": o.get("subset") or subset, "role": o.get("role") or role,
+            "title": o.get("title") or None, "description": o.get("description") or None,
+            "category_text": o.get("category") or None, "facets": o.get("facets") or None,
+            "first_seen_at": prev.get(did, {}).get("first_seen_at") or now,
+        })
     table = schemas.from_rows(rows, DROP_ITEMS)
     state_file.parent.mkdir(parents=True, exist_ok=True)
     merged = {**prev, **{r["drop_image_id"]: r for r in rows}}

@@ -332,6 +332,19 @@ def _group_id(props: dict) -> str | None:
     return None
 
 
+def _property_values(v: Any) -> list[dict[str, str]] | None:
+    """schema.org ``additionalProperty`` (PropertyValue ``name`` or ``propertyID``, ``value``): the shop's own
+    attribute facets as ``[{name, value}]``, None without any (mapped onto the taxonomy by label_import)."""
+    out = []
+    for pv in v if isinstance(v, list) else [v]:
+        if isinstance(pv, dict):
+            name = _text(pv.get("name") or pv.get("propertyID"))
+            for val in pv.get("value") if isinstance(pv.get("value"), list) else [pv.get("value")]:
+                if name and _text(val):
+                    out.append({"name": name, "value": _text(val)})
+    return out or None
+
+
 def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
     props = node.get("properties", node) if syntax == "rdfa-raw" else node
     offers = _offers(props.get("offers"))
@@ -350,6 +363,7 @@ def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
         "color": clean_value("color", _text(props.get("color"))),
         "material": clean_value("material", _text(props.get("material"))),
         "category_text": _text(props.get("category")),
+        "facets": _property_values(props.get("additionalProperty")),
         "image_urls": _image_urls(props.get("image")),
         "availability": _offer_availability(offers),
         "group_id": _group_id(props),
@@ -697,7 +711,8 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         One dict per item, the page's main item first (``main_product``). Keys: title, description, brand, sku,
         price (float), currency, color, material, category_text, image_urls (absolute, each picture once as its
         largest rendition), availability (schema.org short name: ``InStock``, ``OutOfStock``…, or None),
-        group_id (the model the colour variant belongs to), extracted_from (the source of the item), field_sources
+        group_id (the model the colour variant belongs to), facets (schema.org ``additionalProperty`` name/value
+        pairs, or None), extracted_from (the source of the item), field_sources
         (``[{name: field, value: source}]``: where each field came from).
 
     Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, inline state JSON,

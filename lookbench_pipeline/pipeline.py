@@ -197,10 +197,17 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
     when ``cfg.annotate.judge.enabled``; the catalogue-text labels are still computed, as the category hint
     (``category_from: text``) and as the baseline the counts compare against (``agreement_with_catalog_text``).
 
+    Either way, labels imported from the drops' annotation files, the items sheets' ``category`` / ``attributes``
+    columns and the products' ``additionalProperty`` facets are merged in by precedence
+    (:mod:`lookbench_pipeline.label_import`; counts ``imported`` per annotation file and ``sources``).
+
     Raises:
         ValueError: an endpoint is configured but ``image_refs`` or ``store`` is missing.
         vlm.VlmEndpointError: the endpoint is unreachable or does not serve the model.
+        ConfigError: an annotation file is unreadable or malformed.
     """
+    from . import label_import
+
     tax = Taxonomy.load(cfg.taxonomy)
     ann = CatalogTextAnnotator(tax)
     text_labels = []
@@ -214,15 +221,24 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
         it["description"] = it["description"] or d["description"]
     for item_id, it in sorted(items.items()):
         text_labels.append(ann.annotate(item_id, it["title"], it["description"]))
+    mapper = label_import.LabelMapper(tax)
+    extra, imported = label_import.candidates(cfg.drops, mapper, products, drop_items, image_refs)
     if not cfg.annotate.endpoint:
-        rows = [lb.row() for lb in text_labels]
+        rows, sources = label_import.apply([lb.row() for lb in text_labels], extra, mapper)
         counts = _label_counts(rows)
         counts["annotator"] = ann.name
         counts["taxonomy_version"] = tax.version
+        counts.update(imported=imported, sources=sources)
         return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
     if image_refs is None or store is None:
         raise ValueError("annotate.endpoint is set: stage_attributes needs image_refs and the object store")
-    return _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+    table, counts = _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+    if not extra:
+        return table, counts
+    rows, sources = label_import.apply(table.to_pylist(), extra, mapper)
+    counts = {k: v for k, v in counts.items() if not k.startswith(("category.", "labelled.", "rejected.", "failed."))}
+    counts.update(_label_counts(rows), imported=imported, sources=sources)
+    return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
 
 
 def _label_counts(rows: list[dict]) -> dict[str, Any]:
@@ -639,6 +655,12 @@ def aigen_summary(cfg: PipelineConfig) -> dict[str, Any]:
     return manifest_summary(cfg)
 
 
+def _source_entry(site: Any) -> dict[str, Any]:
+    """A site as a release's sources list it: name, where (its recorded origin or first start URL), licence."""
+    where = site.recorded_origin or (site.start_urls[0] if site.start_urls else None)
+    return {"name": site.name, "url": site.source or where, "license": site.license}
+
+
 def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
     tax = Taxonomy.load(cfg.taxonomy)
     return {
@@ -648,6 +670,8 @@ def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
         "dedup": {"method": PHASH_METHOD, "hamming_threshold": cfg.dedup.hamming_threshold},
         "sites": [crawl.SiteConfig.from_yaml(p).name for p in cfg.sites],
         "drops": [d.name for d in cfg.drops],
+        "site_sources": [_source_entry(crawl.SiteConfig.from_yaml(p)) for p in cfg.sites],
+        "drop_sources": [{"name": d.name, "license": d.license, "source": d.source} for d in cfg.drops],
         "aigen": aigen_summary(cfg),
         "models": [],
     }
@@ -685,7 +709,8 @@ def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, a
         models.append({"role": "negatives_mining", **neg["model"]})
     prov = provenance(cfg, annotators)
     prov["models"] = prov.get("models", []) + models
-    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump())
+    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump(),
+                   taxonomy=cfg.taxonomy)
 
 
 def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contamination_index: pa.Table | None = None,

@@ -529,18 +529,26 @@ def check_candidate(rel: ReleaseTables, overlap_allowed: tuple[str, ...] | list[
     return out
 
 
+DOC_TYPES = {"md": "text/markdown; charset=utf-8", "json": "application/json", "yaml": "application/yaml"}
+"""Content types of the release's documents by file extension."""
+
+
 def release_prefix(version: str) -> str:
     return f"releases/{version}"
 
 
 def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
-            now: datetime | None = None, card: dict[str, Any] | None = None) -> dict[str, Any]:
+            now: datetime | None = None, card: dict[str, Any] | None = None,
+            taxonomy: Path | None = None) -> dict[str, Any]:
     """Write a release to the store and return its manifest.
 
     Besides the data files (``<subset>/{query,gallery}.parquet``) a release holds ``README.md`` (dataset card with
     Hugging Face front matter), ``croissant.json`` (Croissant metadata), ``CHANGES.md`` and ``changes.parquet``
-    (the diff against the previous published version, :mod:`lookbench_pipeline.changes`); the manifest lists the
-    data files under ``files`` and these under ``metadata_files``, each with sha256 and size. Every file except
+    (the diff against the previous published version, :mod:`lookbench_pipeline.changes`) and the documents that
+    make the release readable on its own (``docs/``: taxonomy, metric definitions, table schemas, sources;
+    :mod:`lookbench_pipeline.release_docs`); the manifest lists the data files under ``files`` and these under
+    ``metadata_files``, each with sha256 and size, and names the taxonomy (version, path, sha256) under
+    ``taxonomy``. Every file except
     the manifest is the same bytes for the same inputs (``built_at`` is the only clock in a release).
 
     Files go through a staging prefix, are verified after upload and after the move, then ``manifest.json`` is
@@ -548,6 +556,8 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
 
     Args:
         card: licence / citation fields of :class:`lookbench_pipeline.card.CardInfo` (defaults when None).
+        taxonomy: the taxonomy file the labels were made with (default: the package's ``taxonomy_v2.yaml``); it is
+            published byte for byte as ``docs/taxonomy.yaml``.
     Raises:
         ReleaseExistsError: the version already has a manifest with different files (versions are immutable).
         EmptyReleaseError: no subset has a query row.
@@ -556,7 +566,9 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
     """
     from . import changes as ch
     from . import publishing
-    from .card import CardInfo, croissant, croissant_bytes, dataset_card
+    from .card import COLUMN_DOCS, CardInfo, croissant, croissant_bytes, dataset_card
+    from .config import DEFAULT_TAXONOMY
+    from .release_docs import release_documents
 
     if not any(role == "query" and t.num_rows for (_, role), t in rel.files.items()):
         raise EmptyReleaseError(
@@ -576,12 +588,18 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
     summary = ch.summary(diff)
     summary["previous_version"] = prev
     info = CardInfo.from_dict(card)
+    readable, tax = release_documents(rel.version, Path(taxonomy or DEFAULT_TAXONOMY),
+                                      provenance,
+                                      info.license_text, COLUMN_DOCS)
     docs: dict[str, tuple[bytes, str]] = {
         "changes.parquet": (parquet_bytes(diff), "application/vnd.apache.parquet"),
-        "CHANGES.md": (ch.markdown(diff, rel.version, prev).encode(), "text/markdown; charset=utf-8"),
-        "README.md": (dataset_card(rel.version, window, files, rel.counts, summary, info).encode(),
-                      "text/markdown; charset=utf-8"),
+        "CHANGES.md": (ch.markdown(diff, rel.version, prev, ch.item_counts(rel.files, before)).encode(),
+                       "text/markdown; charset=utf-8"),
+        **{k: (v, DOC_TYPES[k.rsplit(".", 1)[1]]) for k, v in readable.items()},
     }
+    docs["README.md"] = (dataset_card(rel.version, window, files, rel.counts, summary, info,
+                                      documents=sorted(readable), taxonomy=tax).encode(),
+                         "text/markdown; charset=utf-8")
     metadata_files = {k: {"sha256": hashlib.sha256(d).hexdigest(), "bytes": len(d)} for k, (d, _) in docs.items()}
     metadata_files["changes.parquet"]["rows"] = diff.num_rows
     cro = croissant_bytes(croissant(rel.version, window, files, metadata_files, info))
@@ -610,6 +628,7 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
         "files": files,
         "metadata_files": metadata_files,
         "schemas": {"<subset>/<role>.parquet": "release", "changes.parquet": "release_changes"},
+        "taxonomy": tax,
         "changes": summary,
         "counts": rel.counts,
         **provenance,

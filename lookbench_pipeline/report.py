@@ -231,14 +231,18 @@ def _data_uri(data: bytes, mime: str) -> str:
 
 
 _CSS = """
-body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222;max-width:1400px}
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:24px;color:#222}
+p{max-width:1100px}
 h1{font-size:22px}h2{font-size:18px;margin-top:32px;border-bottom:1px solid #ddd}h3{font-size:15px}
-table{border-collapse:collapse;margin:8px 0 16px;font-size:13px}
-th,td{border:1px solid #ddd;padding:4px 8px;text-align:right}th{background:#f4f4f4}
-td.l,th.l{text-align:left}.muted{color:#777;font-size:12px}
-.ex{display:flex;gap:16px;align-items:flex-start;margin:10px 0;padding:8px;border:1px solid #eee}
+.tw{max-width:100%;overflow-x:auto}
+table{border-collapse:collapse;margin:8px 0 16px;font-size:12px}
+th,td{border:1px solid #ddd;padding:3px 6px;text-align:right;white-space:nowrap}
+th{background:#f4f4f4;white-space:normal;vertical-align:bottom;min-width:3.5em}
+td.l{text-align:left;white-space:normal;overflow-wrap:anywhere;min-width:6em;max-width:16em}
+th.l{text-align:left}.muted{color:#777;font-size:12px}
+.ex{display:flex;gap:16px;align-items:flex-start;margin:10px 0;padding:8px;border:1px solid #eee;flex-wrap:wrap}
 .q{width:170px;flex:none}.runs{display:flex;flex-direction:column;gap:6px}
-.run{display:flex;gap:6px;align-items:center}.run .name{width:200px;font-size:12px;word-break:break-all}
+.run{display:flex;gap:6px;align-items:center;flex-wrap:wrap}.run .name{width:200px;font-size:12px;word-break:break-all}
 figure{margin:0;text-align:center;font-size:11px;width:132px}
 figure img{width:120px;height:120px;object-fit:contain;border:4px solid #bbb;background:#fafafa}
 .q figure{width:170px}.q figure img{width:160px;height:160px;border-color:#333}
@@ -248,13 +252,22 @@ figure.miss img{border-color:#d73027}
 .b-hit{background:#1a9850}.b-fine{background:#4393c3}.b-category{background:#f08a24}.b-miss{background:#d73027}
 img.plot{max-width:100%;height:auto;border:0}
 """
+"""The report's style. Tables: values and intervals never wrap (``white-space: nowrap``), header names break after
+``_`` / ``@`` (``<wbr>``), model names wrap inside their cell, and each table sits in a wrapper that scrolls
+sideways only if a table still cannot fit (the page itself never does; checked at 1280 and 1920 px by
+``tests/test_evaluate_report.py``)."""
 
 
 def _html_table(head: list[str], rows: list[list[str]], left: int = 2) -> str:
-    th = "".join(f'<th class="{"l" if i < left else ""}">{html.escape(h)}</th>' for i, h in enumerate(head))
+    th = "".join(f'<th class="{"l" if i < left else ""}">{_breakable(h)}</th>' for i, h in enumerate(head))
     body = "".join("<tr>" + "".join(f'<td class="{"l" if i < left else ""}">{html.escape(str(c))}</td>'
                                     for i, c in enumerate(r)) + "</tr>" for r in rows)
-    return f"<table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table>"
+    return f"<div class='tw'><table><thead><tr>{th}</tr></thead><tbody>{body}</tbody></table></div>"
+
+
+def _breakable(name: str) -> str:
+    """A column name, HTML-escaped, that may break after ``_`` and ``@`` (``coarse_<wbr>recall@<wbr>10``)."""
+    return html.escape(name).replace("_", "_<wbr>").replace("@", "@<wbr>")
 
 
 def _figure(uri: str, caption: str, cls: str, alt: str) -> str:

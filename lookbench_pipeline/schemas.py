@@ -76,6 +76,7 @@ PRODUCTS = pa.schema(
         ("availability", pa.string()),  # schema.org ItemAvailability short name: InStock, OutOfStock, PreOrder…
         ("group_id", pa.string()),  # the product group (model) of a colour variant: same model, other colour
         ("field_sources", pa.list_(ATTRIBUTE)),  # [{name: field, value: source it was extracted from}]
+        ("facets", pa.list_(ATTRIBUTE)),  # the shop's own attribute facets: schema.org additionalProperty name/value
         ("crawled_at", TS),
         ("first_seen_at", TS),
         ("last_seen_at", TS),
@@ -108,6 +109,8 @@ DROP_ITEMS = pa.schema(
         ("role", pa.string()),  # query | gallery
         ("title", pa.string()),
         ("description", pa.string()),
+        ("category_text", pa.string()),  # the items sheet's `category` column
+        ("facets", pa.list_(ATTRIBUTE)),  # the items sheet's `attributes` column, [{name, value}] as written
         ("first_seen_at", TS),
     ]
 )
@@ -202,6 +205,22 @@ VERDICT = pa.struct([("name", pa.string()), ("value", pa.string()), ("verdict", 
 """A judge's verdict on one attribute label: ``verdict`` is ``accept`` or ``reject``; ``round`` 1 for the first
 label, 2 for a re-annotated one."""
 
+UNMAPPED = pa.struct([("name", pa.string()), ("value", pa.string()), ("reason", pa.string())])
+"""A source label that did not map onto the taxonomy: the source's tag (or ``category``, ``attribute``, ``part``,
+a facet name), its value as the source wrote it, and why (``no_taxonomy_value``, ``not_allowed_for_category``,
+``unknown_category``... ``lookbench_pipeline.label_import``)."""
+
+CONFLICT = pa.struct([("name", pa.string()), ("value", pa.string()), ("annotator", pa.string())])
+"""A value a lower-precedence source gave for ``name`` (an attribute or ``category``) that differs from the kept
+one."""
+
+GARMENT = pa.struct([("entry", pa.string()), ("source_category", pa.string()), ("category", pa.string()),
+                     ("attributes", pa.list_(ATTRIBUTE)), ("box", BOX), ("image_width", pa.int32()),
+                     ("image_height", pa.int32())])
+"""One garment an imported annotation describes in the photo: the entry (``<file>#<id>``), its category in the
+source and ours, its attributes, its box (pixels ``[x1, y1, x2, y2]`` on the image as the data set annotated it,
+of ``image_width`` × ``image_height`` when the source says)."""
+
 ANNOTATIONS = pa.schema(
     [
         ("item_id", pa.string()),  # product_id or drop item id
@@ -209,11 +228,14 @@ ANNOTATIONS = pa.schema(
         ("reason", pa.string()),
         ("category", pa.string()),
         ("attributes", pa.list_(ATTRIBUTE)),  # what Fine matching reads (the judge's rejections removed)
-        ("annotator", pa.string()),  # name/version of what produced the labels
+        # name/version of what produced the labels (of the category, when merged): catalog-text/1, vlm:…,
+        # import:<data set> (the data set's own annotation file), facets:schema.org / facets:items-sheet
+        ("annotator", pa.string()),
         ("taxonomy_version", pa.string()),
         # Image-model provenance (null for the catalogue-text annotator): the image labelled, the model, the
         # server-reported vLLM version, the prompt version, the sampling parameters (JSON), the judge and its
-        # verdicts, and how many requests this run sent for the item (0 when answered from the cache).
+        # verdicts, and how many requests this run sent for the item (0 when answered from the cache). An imported
+        # label has the photo it describes and its garment's box (pixels on the image as annotated).
         ("image_sha256", pa.string()),
         ("box", BOX),
         ("model", pa.string()),
@@ -225,6 +247,13 @@ ANNOTATIONS = pa.schema(
         ("judge_prompt_version", pa.string()),
         ("judge_verdicts", pa.list_(VERDICT)),
         ("requests", pa.int32()),
+        # Labels merged from several sources (lookbench_pipeline.label_import; null when one source labelled it):
+        # who gave the category and each attribute, the differing values of lower-precedence sources, the
+        # source labels that did not map, and the garments an imported annotation describes (with their boxes).
+        ("attribute_sources", pa.list_(ATTRIBUTE)),  # [{name: attribute or "category", value: annotator}]
+        ("conflicts", pa.list_(CONFLICT)),
+        ("unmapped", pa.list_(UNMAPPED)),
+        ("garments", pa.list_(GARMENT)),
     ]
 )
 

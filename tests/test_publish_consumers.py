@@ -16,6 +16,7 @@ import pytest
 import yaml
 from release_factory import make_release
 
+from lookbench_pipeline import release_docs
 from lookbench_pipeline.embed import load_embedder
 from lookbench_pipeline.evaluate import EmbeddingCache, evaluate_release
 from lookbench_pipeline.release import all_files, publish, pull
@@ -134,9 +135,9 @@ def test_croissant_validates_and_iterates_our_rows(released):
     ds = mlc.Dataset(jsonld=str(folder / "croissant.json"))
     issues = ds.metadata.ctx.issues
     assert not issues.errors and not issues.warnings, issues.report()
-    # every file is described with the manifest's sha256
+    # every file but the Croissant file itself is described with the manifest's sha256 (the documents too)
     dist = {d.id: d.sha256 for d in ds.metadata.distribution}
-    assert dist == {k: v["sha256"] for k, v in all_files(manifest).items() if k.endswith(".parquet")}
+    assert dist == {k: v["sha256"] for k, v in all_files(manifest).items() if k != "croissant.json"}
     for subset in SUBSETS:
         for role in ("query", "gallery"):
             ours = pq.read_table(folder / subset / f"{role}.parquet").to_pylist()
@@ -170,6 +171,7 @@ def test_dataset_card_front_matter(released):
     card = DatasetCard(text)
     assert card.data.license == "other" and len(card.data.configs) == 2
     # card, Croissant and changes are in the manifest with their sha256, and the pulled copies match
-    assert set(manifest["metadata_files"]) == {"README.md", "croissant.json", "CHANGES.md", "changes.parquet"}
+    assert set(manifest["metadata_files"]) == {"README.md", "croissant.json", "CHANGES.md", "changes.parquet",
+                                              *release_docs.PATHS}
     for name, meta in manifest["metadata_files"].items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == meta["sha256"]

@@ -7,6 +7,7 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
+from lookbench_pipeline import release_docs
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.release import ReleaseIntegrityError, list_releases, pull
@@ -27,7 +28,7 @@ def test_pull_and_documented_duckdb_queries(demo_config, tmp_path):
         ["real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet", "real_streetlook/query.parquet",
          "real_streetlook/gallery.parquet", "noise/gallery.parquet", "aigen_studio/query.parquet",
          "aigen_studio/gallery.parquet", "aigen_streetlook/query.parquet", "aigen_streetlook/gallery.parquet",
-         "README.md", "croissant.json", "CHANGES.md", "changes.parquet"])
+         "README.md", "croissant.json", "CHANGES.md", "changes.parquet", *release_docs.PATHS])
     blocks = re.findall(r"```sql\n(.*?)```", (ROOT / "docs/QUERIES.md").read_text(), re.S)
     queries, change_queries = blocks[0], blocks[1]
     results = [duckdb.sql(q.replace("RELEASE", str(rel))).fetchall() for q in queries.split(";") if "SELECT" in q]

@@ -50,7 +50,8 @@ def test_changes_since_the_previous_release(tmp_path):
     assert sum(r["current_share"] for r in dress_colors.values()) == pytest.approx(1.0)
     assert sum(r["previous_share"] for r in dress_colors.values()) == pytest.approx(1.0)
     md = (tmp_path / "pulled" / V2 / "CHANGES.md").read_text()
-    assert f"**{V1}**" in md and "| real_studio_flat/query | 3 | 3 |" in md
+    # 6 items before and now (one row each), 3 added, 3 retired
+    assert f"**{V1}**" in md and "| real_studio_flat/query | 6 | 6 | 3 | 3 | 6 | 6 |" in md
     assert "| real_studio_flat/query | dress | 33.3% (2) | 66.7% (4) | +33.3 |" in md
 
 

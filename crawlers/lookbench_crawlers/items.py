@@ -21,6 +21,7 @@ class ProductItem(scrapy.Item):
     availability = scrapy.Field()  # schema.org ItemAvailability short name (InStock, OutOfStock…) or None
     group_id = scrapy.Field()  # the model a colour variant belongs to (schema.org ProductGroup id)
     field_sources = scrapy.Field()  # [{name: field, value: source}]
+    facets = scrapy.Field()  # the shop's attribute facets, schema.org additionalProperty: [{name, value}]
     images_refused = scrapy.Field()  # the page's opt-out that forbids keeping its images (robots_noimageindex)
     images = scrapy.Field()  # [{url, path, reason}] filled by ImageDownloadPipeline
     crawled_at = scrapy.Field()
