@@ -38,6 +38,7 @@ import json
 import logging
 import os
 import sys
+import textwrap
 from datetime import date
 from pathlib import Path
 
@@ -68,21 +69,95 @@ def need_build_stack(command: str, modules: tuple[str, ...] = tuple(BUILD_MODULE
                          "demo / make test install it)")
 
 
-def _run_job(config_path: str | None, partition: str | None) -> dict:
+AIGEN_REASONS = ("generation_failed:", "generation_pending", "generation_skipped:", "duplicate_of_real_image",
+                 "category_disagreement", "attribute_disagreement", "similarity_below_threshold",
+                 "reference_not_labelled")
+"""Rejection reasons of AI-generated images (lookbench_pipeline.aigen.generated_checks); in the demo, the scripted
+endpoint's deliberate faults (lookbench_pipeline.aigen_server.default_plan) produce them."""
+AIGEN_STEPS = ("generated_images", "aigen_intake", "generated_checks")
+
+
+def _run_job(config_path: str | None, partition: str | None, on_event=None) -> dict:
     """Crawl every site and build the release of one window through Dagster (imported here only: the library
-    itself knows nothing of Dagster). Raises SystemExit(1) with the failing step's message."""
-    from assets.runner import RunFailed, run_release
+    itself knows nothing of Dagster). Raises assets.runner.RunFailed with the failing step's message."""
+    from assets.runner import run_release
 
     if config_path:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(config_path).resolve())
-    try:
-        return run_release(os.environ.get("LOOKBENCH_CONFIG"), partition)
-    except RunFailed as exc:
-        print(str(exc), file=sys.stderr)
-        raise SystemExit(1) from exc
+    return run_release(os.environ.get("LOOKBENCH_CONFIG"), partition, on_event=on_event)
 
 
-def _print_build(summary: dict, store_url: str) -> None:
+def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -> int | dict:
+    """Run a build (``run(on_event)`` -> its summary) with a quiet terminal: a line per stage, a progress bar, each
+    warning once, while everything printed (Dagster's console, library chatter, ultralytics' training output)
+    goes to ``<data_dir>/logs/<command>-<UTC time>.log``; ``verbose``: everything on the terminal as it comes.
+    Dagster's Beta/Preview warnings (about Dagster's own API, nothing a user can act on) are not shown. In the demo
+    (``demo``) the scripted image endpoint's deliberate faults and the expected warnings are labelled as such.
+    Returns the summary, or exit code 1 after printing why the run failed."""
+    import warnings
+    from datetime import datetime, timezone
+
+    from dagster import BetaWarning, PreviewWarning
+
+    from .logs import BuildTerminal, output_to_file
+
+    scripted = demo and not cfg.aigen.endpoint.base_url
+    notes = {s: "with deliberate demo faults" for s in AIGEN_STEPS} if scripted else {}
+    expected = {}
+    if demo:
+        expected = {"no image endpoint configured": "expected in the demo",
+                    "no garment-trained": "expected in the demo", "No garment-trained": "expected in the demo"}
+    log_path = Path(cfg.data_dir) / "logs" / f"{command}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.log"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", category=BetaWarning)
+        warnings.filterwarnings("ignore", category=PreviewWarning)
+        from assets.runner import RunFailed  # importing the asset definitions issues those warnings
+
+        if verbose:
+            try:
+                return run(None)
+            except RunFailed as exc:
+                print(str(exc), file=sys.stderr)
+                return 1
+        print(f"full log (Dagster's console, library and training output): {log_path}", flush=True)
+        lib = logging.getLogger("lookbench_pipeline")
+        level = lib.level
+        failure = None
+        with output_to_file(log_path) as (out, err):
+            width = os.get_terminal_size(out.fileno()).columns if out.isatty() else 110
+            term = BuildTerminal(out, err, bars=err.isatty(), width=min(width, 160), notes=notes, expected=expected)
+            lib.addHandler(term)
+            lib.setLevel(logging.INFO if level in (logging.NOTSET,) or level > logging.INFO else level)
+            try:
+                summary = run(term.event)
+            except RunFailed as exc:
+                failure = exc
+            finally:
+                lib.removeHandler(term)
+                lib.setLevel(level)
+                term.close()
+    if failure is not None:
+        print(f"{failure}\nfull log: {log_path}", file=sys.stderr)
+        return 1
+    return summary
+
+
+def _rejections(reasons: dict, deliberate: bool) -> str:
+    """``rejected_by_reason`` as ``reason n, …``; with ``deliberate`` the AI-generated images' rejections apart, as
+    the demo endpoint's deliberate faults."""
+    text = lambda d: ", ".join(f"{k} {v}" for k, v in sorted(d.items()))  # noqa: E731
+    if not deliberate:
+        return text(reasons)
+    gen = {k: v for k, v in reasons.items() if k.startswith(AIGEN_REASONS) or k.startswith("intake:")}
+    rest = {k: v for k, v in reasons.items() if k not in gen}
+    return (text(rest) + ("; " if rest and gen else "")
+            + (f"generated images the checks rejected (the demo endpoint's deliberate faults: errors, non-images, "
+               f"off-product pictures): {text(gen)}" if gen else ""))
+
+
+def _print_build(summary: dict, store_url: str, demo: bool = False) -> None:
+    """The release a build made (its files by subset, what changed, counts, detector, noise gallery, generated
+    subsets) and its leaderboard, once."""
     from .evaluate import format_table
 
     m = summary["manifest"]
@@ -90,17 +165,26 @@ def _print_build(summary: dict, store_url: str) -> None:
     print(f"\nLookBench release {m['version']} ({state}) for window {m['window']['start'][:10]} .. "
           f"{m['window']['end'][:10]}")
     print(f"  location: {store_url}/releases/{m['version']}")
+    rows: dict[str, dict[str, int]] = {}
     for name, f in sorted(m["files"].items()):
-        print(f"  {name:40s} {f['rows']:6d} rows  sha256 {f['sha256'][:16]}…")
-    for name, f in sorted(m.get("metadata_files", {}).items()):
-        print(f"  {name:40s} {f['bytes']:6d} bytes sha256 {f['sha256'][:16]}…")
+        sub, _, role = name.partition("/")
+        rows.setdefault(sub, {})[role.removesuffix(".parquet")] = f["rows"]
+    width = max(len(s) for s in rows) if rows else 6
+    print(f"  {'subset'.ljust(width)}  {'query':>7}  {'gallery':>7}")
+    for sub, r in rows.items():
+        print(f"  {sub.ljust(width)}  {str(r.get('query', '-')):>7}  {str(r.get('gallery', '-')):>7}")
+    docs = sorted(m.get("metadata_files", {}))
+    print(f"  and {len(docs)} documents ({', '.join(d for d in docs if '/' not in d)}, docs/…); every file's "
+          "sha256 is in manifest.json")
     if m.get("changes"):
         ch = m["changes"]
-        print(f"  changes since {ch.get('previous_version') or '(first release)'}: added {ch['items_added']}, "
-              f"retired {ch['items_retired']}")
+        print(f"  changes since {ch.get('previous_version') or '(first release)'}: items added / retired per file "
+              f"in CHANGES.md")
     c = m["counts"]
-    print(f"  candidates {c['candidates']} -> query rows {c['query_rows']}, distinct gallery images "
-          f"{c['gallery_rows_distinct']}, rejected {c['rejected']} {c['rejected_by_reason']}")
+    print(textwrap.fill(f"candidates {c['candidates']} -> query rows {c['query_rows']}, distinct gallery images "
+                        f"{c['gallery_rows_distinct']}, rejected {c['rejected']}: "
+                        f"{_rejections(c['rejected_by_reason'], demo)}", width=110, initial_indent="  ",
+                        subsequent_indent="    ", break_on_hyphens=False))
     for mod in m.get("models", []):
         if mod.get("role") == "detector":
             what = ("the demo detector: no garment-trained weights configured, so it was trained once on street "
@@ -114,8 +198,6 @@ def _print_build(summary: dict, store_url: str) -> None:
         print(f"  street looks: {s['items_detected']} items detected -> {s['matched']} matched to a linked product "
               f"(queries before checks), {s['unlabelled']} unlabelled; {s['linked_not_detected']} linked products "
               "not detected")
-    print("\nEvaluation (percent):")
-    print(format_table(summary["scores"]))
     neg = m.get("negatives") or {}
     if neg.get("enabled"):
         print(f"  noise gallery: {neg['distractors']} distractors mined with {neg['model'].get('model_id')} in "
@@ -174,8 +256,12 @@ def cmd_build(args: argparse.Namespace) -> int:
         from .windows import window_starting
 
         window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
-    summary = _run_job(args.config, args.partition)
-    _print_build(summary, cfg.store_url)
+    demo = getattr(args, "demo", False)
+    summary = _build_terminal(cfg, "demo" if demo else "build", args.verbose,
+                              lambda on_event: _run_job(args.config, args.partition, on_event), demo=demo)
+    if isinstance(summary, int):
+        return summary
+    _print_build(summary, cfg.store_url, demo=demo and not cfg.drops)  # a drop's intake reasons are not faults
     return 0
 
 
@@ -183,7 +269,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """Rebuild a window from the archived crawls (``assets.runner.rebuild_window``) into this config's data_dir
     and store (which must not hold crawl state yet)."""
     need_build_stack("backfill")
-    from assets.runner import RunFailed, rebuild_window
+    from assets.runner import rebuild_window
 
     from .windows import window_starting
 
@@ -192,11 +278,10 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     _check_build_inputs(cfg)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
-    try:
-        summary = rebuild_window(os.environ.get("LOOKBENCH_CONFIG"), args.partition)
-    except RunFailed as exc:
-        print(str(exc), file=sys.stderr)
-        return 1
+    summary = _build_terminal(cfg, "backfill", args.verbose, lambda on_event: rebuild_window(
+        os.environ.get("LOOKBENCH_CONFIG"), args.partition, on_event=on_event))
+    if isinstance(summary, int):
+        return summary
     for site, keys in summary["replayed"].items():
         print(f"replayed {len(keys)} archived crawls of {site}")
     _print_build(summary, cfg.store_url)
@@ -210,7 +295,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("AI-generated subsets: no image endpoint configured (aigen.endpoint.base_url), so the scripted image "
               "endpoint (lookbench_pipeline.aigen_server) is started on 127.0.0.1 and draws them; docs/AIGEN.md "
               "says how to plug in a real generator.")
-    return cmd_build(argparse.Namespace(config=None, partition=None))
+    return cmd_build(argparse.Namespace(config=None, partition=None, verbose=args.verbose, demo=True))
 
 
 def consumer_store(args: argparse.Namespace):
@@ -557,15 +642,20 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
     sub = parser.add_subparsers(dest="command", required=True)
+    verbose_help = ("print everything as it comes (Dagster's console, library and training output) instead of a "
+                    "line per stage; without it that goes to <data_dir>/logs/")
     p = sub.add_parser("demo", help="build a release from the embedded demo shop and print its evaluation")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("build", help="run the release job for one release window")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
     p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("backfill", help="rebuild a release window from the crawl archive, without the network")
     p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")
     p.add_argument("--partition", required=True, help="window start, YYYY-01-01 or YYYY-07-01")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.set_defaults(fn=cmd_backfill)
     def store_options(p: argparse.ArgumentParser) -> None:
         p.add_argument("--store", metavar="URL", help="read this store instead of the configuration's: a folder, "
