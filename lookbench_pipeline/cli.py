@@ -308,6 +308,12 @@ def consumer_store(args: argparse.Namespace):
         return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
     if args.endpoint_url or args.anon:
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
+    import importlib.util
+
+    if not (args.config or os.environ.get("LOOKBENCH_CONFIG")) and importlib.util.find_spec("scrapy") is None:
+        # the consumer install: no pipeline here whose store could be meant
+        raise UsageError("name the store to read: --store URL (a folder, s3://bucket/prefix with --anon for a public "
+                         "bucket, or an http(s):// mirror)")
     return configured_store(load_config(args.config))
 
 
@@ -522,7 +528,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _print_reasons(ev, named)
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     print(format_table(ev.scores))
     if args.output:
         pq.write_table(ev.scores, args.output)
@@ -537,8 +543,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     missing = [m for m in named if m not in scored]
     if missing:
         print(f"error: not scored: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
-        return 1
-    return 0
+        return EXIT_ERROR
+    return EXIT_OK
 
 
 def cmd_audit_export(args: argparse.Namespace) -> int:

@@ -156,5 +156,7 @@ def test_the_researchers_path_in_a_fresh_base_install(base_install, tmp_path, s3
     assert proc.returncode == 1 and "nothing was scored" in proc.stderr, proc.stderr
     proc = lookbench("build")
     assert proc.returncode == 2 and "pip install 'lookbench-pipeline[build]'" in proc.stderr, proc.stderr
+    proc = lookbench("releases")  # no pipeline configuration here to take a store from
+    assert proc.returncode == 2 and "name the store to read: --store URL" in proc.stderr, proc.stderr
     assert sorted(p.name for p in outside.iterdir()) == ["b.parquet", "mine-scores.parquet", "rel"], \
         "a consumer command makes no pipeline folders where it runs"
