@@ -45,8 +45,11 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
         r = {k: (v or "").strip() for k, v in row.items() if k}
         if r.get("role") and r["role"] not in ("query", "gallery"):
             raise ConfigError(f"{path}:{n}: role {r['role']!r} is not query or gallery")
-        if r.get("subset") and r["subset"] not in SUBSET_NAMES:
-            raise ConfigError(f"{path}:{n}: unknown subset {r['subset']!r}")
+        for part in subsets_of(r.get("subset") or ""):
+            if part not in SUBSET_NAMES:
+                raise ConfigError(f"{path}:{n}: unknown subset {part!r} (known: {', '.join(SUBSET_NAMES)})")
+        if r.get("subset") and len(subsets_of(r["subset"])) != len(set(subsets_of(r["subset"]))):
+            raise ConfigError(f"{path}:{n}: subset {r['subset']!r} names a subset twice")
         if not (root / r["path"]).is_file():
             raise ConfigError(f"{path}:{n}: {r['path']} does not exist under {root}")
         try:
@@ -55,6 +58,16 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
             raise ConfigError(f"{path}:{n}: attributes: {exc}") from exc
         rows[r["path"]] = r
     return rows
+
+
+SUBSET_SEPARATOR = "+"
+
+
+def subsets_of(value: str) -> list[str]:
+    """The subsets a drop file belongs to: the sheet's ``subset`` may name several joined by ``+``
+    (``real_streetlook+real_studio_flat``: a worn photo on a studio background is a street-look query through its
+    detected garments AND a whole-image studio query). ``""`` gives ``[]``."""
+    return [p.strip() for p in value.split(SUBSET_SEPARATOR) if p.strip()]
 
 
 def parse_facets(text: str) -> list[dict[str, str]]:

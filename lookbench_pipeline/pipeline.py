@@ -18,6 +18,7 @@ import pyarrow as pa
 from . import __version__, crawl, dedup, drops, schemas
 from .annotate import CatalogTextAnnotator
 from .config import PipelineConfig
+from .drops import subsets_of
 from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
 from .release import ReleaseTables, Window, build, publish
 from .store import ObjectStore, open_store
@@ -600,7 +601,7 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     for lk in looks.to_pylist():
         add("look", lk["look_id"], lk["first_seen_at"], list(lk["product_ids"] or []))
     for d in drops:
-        if d["subset"] in STREET_SUBSETS and d["role"] == "query":
+        if d["role"] == "query" and any(p in STREET_SUBSETS for p in subsets_of(d["subset"])):
             add("drop", d["drop_image_id"], d["first_seen_at"], [d["item_id"]])
 
     if not street:  # nothing to detect: the detector is not loaded (nor trained)
