@@ -102,6 +102,10 @@ class SiteConfig(_Strict):
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
+    # Further hosts a rendered page may load scripts, styles and data from (a CDN), besides the site's own hosts
+    # and image_hosts; every request Chromium makes meets the egress policy
+    # (crawlers/lookbench_crawlers/render_guard.py)
+    render_hosts: list[str] = Field(default_factory=list)
     chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
     max_pages: int = 10_000
     download_delay_s: float = 0.0
