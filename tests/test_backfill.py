@@ -231,7 +231,7 @@ def test_corrupt_or_hostile_records_are_refused(tmp_path, what, change, match):
     from lookbench_pipeline import drops, records
 
     store = _records_store(tmp_path)
-    prefix = "records/drops/photos/" if what == "drop" else "records/aigen/" + "ab" * 12 + "/"
+    prefix = "records/drops/photos/" if what == "drop" else "records/aigen/results/" + "ab" * 12 + "/"
     [key] = list(store.list(prefix))
     _rewrite(store, key, change)
     with pytest.raises(records.RecordError, match=match):
