@@ -34,7 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .store import ObjectExistsError, ObjectStore, StoreError, sha256_hex
+from .publishing import put_new
+from .store import ObjectStore, StoreError, sha256_hex
 
 PREFIX = "records"
 FORMAT = 1
@@ -75,13 +76,8 @@ def _put(store: ObjectStore, prefix: str, record: dict[str, Any]) -> str:
     """Write ``record`` under ``prefix/<sha256>.json`` unless that object exists (same key, same bytes)."""
     data = json.dumps(record, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
     key = f"{prefix}/{sha256_hex(data)}.json"
-    if store.exists(key):
-        return key
-    put_new = getattr(store, "put_new", None)
-    try:
-        (put_new or store.put_bytes)(key, data, "application/json")
-    except ObjectExistsError:
-        pass  # written meanwhile by another run: content-addressed, so the same bytes
+    if not store.exists(key):
+        put_new(store, key, data, "application/json")  # one there already: content-addressed, so the same bytes
     return key
 
 
