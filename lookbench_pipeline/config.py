@@ -106,9 +106,20 @@ class SiteConfig(_Strict):
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
+    # Further hosts a rendered page may load scripts, styles and data from (a CDN), besides the site's own hosts
+    # and image_hosts; every request Chromium makes meets the egress policy
+    # (crawlers/lookbench_crawlers/render_guard.py)
+    render_hosts: list[str] = Field(default_factory=list)
     chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
     max_pages: int = 10_000
     download_delay_s: float = 0.0
+    # The most seconds one URL (a page, sitemap, robots.txt or image) may hold a download slot, over all its attempts
+    # and redirects: each attempt's timeout is what is left of it, and no retry starts once it is spent (reason
+    # download_timeout in the crawl log or the image's download row). A server that trickles bytes (slow loris)
+    # holds a slot at most this long, not DOWNLOAD_TIMEOUT x (RETRY_TIMES + 1) = 90 s. The default equals Scrapy's
+    # per-attempt DOWNLOAD_TIMEOUT (30 s, crawlers/lookbench_crawlers/settings.py): an attempt that timed out is not
+    # tried again, while quick failures (a reset connection, a 503) still are.
+    download_budget_s: float = Field(default=30.0, gt=0, le=3600)
     concurrency_per_domain: int = 8
     look_rules: LookRules = Field(default_factory=LookRules)
     product_rules: ProductRules = Field(default_factory=ProductRules)

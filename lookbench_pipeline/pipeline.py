@@ -55,7 +55,8 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
     WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
     ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
-    by ``warc/<site>/<run_id>.json`` (the same fields), which is what :mod:`lookbench_pipeline.backfill` lists.
+    by ``warc/<site>/<run_id>.json`` (the same fields and the archive's ``sha256``), which is what
+    :mod:`lookbench_pipeline.backfill` lists and checks.
 
     ``replay``: per site name, archived WARC files to crawl from instead of the network
     (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none.
@@ -65,6 +66,7 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     for every attempt), and an archive already in the store is not uploaded again."""
     import json
 
+    from .store import sha256_hex
     from .warc import read_warcinfo, warcinfo_record
 
     parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
@@ -97,9 +99,11 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": archive_id,
                     "base-url": out.base_url, "recorded-origin": site.recorded_origin or "",
                     "started-at": started, **(archive_info or {})}
-            store.put_bytes(key, warcinfo_record(info) + warc.read_bytes(), "application/warc")
+            data = warcinfo_record(info) + warc.read_bytes()
+            store.put_bytes(key, data, "application/warc")
             store.put_bytes(key.removesuffix(".warc.gz") + ".json",
-                            json.dumps({**info, "key": key}, indent=1, sort_keys=True).encode(), "application/json")
+                            json.dumps({**info, "key": key, "sha256": sha256_hex(data)}, indent=1,
+                                       sort_keys=True).encode(), "application/json")
             counts[site.name]["warc"] = key
         if replay is not None:
             counts[site.name]["replayed_from"] = [str(p) for p in replay[site.name]]
@@ -109,9 +113,11 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
         downloads=_concat(parts["downloads"], schemas.IMAGE_DOWNLOADS), counts=counts)
 
 
-def stage_drops(cfg: PipelineConfig, now: datetime) -> pa.Table:
-    """List the images of every configured image drop."""
-    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now) for d in cfg.drops], schemas.DROP_ITEMS)
+def stage_drops(cfg: PipelineConfig, now: datetime, store: ObjectStore | None = None) -> pa.Table:
+    """List the images of every configured image drop; ``store``: where their first-seen records are kept (read
+    and extended: :class:`lookbench_pipeline.records.DropState`)."""
+    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now, store) for d in cfg.drops],
+                   schemas.DROP_ITEMS)
 
 
 def image_refs_of(products: pa.Table, looks: pa.Table, drop_items: pa.Table) -> list[ImageRef]:
