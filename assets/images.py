@@ -17,7 +17,7 @@ from .resources import LookbenchConfig
        description="Images that enter from image-drop folders (real photo sets, AI-generated images).")
 @observed
 def drop_items(context: AssetExecutionContext, lookbench: LookbenchConfig) -> Output[pa.Table]:
-    table = stage_drops(lookbench.load(), datetime.now(timezone.utc))
+    table = stage_drops(lookbench.load(), datetime.now(timezone.utc), lookbench.store())
     return Output(table, metadata=table_metadata(table, None, ["drop", "path", "subset", "role", "item_id"]))
 
 

@@ -24,8 +24,10 @@ Flow (each step a table of :mod:`lookbench_pipeline.schemas`; docs/AIGEN.md has 
   ``version``; requests without a result stay ``pending``. With no endpoint configured the scripted endpoint of
   :mod:`lookbench_pipeline.aigen_server` is started on 127.0.0.1 for the run and says so.
 * **Provenance**: every result is kept under ``<data_dir>/aigen/results/<request_id>.json`` (file, sha256,
-  generator model and version, seed, ``first_seen_at`` = when the pipeline first received it). A later run reuses
-  it (nothing is generated twice; ``first_seen_at`` is kept), unless the file is gone or changed.
+  generator model and version, seed, ``first_seen_at`` = when the pipeline first received it) and, with its image,
+  in the object store (``records/aigen/``, :mod:`lookbench_pipeline.records`). A later run reuses it (nothing is
+  generated twice; ``first_seen_at`` is kept), restoring it from the store when the local copy is gone (a
+  backfill into an empty ``data_dir``).
 * **Check** (:func:`check_generated`): accepted by the same image intake, not a duplicate of a real image
   (sha256, or pHash within the dedup threshold confirmed by colour), not in the contamination index, and showing
   its reference product (:mod:`lookbench_pipeline.aigen_check`: attribute agreement and embedding similarity above
@@ -198,12 +200,21 @@ def make_requests(cfg: AigenConfig, references: Sequence[Reference], taxonomy: T
 
 class ResultCache:
     """Generated results kept between runs: ``<root>/<request_id>.json`` per result. A record is valid while its
-    file exists with the recorded sha256 (a changed or deleted file is a new generation)."""
+    file exists with the recorded sha256 (a changed or deleted file is a new generation).
 
-    def __init__(self, root: Path):
+    With a ``store``, every result is also kept there with its image (:func:`lookbench_pipeline.records
+    .write_generation`, content-addressed, checked on read), and the store's record is the result: a result the
+    local folder lacks (a backfill into an empty ``data_dir``), or whose file is gone, is restored from it into
+    ``images`` (default ``<root>/../images``); a local result the store lacks is recorded there.
+
+    Raises (``get``): lookbench_pipeline.records.RecordError when a stored record or image is corrupt."""
+
+    def __init__(self, root: Path, store: ObjectStore | None = None, images: Path | None = None):
         self.root = Path(root)
+        self.store = store
+        self.images = Path(images) if images is not None else self.root.parent / "images"
 
-    def get(self, request_id: str) -> dict | None:
+    def _local(self, request_id: str) -> dict | None:
         p = self.root / f"{request_id}.json"
         if not p.is_file():
             return None
@@ -217,7 +228,46 @@ class ResultCache:
             log.warning("aigen: result record %s unreadable (%s); generating again", p, exc)
         return None
 
+    def get(self, request_id: str) -> dict | None:
+        from . import records
+
+        rec = self._local(request_id)
+        if self.store is None:
+            return rec
+        stored = records.read_generation(self.store, request_id)
+        if stored is None:
+            if rec is not None:  # kept before the store held results
+                self._record(request_id, rec, Path(rec["path"]).read_bytes())
+            return rec
+        srec, image = stored
+        if rec is not None and rec["sha256"] == srec["image_sha256"] and rec["first_seen_at"] == srec["first_seen_at"]:
+            return rec
+        self.images.mkdir(parents=True, exist_ok=True)
+        path = self.images / f"{request_id}{srec['ext']}"
+        tmp = path.with_name(f".{path.name}.tmp")
+        tmp.write_bytes(image)
+        tmp.replace(path)
+        out = {"request_id": request_id, "path": str(path), "sha256": srec["image_sha256"],
+               **{k: srec[k] for k in ("backend", "generator_model", "generator_version", "seed", "prompt",
+                                       "first_seen_at")}}
+        self._put_local(request_id, out)
+        log.info("aigen: result of request %s restored from the store's generation record", request_id)
+        return out
+
     def put(self, request_id: str, record: dict) -> None:
+        """Keep ``record`` (``path``, ``sha256``, ``backend``, ``generator_model``, ``generator_version``,
+        ``seed``, ``prompt``, ``first_seen_at``) locally and, with a store, there."""
+        self._put_local(request_id, record)
+        if self.store is not None:
+            self._record(request_id, record, Path(record["path"]).read_bytes())
+
+    def _record(self, request_id: str, record: dict, image: bytes) -> None:
+        from . import records
+
+        records.write_generation(self.store, request_id, {**record, "ext": Path(record["path"]).suffix.lower()},
+                                 image)
+
+    def _put_local(self, request_id: str, record: dict) -> None:
         self.root.mkdir(parents=True, exist_ok=True)
         rec = {**record, "first_seen_at": record["first_seen_at"].isoformat()}
         tmp = self.root / f".{request_id}.json.tmp"
@@ -471,7 +521,7 @@ def generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window
     a = cfg.aigen
     now = now or _now()
     data = Path(cfg.data_dir) / "aigen"
-    cache = ResultCache(data / "results")
+    cache = ResultCache(data / "results", store)
     reqs = requests.to_pylist()
     outcomes: dict[str, Outcome] = {}
     todo = []

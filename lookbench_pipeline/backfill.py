@@ -3,9 +3,14 @@
 A crawl is archived by :func:`lookbench_pipeline.pipeline.stage_crawl` as ``warc/<site>/<run id>.warc.gz`` (every
 response the spider received, pages and images, led by a ``warcinfo`` record) and described by
 ``warc/<site>/<run id>.json`` (site, run id, ``base-url`` the crawl served ``{{BASE}}`` from, ``started-at``
-UTC with microseconds, ``week``: the weekly crawl partition). Replaying a site's archived crawls in start order
-into an empty state rebuilds its weekly crawl tables, ``first_seen_at`` included, without the network
-(``crawl.replay_site``); a release window rebuilt from them has byte-identical files.
+UTC with microseconds, ``week``: the weekly crawl partition, ``sha256`` of the WARC file). Replaying a site's
+archived crawls in start order into an empty state rebuilds its weekly crawl tables, ``first_seen_at`` included, without the network
+(``crawl.replay_site``); with the rebuild records of :mod:`lookbench_pipeline.records` (first-seen times of
+image-drop files, AI-generation results), kept in the same store, a release window rebuilt into an empty
+``data_dir`` has byte-identical files.
+
+An archive is written once (keyed by the crawl's id) and checked on read: :func:`fetch` refuses a WARC file whose
+sha256 is not its description's (:class:`ArchiveError`).
 """
 
 from __future__ import annotations
@@ -16,8 +21,12 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
-from .store import ObjectStore
+from .store import ObjectStore, StoreError, sha256_hex
 from .warc import read_warcinfo
+
+
+class ArchiveError(StoreError):
+    """An archived crawl is corrupt or its description is not one (the message names the key)."""
 
 
 @dataclass(frozen=True)
@@ -28,6 +37,7 @@ class ArchivedCrawl:
     started_at: datetime  # UTC
     week: str | None  # the weekly crawl partition it was materialised for (None: not recorded)
     base_url: str
+    sha256: str | None = None  # of the WARC file, from its description (None: archived before descriptions had it)
 
 
 def _parse_time(s: str) -> datetime:
@@ -44,7 +54,12 @@ def archived_crawls(store: ObjectStore, site: str) -> list[ArchivedCrawl]:
             continue
         desc = key.removesuffix(".warc.gz") + ".json"
         if desc in keys:
-            info = json.loads(store.get_bytes(desc))
+            try:
+                info = json.loads(store.get_bytes(desc))
+            except ValueError as exc:
+                raise ArchiveError(f"{desc}: not a crawl description ({exc})") from None
+            if not isinstance(info, dict) or not all(isinstance(v, str) for v in info.values()):
+                raise ArchiveError(f"{desc}: not a crawl description (a JSON object of strings)")
         else:
             with tempfile.TemporaryDirectory() as tmp:
                 p = Path(tmp) / "crawl.warc.gz"
@@ -54,13 +69,22 @@ def archived_crawls(store: ObjectStore, site: str) -> list[ArchivedCrawl]:
             continue  # an empty or unreadable file: nothing to replay
         out.append(ArchivedCrawl(key=key, site=site, run_id=info.get("run-id") or Path(key).name.split(".")[0],
                                  started_at=_parse_time(info["started-at"]), week=info.get("week"),
-                                 base_url=info.get("base-url", "")))
+                                 base_url=info.get("base-url", ""), sha256=info.get("sha256")))
     return sorted(out, key=lambda a: (a.started_at, a.key))
 
 
 def fetch(store: ObjectStore, crawl: ArchivedCrawl, dest_dir: Path) -> Path:
-    """Copy an archived WARC file from the store to ``dest_dir`` (created); returns its path."""
+    """Copy an archived WARC file from the store to ``dest_dir`` (created); returns its path.
+
+    Raises:
+        ArchiveError: its sha256 is not the one its description records (corrupt or replaced).
+        StoreError: it cannot be read.
+    """
+    data = store.get_bytes(crawl.key)
+    if crawl.sha256 is not None and sha256_hex(data) != crawl.sha256:
+        raise ArchiveError(f"{crawl.key}: its bytes have sha256 {sha256_hex(data)}, not the {crawl.sha256} its "
+                           "description records: the archive is corrupt or was replaced")
     dest_dir.mkdir(parents=True, exist_ok=True)
     path = dest_dir / Path(crawl.key).name
-    path.write_bytes(store.get_bytes(crawl.key))
+    path.write_bytes(data)
     return path

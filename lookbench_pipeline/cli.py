@@ -188,7 +188,8 @@ def _print_build(summary: dict, store_url: str, demo: bool = False) -> None:
     for mod in m.get("models", []):
         if mod.get("role") == "detector":
             what = ("the demo detector: no garment-trained weights configured, so it was trained once on street "
-                    "looks the demo shop draws (cached)" if mod.get("weights") == "demo" else mod["weights"])
+                    "looks the demo shop draws (cached)" if mod.get("weights") == "demo"
+                    else f"{mod['weights']}: {mod['description']}" if mod.get("description") else mod["weights"])
             print(f"  detector: {what}")
             scores = (f"mAP50 {mod['map50']:.3f}, mAP50-95 {mod['map50_95']:.3f} on {mod.get('eval_images', '?')} "
                       f"held-out images, " if "map50" in mod else "")

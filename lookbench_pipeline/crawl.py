@@ -64,6 +64,7 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
            "-s", f"USER_AGENT={user_agent}",
            "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={site.concurrency_per_domain}",
            "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
+           "-s", f"LOOKBENCH_DOWNLOAD_BUDGET={site.download_budget_s}",
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
            "-s", f"LOOKBENCH_WARC_PATH={warc}", "-s", f"LOOKBENCH_STATS_PATH={out_dir / 'stats.json'}",
            "-s", "LOOKBENCH_EGRESS_PORTS=" + ",".join(str(p) for p in site.allowed_ports),
@@ -81,6 +82,8 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
                              "--disable-component-update", "--disable-sync", "--no-first-run",
                              "--disable-dev-shm-usage"]}),
                 "-s", "PLAYWRIGHT_MAX_CONTEXTS=1", "-s", "PLAYWRIGHT_MAX_PAGES_PER_CONTEXT=4",
+                # a rendered page's navigation gets the URL's whole download budget (milliseconds)
+                "-s", f"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT={int(site.download_budget_s * 1000)}",
                 "-s", f"CONCURRENT_REQUESTS={min(4, site.concurrency_per_domain)}"]
     if resume:
         cmd += ["-a", f"resume_feed={feed}"]

@@ -54,6 +54,8 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from .wheelmodels import file_sha256
+
 log = logging.getLogger(__name__)
 
 DEMO_CLASSES: dict[str, list[str]] = {
@@ -191,14 +193,6 @@ def resolve_device(device: str = "auto") -> str:
     import torch
 
     return "cuda:0" if torch.cuda.is_available() else "cpu"
-
-
-def file_sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def resolve_weights(weights: str, *, weights_file: str | None = None, revision: str | None = None,

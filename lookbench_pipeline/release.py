@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .annotate import format_main_attribute
+from .drops import subsets_of
 from .images import publishable_jpeg
 from .store import ObjectStore, StoreError, derived_key
 from .safepath import UnsafePathError, check_key, check_version, resolve_inside
@@ -156,8 +157,8 @@ def build(
     rejected: list[dict] = []
     candidates = 0
 
-    def reject(kind: str, ident: str, reason: str) -> None:
-        rejected.append({"candidate": kind, "id": ident, "reason": reason})
+    def reject(kind: str, ident: str, reason: str, source: str | None = None) -> None:
+        rejected.append({"candidate": kind, "id": ident, "reason": reason, "source": source})
 
     def labelled(item_id: str) -> dict | None:
         a = ann.get(item_id)
@@ -202,15 +203,15 @@ def build(
             if r["status"] != "matched":
                 candidates += 1
                 n_street["unlabelled"] += 1
-                reject("look_item", r["detection_id"], "unlabelled_detection")
+                reject("look_item", r["detection_id"], "unlabelled_detection", kw.get("source"))
         for item_id in links:
             candidates += 1
             a = labelled(item_id)
             if a is None:
-                reject("look_item", f"{owner[1]}#{item_id}", "not_labelled")
+                reject("look_item", f"{owner[1]}#{item_id}", "not_labelled", kw.get("source"))
             elif item_id not in matched:
                 n_street["linked_not_detected"] += 1
-                reject("look_item", f"{owner[1]}#{item_id}", "linked_product_not_detected")
+                reject("look_item", f"{owner[1]}#{item_id}", "linked_product_not_detected", kw.get("source"))
             else:
                 r = matched[item_id]
                 n_street["matched"] += 1
@@ -226,18 +227,18 @@ def build(
         candidates += len(refs)
         if p["first_seen_at"] not in window:
             for r in refs:
-                reject("product_image", r["ref_id"], "outside_window")
+                reject("product_image", r["ref_id"], "outside_window", r["source"])
             continue
         a = labelled(pid)
         if a is None:
             for r in refs:
-                reject("product_image", r["ref_id"], "not_labelled")
+                reject("product_image", r["ref_id"], "not_labelled", r["source"])
             continue
         seen_clusters: set[str] = set()
         for r in refs:
             c = cl[r["image_sha256"]]["cluster_id"]
             if c in seen_clusters:
-                reject("product_image", r["ref_id"], "duplicate_within_item")
+                reject("product_image", r["ref_id"], "duplicate_within_item", r["source"])
                 continue
             role = "query" if len(seen_clusters) == 1 else "gallery"  # 1st distinct image gallery, 2nd query
             seen_clusters.add(c)
@@ -256,7 +257,7 @@ def build(
             continue
         if lk["first_seen_at"] not in window:
             for i in range(n_links):
-                reject("look_item", f"{lk['look_id']}#{i}", "outside_window")
+                reject("look_item", f"{lk['look_id']}#{i}", "outside_window", refs[0]["source"])
             continue
         sha = refs[0]["image_sha256"]
         resolved = list(lk["product_ids"])
@@ -272,41 +273,51 @@ def build(
         for pid in resolved:
             a = labelled(pid)
             if a is None:
-                reject("look_item", f"{lk['look_id']}#{pid}", "not_labelled")
+                reject("look_item", f"{lk['look_id']}#{pid}", "not_labelled", refs[0]["source"])
                 continue
             queries.append(sample("query", "real_streetlook", pid, sha, a, site=lk["site"], source=refs[0]["source"],
                                   crawled_at=lk["crawled_at"], first_seen=lk["first_seen_at"],
                                   look_id=lk["look_id"], task=task))
 
-    # --- image drops
-    for d in sorted(drop_items.to_pylist(), key=lambda r: r["path"]):
+    def _drop_candidate(d: dict, subset: str, ident: str) -> None:
+        """One drop file as a candidate of ``subset``: a street-look query through its detections, or one
+        whole-image sample, or a rejection with its reason."""
+        nonlocal candidates
         candidates += 1
         refs = refs_by_owner.get(("drop", d["drop_image_id"]), [])
         if not refs:  # the intake's reason, as for AI-generated images (intake:not_an_image, intake:truncated...)
-            reject("drop_image", d["drop_image_id"],
-                   f"intake:{intake_reason.get(('drop', d['drop_image_id']), 'not_taken_in')}")
-            continue
+            reject("drop_image", ident, f"intake:{intake_reason.get(('drop', d['drop_image_id']), 'not_taken_in')}",
+                   d["path"])
+            return
         if d["first_seen_at"] not in window:
-            reject("drop_image", d["drop_image_id"], "outside_window")
-            continue
-        if detections is not None and d["subset"] in STREET_SUBSETS and d["role"] == "query":
+            reject("drop_image", ident, "outside_window", d["path"])
+            return
+        if detections is not None and subset in STREET_SUBSETS and d["role"] == "query":
             candidates -= 1  # the drop image's one link, counted again by street_items
-            street_items(("drop", d["drop_image_id"]), [d["item_id"]], refs[0]["image_sha256"], d["subset"],
+            street_items(("drop", d["drop_image_id"]), [d["item_id"]], refs[0]["image_sha256"], subset,
                          site=f"drop:{d['drop']}", source=d["path"], crawled_at=None,
                          first_seen=d["first_seen_at"], look_id=d["drop_image_id"])
-            continue
+            return
         a = labelled(d["item_id"])
         if a is None:
-            reject("drop_image", d["drop_image_id"], "not_labelled")
-            continue
-        if d["subset"] not in SUBSETS:
-            reject("drop_image", d["drop_image_id"], f"unknown_subset:{d['subset']}")
-            continue
-        row = sample(d["role"], d["subset"], d["item_id"], refs[0]["image_sha256"], a, site=f"drop:{d['drop']}",
+            reject("drop_image", ident, "not_labelled", d["path"])
+            return
+        if subset not in SUBSETS:
+            reject("drop_image", ident, f"unknown_subset:{subset}", d["path"])
+            return
+        row = sample(d["role"], subset, d["item_id"], refs[0]["image_sha256"], a, site=f"drop:{d['drop']}",
                      source=d["path"], crawled_at=None, first_seen=d["first_seen_at"])
         (gallery if d["role"] == "gallery" else queries).append(row)
 
-    # --- AI-generated images: a query of their reference item each, when their checks passed
+    # --- image drops: a file is a candidate of each subset it belongs to (drops.subsets_of); with several, each
+    # candidate's id is "<drop_image_id>@<subset>"
+    for d in sorted(drop_items.to_pylist(), key=lambda r: r["path"]):
+        parts = subsets_of(d["subset"])
+        for subset in parts:
+            ident = d["drop_image_id"] if len(parts) == 1 else f"{d['drop_image_id']}@{subset}"
+            _drop_candidate(d, subset, ident)
+
+        # --- AI-generated images: a query of their reference item each, when their checks passed
     for g in sorted(generated_checks.to_pylist() if generated_checks is not None else [],
                     key=lambda r: r["request_id"]):
         candidates += 1
@@ -341,11 +352,11 @@ def build(
     gal_by_cluster: dict[str, dict] = {}
     for g in sorted(gallery, key=lambda r: (r["first_seen_at"], r["item_ID"], r["sample_id"])):
         if min(g["width"] or 0, g["height"] or 0) < gallery_min_side_px:
-            reject("gallery", g["sample_id"], "gallery_too_small")
+            reject("gallery", g["sample_id"], "gallery_too_small", g["source_url"])
             continue
         c = cl[g["image_sha256"]]["cluster_id"]
         if c in gal_by_cluster:
-            reject("gallery", g["sample_id"], "duplicate_in_gallery")
+            reject("gallery", g["sample_id"], "duplicate_in_gallery", g["source_url"])
             continue
         gal_by_cluster[c] = g
     gallery = list(gal_by_cluster.values())
@@ -355,13 +366,13 @@ def build(
     for q in sorted(queries, key=lambda r: (r["subset"], r["item_ID"], r["sample_id"])):
         c = cl[q["_check_sha"]]["cluster_id"]
         if q["_check_sha"] in leaked:
-            reject("query", q["sample_id"], f"contamination:{leaked[q['_check_sha']]}")
+            reject("query", q["sample_id"], f"contamination:{leaked[q['_check_sha']]}", q["source_url"])
         elif c in gal_by_cluster:
-            reject("query", q["sample_id"], "duplicate_of_gallery_image")
+            reject("query", q["sample_id"], "duplicate_of_gallery_image", q["source_url"])
         elif (q["subset"], c, q["item_ID"]) in seen_q:
-            reject("query", q["sample_id"], "duplicate_query")
+            reject("query", q["sample_id"], "duplicate_query", q["source_url"])
         elif q["item_ID"] not in gallery_items:
-            reject("query", q["sample_id"], "no_positive_in_gallery")
+            reject("query", q["sample_id"], "no_positive_in_gallery", q["source_url"])
         else:
             seen_q.add((q["subset"], c, q["item_ID"]))
             kept_queries.append(q)
@@ -452,8 +463,13 @@ def parquet_bytes(table: pa.Table) -> bytes:
 
 def write_candidate(rel: ReleaseTables, folder: Path) -> dict[str, Any]:
     """Keep a built, not yet published release under ``folder`` (``<subset>/<role>.parquet`` + ``candidate.json``)
-    so that checks can look at it before anything is published. Returns the candidate's summary."""
+    so that checks can look at it before anything is published, with every rejected candidate and its reason in
+    ``rejected.parquet`` (columns ``candidate``: what it was — ``product_image``, ``drop_image``, ``look_item``,
+    ``query``, ``gallery``…, ``id``: its id — a drop image's ``drop_image_id``, with ``@<subset>`` when the file
+    belongs to several subsets —, ``reason``, ``source``: the picture's page URL or file path where known, so that
+    every input picture can be followed to a row or a reason). Returns the candidate's summary."""
     folder.mkdir(parents=True, exist_ok=True)
+    pq.write_table(pa.Table.from_pylist(rel.rejected, schema=REJECTED), folder / "rejected.parquet")
     files = {}
     for (subset, role), t in sorted(rel.files.items()):
         data = parquet_bytes(t)
@@ -528,6 +544,10 @@ def check_candidate(rel: ReleaseTables, overlap_allowed: tuple[str, ...] | list[
     out["unique_sample_ids"] = (not dup, {"files_with_repeats": dup})
     return out
 
+
+REJECTED = pa.schema([("candidate", pa.string()), ("id", pa.string()), ("reason", pa.string()),
+                      ("source", pa.string())])
+"""A release candidate's rejections (``rejected.parquet`` beside the candidate, :func:`write_candidate`)."""
 
 DOC_TYPES = {"md": "text/markdown; charset=utf-8", "json": "application/json", "yaml": "application/yaml"}
 """Content types of the release's documents by file extension."""

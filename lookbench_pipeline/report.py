@@ -4,11 +4,13 @@ Files written into one folder (and, when a store is given, under ``reports/<name
 
 * ``leaderboard.parquet``: one row per (subset, model), one column per metric (``schemas.leaderboard_schema``);
 * ``scores.parquet``: the long ``scores`` table with bootstrap intervals;
-* ``leaderboard.md``: the same tables in Markdown, with the legacy-versus-live gap and the skipped models;
+* ``leaderboard.md``: the same tables in Markdown, with the legacy-versus-live gap, the scored models (what each
+  is -- e.g. "ImageNet features, not a fashion model" -- and its licence) and the skipped models;
 * ``index.html``: one self-contained page (no script, no network: plots and images are ``data:`` URIs, and a
   Content-Security-Policy forbids anything else): tables per subset, Recall@K curves (matplotlib, PNG), the
-  legacy-versus-live gap, paired bootstrap tests, and for sampled queries the query image with each model's
-  top-5 marked hit (same item), fine (same category and attributes), category (same category) or miss;
+  legacy-versus-live gap, paired bootstrap tests, the models (what each is, its licence, weights checksum), and
+  for sampled queries the query image with each model's top-5 marked hit (same item), fine (same category and
+  attributes), category (same category) or miss;
 * ``evaluation.json``: counts (contamination exclusions, cutoffs), models with their ``info()``, skipped models,
   paired tests.
 """
@@ -149,10 +151,17 @@ def leaderboard_markdown(ev: Evaluation) -> str:
                   _md_table(["model", "legacy benchmark", "metric", "legacy", "live (overall)", "gap (pp)"],
                             [[g["model"], g["legacy"], g["metric"], _pct(g["legacy_value"]), _pct(g["live_value"]),
                               f"{g['gap_pp']:+.1f}"] for g in gaps]), ""]
+    if ev.models:
+        parts += ["## Models", "", _md_table(["model", "what it is", "licence"], _model_rows(ev)), ""]
     if ev.skipped:
         parts += ["## Models not scored on this machine", "",
                   _md_table(["model", "reason"], [[s["model"], s["reason"]] for s in ev.skipped]), ""]
     return "\n".join(parts).rstrip() + "\n"
+
+
+def _model_rows(ev: Evaluation) -> list[list[str]]:
+    """Per scored model: its id, what it is (the registry's description) and the licence of its weights."""
+    return [[m["model"], m.get("description") or "-", m.get("license") or "-"] for m in ev.models]
 
 
 def _contamination_lines(ev: Evaluation) -> list[str]:
@@ -334,6 +343,7 @@ def render_html(ev: Evaluation, plots: dict[str, bytes] | None = None) -> str:
         parts.append(_html_table(["model", "reason"], [[s["model"], s["reason"]] for s in ev.skipped]))
     if ev.models:
         parts.append("<h2 id='models'>Models</h2>")
+        parts.append(_html_table(["model", "what it is", "licence"], _model_rows(ev), left=3))
         parts.append(_html_table(["model", "backend", "revision", "input size", "dim", "weights sha256", "cutoff"],
                                  [[m["model"], m["info"].get("backend") or "", m["info"].get("revision") or "",
                                    m["info"].get("input_size") or "", m["info"].get("dim") or "",

@@ -364,6 +364,23 @@ def test_a_rerun_sends_nothing_twice_and_keeps_first_seen_at(world, generated):
     assert counts["skipped"] == 1 and counts["skipped.window_closed"] == 1 and counts["generated"] == 9
 
 
+def test_an_empty_data_dir_restores_results_from_the_store(tmp_path, world, generated):
+    """The generation record lives in the store too: a run with an empty data_dir (a backfill) sends only the
+    request that failed, and gets every other result back with the same bytes and first_seen_at."""
+    import hashlib
+
+    with aigen_server.scripted_endpoint(lambda info: "http_500") as srv:
+        cfg = _config(tmp_path, endpoint=_endpoint(srv, max_attempts=1))
+        gen, counts = stage_aigen_generate(cfg, generated["reqs"], world.store, WINDOW)
+        served = len(srv.served)
+    assert served == 1 and counts["from_earlier_runs"] == 9
+    sha = lambda p: hashlib.sha256(Path(p).read_bytes()).hexdigest()  # noqa: E731
+    keep = lambda t: {r["request_id"]: (sha(r["path"]), r["first_seen_at"], r["generator_model"])  # noqa: E731
+                      for r in t.to_pylist() if r["status"] == "generated"}
+    assert keep(gen) == keep(generated["gen"])
+    assert all(str(tmp_path) in r["path"] for r in gen.to_pylist() if r["status"] == "generated")
+
+
 def test_an_unreadable_reference_is_a_recorded_failure(tmp_path):
     cfg = _config(tmp_path)
     reqs = schemas.from_rows([{**_req("r1", "Lifestyle studio photograph of a red top", sha="0" * 64),
@@ -437,9 +454,15 @@ def test_street_outfits_feed_detection_and_its_boxes_drive_the_check(world, gene
 
 
 def test_job_file_backend_writes_jobs_and_ingests_a_drop_folder(tmp_path, world):
+    from lookbench_pipeline.store import LocalStore, original_key
+
     cfg = _config(tmp_path, backend="job_file", items_per_subset=2)
-    store = world.store
     reqs, _ = stage_aigen_requests(cfg, world.products, world.drops, world.refs, world.annotations, WINDOW)
+    # a store of its own with the reference images: the module's store holds the endpoint tests' generation records
+    # for the same requests, which any data_dir reading that store reuses (lookbench_pipeline.records)
+    store = LocalStore(tmp_path / "store")
+    for sha in set(reqs["reference_image_sha256"].to_pylist()):
+        store.put_bytes(original_key(sha), world.store.get_bytes(original_key(sha)))
     gen, c = stage_aigen_generate(cfg, reqs, store, WINDOW)
     assert c["pending"] == 4 == c["requests"] and set(gen["reason"].to_pylist()) == {"awaiting_external_generator"}
     [job] = (cfg.data_dir / "aigen/jobs").glob("requests-*.jsonl")

@@ -1,9 +1,13 @@
-"""Backfill: a release window rebuilt from the crawl archive alone (WARC files in the object store), with the
-network disabled, gives byte-identical release files."""
+"""Backfill: a release window rebuilt from the store alone (the crawl archive's WARC files and the rebuild records
+beside them: first-seen times of image-drop files, AI-generation results), into an empty data_dir with the network
+disabled, gives byte-identical release files. Corrupt or hostile archives and records are refused by name."""
 
+import io
+import json
 import shutil
 import socket
 
+import pyarrow.parquet as pq
 import pytest
 import yaml
 from dagster import DagsterInstance
@@ -20,10 +24,32 @@ def _config(tmp_path, name):
     site = yaml.safe_load(open("lookbench_pipeline/data/sites/demo.yaml"))
     site.update(demo_products=12, demo_looks=3)
     (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    _photo_drop(tmp_path / "photos")
     p = tmp_path / f"{name}.yaml"
     p.write_text(yaml.safe_dump({"data_dir": f"{name}-data", "store": {"url": f"{name}-store"},
-                                 "sites": ["demo.yaml"]}))
+                                 "sites": ["demo.yaml"],
+                                 "drops": [{"name": "photos", "path": "photos",
+                                            "subfolders": {"query": "real_studio_flat:query",
+                                                           "gallery": "real_studio_flat:gallery"}}]}))
     return p
+
+
+def _photo_drop(root):
+    """An image drop (read in place by both builds): two items, each a query and a gallery photo, with titles."""
+    import numpy as np
+    from PIL import Image
+
+    if root.exists():
+        return
+    rows = ["path,item_id,role,subset,title,description"]
+    for i, (colour, title) in enumerate([((200, 30, 40), "red cotton dress"), ((30, 40, 190), "blue denim jeans")]):
+        for role in ("query", "gallery"):
+            (root / role).mkdir(parents=True, exist_ok=True)
+            rng = np.random.default_rng(100 * i + len(role))
+            px = np.clip(np.array(colour) + rng.integers(-40, 40, (400, 320, 3)), 0, 255).astype(np.uint8)
+            Image.fromarray(px).save(root / role / f"item{i}.jpg", quality=90)
+            rows.append(f"{role}/item{i}.jpg,photo-{i},{role},real_studio_flat,{title},")
+    (root / "items.csv").write_text("\n".join(rows) + "\n")
 
 
 @pytest.fixture
@@ -54,20 +80,24 @@ def _spider_only_for_replay(run_spider):
     return wrapped
 
 
-def test_rebuild_a_window_from_the_archive_gives_identical_files(tmp_path, request):
+def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, request):
     live_cfg = _config(tmp_path, "live")
     live = run_release(str(live_cfg), instance=DagsterInstance.ephemeral())
     m1 = live["manifest"]
     store1 = store_of(load_config(live_cfg))
     [archived] = archived_crawls(store1, "demo")
-    assert archived.week and archived.base_url.startswith("http://127.0.0.1:")
+    assert archived.week and archived.base_url.startswith("http://127.0.0.1:") and archived.sha256
+    [qkey] = [k for k in m1["files"] if k.endswith("real_studio_flat/query.parquet")]
+    sites = pq.read_table(io.BytesIO(store1.get_bytes(f"releases/{m1['version']}/{qkey}")), columns=["site"])
+    assert "drop:photos" in sites["site"].to_pylist(), "the drop's photos are in the release"
+    assert list(store1.list("records/drops/photos/")) and list(store1.list("records/aigen/images/"))
 
-    # a fresh environment that has only the archive: the WARC files and their descriptions, and the stored
-    # generated images with their generation record (AI-generated subsets are generated, not crawled: their
-    # images and first_seen_at come from that record, docs/DEPLOY.md)
+    # a fresh environment: an empty data_dir, and a store that holds only the crawl archive (warc/) and the rebuild
+    # records beside it (records/: first-seen times of drop files, generation results and their images)
     rebuilt_cfg = _config(tmp_path, "rebuilt")
-    shutil.copytree(tmp_path / "live-store" / "warc", tmp_path / "rebuilt-store" / "warc")
-    _restore_generation_record(tmp_path / "live-data", tmp_path / "rebuilt-data")
+    for prefix in ("warc", "records"):
+        shutil.copytree(tmp_path / "live-store" / prefix, tmp_path / "rebuilt-store" / prefix)
+    assert not (tmp_path / "rebuilt-data").exists()
     request.getfixturevalue("no_network")
     rebuilt = rebuild_window(str(rebuilt_cfg), live["window"], instance=DagsterInstance.ephemeral())
     m2 = rebuilt["manifest"]
@@ -83,6 +113,8 @@ def test_rebuild_a_window_from_the_archive_gives_identical_files(tmp_path, reque
     stats = _replay_stats(tmp_path / "rebuilt-data")
     assert stats.get("lookbench/replay/served", 0) > 0
     assert not stats.get("lookbench/replay/network_attempts")
+    # nothing was generated or first seen again: generated images and drop files came from the store's records
+    assert sorted(store2.list("records/")) == sorted(store1.list("records/"))
 
 
 def _counts(manifest):
@@ -96,21 +128,6 @@ def _counts(manifest):
         reasons[k] = reasons.get(k, 0) + v
     c["rejected_by_reason"] = reasons
     return c
-
-
-def _restore_generation_record(src, dst):
-    """Copy ``<data_dir>/aigen`` (generated images and one JSON record per request) to another data_dir, pointing
-    the records at the copied images: what restoring it from backup does."""
-    import json
-
-    if not (src / "aigen").is_dir():
-        return
-    shutil.copytree(src / "aigen", dst / "aigen")
-    for rec_path in (dst / "aigen").rglob("*.json"):
-        rec = json.loads(rec_path.read_text())
-        if isinstance(rec, dict) and "path" in rec:
-            rec["path"] = rec["path"].replace(str(src.resolve()), str(dst.resolve()))
-            rec_path.write_text(json.dumps(rec, indent=1, sort_keys=True))
 
 
 def _replay_stats(data_dir):
@@ -135,3 +152,126 @@ def test_rebuild_refuses_a_used_state(tmp_path):
     (tmp_path / "used-data" / "state" / "demo").mkdir(parents=True)
     with pytest.raises(ValueError, match="fresh data_dir"):
         rebuild_window(str(cfg), "2026-07-01", instance=DagsterInstance.ephemeral())
+
+
+def _drop_cfg(tmp_path):
+    from lookbench_pipeline.config import DropConfig
+
+    _photo_drop(tmp_path / "photos")
+    return DropConfig(name="photos", path=tmp_path / "photos",
+                      subfolders={"query": "real_studio_flat:query", "gallery": "real_studio_flat:gallery"})
+
+
+def test_drop_first_seen_comes_back_from_the_store(tmp_path):
+    """A drop scanned into one data_dir and scanned again into an empty one with the same store: every file keeps
+    its first time; a file added later gets the later time, and only it is recorded again."""
+    from datetime import datetime, timedelta, timezone
+
+    from lookbench_pipeline import drops
+    from lookbench_pipeline.store import LocalStore
+
+    store, drop = LocalStore(tmp_path / "store"), _drop_cfg(tmp_path)
+    t0 = datetime(2026, 7, 3, 10, 0, 0, 123456, tzinfo=timezone.utc)
+    first = drops.scan(drop, tmp_path / "a" / "state", t0, store)
+    assert len(list(store.list("records/drops/photos/"))) == 1
+    shutil.copy(tmp_path / "photos/query/item0.jpg", tmp_path / "photos/query/item9.jpg")
+    again = drops.scan(drop, tmp_path / "b" / "state", t0 + timedelta(days=9), store)
+    seen = dict(zip(again["path"].to_pylist(), again["first_seen_at"].to_pylist()))
+    assert {p: seen[p] for p in first["path"].to_pylist()} == dict(zip(first["path"].to_pylist(),
+                                                                      first["first_seen_at"].to_pylist()))
+    assert seen[str((tmp_path / "photos/query/item9.jpg").resolve())] == t0 + timedelta(days=9)
+    assert len(list(store.list("records/drops/photos/"))) == 2
+
+
+def _records_store(tmp_path):
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline import drops, records
+    from lookbench_pipeline.store import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    drops.scan(_drop_cfg(tmp_path), tmp_path / "state", datetime(2026, 7, 3, tzinfo=timezone.utc), store)
+    records.write_generation(store, "ab" * 12, {"backend": "endpoint", "generator_model": "m",
+                                                "generator_version": "1", "seed": 7, "prompt": "p", "ext": ".png",
+                                                "first_seen_at": datetime(2026, 7, 4, tzinfo=timezone.utc)},
+                             b"\x89PNG generated bytes")
+    return store
+
+
+def _rewrite(store, key, change):
+    """Replace a record by a changed one stored under the key its new bytes hash to (a well-formed forgery), or,
+    with ``change=None``, flip a byte in place (corruption)."""
+    from lookbench_pipeline.store import sha256_hex
+
+    data = store.get_bytes(key)
+    if change is None:
+        store.put_bytes(key, data[:-2] + bytes([data[-2] ^ 1]) + data[-1:])
+        return
+    obj = json.loads(data)
+    change(obj)
+    new = json.dumps(obj).encode()
+    store.delete(key)
+    store.put_bytes(f"{key.rsplit('/', 1)[0]}/{sha256_hex(new)}.json", new)
+
+
+@pytest.mark.parametrize("what,change,match", [
+    ("drop", None, "corrupt or was replaced"),
+    ("drop", lambda o: o["items"][0].update(path="../../etc/passwd"), "is not the id of that path"),
+    ("drop", lambda o: o["items"][0].update(first_seen_at="2026-07-03T00:00:00"), "no time zone"),
+    ("drop", lambda o: o["items"][0].update(first_seen_at=["x"]), "not a date-time"),
+    ("drop", lambda o: o.update(drop="other"), "a record of drop 'other'"),
+    ("drop", lambda o: o.update(items={"a": 1}), "'items' is not a list"),
+    ("drop", lambda o: o.update(record="aigen_result"), "not a drop_first_seen record"),
+    ("aigen", None, "corrupt or was replaced"),
+    ("aigen", lambda o: o.update(ext="/../../x"), "not a file suffix"),
+    ("aigen", lambda o: o.update(seed="7; rm"), "seed is not an integer"),
+    ("aigen", lambda o: o.update(request_id="cd" * 12), "not 'abab"),
+])
+def test_corrupt_or_hostile_records_are_refused(tmp_path, what, change, match):
+    from lookbench_pipeline import drops, records
+
+    store = _records_store(tmp_path)
+    prefix = "records/drops/photos/" if what == "drop" else "records/aigen/results/" + "ab" * 12 + "/"
+    [key] = list(store.list(prefix))
+    _rewrite(store, key, change)
+    with pytest.raises(records.RecordError, match=match):
+        if what == "drop":
+            from datetime import datetime, timezone
+
+            drops.scan(_drop_cfg(tmp_path), tmp_path / "fresh", datetime.now(timezone.utc), store)
+        else:
+            records.read_generation(store, "ab" * 12)
+
+
+def test_a_replaced_generated_image_or_a_stray_key_is_refused(tmp_path):
+    from lookbench_pipeline import records
+
+    store = _records_store(tmp_path)
+    rec, image = records.read_generation(store, "ab" * 12)
+    assert image == b"\x89PNG generated bytes" and rec["seed"] == 7
+    store.put_bytes(records.image_key(rec["image_sha256"]), b"another picture")
+    with pytest.raises(records.RecordError, match="the image is corrupt or was replaced"):
+        records.read_generation(store, "ab" * 12)
+    store.put_bytes("records/drops/photos/evil.json", b"{}")
+    with pytest.raises(records.RecordError, match="not a rebuild record key"):
+        records.read_drop_first_seen(store, "photos")
+
+
+def test_a_corrupt_archive_is_refused(tmp_path):
+    from lookbench_pipeline.backfill import ArchiveError, ArchivedCrawl, fetch
+    from lookbench_pipeline.store import LocalStore, sha256_hex
+    from lookbench_pipeline.warc import warcinfo_record
+
+    store = LocalStore(tmp_path / "store")
+    data = warcinfo_record({"site": "demo", "started-at": "2026-11-30T10:00:00.000001Z"})
+    store.put_bytes("warc/demo/r1.warc.gz", data)
+    store.put_bytes("warc/demo/r1.json", json.dumps({"site": "demo", "run-id": "r1", "sha256": sha256_hex(data),
+                                                     "started-at": "2026-11-30T10:00:00.000001Z"}).encode())
+    [a] = archived_crawls(store, "demo")
+    assert fetch(store, a, tmp_path / "x").read_bytes() == data
+    store.put_bytes("warc/demo/r1.warc.gz", data + b"tampered")
+    with pytest.raises(ArchiveError, match="corrupt or was replaced"):
+        fetch(store, a, tmp_path / "y")
+    store.put_bytes("warc/demo/r1.json", b"[1]")
+    with pytest.raises(ArchiveError, match="not a crawl description"):
+        archived_crawls(store, "demo")

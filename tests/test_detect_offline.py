@@ -7,27 +7,17 @@ YOLO_CONFIG_DIR, the fonts and ultralytics' settings itself.
 """
 
 import json
-import os
 import subprocess
 import sys
-from pathlib import Path
 
 import yaml
+from netguard_env import SELF_TEST, guarded_env, outbound_attempts
 
 from lookbench_pipeline import demo_shop
 
-ROOT = Path(__file__).resolve().parents[1]
-GUARD = Path(__file__).parent / "netguard"
-
-DETECT = r"""
-import json, socket, sys
+DETECT = SELF_TEST + r"""
+import json, sys
 from pathlib import Path
-# the guard is live: a connection to a documentation address (RFC 5737) is refused before any packet leaves
-try:
-    socket.create_connection(("192.0.2.1", 9), timeout=1)
-    raise SystemExit("netguard is not active")
-except OSError as exc:
-    assert "netguard" in str(exc), exc
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import load_detector
 from lookbench_pipeline.images import decode
@@ -43,12 +33,8 @@ print(json.dumps({"images": len(out), "boxes": sum(n for _, n in out), "info": d
 def test_training_and_detection_open_no_outbound_connection(tmp_path):
     data = tmp_path / "looks"
     ann = demo_shop.write_training_looks(data, 24, 0, 7, 12, 99)  # 12 composited looks with COCO boxes
+    env, log = guarded_env(tmp_path)
     home = tmp_path / "home"
-    home.mkdir()
-    log = tmp_path / "netguard.jsonl"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("YOLO_", "HF_", "LOOKBENCH_"))}
-    env.update(PYTHONPATH=os.pathsep.join([str(GUARD), str(ROOT)]), NETGUARD_LOG=str(log), HOME=str(home),
-               XDG_CONFIG_HOME=str(home / ".config"), HF_HOME=str(home / "hf"))
     cfg = tmp_path / "p.yaml"
     cfg.write_text(yaml.safe_dump({"data_dir": "data", "store": {"url": "store"}}))
     out = tmp_path / "trained"
@@ -68,8 +54,7 @@ def test_training_and_detection_open_no_outbound_connection(tmp_path):
     res = json.loads(run.stdout.strip().splitlines()[-1])
     assert res["images"] == 3 and res["info"]["weights_sha256"] == report["weights_sha256"]
 
-    attempts = [json.loads(line) for line in log.read_text().splitlines()] if log.is_file() else []
-    assert [a["target"] for a in attempts] == ["('192.0.2.1', 9)"], attempts  # only the guard's own self-test
+    assert outbound_attempts(log) == ["('192.0.2.1', 9)"]  # only the guard's own self-test
     # ultralytics kept its settings and fonts under the pipeline's data folder, not in the home directory
     assert not (home / ".config" / "Ultralytics").exists()
     settings = tmp_path / "data" / "detector" / "ultralytics" / "Ultralytics"

@@ -118,3 +118,81 @@ def test_crawl_refuses_hostile_hosts_and_ports_with_a_log_row(tmp_path):
     assert rows[f"http://10.1.2.3:{port}/c"]["reason"] == "address_not_global"
     assert rows[f"http://nowhere.test:{port}/d"]["reason"] == "name_not_resolved"
     assert rows["http://shop.test:6379/e"]["reason"] == "port_not_allowed"
+
+
+def test_render_guard_decisions():
+    """What a page rendered in Chromium may fetch: the site's hosts on the allowed address and port, names pinned
+    to their checked address; nothing else (a unit view of render_guard, no browser)."""
+    from lookbench_crawlers.render_guard import RenderGuard, check_names
+
+    policy = EgressPolicy.from_strings([80, 443], ["127.0.0.1:8123"])
+    static = {"shop.test": "127.0.0.1", "cdn.test": "93.184.216.34", "meta.test": "100.100.100.200",
+              "gone.test": ""}
+    names = check_names(["shop.test", "cdn.test", "meta.test", "gone.test", "127.0.0.1"], policy, static,
+                        lookup=lambda n: pytest.fail(f"a DNS query for {n}"))
+    assert names == {"shop.test": ("127.0.0.1", None), "cdn.test": ("93.184.216.34", None),
+                     "meta.test": (None, "address_not_global"), "gone.test": (None, "name_not_resolved")}
+    g = RenderGuard({"shop.test", "cdn.test", "meta.test", "gone.test", "127.0.0.1", "127.0.0.1:8123"}, policy, names)
+    assert g.refusal("http://127.0.0.1:8123/app.js") is None
+    assert g.refusal("http://shop.test:8123/app.js") is None
+    assert g.refusal("https://cdn.test/lib.js") is None
+    assert g.refusal("data:image/png;base64,AAAA") is None
+    assert g.refusal("http://127.0.0.1:6379/") == "address_not_global"
+    assert g.refusal("http://shop.test:6379/") == "address_not_global"
+    assert g.refusal("https://cdn.test:8443/x") == "port_not_allowed"
+    assert g.refusal("http://meta.test/latest/meta-data/") == "address_not_global"
+    assert g.refusal("http://gone.test/x") == "name_not_resolved"
+    assert g.refusal("http://169.254.169.254/latest/meta-data/") == "host_not_allowed"
+    assert g.refusal("https://tracker.example/p.gif") == "host_not_allowed"
+    assert g.refusal("ftp://shop.test/x") == "scheme_not_allowed"
+    assert g.resolver_rules() == ("MAP cdn.test 93.184.216.34, MAP shop.test 127.0.0.1, EXCLUDE 127.0.0.1, "
+                                  "MAP * ~NOTFOUND")
+
+
+def test_rendered_page_subresources_meet_the_egress_guard(tmp_path):
+    """A page rendered in Chromium on 127.0.0.1 pulls a script from a host outside the site, an image from the
+    site's address on another port, an image from an allowed name that resolves to the shared address space and an
+    XHR to another port: none is fetched, each has a crawl-log row with its reason, and the page's own product is
+    kept."""
+    import shutil
+
+    chromium = shutil.which("chromium")
+    if not chromium:
+        pytest.skip("Debian's chromium is not installed (make chromium installs it when run as root)")
+    from lookbench_pipeline import demo_shop
+
+    root = tmp_path / "js"
+    demo_shop.write_js_pages(root, 2)
+    with serve.serving(lambda path, base: (b"<html>secret</html>", "text/html")) as other:
+        other_port = other.base_url.rsplit(":", 1)[-1]
+        page = root / "js" / "p-00000.html"
+        hostile = (f"<script src='http://evil.test:{{PORT}}/steal.js'></script>"
+                   f"<img src='http://127.0.0.1:{other_port}/pixel.png'>"
+                   f"<img src='http://cgnat.test/x.png'>"
+                   f"<script>fetch('http://127.0.0.1:{other_port}/xhr').catch(() => 0)</script>")
+        text = page.read_text().replace("<body>", "<body>" + hostile, 1)
+        with serve.serving(serve.static_resolver(root)) as srv:
+            port = srv.base_url.rsplit(":", 1)[-1]
+            page.write_text(text.replace("{PORT}", port))
+            site = tmp_path / "site.yaml"
+            site.write_text(yaml.safe_dump({"name": "jsshop", "sitemap_urls": ["{{BASE}}/sitemap.xml"],
+                                            "allow_private_addresses": True, "follow_links": False,
+                                            "render_js": True, "chromium_path": chromium,
+                                            "render_hosts": ["cgnat.test"]}))
+            # the stub resolver: evil.test would reach this very server, cgnat.test is in the shared address space
+            static = {"evil.test": "127.0.0.1", "cgnat.test": "100.64.0.9"}
+            feed, _ = run_spider(site, srv.base_url, tmp_path / "crawl", "test-bot",
+                                 extra_settings={"LOOKBENCH_STATIC_HOSTS": json.dumps(static)})
+            hits = list(srv.hits)
+        other_hits = list(other.hits)
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    assert {p["sku"] for p in items if p["kind"] == "product"} == {"JS-00000", "JS-00001"}
+    refused = {i["url"]: i["reason"] for i in items if i["kind"] == "page" and i["outcome"] == "subresource_refused"}
+    assert refused == {f"http://evil.test:{port}/steal.js": "host_not_allowed",
+                       f"http://127.0.0.1:{other_port}/pixel.png": "address_not_global",
+                       "http://cgnat.test/x.png": "address_not_global",
+                       f"http://127.0.0.1:{other_port}/xhr": "address_not_global"}
+    assert other_hits == [], "nothing was fetched from the other port"
+    assert "/steal.js" not in hits, "nothing was fetched through a name outside the site"
+    stats = json.loads((tmp_path / "crawl" / "stats.json").read_text())
+    assert stats["lookbench/render_refused/address_not_global"] == 3

@@ -152,8 +152,9 @@ def test_registry_names_the_real_models():
         assert mid in reg
     gr = reg["srpone/gr-lite"]
     assert (gr.backend, gr.input_size, gr.dim, gr.pooling) == ("transformers", 336, 1024, "cls")
-    assert {s.backend for s in reg.values()} == {"numpy", "open_clip", "transformers", "timm"}
-    assert all(s.training_cutoff for s in reg.values() if s.backend != "numpy")
+    assert {s.backend for s in reg.values()} == {"numpy", "open_clip", "transformers", "timm", "efficientnet_lite"}
+    # every trained model declares a cutoff (a random-weights floor has no training data)
+    assert all(s.training_cutoff for s in reg.values() if s.backend != "numpy" and s.init_seed is None)
     assert resolve_spec("open_clip:ViT-B-32/openai").pretrained == "openai"
     assert resolve_spec("timm:vit_small_patch16_224").backend == "timm"
     assert resolve_spec("hf-hub:Marqo/marqo-fashionCLIP").backend == "open_clip"

@@ -18,7 +18,7 @@ from PIL import ImageOps
 from lookbench_pipeline import demo_shop, schemas
 from lookbench_pipeline.config import LegacySource
 from lookbench_pipeline.embed import BASELINE_ID
-from lookbench_pipeline.evaluate import ModelEntry, run_evaluation, unavailable_reason
+from lookbench_pipeline.evaluate import ModelEntry, registry_entries, run_evaluation, unavailable_reason
 from lookbench_pipeline.release import ReleaseTables, Window, publish
 from lookbench_pipeline.store import LocalStore
 
@@ -129,7 +129,9 @@ def test_contamination_excluded_and_counted(evaluation):
 def test_models_that_cannot_run_are_skipped_with_the_reason(evaluation):
     ev, _, _ = evaluation
     skipped = {s["model"]: s["reason"] for s in ev.skipped}
-    assert [m["model"] for m in ev.models] == [BASELINE_ID]
+    # the baseline, then every registry model that can run here (the wheel-shipped ones, with the models extra)
+    runnable = [e.model_id for e in registry_entries() if e.model_id != BASELINE_ID and unavailable_reason(e) is None]
+    assert [m["model"] for m in ev.models] == [BASELINE_ID, *runnable]
     assert "no-such-org/no-such-model" in skipped
     assert re.search(r"weights not available offline|needs", skipped["no-such-org/no-such-model"])
     assert "srpone/gr-lite" in skipped and "openai/clip-vit-b-32" in skipped, "the registry is listed"
@@ -144,7 +146,7 @@ def test_legacy_scores_beside_live(evaluation):
     for name in ("inshop", "f200k"):
         [r] = _vals(ev, f"legacy:{name}", "item_recall@1")
         assert r["n_queries"] == ev.legacy_counts[name]["queries"] > 0 and r["ci_low"] <= r["value"] <= r["ci_high"]
-    gaps = {(g["legacy"], g["metric"]): g for g in gap_rows(ev)}
+    gaps = {(g["legacy"], g["metric"]): g for g in gap_rows(ev) if g["model"] == BASELINE_ID}
     g = gaps[("inshop", "item_recall@1")]
     assert g["gap_pp"] == pytest.approx(100 * (g["legacy_value"] - g["live_value"]))
     assert g["live_value"] == _vals(ev, "overall", "item_recall@1")[0]["value"]
@@ -218,7 +220,8 @@ def test_leaderboard_files_and_markdown(evaluation, report):
     assert lb.schema.names[:6] == ["release", "subset", "rank", "model", "n_queries", "cutoff"]
     assert "fine_recall@20" in lb.schema.names and "ndcg@20" in lb.schema.names
     overall = [r for r in lb.to_pylist() if r["subset"] == "overall"]
-    assert overall[0]["rank"] == 1 and overall[0]["fine_recall@1"] == _vals(ev, "overall", "fine_recall@1")[0]["value"]
+    assert overall[0]["rank"] == 1 and \
+        overall[0]["fine_recall@1"] == _vals(ev, "overall", "fine_recall@1", overall[0]["model"])[0]["value"]
     legacy_row = next(r for r in lb.to_pylist() if r["subset"] == "legacy:inshop")
     assert legacy_row["fine_recall@1"] is None and legacy_row["item_recall@1"] is not None
     md = (tmp_path / "rep/leaderboard.md").read_text()

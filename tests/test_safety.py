@@ -123,3 +123,92 @@ def test_pull_refuses_a_manifest_that_is_not_one(body, match, cfg, tmp_path, cap
     err = capsys.readouterr().err
     assert match in err and "Traceback" not in err and err.count("\n") == 1
     assert not (tmp_path / "d").exists()
+
+
+def _trickling_server(pages):
+    """A 127.0.0.1 server that answers ``pages`` (path -> (body, content type)) at once and ``/slow*`` a byte every
+    0.1 s out of a promised 100 kB (a slow loris), for at most 120 s (the loop is bounded) or until the client hangs
+    up. ``.hits``: the paths requested."""
+    import threading
+    import time
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.server.hits.append(self.path)
+            if self.path.startswith("/slow"):
+                self.send_response(200)
+                self.send_header("Content-Type", "image/jpeg" if self.path.endswith(".jpg") else "text/html")
+                self.send_header("Content-Length", "100000")
+                self.end_headers()
+                for _ in range(1200):
+                    try:
+                        self.wfile.write(b"<")
+                        self.wfile.flush()
+                    except OSError:  # the crawler gave up and closed the connection
+                        return
+                    time.sleep(0.1)
+                return
+            body, ctype = pages.get(self.path, (None, ""))
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    srv.daemon_threads = True
+    srv.hits = []
+    srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    return srv
+
+
+def test_a_slow_loris_costs_one_download_budget_and_is_logged(tmp_path):
+    """A page and an image that trickle bytes are given up after the site's download budget (the shipped default),
+    not retried, and recorded ``download_timeout``; the crawl finishes the other pages and images."""
+    import io
+
+    from PIL import Image
+
+    from lookbench_pipeline.config import SiteConfig
+
+    jpeg = io.BytesIO()
+    Image.new("RGB", (300, 400), (180, 20, 30)).save(jpeg, "JPEG")
+
+    def product(i, image):
+        ld = json.dumps({"@type": "Product", "name": f"Red dress {i}", "sku": f"SKU-{i}", "image": image,
+                         "offers": {"@type": "Offer", "price": "19.99", "priceCurrency": "EUR"}})
+        return (f"<html><head><script type='application/ld+json'>{ld}</script></head><body><h1>Red dress {i}</h1>"
+                "</body></html>").encode(), "text/html; charset=utf-8"
+
+    pages = {}
+    srv = _trickling_server(pages)
+    try:
+        base = srv.base_url
+        locs = "".join(f"<url><loc>{base}/{p}</loc></url>" for p in ("p1.html", "p2.html", "slow.html"))
+        sitemap = f"<?xml version='1.0'?><urlset xmlns='http://www.sitemaps.org/schemas/sitemap/0.9'>{locs}</urlset>"
+        pages.update({"/sitemap.xml": (sitemap.encode(), "application/xml"),
+                      "/p1.html": product(1, f"{base}/slow.jpg"), "/p2.html": product(2, f"{base}/img2.jpg"),
+                      "/img2.jpg": (jpeg.getvalue(), "image/jpeg")})
+        site = tmp_path / "site.yaml"
+        site.write_text(yaml.safe_dump({"name": "loris", "sitemap_urls": ["{{BASE}}/sitemap.xml"],
+                                        "allow_private_addresses": True, "follow_links": False}))
+        assert SiteConfig.from_yaml(site).download_budget_s == 30, "the shipped default"
+        feed, _ = run_spider(site, base, tmp_path / "crawl", "test-bot", timeout_s=300)
+    finally:
+        srv.shutdown()
+        srv.server_close()
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    pages_log = {i["url"].rsplit("/", 1)[-1]: i for i in items if i["kind"] == "page"}
+    assert (pages_log["slow.html"]["outcome"], pages_log["slow.html"]["reason"]) == ("rejected", "download_timeout")
+    products = {i["sku"]: i for i in items if i["kind"] == "product"}
+    assert set(products) == {"SKU-1", "SKU-2"}, "the other pages were crawled"
+    assert [(d["reason"], d["path"]) for d in products["SKU-1"]["images"]] == [("download_timeout", None)]
+    assert products["SKU-2"]["images"][0]["path"], "the other image was downloaded"
+    assert srv.hits.count("/slow.html") == 1 and srv.hits.count("/slow.jpg") == 1, "a spent budget is not retried"

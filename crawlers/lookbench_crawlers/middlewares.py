@@ -75,6 +75,57 @@ class AddressPolicyMiddleware:
         return None
 
 
+class DownloadTimeout(IgnoreRequest):
+    """One URL used up its download budget (reason ``download_timeout``)."""
+
+    reason = "download_timeout"
+
+    def __init__(self, url, budget_s):
+        super().__init__(f"download_timeout: {url} took {budget_s:g} s over all its attempts")
+
+
+def _is_timeout(exc):
+    # Scrapy's HTTP handler raises twisted's TimeoutError (a whole attempt, headers and body); a TCP connect can
+    # time out too; Playwright's navigation raises its own TimeoutError
+    return any(c.__name__ in ("TimeoutError", "TCPTimedOutError") for c in type(exc).__mro__)
+
+
+class DownloadBudgetMiddleware:
+    """Bounds the time one URL may hold a download slot over all its attempts and redirects to
+    ``LOOKBENCH_DOWNLOAD_BUDGET`` seconds (the site's ``download_budget_s``): the first attempt fixes a deadline
+    (``request.meta["lookbench_deadline"]``, carried by Scrapy's retry and redirect copies), each attempt's
+    ``download_timeout`` is what is left of it (at most ``DOWNLOAD_TIMEOUT``), and once it is spent the request
+    fails with :class:`DownloadTimeout` instead of being retried. So a server that trickles bytes (slow loris)
+    costs a slot ``download_budget_s`` at most, and the page or image gets a ``download_timeout`` row."""
+
+    MIN_ATTEMPT_S = 1.0  # a retry with less time than this left is not started
+
+    def __init__(self, budget_s, attempt_s, clock=None):
+        import time
+
+        self.budget_s, self.attempt_s, self.clock = float(budget_s), float(attempt_s), clock or time.monotonic
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        s = crawler.settings
+        return cls(s.getfloat("LOOKBENCH_DOWNLOAD_BUDGET", 30.0), s.getfloat("DOWNLOAD_TIMEOUT", 180.0))
+
+    def process_request(self, request, spider=None):
+        deadline = request.meta.setdefault("lookbench_deadline", self.clock() + self.budget_s)
+        left = deadline - self.clock()
+        if left < self.MIN_ATTEMPT_S and request.meta.get("lookbench_attempted"):
+            raise DownloadTimeout(request.url, self.budget_s)
+        request.meta["lookbench_attempted"] = True
+        request.meta["download_timeout"] = max(0.001, min(self.attempt_s, left))
+        return None
+
+    def process_exception(self, request, exception, spider=None):
+        deadline = request.meta.get("lookbench_deadline")
+        if deadline is not None and _is_timeout(exception) and deadline - self.clock() < self.MIN_ATTEMPT_S:
+            raise DownloadTimeout(request.url, self.budget_s) from exception
+        return None
+
+
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
 
 

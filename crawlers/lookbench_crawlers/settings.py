@@ -16,7 +16,8 @@ AUTOTHROTTLE_ENABLED = True
 AUTOTHROTTLE_START_DELAY = 0.5
 AUTOTHROTTLE_MAX_DELAY = 30
 AUTOTHROTTLE_TARGET_CONCURRENCY = 4.0
-DOWNLOAD_TIMEOUT = 30
+DOWNLOAD_TIMEOUT = 30  # seconds per attempt; LOOKBENCH_DOWNLOAD_BUDGET bounds all attempts of one URL together
+LOOKBENCH_DOWNLOAD_BUDGET = 30  # seconds; the site's download_budget_s (middlewares.DownloadBudgetMiddleware)
 DOWNLOAD_MAXSIZE = 20 * 1024 * 1024
 DOWNLOAD_WARNSIZE = 5 * 1024 * 1024
 RETRY_TIMES = 2
@@ -38,6 +39,8 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
+    # after DownloadTimeoutMiddleware (350) sets an attempt's timeout, before RetryMiddleware (550) sees a timeout
+    "lookbench_crawlers.middlewares.DownloadBudgetMiddleware": 560,
     # on only when LOOKBENCH_REPLAY_WARC names archived WARC files (a replay: no request leaves the machine)
     "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }

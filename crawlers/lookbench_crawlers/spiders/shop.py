@@ -17,8 +17,10 @@ from urllib.parse import urlsplit
 import scrapy
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
+from lookbench_crawlers import render_guard
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.middlewares import refusal_reason
+from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
@@ -48,6 +50,20 @@ class ShopSpider(scrapy.Spider):
         self.image_hosts = {h.lower() for h in self.site.image_hosts}
         self.allowed_domains = sorted({h.split(":")[0] for h in hosts | self.image_hosts if h})
         self.address_policy = (hosts, self.site.allow_private_addresses)
+
+    @classmethod
+    def from_crawler(cls, crawler, *args, **kwargs):
+        spider = super().from_crawler(crawler, *args, **kwargs)
+        if spider.site.render_js:  # Chromium's own requests meet the egress policy too (render_guard)
+            import json
+
+            from lookbench_crawlers.resolver import policy_from_settings
+
+            static = crawler.settings.get("LOOKBENCH_STATIC_HOSTS") or {}
+            static = json.loads(static) if isinstance(static, str) and static.strip() else (static or {})
+            hosts = spider.address_policy[0] | spider.image_hosts | {h.lower() for h in spider.site.render_hosts}
+            render_guard.install(crawler, hosts, policy_from_settings(crawler.settings), static)
+        return spider
 
     async def start(self):
         for u in self.sitemap_list:
@@ -107,7 +123,8 @@ class ShopSpider(scrapy.Spider):
                 self.requested.add(key)
         meta = kw.pop("meta", {})
         if self.site.render_js and callback == self.parse_page:
-            meta = {**meta, "playwright": True}
+            meta = {**meta, "playwright": True,
+                    "playwright_page_init_callback": "lookbench_crawlers.render_guard.bind_page"}
         return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw)
 
     def _page(self, url, status, outcome, reason=None, n_items=0):
@@ -147,7 +164,13 @@ class ShopSpider(scrapy.Spider):
                 if req is not None:
                     yield req
 
+    def _refused_subresources(self, meta):
+        """One crawl-log row per URL a rendered page was refused (``render_guard``), with the reason."""
+        for url, reason in dict.fromkeys(meta.get("lookbench_render_refused") or []):
+            yield self._page(url, 0, SUBRESOURCE_REFUSED, reason)
+
     def parse_page(self, response):
+        yield from self._refused_subresources(response.meta)
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
             yield self._page(response.url, response.status, "rejected", "not_html")
@@ -202,6 +225,7 @@ class ShopSpider(scrapy.Spider):
 
     def on_error(self, failure):
         request = failure.request
+        yield from self._refused_subresources(request.meta)
         exc = failure.value
         reason = getattr(exc, "reason", None)
         status = 0
@@ -255,7 +279,7 @@ def finished_pages(feed_path):
             it = json.loads(line)
         except json.JSONDecodeError:
             continue
-        if it.get("kind") == "page":
+        if it.get("kind") == "page" and it.get("outcome") != SUBRESOURCE_REFUSED:  # not a page of the crawl
             pages[it["url"]] = int(it.get("n_items") or 0)
         elif it.get("kind") in ("product", "look"):
             counts[it["url"]] = counts.get(it["url"], 0) + 1
