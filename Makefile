@@ -10,7 +10,7 @@ export DAGSTER_HOME := $(CURDIR)
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test,models,faiss,deploy]'
+	$(PY) -m pip install -q -e '.[build,test,models,faiss,deploy]'
 	touch $(STAMP)
 
 demo: $(STAMP)

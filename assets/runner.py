@@ -22,6 +22,37 @@ class RunFailed(RuntimeError):
     """A step failed; the message names the step and its error."""
 
 
+def plain_event(entry) -> tuple[str, str | None, int, str]:
+    """A Dagster event-log entry as plain values for ``lookbench_pipeline.logs.BuildTerminal.event``: ``(kind,
+    step, level, message)``; kind is the Dagster event type's name (``STEP_START``, ``STEP_SUCCESS``,
+    ``STEP_FAILURE``, ``RUN_SUCCESS``…),
+    ``CHECK_FAILED`` for a failed asset check, or ``LOG`` for a message a step logged."""
+    ev = entry.dagster_event
+    if ev is None:
+        return "LOG", entry.step_key, entry.level, entry.user_message or ""
+    kind = ev.event_type.name  # the enum's name (RUN_SUCCESS); its value is still PIPELINE_SUCCESS
+    if kind == "ASSET_CHECK_EVALUATION":
+        data = ev.event_specific_data
+        if getattr(data, "passed", True):
+            return kind, entry.step_key, entry.level, ""
+        return ("CHECK_FAILED", entry.step_key, entry.level,
+                f"check {data.asset_key.to_user_string()}/{data.check_name} failed ({data.severity.value})")
+    return kind, entry.step_key, entry.level, ev.message or entry.user_message or ""
+
+
+def _execute(job, instance: DagsterInstance, on_event=None, **kwargs) -> ExecuteInProcessResult:
+    """``job.execute_in_process`` (errors returned, not raised); ``on_event(kind, step, level, message)`` is
+    called with every event of the run as it happens (:func:`plain_event`), through the instance's event
+    listeners, so the run's structured event log is stored as always."""
+    run_id = None
+    if on_event is not None:
+        from dagster._core.utils import make_new_run_id
+
+        run_id = make_new_run_id()
+        instance.add_event_listener(run_id, lambda entry: on_event(*plain_event(entry)))
+    return job.execute_in_process(instance=instance, raise_on_error=False, run_id=run_id, **kwargs)
+
+
 def _md_text(value: object, limit: int = 160) -> str:
     v = getattr(value, "value", value)  # a MetadataValue's payload
     text = str(v).replace("\n", " ")
@@ -64,11 +95,11 @@ def _instance(instance: DagsterInstance | None) -> DagsterInstance:
 
 
 def run_release(config_path: str | None = None, window: str | None = None,
-                instance: DagsterInstance | None = None, quiet: bool = True) -> dict:
+                instance: DagsterInstance | None = None, quiet: bool = True, on_event=None) -> dict:
     """Crawl every configured site and build, publish and evaluate the release of ``window`` (a partition key,
     default: the current window). Sites are crawled only while the window is open (into the current week's
-    partition); a closed window is built from its stored weekly crawls. Returns ``{"window", "manifest",
-    "scores", "crawl_run_ids", "run_id"}``.
+    partition); a closed window is built from its stored weekly crawls. ``on_event``: see :func:`_execute`.
+    Returns ``{"window", "manifest", "scores", "crawl_run_ids", "run_id"}``.
 
     Raises:
         RunFailed: a step failed (the message names it).
@@ -83,20 +114,19 @@ def run_release(config_path: str | None = None, window: str | None = None,
     w = release_partitions.time_window_for_partition_key(window)
     if w.start <= datetime.now(timezone.utc) < w.end:
         for site in sites:
-            r = defs.resolve_job_def("crawl_job").execute_in_process(
-                partition_key=crawl_key(window, site), instance=instance, raise_on_error=False,
-                run_config=run_config)
+            r = _execute(defs.resolve_job_def("crawl_job"), instance, on_event,
+                         partition_key=crawl_key(window, site), run_config=run_config)
             _check(r)
             crawl_runs.append(r.run_id)
-    r = defs.resolve_job_def("release_job").execute_in_process(
-        partition_key=window, instance=instance, raise_on_error=False, run_config=run_config)
+    r = _execute(defs.resolve_job_def("release_job"), instance, on_event, partition_key=window,
+                 run_config=run_config)
     _check(r)
     return {"window": window, "manifest": r.output_for_node("release"), "scores": r.output_for_node("evaluation"),
             "crawl_run_ids": crawl_runs, "run_id": r.run_id, "result": r}
 
 
 def rebuild_window(config_path: str | None = None, window: str | None = None,
-                   instance: DagsterInstance | None = None, quiet: bool = True) -> dict:
+                   instance: DagsterInstance | None = None, quiet: bool = True, on_event=None) -> dict:
     """Rebuild release window ``window`` from the crawl archive (``warc/<site>/`` in the object store) without
     the network: for every configured site, every archived crawl that started before the window's end is
     replayed in start order into its weekly partition (``crawl_job``, run config ``replay: true``), which
@@ -104,6 +134,8 @@ def rebuild_window(config_path: str | None = None, window: str | None = None,
 
     The crawl state must start empty (a fresh ``data_dir``): replaying on top of a live state would keep the
     live ``first_seen_at``. Returns what :func:`run_release` returns plus ``replayed`` (site -> WARC keys).
+
+    ``on_event``: see :func:`_execute`.
 
     Raises:
         ValueError: the data directory already holds crawl state for a site, or a site has no archived crawl.
@@ -132,13 +164,12 @@ def rebuild_window(config_path: str | None = None, window: str | None = None,
         replayed[site] = [a.key for a in archived]
         weeks = list(dict.fromkeys(a.week or week_of(a.started_at) for a in archived))  # in order, each once
         for week in weeks:
-            r = defs.resolve_job_def("crawl_job").execute_in_process(
-                partition_key=MultiPartitionKey({"week": week, "site": site}), instance=instance,
-                raise_on_error=False, run_config=run_config)
+            r = _execute(defs.resolve_job_def("crawl_job"), instance, on_event,
+                         partition_key=MultiPartitionKey({"week": week, "site": site}), run_config=run_config)
             _check(r)
             crawl_runs.append(r.run_id)
-    r = defs.resolve_job_def("release_job").execute_in_process(
-        partition_key=window, instance=instance, raise_on_error=False, run_config=QUIET if quiet else {})
+    r = _execute(defs.resolve_job_def("release_job"), instance, on_event, partition_key=window,
+                 run_config=QUIET if quiet else {})
     _check(r)
     return {"window": window, "manifest": r.output_for_node("release"), "scores": r.output_for_node("evaluation"),
             "crawl_run_ids": crawl_runs, "run_id": r.run_id, "result": r, "replayed": replayed}

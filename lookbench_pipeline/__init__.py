@@ -4,8 +4,19 @@ Modules: ``schemas`` (every table's pyarrow schema), ``config`` (settings), ``st
 (structured data), ``crawl`` (running the Scrapy spider, first-seen state), ``drops`` (image drop folders),
 ``images`` (intake), ``dedup``, ``taxonomy`` and ``annotate`` (labels), ``negatives`` (soft-negative distractors
 from Fashion200K), ``release`` (files, manifest, publishing), ``embed`` (retrieval models, embedding cache) and
-``search`` (exact top-k) and ``metrics`` and ``evaluate`` (scoring), ``pipeline`` (the stages as functions),
-``cli``.
+``search`` (exact top-k) and ``metrics`` and ``evaluate`` (scoring), ``scoring`` (your own model: precomputed
+embeddings, a function, the site's ``benchmark.json``), ``pipeline`` (the stages as functions), ``cli``.
+
+``lookbench_pipeline.score(release_folder, embed_fn)`` scores a model on a pulled release
+(:func:`lookbench_pipeline.scoring.score`); importing the package itself loads nothing else.
 """
 
 __version__ = "0.1.0"
+
+
+def __getattr__(name: str):
+    if name in ("score", "site_benchmark"):
+        from . import scoring
+
+        return getattr(scoring, name)
+    raise AttributeError(f"module 'lookbench_pipeline' has no attribute {name!r}")

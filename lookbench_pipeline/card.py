@@ -105,6 +105,16 @@ def _subsets(files: dict[str, dict]) -> list[str]:
     return sorted({k.split("/")[0] for k in files if "/" in k})
 
 
+DEFAULT_CONFIG_ORDER = ("real_studio_flat", "real_streetlook", "aigen_studio", "aigen_streetlook")
+"""Which subset is the card's default config (``default: true``), first present first: the studio subset, the
+LookBench site's first tab. Hugging Face ``datasets.load_dataset(folder)`` with no config name loads it."""
+
+
+def default_config(subsets: list[str]) -> str | None:
+    """The subset :data:`DEFAULT_CONFIG_ORDER` makes the default config (else the first subset; None if none)."""
+    return next((s for s in DEFAULT_CONFIG_ORDER if s in subsets), subsets[0] if subsets else None)
+
+
 DOCUMENTS = {
     "docs/taxonomy.yaml": "the taxonomy the labels use: categories, attributes, their values and synonyms, each value "
                           "mapped to Fashionpedia attribute ids; `\"not visible\"` means the attribute cannot be seen "
@@ -126,8 +136,8 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
                  changes: dict[str, Any], info: CardInfo, documents: list[str] | None = None,
                  taxonomy: dict[str, Any] | None = None) -> str:
     """``README.md`` of a release: YAML front matter (``configs`` per subset with ``query`` and ``gallery``
-    splits, ``license``, ``size_categories`` — by the rows of all files together, each subset's gallery counted —,
-    ``task_categories``…) and a card body.
+    splits, one marked ``default: true`` (:func:`default_config`), ``license``, ``size_categories`` — by the
+    rows of all files together, each subset's gallery counted —, ``task_categories``…) and a card body.
 
     Args:
         files: ``{"<subset>/<role>.parquet": {"sha256", "bytes", "rows"}}`` of the data files.
@@ -153,7 +163,8 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
         "tags": ["fashion", "image-retrieval", "benchmark", "live-benchmark", "croissant"],
         "configs": [{"config_name": s, "data_files": [
             {"split": role, "path": f"{s}/{role}.parquet"} for role in ("query", "gallery")
-            if f"{s}/{role}.parquet" in files]} for s in subsets],
+            if f"{s}/{role}.parquet" in files], **({"default": True} if s == default_config(subsets) else {})}
+            for s in subsets],
     })
     yml = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000)
     w0, w1 = window["start"][:10], window["end"][:10]

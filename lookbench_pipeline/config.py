@@ -69,7 +69,11 @@ class ProductRules(_Strict):
 def _check_rule(rule: str | None) -> str | None:
     """A CSS or XPath rule that compiles (XPath when it starts with / or (); raises ValueError."""
     if rule:
-        from parsel import Selector
+        try:
+            from parsel import Selector
+        except ImportError as exc:  # the consumer install has no crawler
+            raise ValueError(f"rule {rule!r} cannot be checked: the crawler is not installed "
+                             "(pip install 'lookbench-pipeline[build]')") from exc
 
         try:
             sel = Selector(text="<html></html>")
@@ -149,7 +153,7 @@ class SiteConfig(_Strict):
         try:
             return cls(**data)
         except Exception as exc:  # pydantic.ValidationError, TypeError
-            raise ConfigError(f"{path}: {exc}") from exc
+            raise ConfigError(f"{path}: {describe_error(exc, cls)}") from exc
 
 
 class StoreConfig(_Strict):
@@ -785,6 +789,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
     except (KeyError, TypeError, AttributeError) as exc:
         raise ConfigError(f"{path}: malformed configuration ({type(exc).__name__}: {exc}); see README.md") from exc
     data.update(overrides)
+    warn_unknown_env()
     try:
         return PipelineConfig(**data)
     except ConfigError:
@@ -792,7 +797,142 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
     except Exception as exc:  # pydantic.ValidationError; pydantic_settings.SettingsError (an unparsable variable)
         env = _env_vars_of(exc)
         where = ", ".join(f"environment variable {k}={v!r}" for k, v in env) if env else (path or "defaults")
-        raise ConfigError(f"{where}: {exc}") from exc
+        raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
+
+
+def _model_at(cls: Any, loc: tuple) -> Any:
+    """The pydantic model class a validation error location points into (``("images", "bogus")`` -> the class
+    of ``images``), or None."""
+    import typing
+
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cls, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        ann = fields[part].annotation
+        for _ in range(4):  # unwrap list[X], X | None, dict[str, X]
+            args = [a for a in typing.get_args(ann) if a is not type(None)]
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                break
+            if not args:
+                break
+            ann = args[-1]
+        cls = ann
+    return cls if hasattr(cls, "model_fields") else None
+
+
+def describe_error(exc: Exception, cls: Any) -> str:
+    """A pydantic validation error as one line per problem, ``field.path: message (got …)``; an unknown field
+    names the closest known one (difflib) and the known fields. Other exceptions: their text."""
+    import difflib
+
+    errors = getattr(exc, "errors", None)
+    try:
+        items = errors() if callable(errors) else None
+    except Exception:  # not a pydantic ValidationError
+        items = None
+    if not items:
+        return str(exc)
+    lines = []
+    for e in items:
+        loc = tuple(e.get("loc", ()))
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[") or "(top level)"
+        msg = str(e.get("msg", "invalid"))
+        if e.get("type") == "extra_forbidden" and loc:
+            parent = _model_at(cls, loc[:-1])
+            known = sorted(parent.model_fields) if parent is not None else []
+            near = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            lines.append(f"{where}: unknown field ({msg}); {hint}known: {', '.join(known)}" if known
+                         else f"{where}: unknown field ({msg})")
+            continue
+        got = e.get("input")
+        shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"
+        lines.append(f"{where}: {msg}{shown}")
+    return "; ".join(lines)
+
+
+ENV_PREFIX, ENV_NESTED = "LOOKBENCH_", "__"
+OTHER_ENV = {
+    "LOOKBENCH_CONFIG": "the configuration file",
+    "LOOKBENCH_LOG_FORMAT": "text or json log records",
+    "LOOKBENCH_EXECUTOR": "the Dagster executor of `lookbench build`",
+    "LOOKBENCH_VLLM_URL": "the vLLM server of the integration tests",
+    "LOOKBENCH_VLLM_REQUIRED": "fail (not skip) the vLLM tests without a server",
+    "LOOKBENCH_VLM_API_KEY": "the annotator's API key (annotate.api_key_env)",
+    "LOOKBENCH_UI_SCREENSHOTS": "where the UI test writes screenshots",
+    "LOOKBENCH_TEST_DETECTOR_CACHE": "the tests' trained-detector cache",
+    # set by the pipeline for the crawler process it starts (lookbench_pipeline.crawl), never by hand
+    "LOOKBENCH_REPLAY_WARC": "", "LOOKBENCH_WARC_PATH": "", "LOOKBENCH_STATS_PATH": "",
+    "LOOKBENCH_EGRESS_ALLOW": "", "LOOKBENCH_EGRESS_PORTS": "", "LOOKBENCH_STATIC_HOSTS": "",
+}
+"""``LOOKBENCH_*`` variables that are not configuration fields (what each is for)."""
+_WARNED_ENV: set[str] = set()
+
+
+def config_env_names(cls: Any = None, prefix: str = ENV_PREFIX, depth: int = 3) -> set[str]:
+    """Every environment variable name that sets a configuration field (``LOOKBENCH_IMAGES__MIN_SIDE_PX``…),
+    nested models down to ``depth`` levels."""
+    cls = cls or PipelineConfig
+    out = set()
+    for name in cls.model_fields:
+        var = f"{prefix}{name}".upper()
+        out.add(var)
+        sub = _model_at(cls, (name,))
+        if sub is not None and depth > 1:
+            out |= config_env_names(sub, var + ENV_NESTED, depth - 1)
+    return out
+
+
+def unknown_env(environ: Any = None) -> list[tuple[str, str | None]]:
+    """``LOOKBENCH_*`` variables that neither set a configuration field nor are one of :data:`OTHER_ENV` (nor
+    a variable an ``api_key_env`` field names), each with the closest known name (difflib) or None. Such a
+    variable is ignored by the configuration: almost always a typo (``LOOKBENCH_IMAGES_MIN_SIDE_PX``)."""
+    import difflib
+
+    environ = os.environ if environ is None else environ
+    known = config_env_names() | set(OTHER_ENV)
+    nested = tuple(n + ENV_NESTED for n in config_env_names() if _is_model_var(n))
+    suffixes = {k[len(ENV_PREFIX):]: k for k in sorted(known)}
+    out = []
+    for var in sorted(environ):
+        up = var.upper()
+        if not up.startswith(ENV_PREFIX) or up in known or up.endswith("_API_KEY"):
+            continue  # an api_key_env may name any *_API_KEY variable
+        if up.startswith(nested):
+            continue  # deeper than config_env_names walks (or a dict key): pydantic itself checks those
+        near = difflib.get_close_matches(up[len(ENV_PREFIX):], list(suffixes), n=1, cutoff=0.75)
+        out.append((var, suffixes[near[0]] if near else None))
+    return out
+
+
+def _is_model_var(var: str) -> bool:
+    parts = tuple(var[len(ENV_PREFIX):].lower().split(ENV_NESTED))
+    return _model_at(PipelineConfig, parts) is not None or _is_dict_field(parts)
+
+
+def _is_dict_field(parts: tuple) -> bool:
+    import typing
+
+    cls = _model_at(PipelineConfig, parts[:-1]) if len(parts) > 1 else PipelineConfig
+    field = getattr(cls, "model_fields", {}).get(parts[-1]) if cls is not None else None
+    return field is not None and typing.get_origin(field.annotation) is dict
+
+
+def warn_unknown_env() -> None:
+    """Log a warning (once per variable and process) for each :func:`unknown_env` variable."""
+    import logging
+
+    for var, near in unknown_env():
+        if var in _WARNED_ENV:
+            continue
+        _WARNED_ENV.add(var)
+        logging.getLogger(__name__).warning(
+            "environment variable %s is not a LookBench setting and is ignored%s (settings: LOOKBENCH_<FIELD>, "
+            "nested with __, e.g. LOOKBENCH_STORE__URL; README.md, Configuration)", var,
+            f"; did you mean {near}?" if near else "")
 
 
 def _env_vars_of(exc: Exception) -> list[tuple[str, str]]:

@@ -38,7 +38,7 @@ from .embed import (BACKEND_MODULES, EmbedderUnavailable, EmbeddingCache, ModelS
                     load_registry, resolve_spec)
 from .metrics import (LabelCodes, bootstrap_ci_many, evaluate_top, paired_bootstrap, topk_from_embeddings,
                       weighted_overall)
-from .release import SUBSETS, read_file, read_manifest, release_prefix
+from .release import SUBSETS, choose_subsets, read_file, read_manifest, release_prefix
 from .store import LocalStore, ObjectStore
 
 __all__ = ["EmbeddingCache", "Evaluation", "ModelEntry", "evaluate_legacy", "evaluate_release", "format_table",
@@ -159,6 +159,19 @@ def _timm_weights(spec: ModelSpec) -> bool:
     return bool(hub) and _hf_cached(hub, ["model.safetensors", "pytorch_model.bin", "open_clip_model.safetensors"])
 
 
+def did_you_mean_model(model_id: str) -> str:
+    """``" (did you mean <id>?)"`` with the registry id closest to ``model_id`` (difflib), or ``""``."""
+    import difflib
+
+    ids = list(load_registry())
+    near = difflib.get_close_matches(model_id, ids, n=1, cutoff=0.6) or \
+        difflib.get_close_matches(model_id.lower(), [i.lower() for i in ids], n=1, cutoff=0.6)
+    if not near:
+        return ""
+    match = next(i for i in ids if i.lower() == near[0].lower())
+    return f" (did you mean {match}?)"
+
+
 def _efficientnet_weights(spec: ModelSpec) -> str | None:
     """Why an efficientnet_lite model's weights are not here (None: random weights, or the file is installed; its
     sha256 is checked when the model loads)."""
@@ -197,7 +210,7 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
         reasons.append("needs CUDA (no GPU on this machine)")
     missing = [m for m in ("torch", BACKEND_MODULES[spec.backend]) if importlib.util.find_spec(m) is None]
     if missing:
-        reasons.append(f"needs {' and '.join(missing)} (pip install -e '.[models]')")
+        reasons.append(f"needs {' and '.join(missing)} (pip install 'lookbench-pipeline[models]')")
         return "; ".join(reasons)
     if spec.backend == "efficientnet_lite":
         why = _efficientnet_weights(spec)
@@ -216,9 +229,9 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
         why = "weights not available offline (not in the local Hugging Face / open_clip cache)"
         if spec.backend == "transformers" and not entry.model_id.startswith("transformers:") \
                 and not _exists(entry.model_id) and entry.model_id not in load_registry():
-            why += (f"; {entry.model_id!r} is not in the model registry (lookbench_pipeline/data/models.yaml), so it "
-                    "was read as a Hugging Face model id; other forms: open_clip:<arch>/<tag>, timm:<name>, "
-                    "transformers:<id or folder>, a local folder")
+            why += (f"; {entry.model_id!r} is not in the model registry (lookbench_pipeline/data/models.yaml)"
+                    f"{did_you_mean_model(entry.model_id)}, so it was read as a Hugging Face model id; other forms: "
+                    "open_clip:<arch>/<tag>, timm:<name>, transformers:<id or folder>, a local folder")
         reasons.append(why)
     return "; ".join(reasons) or None
 
@@ -339,6 +352,14 @@ def embed_file(cache: EmbeddingCache, emb: Any, f: ReleaseFile, progress: Any = 
             progress.update(len(data))
     file_pack_save(cache, f.sha256, out)
     return out
+
+
+def _vectors(emb: Any, cache: EmbeddingCache | None, f: ReleaseFile, progress: Any = None) -> np.ndarray:
+    """``(f.num_rows, dim)`` vectors of a release file's rows from a model: ``emb.vectors_for`` (precomputed
+    embeddings, a function) or :func:`embed_file` through the embedding cache."""
+    if hasattr(emb, "vectors_for"):
+        return emb.vectors_for(f, progress)
+    return embed_file(cache, emb, f, progress)
 
 
 def _verify_local(path: Path, expected: str, name: str, verified: dict[str, str]) -> None:
@@ -509,11 +530,17 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                    contamination_index: pa.Table | None = None, contamination_match: tuple[int, float] = (6, 32.0),
                    model_cutoffs: Mapping[str, str] | None = None,
                    n_examples: int = 6, seed: int = 0, progress: bool = False, cuda: bool | None = None,
+                   embedders_given: Mapping[str, Any] | None = None, subsets: Sequence[str] | None = None,
                    ) -> Evaluation:
     """Score models on every subset of a published release (and on legacy benchmarks).
 
     Args:
         model_ids: models to score (always tried; skipped with the reason when they cannot run).
+        embedders_given: more models, ready to use, by the name their scores carry: an object with ``vectors_for(file,
+            progress)`` (:class:`PrecomputedEmbeddings`, :class:`FunctionEmbedder`) or an embedder with
+            ``embed(images)`` and ``info()``. Their declared ``info()["training_cutoff"]`` serves ``cutoff="model"``.
+        subsets: score only these subsets (default: every subset of the release); ValueError for one the
+            release does not have (with the closest name).
         cache_dir: embedding cache root (lookbench_pipeline.embcache); None embeds without caching.
         ks: the K of Recall@K and nDCG@K.
         cutoff: a date: only queries first seen on or after it (00:00 UTC) are scored (the gallery is kept whole);
@@ -542,7 +569,8 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         except ValueError as exc:
             raise ValueError(f"cutoff must be a date YYYY-MM-DD or 'model', got {cutoff!r}") from exc
     manifest = read_manifest(store, version)
-    subsets = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
+    have = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
+    subsets = choose_subsets(have, list(subsets), version) if subsets else have
     entries = {e.model_id: e for e in registry_entries()}
     wanted = list(dict.fromkeys([*model_ids, *(entries if registry else [])]))
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
@@ -560,7 +588,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
             entry = entries.get(mid) or ModelEntry.of(mid)
             reason = unavailable_reason(entry, cuda)
         except ValueError as exc:
-            entry, reason = ModelEntry(mid), f"invalid model spec: {exc}"
+            entry, reason = ModelEntry(mid), f"invalid model spec: {exc}{did_you_mean_model(mid)}"
         if reason is None:
             try:
                 emb = load_embedder(mid)
@@ -578,6 +606,22 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
             m_cut, src = cutoff, ("global" if cutoff else None)
         embedders[mid] = (emb, EmbeddingCache(Path(cache_dir), emb.info()), m_cut)
         ev.models.append({"model": mid, "info": emb.info(), "cutoff": m_cut.isoformat() if m_cut else None,
+                          "cutoff_source": src if m_cut else None})
+    for mid, emb in (embedders_given or {}).items():
+        if mid in embedders:
+            raise ValueError(f"two models are named {mid!r}")
+        declared = emb.info().get("training_cutoff")
+        if cutoff == "model":
+            m_cut = overrides.get(mid) or (date.fromisoformat(str(declared)) if declared else None)
+            src = "model"
+        else:
+            m_cut, src = cutoff, ("global" if cutoff else None)
+        cache = None if hasattr(emb, "vectors_for") else EmbeddingCache(Path(cache_dir) / "given", emb.info())
+        embedders[mid] = (emb, cache, m_cut)
+        ev.models.append({"model": mid, "info": emb.info(), "cutoff": m_cut.isoformat() if m_cut else None,
+                          "cutoff_source": src if m_cut else None})
+
+
                           "cutoff_source": src if m_cut else None, "description": entry.note,
                           "license": entry.spec.license if entry.spec else None})
 
@@ -622,8 +666,8 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         for mid, (emb, cache, m_cut) in embedders.items():
             with _progress(progress, total=q.num_rows + g_meta.num_rows, desc=f"embedding {mid} {subset}",
                            unit="img") as bar:
-                qv = embed_file(cache, emb, q, bar)
-                gv = np.concatenate([embed_file(cache, emb, f, bar) for f in g_parts])
+                qv = _vectors(emb, cache, q, bar)
+                gv = np.concatenate([_vectors(emb, cache, f, bar) for f in g_parts])
             keep = np.nonzero(clean & _after(q.meta, m_cut))[0]
             if len(keep) == 0:
                 seen = q.column("first_seen_at") if q.num_rows else []
@@ -771,6 +815,25 @@ def _paired_tests(rows: list[dict], per_query: dict, pooled_ids: dict, seed: int
             t = paired_bootstrap(va[ia], vb[ib], seed=seed)
             out.append({"metric": metric, "model_a": best, "model_b": other, "n_queries": len(shared), **t})
     return out
+
+
+def evaluate_configured(settings: Any, store: ObjectStore, version: str, *, data_dir: Path | None = None,
+                        cache_dir: Path | None = None, contamination_index: pa.Table | None = None,
+                        contamination_match: tuple[int, float] = (6, 32.0), model_ids: Sequence[str] | None = None,
+                        cutoff: str | None = None, registry: bool | None = None, legacy: bool = True,
+                        progress: bool = False, embedders_given: Mapping[str, Any] | None = None,
+                        subsets: Sequence[str] | None = None) -> Evaluation:
+    """:func:`run_evaluation` with the settings of an ``evaluate`` configuration section (``settings``, a
+    :class:`lookbench_pipeline.config.EvaluateConfig`): its models (unless ``model_ids``), registry, legacy
+    benchmarks (unless ``legacy`` is False), K values (nDCG also at ``ndcg_k``), cutoff (unless ``cutoff``),
+    per-model cutoffs, whether to re-check contamination, and report examples."""
+    return run_evaluation(
+        store, version, list(model_ids) if model_ids is not None else settings.models, cache_dir,
+        sorted({*settings.ks, settings.ndcg_k}), cutoff if cutoff is not None else settings.cutoff,
+        registry=settings.registry if registry is None else registry, legacy=settings.legacy if legacy else (),
+        data_dir=data_dir, contamination_index=contamination_index if settings.exclude_contaminated else None,
+        contamination_match=contamination_match, model_cutoffs=settings.model_cutoffs,
+        n_examples=settings.report_examples, progress=progress, embedders_given=embedders_given, subsets=subsets)
 
 
 def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cache_dir: Path,

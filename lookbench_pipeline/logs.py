@@ -8,6 +8,9 @@
 * :class:`Progress` reports a long stage: a tqdm bar on an interactive terminal, otherwise (Dagster steps, pods,
   JSON logs) an ``INFO`` record every ``every_frac`` of the work or ``every_s`` seconds, with done, total, rate
   (items per second) and an ETA (seconds), so the progress shows in Dagster's logs too.
+* :class:`BuildTerminal` and :func:`output_to_file` make a build's terminal quiet: a line per stage, a progress
+  bar, each warning once; everything else (Dagster's console, library chatter, ultralytics' training output) in
+  the log file.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import contextvars
 import json
 import logging
 import os
+import re
 import sys
 import time
 from collections.abc import Iterator
@@ -171,3 +175,208 @@ class Progress:
             self.bar.close()
             self.bar = None
         self._emit(final=True)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# The build's terminal
+
+
+@contextmanager
+def output_to_file(path: str | os.PathLike) -> Iterator[tuple[TextIO, TextIO]]:
+    """Send everything this process writes to stdout and stderr (file descriptors 1 and 2: Python, C libraries,
+    Dagster's console logger, ultralytics, child processes alike) to ``path`` (appended) while inside; yields
+    line-buffered text streams on the original stdout and stderr (the terminal). Restored on exit, also on error.
+
+    Raises:
+        OSError: ``path`` cannot be opened.
+    """
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    log_file = open(path, "ab")
+    for s in (sys.stdout, sys.stderr):
+        s.flush()
+    saved = os.dup(1), os.dup(2)
+    out = os.fdopen(os.dup(saved[0]), "w", buffering=1, encoding="utf-8", errors="replace")
+    err = os.fdopen(os.dup(saved[1]), "w", buffering=1, encoding="utf-8", errors="replace")
+    py_streams = sys.stdout, sys.stderr
+    try:
+        os.dup2(log_file.fileno(), 1)
+        os.dup2(log_file.fileno(), 2)
+        # Python's own streams too, in case they were replaced by objects that do not write to fds 1 and 2
+        sys.stdout = open(1, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        sys.stderr = open(2, "w", buffering=1, encoding="utf-8", errors="replace", closefd=False)
+        yield out, err
+    finally:
+        for s in (sys.stdout, sys.stderr):
+            try:
+                s.flush()
+            except (OSError, ValueError):
+                pass
+        sys.stdout, sys.stderr = py_streams
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (out, err, log_file):
+            f.close()
+        for fd in saved:
+            os.close(fd)
+
+
+_DICT = re.compile(r"\{.*\}", re.S)
+
+
+def compact(message: str, width: int) -> str:
+    """The first line of a stage's summary message, its ``{key: value}`` counts shown as ``key value, …`` (nested
+    ones left out), cut to ``width`` characters with an ellipsis."""
+    import ast
+
+    line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
+    m = _DICT.search(line)
+    if m:
+        try:
+            d = ast.literal_eval(m.group(0))
+        except (ValueError, SyntaxError, MemoryError, RecursionError):
+            d = None
+        if isinstance(d, dict):
+            flat = ", ".join(f"{k} {v}" for k, v in d.items() if not isinstance(v, (dict, list, tuple)))
+            line = (line[: m.start()] + flat + line[m.end():]).strip()
+    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def _warning_key(text: str) -> str:
+    """A warning's text without a short ``label:`` prefix, lowercased (two records of one warning compare alike)."""
+    t = " ".join(text.split()).lower()
+    head, sep, rest = t.partition(": ")
+    return rest if sep and len(head.split()) <= 3 and "(" not in head else t
+
+
+class BuildTerminal(logging.Handler):
+    """What a build shows on the terminal (``lookbench demo`` / ``build`` / ``backfill`` without ``--verbose``;
+    the rest goes to the log file, :func:`output_to_file`):
+
+    * one line per finished stage: its name, the first line of the first summary message the stage itself logged
+      (counts as ``key value``; the library's records that Dagster relays are not summaries), its duration; asset
+      checks counted per run; a failed stage or asset check on a line of its own;
+    * while a stage runs, one progress bar (tqdm, on a terminal only): the stage's progress records
+      (:class:`Progress`) when it reports any, else its elapsed time;
+    * each warning once: a library record and the Dagster record of the same warning in the same stage (their
+      texts alike, difflib ratio >= 0.5) are shown once; ``notes`` adds a label to a stage's line (the demo's
+      deliberate faults), ``expected`` labels warnings that contain one of its keys.
+
+    Fed by :meth:`event` (the Dagster run's events as plain values, from ``assets/runner.py``) and, as a logging
+    handler on the library's logger, by its warning and progress records. Writes no ANSI codes unless ``bars``.
+    """
+
+    def __init__(self, out: TextIO, err: TextIO, *, bars: bool = False, width: int = 110,
+                 notes: dict[str, str] | None = None, expected: dict[str, str] | None = None):
+        super().__init__(logging.INFO)
+        self.out, self.err, self.bars, self.width = out, err, bars, width
+        self.notes, self.expected = notes or {}, expected or {}
+        self.started: dict[str, float] = {}
+        self.summary: dict[str, str] = {}
+        self.shown: dict[str | None, list[str]] = {}
+        self.bar = None
+        self.bar_stage: str | None = None
+        self.failed: list[str] = []
+        self.check_steps: set[str] = set()
+        self.library_messages: set[str] = set()  # the library's own records, which Dagster may also relay
+        self.checks = {"passed": 0, "failed": 0}
+
+    # -- output
+    def _write(self, stream: TextIO, text: str) -> None:
+        if self.bar is not None:
+            self.bar.clear()
+        stream.write(text + "\n")
+        stream.flush()
+        if self.bar is not None:
+            self.bar.refresh()
+
+    def _close_bar(self) -> None:
+        if self.bar is not None:
+            self.bar.close()
+            self.bar, self.bar_stage = None, None
+
+    def _open_bar(self, stage: str, total: int | None = None, unit: str = "it") -> None:
+        if not self.bars:
+            return
+        from tqdm import tqdm
+
+        self._close_bar()
+        self.bar = tqdm(total=total, desc=f"  {stage}", unit=unit, file=self.err, leave=False, dynamic_ncols=True)
+        self.bar_stage = stage
+
+    def warning(self, text: str, stage: str | None = None) -> None:
+        """Show ``text`` once (see the class docstring)."""
+        import difflib
+
+        key = _warning_key(text)
+        for seen_stage, keys in self.shown.items():
+            for k in keys:
+                if k == key or (seen_stage == stage and difflib.SequenceMatcher(None, k[:80], key[:80]).ratio() >= 0.5):
+                    return
+        self.shown.setdefault(stage, []).append(key)
+        label = next((v for k, v in self.expected.items() if k in text), None)
+        first = " ".join(text.split())
+        if len(first) > 3 * self.width:
+            first = first[: 3 * self.width - 1] + "…"
+        self._write(self.err, f"  warning{f' ({label})' if label else ''}: {first}")
+
+    # -- Dagster events
+    def event(self, kind: str, step: str | None, level: int, message: str) -> None:
+        """One event of a Dagster run (``assets.runner.plain_event``)."""
+        if kind == "STEP_START" and step:
+            self.started[step] = time.monotonic()
+            self._open_bar(step)
+        elif kind == "LOG" and step:
+            if level >= logging.WARNING:
+                self.warning(message, step)
+            elif level >= logging.INFO and step not in self.summary and message.strip() \
+                    and message not in self.library_messages:
+                self.summary[step] = message  # the step's own first summary (not a relayed progress record)
+        elif kind in ("ASSET_CHECK_EVALUATION", "CHECK_FAILED"):
+            if step:
+                self.check_steps.add(step)
+            self.checks["passed" if kind == "ASSET_CHECK_EVALUATION" else "failed"] += 1
+            if kind == "CHECK_FAILED" and message:
+                self.warning(message, step)
+        elif kind in ("RUN_SUCCESS", "RUN_FAILURE"):
+            self._close_bar()
+            if sum(self.checks.values()):
+                self._write(self.out, f"  asset checks: {self.checks['passed']} passed"
+                            + (f", {self.checks['failed']} failed (above)" if self.checks["failed"] else ""))
+            self.checks = {"passed": 0, "failed": 0}
+        elif kind == "STEP_SUCCESS" and step:
+            self._close_bar()
+            if step in self.check_steps and step not in self.summary:
+                return  # an asset check's own step: counted, not listed
+            took = time.monotonic() - self.started.get(step, time.monotonic())
+            note = self.notes.get(step)
+            head = f"  done {step:<20} "
+            tail = f"  ({took:.0f} s)" + (f"  [{note}]" if note else "")
+            text = compact(self.summary.get(step, ""), max(48, self.width - len(head) - len(tail)))
+            self._write(self.out, head + text + tail)
+        elif kind == "STEP_FAILURE" and step:
+            self._close_bar()
+            self.failed.append(step)
+            self._write(self.err, f"  FAILED {step}: {compact(message, self.width - 10 - len(step))}")
+
+    # -- library records
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            self.library_messages.add(record.getMessage())
+            prog = getattr(record, "progress", None)
+            stage = getattr(record, "stage", None) or current()["stage"]
+            if record.levelno >= logging.WARNING:
+                self.warning(record.getMessage(), stage)
+            elif isinstance(prog, dict) and self.bars and stage:
+                if self.bar is None or self.bar_stage != stage or (prog.get("total") and self.bar.total is None):
+                    self._open_bar(stage, prog.get("total") or None, prog.get("unit") or "it")
+                if self.bar is not None:
+                    self.bar.n = int(prog.get("done") or 0)
+                    self.bar.refresh()
+        except Exception:  # a display problem must never break a build
+            self.handleError(record)
+
+    def close(self) -> None:
+        self._close_bar()
+        super().close()

@@ -21,7 +21,7 @@ from .config import PipelineConfig
 from .drops import subsets_of
 from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
 from .release import ReleaseTables, Window, build, publish
-from .store import ObjectStore, open_store
+from .store import ObjectStore, configured_store
 from .taxonomy import Taxonomy
 
 if TYPE_CHECKING:
@@ -31,9 +31,7 @@ log = logging.getLogger(__name__)
 
 
 def store_of(cfg: PipelineConfig) -> ObjectStore:
-    extra = ({"multipart_threshold": cfg.store.multipart_threshold, "multipart_chunksize": cfg.store.multipart_chunksize}
-             if cfg.store_url.startswith("s3://") else {})
-    return open_store(cfg.store_url, cfg.store.endpoint_url, cfg.store.region, cfg.store.checksum_mode, **extra)
+    return configured_store(cfg)
 
 
 def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
@@ -746,18 +744,15 @@ def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contam
 
     Returns ``(evaluation, report)``: an ``Evaluation`` and ``write_report``'s result (or None).
     """
-    from .evaluate import run_evaluation
+    from .evaluate import evaluate_configured
     from .report import report_name, write_report
 
-    ev_cfg = cfg.evaluate
     data_dir = Path(cfg.data_dir)
-    ev = run_evaluation(
-        store, version, model_ids if model_ids is not None else ev_cfg.models, data_dir / "embeddings",
-        sorted({*ev_cfg.ks, ev_cfg.ndcg_k}), cutoff if cutoff is not None else ev_cfg.cutoff,
-        registry=ev_cfg.registry if registry is None else registry, legacy=ev_cfg.legacy if legacy else (),
-        data_dir=data_dir, contamination_index=contamination_index if ev_cfg.exclude_contaminated else None,
-        contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff),
-        model_cutoffs=ev_cfg.model_cutoffs, n_examples=ev_cfg.report_examples, progress=progress)
+    ev = evaluate_configured(
+        cfg.evaluate, store, version, data_dir=data_dir, cache_dir=data_dir / "embeddings",
+        contamination_index=contamination_index,
+        contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff), model_ids=model_ids,
+        cutoff=cutoff, registry=registry, legacy=legacy, progress=progress)
     if not report:
         return ev, None
     out = Path(report_dir) if report_dir else data_dir / "reports" / report_name(ev)

@@ -30,6 +30,7 @@ import pyarrow.parquet as pq
 from . import schemas
 from .evaluate import Evaluation
 from .release import SUBSETS
+from .scoring import site_benchmark
 from .store import ObjectStore
 
 FAMILIES = (("coarse_recall", "Coarse Recall"), ("fine_recall", "Fine Recall"), ("item_recall", "Exact-item Recall"),
@@ -286,7 +287,12 @@ def _figure(uri: str, caption: str, cls: str, alt: str) -> str:
 def render_html(ev: Evaluation, plots: dict[str, bytes] | None = None) -> str:
     """The report page (see the module docstring). All text from the release (categories, attributes, ids) is
     HTML-escaped."""
-    plots = recall_plots(ev) if plots is None else plots
+    no_plots = ""
+    if plots is None:
+        try:
+            plots = recall_plots(ev)
+        except ImportError:  # the consumer install has no matplotlib: the report without its curves, saying so
+            plots, no_plots = {}, "Recall@K curves need matplotlib: pip install 'lookbench-pipeline[report]'."
     e = html.escape
     metrics = _summary_metrics(ev)
     parts = [
@@ -306,6 +312,8 @@ def render_html(ev: Evaluation, plots: dict[str, bytes] | None = None) -> str:
     parts.append("<h2 id='leaderboard'>Leaderboard</h2>")
     for subset, head, body in _subset_tables(ev, metrics):
         parts.append(f"<h3 id='t-{e(subset)}'>{e(subset)}</h3>" + _html_table(head, body))
+    if no_plots:
+        parts.append(f"<p class='muted'>{e(no_plots)}</p>")
     if plots:
         parts.append("<h2 id='curves'>Recall@K curves</h2>")
         for subset, png in plots.items():
@@ -395,7 +403,8 @@ def evaluation_json(ev: Evaluation) -> dict:
 
 
 def write_report(ev: Evaluation, out_dir: Path, store: ObjectStore | None = None) -> dict[str, Any]:
-    """Write the leaderboard (Parquet, Markdown), the scores, ``evaluation.json`` and ``index.html`` into
+    """Write the leaderboard (Parquet, Markdown, and ``benchmark.json`` in the LookBench site's shape,
+    :func:`lookbench_pipeline.scoring.site_benchmark`), the scores, ``evaluation.json`` and ``index.html`` into
     ``out_dir`` (created), and the same files under ``reports/<report_name>/`` in ``store`` when given
     (overwritten: a report is derived data, re-made at each evaluation). Returns ``{"dir", "html", "store_prefix",
     "files"}``."""
@@ -408,6 +417,7 @@ def write_report(ev: Evaluation, out_dir: Path, store: ObjectStore | None = None
         files[name] = buf.getvalue()
     files["leaderboard.md"] = leaderboard_markdown(ev).encode()
     files["evaluation.json"] = json.dumps(evaluation_json(ev), indent=2, sort_keys=True, default=str).encode()
+    files["benchmark.json"] = (json.dumps(site_benchmark(ev.scores), indent=2) + "\n").encode()  # the site's shape
     files["index.html"] = render_html(ev).encode()
     types = {".parquet": "application/vnd.apache.parquet", ".md": "text/markdown; charset=utf-8",
              ".json": "application/json", ".html": "text/html; charset=utf-8"}

@@ -12,7 +12,7 @@ import os
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 
 class StoreError(RuntimeError):
@@ -47,10 +47,13 @@ class LocalStore:
     (survives a power cut, about 2 ms per object here).
     """
 
-    def __init__(self, root: str | Path, durable: bool = False):
+    def __init__(self, root: str | Path, durable: bool = False, create: bool = True):
         self.durable = durable
         self.root = Path(root).resolve()
-        self.root.mkdir(parents=True, exist_ok=True)
+        if create:
+            self.root.mkdir(parents=True, exist_ok=True)
+        elif not self.root.is_dir():
+            raise StoreError(f"no store at {self.root}: no such folder")
         self.url = str(self.root)
 
     def path(self, key: str) -> Path:
@@ -98,6 +101,16 @@ class LocalStore:
     def exists(self, key: str) -> bool:
         return self.path(key).is_file()
 
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on, in chunks of ``chunk`` bytes. Raises StoreError."""
+        try:
+            fh = self.path(key).open("rb")
+        except FileNotFoundError as exc:
+            raise StoreError(f"no object {key!r} in {self.url}") from exc
+        with fh:
+            fh.seek(start)
+            yield from iter(lambda: fh.read(chunk), b"")
+
     def list(self, prefix: str = "") -> Iterator[str]:
         base = self.root
         for p in sorted(base.rglob("*")):
@@ -121,6 +134,54 @@ class LocalStore:
     def copy(self, src: str, dst: str) -> None:
         """Copy object ``src`` to ``dst`` (atomic like :meth:`put_bytes`). Raises StoreError when ``src`` is missing."""
         self.put_bytes(dst, self.get_bytes(src))
+
+
+class ReleaseFolder(LocalStore):
+    """A pulled release (``lookbench pull``'s ``DEST/<version>/``: ``manifest.json`` and the files it names) read
+    as a store that holds that one version, so everything that reads a store (``evaluate``, ``info``) reads it in
+    place: key ``releases/<version>/<file>`` is ``<folder>/<file>``. The version is the manifest's (the folder
+    may have been renamed). Read-only.
+
+    Raises:
+        StoreError: the folder has no ``manifest.json``, or the manifest names no valid version.
+    """
+
+    def __init__(self, folder: str | Path):
+        import json
+
+        from .safepath import UnsafePathError, check_version
+
+        folder = Path(folder)
+        if not (folder / "manifest.json").is_file():
+            raise StoreError(f"{folder} is not a release folder: it has no manifest.json (`lookbench pull VERSION "
+                             "--dest DIR` writes one to DIR/VERSION/)")
+        super().__init__(folder, create=False)
+        try:
+            version = json.loads((self.root / "manifest.json").read_bytes()).get("version")
+            self.version = check_version(version)
+        except (ValueError, AttributeError, UnsafePathError) as exc:
+            raise StoreError(f"{self.root}/manifest.json is not a release manifest with a version ({exc})") from None
+        self.prefix = f"releases/{self.version}/"
+
+    def path(self, key: str) -> Path:
+        if not key.startswith(self.prefix):
+            raise StoreError(f"{self.url} holds only release {self.version}, not {key!r}")
+        return self.root / _check_key(key[len(self.prefix):])
+
+    def exists(self, key: str) -> bool:
+        return key.startswith(self.prefix) and self.path(key).is_file()
+
+    def list(self, prefix: str = "") -> Iterator[str]:
+        for p in sorted(self.root.rglob("*")):
+            if p.is_file() and not p.name.endswith(".part"):
+                key = self.prefix + p.relative_to(self.root).as_posix()
+                if key.startswith(prefix):
+                    yield key
+
+    def _read_only(self, *args, **kwargs):
+        raise StoreError(f"{self.url} is a pulled release folder, read-only")
+
+    put_bytes = put_new = delete = copy = _read_only
 
 
 class S3Store:
@@ -202,6 +263,17 @@ class S3Store:
     def get_bytes(self, key: str) -> bytes:
         try:
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+        except self.client.exceptions.NoSuchKey as exc:
+            raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except Exception as exc:
+            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks. Raises StoreError."""
+        extra = {"Range": f"bytes={start}-"} if start else {}
+        try:
+            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)["Body"]
+            yield from body.iter_chunks(chunk)
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
         except Exception as exc:
@@ -293,6 +365,27 @@ class HttpStore:
             raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
         return r.content
 
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on (a ``Range`` request; a server that ignores it answers 200
+        with the whole body, whose first ``start`` bytes are skipped), streamed in chunks. Raises StoreError."""
+        import requests
+
+        url = f"{self.url}/{_check_key(key)}"
+        try:
+            with self.session.get(url, timeout=self.timeout_s, stream=True,
+                                  headers={"Range": f"bytes={start}-"} if start else {}) as r:
+                if r.status_code not in (200, 206):
+                    raise StoreError(f"{url}: HTTP {r.status_code}")
+                skip = start if (start and r.status_code == 200) else 0
+                for block in r.iter_content(chunk):
+                    if skip:
+                        cut = min(skip, len(block))
+                        block, skip = block[cut:], skip - cut
+                    if block:
+                        yield block
+        except requests.RequestException as exc:
+            raise StoreError(f"{url}: {type(exc).__name__}: {exc}") from exc
+
     def exists(self, key: str) -> bool:
         r = self._get(key, "HEAD")
         if r.status_code in (404, 403, 410):
@@ -311,10 +404,16 @@ class HttpStore:
 
 
 def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east-1",
-               checksum_mode: str = "when_required", anonymous: bool = False, **s3_options) -> ObjectStore:
+               checksum_mode: str = "when_required", anonymous: bool = False, create: bool = True,
+               **s3_options) -> ObjectStore:
     """Open ``url``: ``s3://bucket/prefix`` gives an :class:`S3Store` (``anonymous``: unsigned requests, for a
     public bucket; ``s3_options``: its ``multipart_threshold``, ``multipart_chunksize``, ``max_attempts``),
-    ``http(s)://…`` a read-only :class:`HttpStore` mirror, anything else a :class:`LocalStore` folder."""
+    ``http(s)://…`` a read-only :class:`HttpStore` mirror, anything else a :class:`LocalStore` folder (made when
+    missing, unless ``create`` is False: a reader's mistyped folder is an error, not an empty store).
+
+    Raises:
+        StoreError: an unsupported URL scheme, or (``create=False``) no such folder.
+    """
     if url.startswith("s3://"):
         return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
                        anonymous=anonymous, **s3_options)
@@ -322,7 +421,16 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
         return HttpStore(url)
     if "://" in url and not url.startswith("file://"):
         raise StoreError(f"unsupported store URL {url!r} (use a folder, s3://bucket/prefix or an http(s) mirror)")
-    return LocalStore(url.removeprefix("file://"))
+    return LocalStore(url.removeprefix("file://"), create=create)
+
+
+def configured_store(cfg: Any, create: bool = True) -> ObjectStore:
+    """The store a :class:`lookbench_pipeline.config.PipelineConfig` names (``store.url``, else
+    ``<data_dir>/store``), with its endpoint, region, checksum mode and multipart sizes."""
+    extra = ({"multipart_threshold": cfg.store.multipart_threshold, "multipart_chunksize": cfg.store.multipart_chunksize}
+             if cfg.store_url.startswith("s3://") else {})
+    return open_store(cfg.store_url, cfg.store.endpoint_url, cfg.store.region, cfg.store.checksum_mode,
+                      create=create, **extra)
 
 
 def sha256_hex(data: bytes) -> str:

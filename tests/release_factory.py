@@ -7,9 +7,13 @@ import io
 from datetime import datetime, timedelta, timezone
 
 import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
 from PIL import Image
 
 from lookbench_pipeline import schemas
+from lookbench_pipeline.embcache import published_image
+from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.release import ReleaseTables, Window
 
 WINDOW = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
@@ -73,3 +77,46 @@ def make_release(version: str = "v20260701", items: range = range(8), px: int = 
               "rejected": 0, "rejected_by_reason": {},
               "per_file_rows": {f"{s}/{r}": t.num_rows for (s, r), t in sorted(files.items())}}
     return ReleaseTables(version, WINDOW, files, counts=counts)
+
+
+def with_noise(rel, n: int = 5):
+    """The release plus a noise gallery of ``n`` distractors (items of no query), as the negatives stage adds."""
+    t0 = datetime(2025, 6, 1, tzinfo=timezone.utc)
+    rows = []
+    for i in range(n):
+        data = jpeg(9000 + i)
+        sha = hashlib.sha256(data).hexdigest()
+        rows.append({"image": {"bytes": data, "path": f"{sha}.jpg"}, "item_ID": f"noise{i}", "category": "top",
+                     "main_attribute": "color: red", "other_attributes": "sleeve_length: long",
+                     "attributes": [{"name": "color", "value": "red"}, {"name": "sleeve_length", "value": "long"}],
+                     "annotator": "test/v1", "site": "legacy:fashion200k", "crawled_at": t0, "first_seen_at": t0,
+                     "task": "distractor", "difficulty": "n/a", "sample_id": hashlib.sha1(f"noise{i}".encode()).hexdigest()[:16],
+                     "subset": "noise", "role": "gallery", "image_sha256": sha, "width": 40, "height": 40,
+                     "look_id": None, "box": None, "source_url": f"fashion200k/{i}.jpg"})
+    rel.files[("noise", "gallery")] = schemas.from_rows(rows, schemas.RELEASE)
+    return rel
+
+
+def export_embeddings(folder, path, fmt="parquet"):
+    """The baseline's vectors of every row of the pulled release (query, gallery and noise files), keyed by
+    sample_id, written as a researcher would: one row per distinct sample_id."""
+    emb = HsvHogEmbedder()
+    ids, vecs = [], []
+    for f in sorted(folder.rglob("*.parquet")):
+        if f.name == "changes.parquet":
+            continue
+        t = pq.read_table(f, columns=["sample_id", "image"])
+        for sid, img in zip(t["sample_id"].to_pylist(), t["image"].to_pylist()):
+            if sid not in ids:
+                ids.append(sid)
+                vecs.append(emb.embed([published_image(img["bytes"])])[0])
+    vecs = np.stack(vecs).astype(np.float32)
+    if fmt == "parquet":
+        pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(
+            pa.array(vecs.ravel(), pa.float32()), vecs.shape[1])}), path)
+    elif fmt == "npz":
+        np.savez(path, sample_id=np.array(ids), embedding=vecs)
+    else:
+        np.save(path, vecs)
+        path.with_suffix(".ids.txt").write_text("\n".join(ids) + "\n")
+    return ids, vecs

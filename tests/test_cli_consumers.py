@@ -72,7 +72,7 @@ def test_pull_errors(cfg, tmp_path, capsys):
     assert main(["info", "v20990101", "--config", cfg]) == 1
     assert "not published" in capsys.readouterr().err
     assert main(["pull", V1, "--subset", "nope", "--dest", str(tmp_path / "a"), "--config", cfg]) == 1
-    assert "no subset ['nope']" in capsys.readouterr().err
+    assert "no subset 'nope'; its subsets: real_streetlook, real_studio_flat" in capsys.readouterr().err
     store.put_bytes(f"releases/{V1}/real_studio_flat/gallery.parquet", b"corrupt")
     assert main(["pull", V1, "--dest", str(tmp_path / "b"), "--quiet", "--config", cfg]) == 1
     assert "do not match the manifest" in capsys.readouterr().err

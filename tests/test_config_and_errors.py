@@ -128,17 +128,17 @@ def test_empty_release_is_not_published(tmp_path):
     assert not list(store.list("releases/"))
 
 
-@pytest.mark.parametrize("args,match", [
-    (["info", "v19990101"], "not published"),
-    (["evaluate", "--release", "vNOPE"], "not published"),
-    (["build", "--partition", "2026-03-05"], "1 January or 1 July"),
-    (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD"),
+@pytest.mark.parametrize("args,match,code", [
+    (["info", "v19990101"], "not published", 1),
+    (["evaluate", "--release", "vNOPE"], "not published", 1),
+    (["build", "--partition", "2026-03-05"], "1 January or 1 July", 1),
+    (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD", 2),  # a usage error: exit code 2
 ])
-def test_cli_errors_are_one_line(tmp_path, args, match):
+def test_cli_errors_are_one_line(tmp_path, args, match, code):
     cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data")})
     proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", *args, "--config", str(cfg)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
-    assert proc.returncode == 1
+    assert proc.returncode == code
     assert match in proc.stderr and "Traceback" not in proc.stderr
 
 

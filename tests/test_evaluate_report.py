@@ -324,16 +324,16 @@ def test_cli_evaluate_with_report_and_progress(release_store, tmp_path, capsys):
     rc = main(["evaluate", "--config", str(cfg), "--release", VERSION, "--model", "no-such-org/model", "--quiet",
                "--no-legacy"])
     out, err = capsys.readouterr()
-    assert rc == 1 and "skipped no-such-org/model" in err and "no model could be scored" in err
+    assert rc == 1 and "skipped no-such-org/model" in err and f"nothing was scored on {VERSION}" in err
     assert "not in the model registry" in err  # an unknown id says how it was read
     # a cutoff after every query: says so, instead of an empty table
     rc = main(["evaluate", "--config", str(cfg), "--release", VERSION, "--model", BASELINE_ID, "--quiet",
                "--no-legacy", "--cutoff", "2030-01-01"])
     out, err = capsys.readouterr()
-    assert rc == 1 and "no model could be scored: every model and subset had no query left to score" in err
+    assert rc == 1 and f"nothing was scored on {VERSION}" in err
     assert "none of the others first seen on or after the cutoff 2030-01-01" in err and "not scored: " in err
     rc = main(["evaluate", "--config", str(cfg), "--release", VERSION, "--cutoff", "spring"])
-    assert rc == 1 and "YYYY-MM-DD or 'model'" in capsys.readouterr().err
+    assert rc == 2 and "YYYY-MM-DD or model" in capsys.readouterr().err  # a usage error
 
 
 def test_two_models_paired_test_and_report(release_store, tmp_path, monkeypatch):

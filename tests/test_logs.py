@@ -124,3 +124,72 @@ def test_cli_prints_library_info_records_once(tmp_path):
                           cwd=tmp_path, timeout=120, env={**__import__("os").environ, "LOOKBENCH_LOG_FORMAT": ""})
     assert proc.returncode == 0, proc.stderr
     assert "a warning record" in proc.stderr and "an info record" not in proc.stderr
+
+
+def test_output_to_file_takes_every_writer_and_keeps_the_terminal(tmp_path, capfd):
+    """Python's prints, raw file-descriptor writes and a child process's ANSI-coloured output go to the log file;
+    what the build writes to the yielded streams reaches the original stdout/stderr."""
+    import os
+    import subprocess
+    import sys
+
+    from lookbench_pipeline.logs import output_to_file
+
+    log = tmp_path / "logs" / "build.log"
+    with output_to_file(log) as (out, err):
+        print("a python print")
+        os.write(2, b"a raw stderr write\n")
+        subprocess.run([sys.executable, "-c", "print('\\x1b[34mchild colour\\x1b[0m')"], check=True)
+        out.write("for the terminal\n")
+        err.write("a terminal warning\n")
+    print("after")
+    got = capfd.readouterr()
+    assert got.out == "for the terminal\nafter\n" and got.err == "a terminal warning\n"
+    text = log.read_text()
+    assert "a python print" in text and "a raw stderr write" in text and "\x1b[34mchild colour" in text
+
+
+def test_build_terminal_lines_checks_and_each_warning_once():
+    from lookbench_pipeline.logs import BuildTerminal, stage_context
+
+    out, err = io.StringIO(), io.StringIO()
+    term = BuildTerminal(out, err, width=100, notes={"generated_images": "with deliberate demo faults"},
+                         expected={"no image endpoint": "expected in the demo"})
+    lib = logging.getLogger("lookbench_pipeline")
+    level = lib.level
+    lib.addHandler(term)
+    lib.setLevel(logging.INFO)
+    try:
+        term.event("STEP_START", "image_intake", logging.DEBUG, "")
+        with stage_context("image_intake"):
+            logging.getLogger("lookbench_pipeline.progress").info("image intake: 2/27 images (7%)")
+        term.event("LOG", "image_intake", logging.INFO, "image intake: 2/27 images (7%)")  # relayed by Dagster
+        term.event("LOG", "image_intake", logging.INFO, "image intake: {'in': 27, 'accepted': 27, 'stats': {'x': 1}}")
+        term.event("STEP_SUCCESS", "image_intake", logging.DEBUG, "")
+        term.event("STEP_START", "images_schema", logging.DEBUG, "")
+        term.event("ASSET_CHECK_EVALUATION", "images_schema", logging.DEBUG, "")
+        term.event("STEP_SUCCESS", "images_schema", logging.DEBUG, "")
+        term.event("STEP_START", "generated_images", logging.DEBUG, "")
+        with stage_context("generated_images"):
+            logging.getLogger("lookbench_pipeline.aigen").warning(
+                "aigen: no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint draws them")
+        term.event("LOG", "generated_images", logging.WARNING,  # the same warning, from the library and the asset
+                   "aigen: no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint draws them")
+        term.event("LOG", "generated_images", logging.WARNING,
+                   "generated images: no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint")
+        term.event("LOG", "generated_images", logging.INFO, "generated images: {'requests': 16, 'failed': 2}")
+        term.event("STEP_SUCCESS", "generated_images", logging.DEBUG, "")
+        term.event("CHECK_FAILED", "release_checks", logging.ERROR, "check release/counts failed (ERROR)")
+        term.event("RUN_SUCCESS", None, logging.DEBUG, "")
+    finally:
+        lib.removeHandler(term)
+        lib.setLevel(level)
+    lines = out.getvalue().splitlines()
+    assert lines[0].startswith("  done image_intake") and "image intake: in 27, accepted 27  (" in lines[0]
+    assert not any("images_schema" in line for line in lines), "an asset check's step is counted, not listed"
+    assert "generated images: requests 16, failed 2" in lines[1] and lines[1].endswith("[with deliberate demo faults]")
+    assert lines[2] == "  asset checks: 1 passed, 1 failed (above)"
+    warned = err.getvalue().splitlines()
+    assert warned == ["  warning (expected in the demo): aigen: no image endpoint configured (aigen.endpoint.base_url): "
+                      "the scripted endpoint draws them", "  warning: check release/counts failed (ERROR)"]
+    assert "\x1b" not in out.getvalue() + err.getvalue()

@@ -70,6 +70,17 @@ def test_datasets_loads_the_release_folder_through_the_card_configs(released, tm
             assert ds[role]["sample_id"] == pq.read_table(folder / subset / f"{role}.parquet")["sample_id"].to_pylist()
 
 
+def test_datasets_loads_the_release_folder_with_no_config_name(released, tmp_path):
+    import datasets
+
+    _, manifest, folder = released
+    ds = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf"))  # the card's default config
+    assert set(ds) == {"query", "gallery"}
+    for role in ("query", "gallery"):
+        assert ds[role]["sample_id"] == pq.read_table(folder / "real_studio_flat" / f"{role}.parquet")["sample_id"].to_pylist()
+    assert datasets.get_dataset_config_names(str(folder)) == SUBSETS
+
+
 def test_look_bench_loader_and_recall_equal_ours_on_the_same_embeddings(released, tmp_path, monkeypatch):
     import torch
     from look_bench.metrics import RankEvaluator
@@ -152,8 +163,8 @@ def test_dataset_card_front_matter(released):
     assert text.startswith("---\n")
     front = yaml.safe_load(text.split("---\n")[1])
     assert front["configs"] == [{"config_name": s, "data_files": [
-        {"split": "query", "path": f"{s}/query.parquet"}, {"split": "gallery", "path": f"{s}/gallery.parquet"}]}
-        for s in SUBSETS]
+        {"split": "query", "path": f"{s}/query.parquet"}, {"split": "gallery", "path": f"{s}/gallery.parquet"}],
+        **({"default": True} if s == "real_studio_flat" else {})} for s in SUBSETS]
     assert front["license"] == "other" and front["license_name"]
     assert front["size_categories"] == ["n<1K"]
     assert front["task_categories"] == ["image-feature-extraction"]

@@ -1,0 +1,366 @@
+"""Scoring your own model on a release: embeddings computed elsewhere, or a function called on the release's
+images, through the same metrics (:mod:`lookbench_pipeline.metrics`), contamination cutoff and noise gallery as
+the registry's models (:func:`lookbench_pipeline.evaluate.run_evaluation`).
+
+Precomputed embeddings (``lookbench evaluate RELEASE --embeddings FILE``) are keyed by the release's
+``sample_id`` column (16 hex digits; a gallery image that appears in every subset's gallery has one
+``sample_id``, so it needs one vector). One file may hold the query, gallery and noise-gallery rows of every
+subset, or several files (``--embeddings`` repeated) may split them. Formats:
+
+* Parquet: a ``sample_id`` column (string) and an ``embedding`` column, ``fixed_size_list<float32>[d]`` (a
+  ``list<float32>`` or ``list<float64>`` of one length ``d`` is accepted too);
+* ``.npz``: arrays ``sample_id`` (strings, shape ``(n,)``) and ``embedding`` (float, shape ``(n, d)``);
+* ``.npy``: a float array of shape ``(n, d)``, with ``--ids FILE``: ``n`` sample ids, one per line, in the same
+  order.
+
+Vectors are float32 (float16/float64 are converted). Similarity is the cosine: every vector is divided by its L2
+norm, except that a vector already of unit norm (within ``UNIT_TOLERANCE``) is used as given, so a model that
+normalises its own output is scored bit for bit as the registry scores it. A vector that is not finite or is all
+zeros, an id given twice with two different vectors, and a scored row with no vector are errors
+(:class:`EmbeddingsError`), never silently dropped.
+
+A function (:func:`score` with ``embed_fn``, or :class:`FunctionEmbedder`) gets batches of ``PIL.Image`` objects
+decoded from the published bytes as consumers' loaders decode them (``PIL.Image.open``, full size; convert to RGB
+yourself if your model needs it) and returns an ``(n, d)`` array.
+
+:func:`site_benchmark` writes scores in the shape of the LookBench site's ``benchmark.json``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from datetime import date
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+UNIT_TOLERANCE = 1e-4
+"""A vector whose L2 norm is within this of 1 is taken as already normalised (float32 rounding of a normalised
+vector is about 1e-7; a model's own normalisation passes, an unnormalised output does not)."""
+
+
+class EmbeddingsError(ValueError):
+    """Embeddings that cannot be scored (the message names the file, the id or the row and why)."""
+
+
+class NothingScoredError(RuntimeError):
+    """An evaluation produced no score (every model skipped, or no query left after the cutoff); the message
+    gives each reason."""
+
+
+def _unit(vecs: np.ndarray, what: Callable[[int], str]) -> np.ndarray:
+    """``vecs`` as float32 unit vectors (see the module docstring). Raises EmbeddingsError naming the row."""
+    vecs = np.asarray(vecs)
+    if vecs.ndim != 2 or not np.issubdtype(vecs.dtype, np.number) or np.issubdtype(vecs.dtype, np.complexfloating):
+        raise EmbeddingsError(f"embeddings must be a real (n, d) array, got shape {vecs.shape} dtype {vecs.dtype}")
+    vecs = vecs.astype(np.float32, copy=False)
+    finite = np.isfinite(vecs).all(axis=1)
+    if not finite.all():
+        raise EmbeddingsError(f"{what(int(np.argmin(finite)))}: the vector has a NaN or infinite value")
+    norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
+    if (norms == 0).any():
+        raise EmbeddingsError(f"{what(int(np.argmin(norms)))}: the vector is all zeros (no direction to compare)")
+    off = np.abs(norms - 1.0) > UNIT_TOLERANCE
+    if off.any():
+        vecs = vecs.copy()
+        vecs[off] = (vecs[off].astype(np.float64) / norms[off, None]).astype(np.float32)
+    return np.ascontiguousarray(vecs)
+
+
+def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]:
+    """``(sample ids, (n, d) vectors)`` of one embeddings file. Raises EmbeddingsError."""
+    name = path.name.lower()
+    if not path.is_file():
+        raise EmbeddingsError(f"{path}: no such file")
+    if name.endswith(".parquet"):
+        import pyarrow.parquet as pq
+
+        try:
+            t = pq.read_table(path)
+        except (pa.ArrowException, OSError) as exc:
+            raise EmbeddingsError(f"{path}: not a readable Parquet file ({exc})") from None
+        missing = [c for c in ("sample_id", "embedding") if c not in t.column_names]
+        if missing:
+            raise EmbeddingsError(f"{path}: no column {', '.join(missing)} (columns: {', '.join(t.column_names)}); "
+                                  "expected sample_id (string) and embedding (fixed_size_list<float32>[d])")
+        col = t.column("embedding").combine_chunks()
+        if pa.types.is_fixed_size_list(col.type):
+            d = col.type.list_size
+        elif pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
+            lengths = np.asarray(pc.list_value_length(col).fill_null(-1))
+            if len(lengths) and (lengths.min() != lengths.max() or lengths.min() <= 0):
+                raise EmbeddingsError(f"{path}: the embedding lists do not all have one positive length "
+                                      f"(lengths {int(lengths.min())} .. {int(lengths.max())})")
+            d = int(lengths[0]) if len(lengths) else 0
+        else:
+            raise EmbeddingsError(f"{path}: column embedding is {col.type}, expected fixed_size_list<float32>[d]")
+        if col.null_count:
+            raise EmbeddingsError(f"{path}: {col.null_count} rows have a null embedding")
+        values = col.flatten()
+        if not pa.types.is_floating(values.type):
+            raise EmbeddingsError(f"{path}: embedding values are {values.type}, expected float32")
+        vecs = np.asarray(values.to_numpy(zero_copy_only=False)).reshape(len(col), d)
+        ids_col = t.column("sample_id")
+        if not pa.types.is_string(ids_col.type) and not pa.types.is_large_string(ids_col.type):
+            raise EmbeddingsError(f"{path}: column sample_id is {ids_col.type}, expected string")
+        if ids_col.null_count:
+            raise EmbeddingsError(f"{path}: {ids_col.null_count} rows have a null sample_id")
+        return ids_col.to_pylist(), vecs
+    if name.endswith(".npz"):
+        try:
+            with np.load(path, allow_pickle=False) as z:
+                if "sample_id" not in z or "embedding" not in z:
+                    raise EmbeddingsError(f"{path}: expected arrays sample_id and embedding, found "
+                                          f"{', '.join(z.files)}")
+                ids, vecs = [str(x) for x in z["sample_id"].tolist()], z["embedding"]
+        except (OSError, ValueError) as exc:
+            if isinstance(exc, EmbeddingsError):
+                raise
+            raise EmbeddingsError(f"{path}: not a readable .npz file ({exc})") from None
+        return ids, vecs
+    if name.endswith(".npy"):
+        if ids_path is None:
+            raise EmbeddingsError(f"{path}: a .npy file needs its ids (--ids FILE: one sample_id per line)")
+        try:
+            vecs = np.load(path, allow_pickle=False)
+        except (OSError, ValueError) as exc:
+            raise EmbeddingsError(f"{path}: not a readable .npy file ({exc})") from None
+        try:
+            ids = Path(ids_path).read_text(encoding="utf-8").split()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise EmbeddingsError(f"{ids_path}: cannot read the ids ({exc})") from None
+        return ids, vecs
+    raise EmbeddingsError(f"{path}: unknown embeddings format (expected .parquet, .npz, or .npy with --ids)")
+
+
+class PrecomputedEmbeddings:
+    """Vectors by ``sample_id`` (see the module docstring), scored as a model named ``name``.
+
+    ``info()["revision"]`` is ``sha256:<16 hex>`` of the ids and vectors, so a score row says exactly which
+    embeddings it came from.
+    """
+
+    def __init__(self, ids: Sequence[str], vectors: np.ndarray, name: str, source: str = "",
+                 training_cutoff: date | None = None):
+        vectors = np.asarray(vectors)
+        if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
+            raise EmbeddingsError(f"{source or name}: {len(ids)} ids for an array of shape {vectors.shape} "
+                                  "(expected (n, d) with n ids)")
+        vectors = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
+        self.index: dict[str, int] = {}
+        keep = []
+        for i, sid in enumerate(ids):
+            j = self.index.get(sid)
+            if j is None:
+                self.index[sid] = len(keep)
+                keep.append(i)
+            elif not np.array_equal(vectors[keep[j]], vectors[i]):
+                raise EmbeddingsError(f"{source or name}: sample_id {sid!r} is given twice with different vectors")
+        self.vectors = vectors[keep]
+        self.name, self.source, self.training_cutoff = name, source, training_cutoff
+        h = hashlib.sha256()
+        for sid in self.index:
+            h.update(sid.encode() + b"\0")
+        h.update(self.vectors.tobytes())
+        self.digest = h.hexdigest()
+
+    @classmethod
+    def load(cls, paths: Sequence[str | Path], ids: str | Path | None = None, name: str | None = None,
+             training_cutoff: date | None = None) -> "PrecomputedEmbeddings":
+        """Read one or more embeddings files (Parquet, ``.npz``, or one ``.npy`` with ``ids``). Raises
+        EmbeddingsError."""
+        paths = [Path(p) for p in paths]
+        if not paths:
+            raise EmbeddingsError("no embeddings file given")
+        if ids is not None and not (len(paths) == 1 and paths[0].suffix.lower() == ".npy"):
+            raise EmbeddingsError("--ids goes with exactly one .npy embeddings file")
+        all_ids: list[str] = []
+        parts = []
+        for p in paths:
+            i, v = _read_one(p, Path(ids) if ids is not None else None)
+            v = np.asarray(v)
+            if v.ndim != 2 or v.shape[0] != len(i):
+                raise EmbeddingsError(f"{p}: {len(i)} ids for vectors of shape {v.shape} (expected (n, d))")
+            if parts and v.shape[1] != parts[0].shape[1]:
+                raise EmbeddingsError(f"{p}: vectors of {v.shape[1]} dimensions, but {paths[0]} has "
+                                      f"{parts[0].shape[1]}")
+            all_ids += i
+            parts.append(v)
+        vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
+        label = ", ".join(str(p) for p in paths)
+        return cls(all_ids, vecs, name or paths[0].stem, label, training_cutoff)
+
+    def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
+        """The vectors of a release file's rows (``f.column("sample_id")``), in row order. Raises
+        EmbeddingsError when rows have no vector."""
+        ids = f.column("sample_id")
+        rows = [self.index.get(s) for s in ids]
+        missing = [s for s, r in zip(ids, rows) if r is None]
+        if missing:
+            raise EmbeddingsError(
+                f"{self.source or self.name}: {len(missing)} of the {len(ids)} rows of {f.key} have no embedding "
+                f"(sample_id {', '.join(map(repr, missing[:3]))}{'…' if len(missing) > 3 else ''}); give a vector for "
+                "every sample_id of the query, gallery and noise gallery files scored, or score fewer subsets "
+                "(--subset)")
+        if progress is not None:
+            progress.update(len(ids))
+        return self.vectors[np.asarray(rows, dtype=np.int64)] if rows else np.zeros((0, self.dim), np.float32)
+
+    @property
+    def dim(self) -> int:
+        return int(self.vectors.shape[1])
+
+    def info(self) -> dict[str, Any]:
+        return {"model_id": self.name, "backend": "embeddings", "source": self.source,
+                "revision": f"sha256:{self.digest[:16]}", "input_size": None, "dim": self.dim, "dtype": "float32",
+                "device": None, "weights_sha256": None,
+                "training_cutoff": self.training_cutoff.isoformat() if self.training_cutoff else None}
+
+
+class FunctionEmbedder:
+    """A function from a batch of ``PIL.Image`` objects to an ``(n, d)`` array, scored as a model named ``name``.
+
+    Each distinct row (``sample_id`` and image sha256) is embedded once per run, even when it appears in several
+    subsets' galleries. Its output goes through the same checks and normalisation as precomputed embeddings.
+    """
+
+    def __init__(self, embed_fn: Callable[[list[Any]], Any], name: str = "my-model", batch_size: int = 64,
+                 training_cutoff: date | None = None):
+        if not callable(embed_fn):
+            raise TypeError(f"embed_fn must be callable, got {type(embed_fn).__name__}")
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.fn, self.name, self.batch_size, self.training_cutoff = embed_fn, name, batch_size, training_cutoff
+        self.memo: dict[tuple[str, str], np.ndarray] = {}
+        self._dim: int | None = None
+
+    def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
+        from .embcache import published_image
+
+        ids, shas = f.column("sample_id"), f.column("image_sha256")
+        todo = [i for i in range(f.num_rows) if (ids[i], shas[i]) not in self.memo]
+        if progress is not None:
+            progress.update(f.num_rows - len(todo))
+        for s in range(0, len(todo), self.batch_size):
+            batch = todo[s : s + self.batch_size]
+            images = [published_image(f.image_bytes(i)) for i in batch]
+            out = np.asarray(self.fn(images))
+            if out.ndim != 2 or out.shape[0] != len(batch):
+                raise EmbeddingsError(f"{self.name}: embed_fn returned shape {out.shape} for {len(batch)} images "
+                                      "(expected (n, d))")
+            if self._dim is not None and out.shape[1] != self._dim:
+                raise EmbeddingsError(f"{self.name}: embed_fn returned {out.shape[1]} dimensions, earlier "
+                                      f"{self._dim}")
+            self._dim = int(out.shape[1])
+            out = _unit(out, lambda j: f"{self.name}: {f.key} row {batch[j]} (sample_id {ids[batch[j]]!r})")
+            for j, i in enumerate(batch):
+                self.memo[(ids[i], shas[i])] = out[j]
+            if progress is not None:
+                progress.update(len(batch))
+        if f.num_rows == 0:
+            return np.zeros((0, self._dim or 0), np.float32)
+        return np.stack([self.memo[(ids[i], shas[i])] for i in range(f.num_rows)])
+
+    def info(self) -> dict[str, Any]:
+        return {"model_id": self.name, "backend": "function", "source": getattr(self.fn, "__qualname__", None),
+                "revision": None, "input_size": None, "dim": self._dim, "dtype": "float32", "device": None,
+                "weights_sha256": None,
+                "training_cutoff": self.training_cutoff.isoformat() if self.training_cutoff else None}
+
+
+def nothing_scored_reasons(ev: Any) -> list[str]:
+    """Why an evaluation has no score: one line per skipped model and per model and subset left unscored."""
+    return ([f"skipped {s['model']}: {s['reason']}" for s in ev.skipped]
+            + [f"not scored: {u['model']} on {u['subset']}: {u['reason']}" for u in ev.unscored])
+
+
+def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = None, *,
+          embeddings: str | Path | Sequence[str | Path] | None = None, ids: str | Path | None = None,
+          name: str | None = None, subsets: Sequence[str] | None = None, cutoff: date | str | None = None,
+          training_cutoff: date | str | None = None, ks: Sequence[int] = (1, 5, 10, 20), batch_size: int = 64,
+          progress: bool = False, seed: int = 0) -> Any:
+    """Score a model on a pulled release folder (``lookbench pull``'s ``DEST/<version>``), from a notebook.
+
+    Args:
+        release: the folder (it holds ``manifest.json``; every file is checked against its sha256).
+        embed_fn: a function from a list of ``PIL.Image`` (the published images, decoded as loaders do) to an
+            ``(n, d)`` float array, one row per image, called in batches of ``batch_size``.
+        embeddings: instead of ``embed_fn``: precomputed embedding file(s), see the module docstring (``ids``:
+            the ids file of a ``.npy``).
+        name: the model's name in the scores (default ``embed_fn``'s name, or the first file's stem).
+        subsets: only these subsets (default: all).
+        cutoff: a date (``YYYY-MM-DD`` or ``datetime.date``): only queries first seen on or after it are scored;
+            ``"model"``: ``training_cutoff``.
+        ks: the K of Recall@K and nDCG@K (percent-free fractions in ``[0, 1]`` in the scores).
+    Returns:
+        The :class:`lookbench_pipeline.evaluate.Evaluation`: ``.scores`` is the SCORES table (one row per model,
+        subset incl. ``overall``, metric; ``value`` with its bootstrap interval ``ci_low`` / ``ci_high``;
+        ``.scores.to_pandas()`` for a DataFrame); :func:`site_benchmark` turns it into ``benchmark.json``.
+    Raises:
+        ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff.
+        EmbeddingsError: embeddings that cannot be scored.
+        NothingScoredError: no score came out (every query before the cutoff, for instance): the reasons.
+        StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest.
+    """
+    from .evaluate import run_evaluation
+    from .store import ReleaseFolder
+
+    if (embed_fn is None) == (embeddings is None):
+        raise ValueError("give exactly one of embed_fn (a function of PIL images) and embeddings (files)")
+    tc = date.fromisoformat(training_cutoff) if isinstance(training_cutoff, str) else training_cutoff
+    if embed_fn is not None:
+        model: Any = FunctionEmbedder(embed_fn, name or getattr(embed_fn, "__name__", "my-model"), batch_size, tc)
+    else:
+        files = [embeddings] if isinstance(embeddings, (str, Path)) else list(embeddings or [])
+        model = PrecomputedEmbeddings.load(files, ids, name, tc)
+    if isinstance(cutoff, date):
+        cutoff = cutoff.isoformat()
+    folder = ReleaseFolder(release)
+    ev = run_evaluation(folder, folder.version, (), None, ks, cutoff, n_examples=0, progress=progress, seed=seed,
+                        embedders_given={model.info()["model_id"]: model}, subsets=subsets)
+    if ev.scores.num_rows == 0:
+        raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
+    return ev
+
+
+SITE_SUBSETS = {"real_studio_flat": "Real Studio", "real_streetlook": "Real StreetLook",
+                "aigen_studio": "AI-Gen Studio", "aigen_streetlook": "AI-Gen StreetLook", "overall": "Overall"}
+"""Our subset names -> the LookBench site's tab names (``benchmark.json`` keys)."""
+SITE_FAMILIES = {"coarse_recall": "Coarse Recall", "fine_recall": "Fine Recall", "ndcg": "nDCG",
+                 "item_recall": "Item Recall"}
+"""Our metric families -> the site's metric names; a legacy benchmark's exact-item Recall is the site's
+``Recall``."""
+
+
+def site_benchmark(scores: pa.Table | Iterable[Mapping[str, Any]]) -> dict[str, dict[str, dict[str, dict[str, float]]]]:
+    """Scores in the shape of the LookBench site's ``benchmark.json`` (the file its leaderboard page loads,
+    ``configs/release_vYYMM/benchmark.json`` in github.com/SerendipityOneInc/look-bench-page, read by its
+    ``style/js/lookbench-leaderboard.js``): ``{subset tab: {model: {metric: {"@K": percent}}}}``, e.g.
+    ``{"Real Studio": {"CLIP-B/32": {"Coarse Recall": {"@1": 67.26, …}, "Fine Recall": {…}, "nDCG": {…}}}}``.
+
+    Tabs: ``Real Studio``, ``Real StreetLook``, ``AI-Gen Studio``, ``AI-Gen StreetLook`` (the site's four), plus
+    ``Overall`` and each legacy benchmark by its name (``Recall`` only, the exact-item Recall@K). Metrics: the
+    site's ``Coarse Recall``, ``Fine Recall``, ``nDCG`` and our exact-item ``Item Recall``; values in percent,
+    rounded to 2 decimals as the site's are. The noise-gallery rates are not part of the shape and are left out.
+    """
+    rows = scores.to_pylist() if isinstance(scores, pa.Table) else list(scores)
+    out: dict[str, dict[str, dict[str, dict[str, float]]]] = {}
+    for r in rows:
+        fam, _, k = str(r["metric"]).partition("@")
+        subset = str(r["subset"])
+        if subset.startswith("legacy:"):
+            tab, name = subset.removeprefix("legacy:"), ("Recall" if fam == "item_recall" else None)
+        else:
+            tab, name = SITE_SUBSETS.get(subset, subset), SITE_FAMILIES.get(fam)
+        if name is None or not k:
+            continue
+        out.setdefault(tab, {}).setdefault(str(r["model"]), {}).setdefault(name, {})[f"@{k}"] = \
+            round(100 * float(r["value"]), 2)
+    order = {t: i for i, t in enumerate(SITE_SUBSETS.values())}
+    return {t: {m: {f: dict(sorted(v.items(), key=lambda kv: int(kv[0][1:]))) for f, v in fams.items()}
+                for m, fams in sorted(models.items())}
+            for t, models in sorted(out.items(), key=lambda kv: (order.get(kv[0], 99), kv[0]))}

@@ -1,0 +1,71 @@
+"""The demo build's terminal, as `make demo` runs it (DAGSTER_HOME holding the project's dagster.yaml, so the
+library's records also reach Dagster's console): a line per stage, each warning once, the deliberate demo faults
+labelled, the leaderboard once, no ANSI codes, one screen plus the leaderboard; everything else in the log file,
+and the Dagster runs keep their structured event logs."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCREEN = 60  # lines: one terminal screen, the leaderboard apart
+
+
+def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypatch):
+    site = yaml.safe_load((ROOT / "lookbench_pipeline/data/sites/demo.yaml").read_text())
+    site.update(demo_products=12, demo_looks=3)  # the demo, smaller
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": "data", "sites": ["demo.yaml"]}))
+    home = tmp_path / "dagster-home"
+    home.mkdir()
+    shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
+    env = {k: v for k, v in os.environ.items() if k not in ("LOOKBENCH_LOG_FORMAT", "LOOKBENCH_CONFIG")}
+    env.update(LOOKBENCH_CONFIG=str(tmp_path / "c.yaml"), DAGSTER_HOME=str(home),
+               PYTHONPATH=os.pathsep.join([str(ROOT), str(ROOT / "crawlers"), env.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "demo"], cwd=tmp_path, env=env,
+                          capture_output=True, text=True, timeout=1800)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    out, err = proc.stdout, proc.stderr
+    assert "\x1b" not in out + err, "no ANSI escape codes"
+
+    warnings = [line for line in (out + err).splitlines() if line.lstrip().startswith("warning")]
+    assert len(warnings) == len(set(warnings))
+    assert sum("no image endpoint configured" in w for w in warnings) == 1, warnings  # library + asset: once
+    assert all("BetaWarning" not in w and "PreviewWarning" not in w for w in warnings)
+    assert "BetaWarning" not in out + err and "PreviewWarning" not in out + err
+
+    head, sep, board = out.partition("\nEvaluation (the leaderboard")
+    assert sep, out[-2000:]
+    assert board.count("# LookBench leaderboard") == 1 and "Evaluation (percent)" not in out, "the leaderboard once"
+    assert len(head.splitlines()) + len(err.splitlines()) <= SCREEN, head + err
+    for stage in ("crawl", "image_intake", "detect_garments", "release", "evaluation"):
+        assert f"  done {stage} " in head
+    assert "[with deliberate demo faults]" in head and "deliberate faults" in head  # stage lines and counts
+    assert "asset checks: " in head
+    assert "Epoch" not in out + err and "Ultralytics" not in out + err
+
+    [log] = (tmp_path / "data/logs").glob("demo-*.log")
+    text = log.read_text(encoding="utf-8", errors="replace")
+    assert "dagster - INFO - release_job" in text, "Dagster's console went to the log file"
+    if "training the demo detector" in text:  # trained in this run (not found in the session's cache)
+        assert "Epoch" in text
+
+    # the Dagster runs keep their structured event logs
+    from dagster import DagsterInstance
+    from dagster._core.events import DagsterEventType
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    instance = DagsterInstance.get()
+    runs = instance.get_runs()
+    [release_run] = [r for r in runs if r.job_name == "release_job"]
+    logs = instance.all_logs(release_run.run_id)
+    steps = {e.step_key for e in logs if e.dagster_event and e.dagster_event.event_type == DagsterEventType.STEP_SUCCESS}
+    assert {"image_intake", "release", "evaluation"} <= steps
+    assert any(e.user_message.startswith("image intake: {") for e in logs)

@@ -1,0 +1,214 @@
+"""The consumer commands' errors and exit codes, each test building its hostile or mistaken input itself: a
+manifest that lies, a destination that is a link or a file, a mistyped store, version, subset, model, field or
+environment variable, a cutoff that leaves nothing to score, an interrupted pull."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+import yaml
+from release_factory import make_release
+
+from lookbench_pipeline import serve
+from lookbench_pipeline.cli import main
+from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.release import ReleaseIntegrityError, publish, pull
+from lookbench_pipeline.safepath import UnsafePathError
+from lookbench_pipeline.store import LocalStore
+
+V1, V2 = "v20260301", "v20260701"
+
+
+@pytest.fixture
+def store(tmp_path) -> LocalStore:
+    s = LocalStore(tmp_path / "store")
+    publish(make_release(V1, range(0, 4)), s, {})
+    publish(make_release(V2, range(2, 8)), s, {})
+    return s
+
+
+def _edit_manifest(store: LocalStore, version: str, edit) -> None:
+    key = f"releases/{version}/manifest.json"
+    m = json.loads(store.get_bytes(key))
+    edit(m)
+    store.put_bytes(key, json.dumps(m).encode())
+
+
+def _files(folder: Path) -> list[Path]:
+    return [p for p in folder.rglob("*") if p.is_file()] if folder.exists() else []
+
+
+def test_a_destination_version_folder_that_is_a_link_is_refused(store, tmp_path, capsys):
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / V2).symlink_to(outside, target_is_directory=True)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        pull(store, V2, dest, progress=False)
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(dest), "--quiet"]) == 1
+    assert "symbolic link" in capsys.readouterr().err
+    assert not _files(outside), "nothing was written through the link"
+
+
+def test_a_destination_that_is_a_file_and_a_mistyped_store_are_errors(store, tmp_path, capsys):
+    (tmp_path / "afile").write_text("x")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "afile"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "exists and is not a folder" in err and "Errno" not in err
+    typo = tmp_path / "stroe"
+    assert main(["releases", "--store", str(typo)]) == 1
+    assert f"no store at {typo}: no such folder" in capsys.readouterr().err
+    assert not typo.exists(), "a reader never creates the folder it was given"
+
+
+def test_releases_lists_only_versions_with_a_readable_manifest(store, capsys):
+    store.put_bytes("releases/notaversion/manifest.json", store.get_bytes(f"releases/{V1}/manifest.json"))
+    store.put_bytes("releases/v20260401/manifest.json", b"\x00garbage")
+    assert main(["releases", "--store", str(store.root)]) == 0
+    out, err = capsys.readouterr()
+    assert out.split() == [V1, V2]
+    assert "v20260401 is left out" in err and "not JSON" in err and "notaversion" not in out + err
+
+
+def test_info_counts_items_per_file_and_reads_a_pulled_folder(store, tmp_path, capsys):
+    assert main(["info", V2, "--store", str(store.root)]) == 0
+    text = capsys.readouterr().out
+    changes = json.loads(store.get_bytes(f"releases/{V2}/manifest.json"))["changes"]
+    for f, n in changes["items_added"].items():
+        assert f"{f} +{n} -{changes['items_retired'].get(f, 0)}" in text
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(tmp_path / "d" / V2)]) == 0
+    assert text == capsys.readouterr().out, "a pulled folder reads as the store's version"
+
+
+@pytest.mark.parametrize("edit,match", [
+    (lambda m: m["files"]["real_studio_flat/query.parquet"].update(bytes="12"), "not a whole number of bytes"),
+    (lambda m: m["files"]["real_studio_flat/query.parquet"].update(bytes=True), "not a whole number of bytes"),
+    (lambda m: m["files"]["real_studio_flat/query.parquet"].update(bytes=2 ** 50), "not a whole number of bytes"),
+    (lambda m: m["files"]["real_studio_flat/query.parquet"].update(sha256="XYZ"), "not 64 lowercase hex"),
+    (lambda m: m["files"].update({"real_studio_flat/query.parquet": ["a"]}), "not an object"),
+    (lambda m: m["files"]["real_studio_flat/query.parquet"].update(rows=-1), "rows -1"),
+    (lambda m: m.update(version="v20990101"), "names version 'v20990101', not v20260701"),
+    (lambda m: m.pop("version"), "names version None"),
+    (lambda m: m["metadata_files"].update({"real_studio_flat/query.parquet": m["files"]["real_studio_flat/query.parquet"]}),
+     "both as a data file and as a metadata file"),
+])
+def test_info_and_pull_refuse_a_hostile_manifest_entry_with_one_line(store, tmp_path, capsys, edit, match):
+    _edit_manifest(store, V2, edit)
+    for args in (["info", V2], ["pull", V2, "--dest", str(tmp_path / "d"), "--quiet"],
+                 ["evaluate", "--release", V2, "--model", "baseline/hsv-hog-v1", "--quiet",
+                  "--cache", str(tmp_path / "c")]):
+        assert main([*args, "--store", str(store.root)]) == 1
+        err = capsys.readouterr().err
+        assert match in err and "Traceback" not in err and err.count("\n") == 1, err
+    assert not _files(tmp_path / "d"), "nothing was downloaded"
+
+
+def test_a_misspelled_version_over_http_is_not_found_with_the_mirror_latest(store, tmp_path):
+    import subprocess
+    import sys
+
+    with serve.serving(serve.static_resolver(store.root)) as srv:
+        proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "info", "v20260702", "--store",
+                               srv.base_url], capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert proc.returncode == 1
+    assert "release v20260702 was not found" in proc.stderr and f"did you mean {V2}?" in proc.stderr
+    assert f"its releases/latest is {V2}" in proc.stderr and "cannot be listed:" not in proc.stderr
+
+
+def test_pull_resumes_a_partial_file_and_redownloads_a_corrupt_one(store, tmp_path):
+    class Counting(LocalStore):
+        fetched: list[tuple[str, int]] = []
+
+        def read_range(self, key, start=0, chunk=1 << 20):
+            self.fetched.append((key.rsplit("/", 1)[-1], start))
+            yield from super().read_range(key, start, chunk)
+
+    src = Counting(store.root)
+    key = "real_studio_flat/gallery.parquet"
+    whole = store.get_bytes(f"releases/{V2}/{key}")
+    part = tmp_path / "d" / V2 / (key + ".part")
+    part.parent.mkdir(parents=True)
+    part.write_bytes(whole[: len(whole) // 2])  # an interrupted pull
+    pull(src, V2, tmp_path / "d", progress=False)
+    assert (tmp_path / "d" / V2 / key).read_bytes() == whole and not part.exists()
+    assert ("gallery.parquet", len(whole) // 2) in src.fetched, "continued from where it stopped"
+    Counting.fetched = []
+    (tmp_path / "d" / V2 / key).unlink()
+    part.write_bytes(b"\xff" * (len(whole) // 2))  # a corrupt leftover: resumed, fails the sha256, fetched again
+    pull(src, V2, tmp_path / "d", progress=False)
+    assert (tmp_path / "d" / V2 / key).read_bytes() == whole
+    assert [s for k, s in src.fetched if k == "gallery.parquet"] == [len(whole) // 2, 0]
+    assert len([k for k, _ in src.fetched]) == 2, "files already in place are not fetched again"
+
+
+def test_pull_stops_a_store_that_sends_more_than_the_manifest_says(store, tmp_path):
+    key = "real_studio_flat/gallery.parquet"
+    _edit_manifest(store, V2, lambda m: m["files"][key].update(bytes=m["files"][key]["bytes"] - 10))
+    with pytest.raises(ReleaseIntegrityError, match="more than the manifest's"):
+        pull(store, V2, tmp_path / "d", progress=False)
+    assert not (tmp_path / "d" / V2 / key).exists() and not (tmp_path / "d" / V2 / (key + ".part")).exists()
+
+
+def test_pull_refuses_a_planted_part_link(store, tmp_path):
+    victim = tmp_path / "victim"
+    victim.write_text("keep")
+    part = tmp_path / "d" / V2 / "real_studio_flat" / "gallery.parquet.part"
+    part.parent.mkdir(parents=True)
+    part.symlink_to(victim)
+    with pytest.raises(UnsafePathError, match="symbolic link"):
+        pull(store, V2, tmp_path / "d", progress=False)
+    assert victim.read_text() == "keep"
+
+
+def test_evaluate_exit_codes(store, tmp_path, capsys):
+    base = ["--store", str(store.root), "--quiet", "--cache", str(tmp_path / "c")]
+    assert main(["evaluate", "--release", "latest", "--model", "baseline/hsv-hog-v1", *base]) == 0
+    assert "baseline/hsv-hog-v1  overall" in capsys.readouterr().out
+    # a cutoff after every query: nothing scored, non-zero, with the reason
+    assert main(["evaluate", "--release", V2, "--model", "baseline/hsv-hog-v1", "--cutoff", "2030-01-01", *base]) == 1
+    err = capsys.readouterr().err
+    assert "nothing was scored" in err and "first seen on or after the cutoff 2030-01-01" in err
+    # an unknown model id: not scored, with the closest registry id
+    assert main(["evaluate", "--release", V2, "--model", "baseline/hsv-hog-v2", *base]) == 1
+    assert "did you mean baseline/hsv-hog-v1?" in capsys.readouterr().err
+    # one named model scored, another not: non-zero, the table still printed
+    assert main(["evaluate", "--release", V2, "--model", "baseline/hsv-hog-v1", "--model", "nope/none", *base]) == 1
+    out, err = capsys.readouterr()
+    assert "baseline/hsv-hog-v1  overall" in out and "not scored: nope/none" in err
+    # usage errors: 2
+    assert main(["evaluate", "--release", V2, "--cutoff", "soon", *base]) == 2
+    assert "--cutoff must be a date" in capsys.readouterr().err
+    assert main(["evaluate", *base]) == 2
+    assert main(["evaluate", "--release", V2, "--subset", "real_studio_flta", *base]) == 1
+    assert "did you mean real_studio_flat?" in capsys.readouterr().err
+    assert main(["evaluate", "--release", "v20260702", *base]) == 1
+    assert f"did you mean {V2}?" in capsys.readouterr().err
+
+
+def test_unknown_environment_variables_and_fields_get_a_did_you_mean(tmp_path, monkeypatch, caplog):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "imagess": {"min_side_px": 3}}))
+    with pytest.raises(ConfigError, match="imagess: unknown field .*did you mean images\\?"):
+        load_config(cfg)
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "images": {"min_sid_px": 3}}))
+    with pytest.raises(ConfigError, match="images.min_sid_px: unknown field .*did you mean min_side_px\\?"):
+        load_config(cfg)
+    cfg.write_text(yaml.safe_dump({"data_dir": "data"}))
+    monkeypatch.setenv("LOOKBENCH_IMAGES_MIN_SIDE_PX", "40")  # one underscore: ignored by pydantic-settings
+    monkeypatch.setenv("LOOKBENCH_STORE__URL", str(tmp_path / "s"))  # a real setting: no warning
+    with caplog.at_level(logging.WARNING, logger="lookbench_pipeline.config"):
+        assert load_config(cfg).images.min_side_px == 32
+        load_config(cfg)
+    warned = [r.getMessage() for r in caplog.records if "LOOKBENCH_" in r.getMessage()]
+    assert len(warned) == 1, "each variable is warned about once"
+    assert "LOOKBENCH_IMAGES_MIN_SIDE_PX is not a LookBench setting" in warned[0]
+    assert "did you mean LOOKBENCH_IMAGES__MIN_SIDE_PX?" in warned[0]
+    monkeypatch.setenv("LOOKBENCH_IMAGES__MIN_SIDE_PX", "many")
+    with pytest.raises(ConfigError, match="environment variable LOOKBENCH_IMAGES__MIN_SIDE_PX='many'"):
+        load_config(cfg)

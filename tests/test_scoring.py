@@ -1,0 +1,128 @@
+"""Scoring your own model on a pulled release: `lookbench evaluate DIR --embeddings …` and
+`lookbench_pipeline.score(DIR, embed_fn)` give the same scores as the evaluation of a registry model in the store,
+through the same metrics, cutoff and noise gallery; the site's benchmark.json shape."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+from release_factory import export_embeddings, make_release, with_noise
+
+import lookbench_pipeline
+from lookbench_pipeline.cli import main
+from lookbench_pipeline.embed import HsvHogEmbedder
+from lookbench_pipeline.evaluate import run_evaluation
+from lookbench_pipeline.release import pull, publish
+from lookbench_pipeline.scoring import EmbeddingsError, NothingScoredError, site_benchmark
+from lookbench_pipeline.store import LocalStore
+
+V = "v20260701"
+BASELINE = "baseline/hsv-hog-v1"
+COMPARED = ["model", "subset", "metric", "value", "ci_low", "ci_high", "n_queries", "cutoff"]
+
+
+@pytest.fixture(scope="module")
+def pulled(tmp_path_factory):
+    """A release with a noise gallery published in a store, pulled to a folder; the baseline's in-store scores."""
+    root = tmp_path_factory.mktemp("scoring")
+    store = LocalStore(root / "store")
+    publish(with_noise(make_release(V, range(0, 12))), store, {})
+    pull(store, V, root / "rel", progress=False)
+    ev = run_evaluation(store, V, [BASELINE], root / "cache", n_examples=0)
+    return {"root": root, "store": store, "folder": root / "rel" / V, "scores": ev.scores}
+
+
+def _same_scores(a: pa.Table, b: pa.Table, name: str) -> None:
+    rows_a = sorted(tuple(r[c] for c in COMPARED[1:]) for r in a.select(COMPARED).to_pylist())
+    rows_b = sorted(tuple(r[c] for c in COMPARED[1:]) for r in b.select(COMPARED).to_pylist() if r["model"] == name)
+    assert rows_a == rows_b and rows_a
+
+
+def test_embeddings_of_the_pulled_folder_score_as_the_in_store_evaluation(pulled, tmp_path, capsys):
+    assert any(r["metric"] == "distractor@1" for r in pulled["scores"].to_pylist()), "the noise gallery is scored"
+    for fmt, suffix in (("parquet", ".parquet"), ("npz", ".npz"), ("npy", ".npy")):
+        path = tmp_path / f"mine{suffix}"
+        export_embeddings(pulled["folder"], path, fmt)
+        extra = ["--ids", str(path.with_suffix(".ids.txt"))] if fmt == "npy" else []
+        out = tmp_path / f"scores-{fmt}.parquet"
+        assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(path), *extra, "--name", "mine",
+                     "--quiet", "--output", str(out), "--cache", str(tmp_path / "c")]) == 0, capsys.readouterr().err
+        capsys.readouterr()
+        mine = pq.read_table(out)
+        _same_scores(pulled["scores"].filter(pa.compute.equal(pulled["scores"]["model"], BASELINE)), mine, "mine")
+        assert set(mine.column("model").to_pylist()) == {"mine"}, "named embeddings are scored alone"
+
+
+def test_embeddings_with_a_cutoff_and_one_subset(pulled, tmp_path, capsys):
+    path = tmp_path / "mine.parquet"
+    export_embeddings(pulled["folder"], path)
+    cut = "2026-02-06"
+    ref = run_evaluation(pulled["store"], V, [BASELINE], pulled["root"] / "cache", cutoff=cut, n_examples=0,
+                         subsets=["real_studio_flat"]).scores
+    out = tmp_path / "s.parquet"
+    assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(path), "--name", "mine", "--cutoff", cut,
+                 "--subset", "real_studio_flat", "--quiet", "--output", str(out)]) == 0, capsys.readouterr().err
+    mine = pq.read_table(out)
+    _same_scores(ref, mine, "mine")
+    assert set(mine.column("subset").to_pylist()) == {"real_studio_flat", "overall"}
+    assert {r["n_queries"] for r in mine.to_pylist()} == {7}, "queries first seen before the cutoff are left out"
+    # a cutoff after every query: nothing scored, exit 1 with the reason
+    assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(path), "--cutoff", "2031-01-01",
+                 "--quiet"]) == 1
+    assert "nothing was scored" in capsys.readouterr().err
+
+
+def test_the_python_api_scores_a_function_as_the_registry_model(pulled):
+    emb = HsvHogEmbedder()
+    calls = []
+
+    def embed(images):
+        calls.append(len(images))
+        return emb.embed(images)
+
+    ev = lookbench_pipeline.score(pulled["folder"], embed, name="fn", batch_size=7)
+    _same_scores(pulled["scores"].filter(pa.compute.equal(pulled["scores"]["model"], BASELINE)), ev.scores, "fn")
+    distinct = 12 + 12 + 4 + 5  # gallery (shared by both subsets' galleries), studio and street queries, noise
+    assert sum(calls) == distinct and max(calls) <= 7, "each distinct row is embedded once, in batches"
+    with pytest.raises(NothingScoredError, match="first seen on or after the cutoff 2031-01-01"):
+        lookbench_pipeline.score(pulled["folder"], embed, cutoff="2031-01-01")
+    # an unnormalised output is normalised (the cosine); the scores do not change
+    ev2 = lookbench_pipeline.score(pulled["folder"], lambda ims: 3.0 * emb.embed(ims), name="fn")
+    assert ev2.scores.column("value").to_pylist() == pytest.approx(ev.scores.column("value").to_pylist())
+
+
+@pytest.mark.parametrize("damage,match", [
+    (lambda ids, v: (ids[:-1], v[:-1]), "have no embedding"),
+    (lambda ids, v: (ids + ids[:1], np.concatenate([v, v[1:2]])), "given twice with different vectors"),
+    (lambda ids, v: (ids, np.where(np.arange(len(v))[:, None] == 3, np.nan, v)), "NaN or infinite"),
+    (lambda ids, v: (ids, np.where(np.arange(len(v))[:, None] == 2, 0.0, v)), "all zeros"),
+])
+def test_embeddings_that_cannot_be_scored_are_refused(pulled, tmp_path, capsys, damage, match):
+    ids, vecs = export_embeddings(pulled["folder"], tmp_path / "ok.parquet")
+    ids, vecs = damage(list(ids), vecs)
+    np.savez(tmp_path / "bad.npz", sample_id=np.array(ids), embedding=vecs.astype(np.float32))
+    with pytest.raises(EmbeddingsError, match=match):
+        lookbench_pipeline.score(pulled["folder"], embeddings=tmp_path / "bad.npz")
+    assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(tmp_path / "bad.npz"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1
+
+
+def test_benchmark_json_has_the_sites_shape(pulled, tmp_path):
+    doc = site_benchmark(pulled["scores"])
+    assert list(doc) == ["Real Studio", "Real StreetLook", "Overall"]
+    row = doc["Real Studio"][BASELINE]
+    # the keys the site's leaderboard script reads (look-bench-page style/js/lookbench-leaderboard.js)
+    for fam in ("Coarse Recall", "Fine Recall", "nDCG"):
+        assert list(row[fam]) == ["@1", "@5", "@10", "@20"]
+    want = {r["metric"]: r["value"] for r in pulled["scores"].to_pylist()
+            if r["subset"] == "real_studio_flat" and r["model"] == BASELINE}
+    assert row["Fine Recall"]["@10"] == round(100 * want["fine_recall@10"], 2)
+    report = tmp_path / "report"
+    assert main(["evaluate", str(pulled["folder"]), "--model", BASELINE, "--quiet", "--report", str(report),
+                 "--benchmark-json", str(tmp_path / "b.json"), "--cache", str(tmp_path / "c")]) == 0
+    assert json.loads((tmp_path / "b.json").read_text()) == json.loads((report / "benchmark.json").read_text()) == doc
