@@ -100,14 +100,15 @@ def _text_of(el: Selector, limit: int = 400) -> str:
     return re.sub(r"\s+", " ", t).strip()[:limit]
 
 
-def _repeated(sel: Selector, el: Selector, min_count: int = 3) -> bool:
-    """Whether ``el`` is part of a template the page repeats once per listed product (a recommendation carousel, a
-    listing grid): it has no ``id`` and ``min_count`` or more elements of its tag carry exactly its ``class``. A
-    page's own buy box is written once (twice at most: a desktop and a sticky or mobile copy)."""
-    cls = el.attrib.get("class")
-    if el.attrib.get("id") or not cls:
+def _repeated(sel: Selector, node: Any, min_count: int = 3) -> bool:
+    """Whether the lxml element ``node`` is part of a template the page repeats once per listed product (a
+    recommendation carousel, a listing grid): it has no ``id`` and ``min_count`` or more elements of its tag carry
+    exactly its ``class``. A page's own buy box is written once (twice at most: a desktop and a sticky or mobile
+    copy)."""
+    cls = node.get("class")
+    if node.get("id") or not cls:
         return False
-    return len(sel.xpath(f"//{el.root.tag}[@class=$c]", c=cls)) >= min_count
+    return sum(1 for x in sel.root.iter(node.tag) if x.get("class") == cls) >= min_count
 
 
 def _hidden(el: Selector) -> bool:
@@ -121,6 +122,35 @@ def _hidden(el: Selector) -> bool:
         "contains(concat(' ', normalize-space(@class), ' '), ' is-hidden ')]"))
 
 
+_NO_TEXT = {"script", "style", "noscript", "template"}
+
+
+def _node_text(node: Any, limit: int = 400) -> str:
+    """``_text_of`` on an lxml element, without XPath (it runs on many elements): the text of the element and its
+    descendants in document order, ``script`` / ``style`` / ``noscript`` / ``template`` and comments skipped,
+    whitespace collapsed, cut at ``limit`` characters."""
+    parts: list[str] = []
+    size = 0
+
+    def walk(e: Any) -> None:
+        nonlocal size
+        if not isinstance(e.tag, str) or e.tag.lower() in _NO_TEXT:
+            return
+        if e.text:
+            parts.append(e.text)
+            size += len(e.text)
+        for c in e:
+            if size > 2 * limit:
+                return
+            walk(c)
+            if c.tail:
+                parts.append(c.tail)
+                size += len(c.tail)
+
+    walk(node)
+    return re.sub(r"\s+", " ", " ".join(parts)).strip()[:limit]
+
+
 def page_availability(sel: Selector) -> str | None:
     """Availability from the page: a ``link``/``meta`` with ``itemprop="availability"`` outside any product
     markup, else the first stock message in an element whose id or class says ``availab`` or ``stock`` and that is
@@ -130,12 +160,14 @@ def page_availability(sel: Selector) -> str | None:
         a = normalise_availability(v)
         if a:
             return a
-    for el in sel.xpath(f"//*[{_VISIBLE}][{_marked('availab')} or {_marked('stock')}][not(self::svg)]")[:40]:
-        text = _text_of(el, 200)
+    for node in _marked_nodes(sel, ("availab", "stock"), 40):
+        if node.tag == "svg":
+            continue
+        text = _node_text(node, 200)
         if not text or re.match(r"(?i)(image|bild|immagine|imagen|image non)", text):
             continue
         a = availability_from_text(text)
-        if a and not _repeated(sel, el):
+        if a and not _repeated(sel, node):
             return a
     return None
 
@@ -167,10 +199,11 @@ def buy_control(sel: Selector) -> Selector | None:
     cands = sel.xpath("//body//button | //body//input[@type='submit' or @type='button' or @type='image'] | "
                       "//body//a[@href or @onclick]")
     for el in cands[:4000]:
-        text = el.attrib.get("value", "") if el.root.tag == "input" else _text_of(el, 60)
-        label = " ".join(el.attrib.get(a, "") for a in ("aria-label", "title"))
-        names = " ".join(el.attrib.get(a, "") for a in ("id", "class", "name", "data-action", "data-test"))
-        if not (_BUY_TEXT.search(text) or _BUY_TEXT.search(label) or _BUY_NAME.search(names)):
+        node = el.root
+        label = " ".join(node.get(a, "") for a in ("aria-label", "title"))
+        names = " ".join(node.get(a, "") for a in ("id", "class", "name", "data-action", "data-test"))
+        text = node.get("value", "") if node.tag == "input" else _node_text(node, 60)
+        if not (_BUY_NAME.search(names) or _BUY_TEXT.search(label) or _BUY_TEXT.search(text)):
             continue
         if _NOT_BUY.search(text) or _NOT_BUY.search(label) or _NOT_BUY.search(names):
             continue
@@ -178,7 +211,7 @@ def buy_control(sel: Selector) -> Selector | None:
         if (el.attrib.get("disabled") is not None or el.attrib.get("aria-disabled", "").lower() == "true"
                 or " disabled " in cls or "--disabled" in cls or " is-disabled " in cls):
             continue
-        if el.xpath("ancestor::header | ancestor::nav | ancestor::footer") or _hidden(el) or _repeated(sel, el):
+        if any(True for _ in node.iterancestors("header", "nav", "footer")) or _hidden(el) or _repeated(sel, node):
             continue
         return el
     return None
@@ -187,17 +220,35 @@ def buy_control(sel: Selector) -> Selector | None:
 # Class / id words of a price that is not the current one: a struck-through list price ("was", "old", "regular",
 # "original", "rrp", "compare-at"…) or a unit, saving or instalment amount.
 _OLD = ("old", "was", "strike", "regular", "list", "crossed", "before", "rrp", "original", "compare", "prev")
+_STRUCK_TAGS = ("del", "s", "strike")
 _STRUCK = (*_OLD, "saving", "save", "per-unit", "unit-price", "perunit", "instalment", "installment", "monthly")
 _CURRENCY = r"(?:[$€£¥₩₪₹₽₺₴₦₫฿₱]|(?<![^\W\d_])(?:USD|EUR|GBP|CHF|SEK|NOK|DKK|PLN|CZK|HUF|RON|BGN|RUB|UAH|KZT|TRY|ILS|INR|JPY|" \
             r"CNY|TWD|HKD|KRW|AUD|NZD|CAD|MXN|BRL|ARS|CLP|COP|PEN|ZAR|lei|zł|kr|Kč|Ft|руб|тг|грн|₸|NT\$|R\$)(?![^\W\d_])|円|元|원)"
 _PRICE_TEXT = re.compile(rf"{_CURRENCY}\s*\d|\d[\d.,\s]*\s*{_CURRENCY}")
 
 
-def _template(el: Selector, depth: int = 3) -> tuple:
-    """The template an element was written from: its own and ``depth`` ancestors' tag and class; an element with
-    an id (or under one within that depth) is its own."""
+def _marked_nodes(sel: Selector, words: str | tuple[str, ...], limit: int) -> list[Any]:
+    """The first ``limit`` lxml elements whose id or class contains one of ``words`` (case-insensitive), outside
+    ``script`` / ``style`` / ``noscript``: ``//*[_marked(word)]`` without XPath's ``translate()`` on every element."""
+    words = (words,) if isinstance(words, str) else words
+    out = []
+    for node in sel.root.iter():
+        if not isinstance(node.tag, str):
+            continue
+        marks = ((node.get("class") or "") + " " + (node.get("id") or "")).lower()
+        if any(w in marks for w in words):
+            if node.tag.lower() in _NO_TEXT or any(True for _ in node.iterancestors(*_NO_TEXT)):
+                continue
+            out.append(node)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _template(node: Any, depth: int = 3) -> tuple:
+    """The template an lxml element was written from: its own and ``depth`` ancestors' tag and class; an element
+    with an id (or under one within that depth) is its own."""
     sig: list = []
-    node = el.root
     for _ in range(depth + 1):
         if node is None or not isinstance(node.tag, str):
             break
@@ -208,18 +259,38 @@ def _template(el: Selector, depth: int = 3) -> tuple:
     return tuple(sig)
 
 
-def _in_card(el: Selector, depth: int = 8) -> bool:
-    """Whether ``el`` sits in one card of a list of product cards: an ancestor (``depth`` levels at most) with a
-    class that has two or more siblings of its tag and class, three or more of them holding a link, whose texts
-    show two or more different prices (a carousel of recommendations, a listing grid; not the rows of one
-    product's own price table, which hold no links)."""
-    for anc in el.xpath(f"ancestor::*[@class][position() <= {depth}]"):
-        cls = anc.attrib["class"]
-        sibs = anc.xpath("../*[@class=$c]", c=cls)
-        if len(sibs) < 3 or anc.root.tag != sibs[0].root.tag:
+def _shape(node: Any) -> tuple:
+    """The tags and classes of an lxml element's children: cards drawn from one template have the same shape;
+    the sections of a page that share a wrapper class (``<div class="widget">`` around everything) do not."""
+    return tuple((c.tag, c.get("class")) for c in node if isinstance(c.tag, str))
+
+
+def _in_card(node: Any, memo: dict, depth: int = 8) -> bool:
+    """Whether the lxml element ``node`` sits in one card of a list of product cards: one of its ``depth`` nearest
+    ancestors with a class has two or more siblings of its tag, class and shape (``_shape``), three or more of
+    them holding a link, whose texts show two or more different prices (a carousel of recommendations, a listing
+    grid; not the rows of one product's own price table, which hold no links, nor page sections that share a
+    wrapper class). ``memo`` caches the answer per ancestor."""
+    seen = 0
+    for anc in node.iterancestors():
+        cls = anc.get("class")
+        if not cls:
             continue
-        linked = [x for x in sibs[:30] if x.xpath("descendant-or-self::a[@href]")]
-        if len(linked) >= 3 and len({m for x in linked for m in _PRICE_TEXT.findall(_text_of(x, 300))}) >= 2:
+        seen += 1
+        if seen > depth:
+            break
+        if anc not in memo:
+            parent, card = anc.getparent(), False
+            if parent is not None:
+                shape = _shape(anc)
+                sibs = [c for c in parent if c.tag == anc.tag and c.get("class") == cls and _shape(c) == shape]
+                if len(sibs) >= 3:
+                    linked = [c for c in sibs[:30] if (c.tag == "a" and c.get("href") is not None)
+                              or c.find(".//a[@href]") is not None]
+                    card = len(linked) >= 3 and len({m for c in linked
+                                                     for m in _PRICE_TEXT.findall(_node_text(c, 300))}) >= 2
+            memo[anc] = card
+        if memo[anc]:
             return True
     return False
 
@@ -232,23 +303,22 @@ def price_candidates(sel: Selector, limit: int = 200) -> list[tuple[str, bool]]:
     a number, or longer than 40 characters; and a listing's prices, i.e. elements of one template (``_template``:
     the same tags and classes down from their parents, no id) that show three or more different amounts (a carousel's product cards; a buy box repeated
     for desktop and mobile shows one amount, a table of the product's formats or sizes two or so)."""
-    marked = f"//*[{_VISIBLE}][{_marked('price')}]"
-    found: list[tuple[Selector, str, bool, tuple]] = []
-    for el in sel.xpath(marked)[:limit]:
-        cls = ((el.attrib.get("class") or "") + " " + (el.attrib.get("id") or "")).lower()
+    found: list[tuple[Any, str, bool, tuple]] = []
+    memo: dict = {}
+    for node in _marked_nodes(sel, "price", limit):
+        cls = ((node.get("class") or "") + " " + (node.get("id") or "")).lower()
         if any(w in cls for w in _STRUCK if w not in _OLD):
             continue
-        text = _text_of(el, 80)
+        text = _node_text(node, 80)
         if not text or len(text) > 40 or not _PRICE_TEXT.search(text):
             continue
-        if len(_PRICE_TEXT.findall(text)) > 1 or el.xpath("./descendant::del | ./descendant::s | ./descendant::strike"):
+        if len(_PRICE_TEXT.findall(text)) > 1 or any(True for _ in node.iterdescendants("del", "s", "strike")):
             continue
-        if _in_card(el):
+        if _in_card(node, memo):
             continue
-        old = any(w in cls for w in _OLD) or bool(el.xpath("ancestor-or-self::del | ancestor-or-self::s | "
-                                                           "ancestor-or-self::strike"))
-        sig = _template(el)
-        found.append((el, text, old, sig))
+        old = any(w in cls for w in _OLD) or node.tag in _STRUCK_TAGS or any(
+            True for _ in node.iterancestors(*_STRUCK_TAGS))
+        found.append((node, text, old, _template(node)))
     amounts: dict[tuple, set[str]] = {}
     for _, text, _, sig in found:
         amounts.setdefault(sig, set()).add(re.sub(r"\s+", "", text))
@@ -266,13 +336,18 @@ def visible_price(sel: Selector) -> str | None:
     for text, old in price_candidates(sel):
         if not old:
             return text
-    for struck in sel.xpath(f"//*[{_VISIBLE}][self::del or self::s or self::strike][not(ancestor::del or ancestor::s)]")[:20]:
-        if not _PRICE_TEXT.search(_text_of(struck, 60)) or _in_card(struck):
+    memo: dict = {}
+    struck_nodes = [n for n in sel.root.iter(*_STRUCK_TAGS)
+                    if not any(True for _ in n.iterancestors(*_STRUCK_TAGS, *_NO_TEXT))][:20]
+    for struck in struck_nodes:
+        if not _PRICE_TEXT.search(_node_text(struck, 60)) or _in_card(struck, memo):
             continue
-        for near in struck.xpath("following-sibling::*[position() <= 3] | ../following-sibling::*[position() <= 2]"):
-            if near.root.tag in ("del", "s", "strike"):
+        parent = struck.getparent()
+        nearby = list(struck.itersiblings())[:3] + (list(parent.itersiblings())[:2] if parent is not None else [])
+        for near in nearby:
+            if not isinstance(near.tag, str) or near.tag in _STRUCK_TAGS:
                 continue
-            text = _text_of(near, 60)
+            text = _node_text(near, 60)
             m = _PRICE_TEXT.search(text)
             if m and len(_PRICE_TEXT.findall(text)) == 1:
                 return text[: m.end() + 10] if len(text) > 40 else text
