@@ -551,12 +551,13 @@ def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str,
     return p
 
 
-def _from_state(sel: Selector, url: str, title_hint: str | None) -> dict[str, Any] | None:
+def _from_state(sel: Selector, url: str, title_hint: str | None, low_html: str = "") -> dict[str, Any] | None:
     """The page's own product in its inline state JSON: a platform's own object about the page's product first
     (Shopify's analytics ``meta``, ``pagetext.shopify_analytics_product``: source ``platform-json``); else the
     best product-like object of the state documents, trusted only when its identifier is in the URL or its name is
-    the page's title (state documents also carry recommendations and recently viewed items)."""
-    shop = shopify_analytics_product(sel, url)
+    the page's title (state documents also carry recommendations and recently viewed items). ``low_html``: the
+    page lower-cased (the Shopify object is looked for only where its name occurs)."""
+    shop = shopify_analytics_product(sel, url) if "shopifyanalytics" in low_html else None
     if shop:
         price, currency = parse_price(shop["price"], shop["currency"])
         p = {"title": clean_value("title", shop["title"]), "description": None,
@@ -825,7 +826,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None
     complete = main0 is not None and all(main0.get(k) not in (None, "", []) for k in _CORE)
-    state = None if complete else _from_state(sel, url, page_title)
+    state = None if complete else _from_state(sel, url, page_title, low)
     lower = [p for p in (state, _from_opengraph(data.get("opengraph", [])),
                          _from_rules(sel, rules, base) if rules else None) if p]
     visible = {} if complete else _from_visible(sel, url, main0)
@@ -884,8 +885,21 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
 _NOT_BUYABLE = ("OutOfStock", "SoldOut", "Discontinued")
-_OLD_PRICE_MARKUP = re.compile(r"<(?:del|s|strike)[\s>]|(?:old|was|regular|original|strike|compare|rrp|list|before|"
-                               r"crossed|prev)[-_]?price|price[-_]?(?:old|was|regular|original|strike|before|list|prev)")
+_OLD_NEAR_PRICE = re.compile(r"(?:old|was|regular|original|strike|compare|rrp|list|before|crossed|prev)[-_]?price|"
+                             r"price[-_]?(?:old|was|regular|original|strike|before|list|prev)")
+
+
+def _old_price_markup(low_html: str) -> bool:
+    """Whether a lower-cased page may show an old price: a ``<del>`` / ``<s>`` / ``<strike>`` element, or a class
+    or id such as ``old-price`` / ``price-was`` / ``regularPrice`` (a cheap test before ``price_candidates``)."""
+    if "<del" in low_html or "<s>" in low_html or "<s " in low_html or "<strike" in low_html:
+        return True
+    i = low_html.find("price")
+    while i != -1:
+        if _OLD_NEAR_PRICE.search(low_html, max(0, i - 9), i + 14):
+            return True
+        i = low_html.find("price", i + 5)
+    return False
 
 
 def _buy_box(sel: Selector, low_html: str, main: dict[str, Any]) -> dict[str, Any]:
@@ -908,7 +922,7 @@ def _buy_box(sel: Selector, low_html: str, main: dict[str, Any]) -> dict[str, An
     """
     src = main.setdefault("_sources", {})
     if main.get("price") is not None and not str(src.get("price", "")).startswith("visible") \
-            and _OLD_PRICE_MARKUP.search(low_html):
+            and _old_price_markup(low_html):
         shown = [(parse_price(text)[0], old) for text, old in price_candidates(sel)]
         olds = [a for a, old in shown if old and a is not None]
         currents = [a for a, old in shown if not old and a is not None]

@@ -111,15 +111,19 @@ def _repeated(sel: Selector, node: Any, min_count: int = 3) -> bool:
     return sum(1 for x in sel.root.iter(node.tag) if x.get("class") == cls) >= min_count
 
 
-def _hidden(el: Selector) -> bool:
-    """Hidden by its markup (CSS in style sheets is not evaluated): the element or an ancestor has the ``hidden``
-    attribute, an inline ``display:none`` / ``visibility:hidden``, or a ``hidden`` / ``d-none`` / ``is-hidden`` class."""
-    return bool(el.xpath(
-        "ancestor-or-self::*[@hidden or contains(translate(@style, ' ', ''), 'display:none') or "
-        "contains(translate(@style, ' ', ''), 'visibility:hidden') or "
-        "contains(concat(' ', normalize-space(@class), ' '), ' hidden ') or "
-        "contains(concat(' ', normalize-space(@class), ' '), ' d-none ') or "
-        "contains(concat(' ', normalize-space(@class), ' '), ' is-hidden ')]"))
+_HIDING_CLASSES = {"hidden", "d-none", "is-hidden"}
+
+
+def _hidden(node: Any) -> bool:
+    """Whether an lxml element is hidden by its markup (CSS in style sheets is not evaluated): it or an ancestor
+    has the ``hidden`` attribute, an inline ``display:none`` / ``visibility:hidden``, or a ``hidden`` /
+    ``d-none`` / ``is-hidden`` class."""
+    for e in (node, *node.iterancestors()):
+        style = (e.get("style") or "").replace(" ", "").lower()
+        if e.get("hidden") is not None or "display:none" in style or "visibility:hidden" in style \
+                or _HIDING_CLASSES & set((e.get("class") or "").split()):
+            return True
+    return False
 
 
 _NO_TEXT = {"script", "style", "noscript", "template"}
@@ -187,8 +191,8 @@ _NOT_BUY = re.compile(r"(?i)wish|\blist[ea]?\b|liste|favou?rite|compare|notify|b
                       r"go\s+to|view\s+(?:cart|bag|basket)|zum\s+warenkorb|przejd[źz]|ir\s+para|voir\s+le\s+panier")
 
 
-def buy_control(sel: Selector) -> Selector | None:
-    """The page's own enabled "add to cart" / "buy now" control, or None.
+def buy_control(sel: Selector) -> Any | None:
+    """The page's own enabled "add to cart" / "buy now" control (an lxml element), or None.
 
     A ``button``, an ``input`` of type submit / button / image, or a link, whose text, value, ``aria-label`` or
     ``title`` says "add to cart" / "buy now" (``_BUY_TEXT``) or whose id or class names one (``_BUY_NAME``); not a
@@ -196,10 +200,16 @@ def buy_control(sel: Selector) -> Selector | None:
     ``disabled`` class); not hidden by its markup (``_hidden``); not in the page's header, navigation or footer; and
     not part of a template repeated per listed product (``_repeated``). A disabled control is no evidence either
     way (shops disable it until a size is chosen)."""
-    cands = sel.xpath("//body//button | //body//input[@type='submit' or @type='button' or @type='image'] | "
-                      "//body//a[@href or @onclick]")
-    for el in cands[:4000]:
-        node = el.root
+    body = sel.root.find("body")
+    if body is None:
+        return None
+    for n, node in enumerate(body.iter("button", "input", "a")):
+        if n >= 4000:
+            break
+        if node.tag == "input" and (node.get("type") or "").lower() not in ("submit", "button", "image"):
+            continue
+        if node.tag == "a" and node.get("href") is None and node.get("onclick") is None:
+            continue
         label = " ".join(node.get(a, "") for a in ("aria-label", "title"))
         names = " ".join(node.get(a, "") for a in ("id", "class", "name", "data-action", "data-test"))
         text = node.get("value", "") if node.tag == "input" else _node_text(node, 60)
@@ -207,13 +217,13 @@ def buy_control(sel: Selector) -> Selector | None:
             continue
         if _NOT_BUY.search(text) or _NOT_BUY.search(label) or _NOT_BUY.search(names):
             continue
-        cls = f" {(el.attrib.get('class') or '').lower()} "
-        if (el.attrib.get("disabled") is not None or el.attrib.get("aria-disabled", "").lower() == "true"
+        cls = f" {(node.get('class') or '').lower()} "
+        if (node.get("disabled") is not None or (node.get("aria-disabled") or "").lower() == "true"
                 or " disabled " in cls or "--disabled" in cls or " is-disabled " in cls):
             continue
-        if any(True for _ in node.iterancestors("header", "nav", "footer")) or _hidden(el) or _repeated(sel, node):
+        if any(True for _ in node.iterancestors("header", "nav", "footer")) or _hidden(node) or _repeated(sel, node):
             continue
-        return el
+        return node
     return None
 
 
@@ -353,11 +363,14 @@ def visible_price(sel: Selector) -> str | None:
                 return text[: m.end() + 10] if len(text) > 40 else text
     control = buy_control(sel)
     if control is not None:
-        for near in control.xpath("preceding-sibling::*[position() <= 3] | "
-                                  "../preceding-sibling::*[position() <= 3]")[::-1]:
-            if near.root.tag in ("del", "s", "strike") or near.xpath(".//del | .//s | .//strike"):
+        parent = control.getparent()
+        nearby = list(control.itersiblings(preceding=True))[:3] + (
+            list(parent.itersiblings(preceding=True))[:3] if parent is not None else [])
+        for near in nearby:
+            if not isinstance(near.tag, str) or near.tag in _STRUCK_TAGS or any(
+                    True for _ in near.iterdescendants(*_STRUCK_TAGS)):
                 continue
-            text = _text_of(near, 60)
+            text = _node_text(near, 60)
             if text and _PRICE_TEXT.search(text):
                 return text
     return None
