@@ -235,21 +235,17 @@ def _scan(codes, ids, s1, e1, s2, e2, r, prev_masks, prev_taus, out, used):
 
 
 @njit(cache=True, nogil=True)
-def _join(present, starts, codes, ids, flips, tops, with_zero, radius, prev_masks, prev_taus, out):
+def _join(present, starts, occupied, codes, ids, flips, tops, with_zero, radius, prev_masks, prev_taus, out):
     """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` among the bucket pairs
     ``(b, b ^ f)``, ``b < b ^ f``, for ``f`` in ``flips`` (``tops``: each mask's highest set bit), and within
-    buckets when ``with_zero``, that no earlier table found. Returns the number found."""
+    buckets when ``with_zero``, that no earlier table found. ``occupied``: one byte per bucket, 1 when non-empty
+    (the partner test reads it instead of the 8-byte ``starts``). Returns the number found."""
     used = 0
     r = np.uint64(radius)
-    nb = starts.shape[0] - 1
     if with_zero:
         for b in present:
             used = _scan(codes, ids, starts[b], starts[b + 1], starts[b], starts[b + 1], r, prev_masks, prev_taus,
                          out, used)
-    # one byte per bucket, 1 when non-empty: the partner test reads 2^w bytes instead of the 8-byte starts
-    occupied = np.zeros(nb, dtype=np.uint8)
-    for b in present:
-        occupied[b] = 1
     for k in range(flips.shape[0]):
         f, top = flips[k], tops[k]  # b < b ^ f exactly when b lacks f's highest set bit
         for b in present:
@@ -284,14 +280,21 @@ def _brute(h, start, stop, radius, out):
     return used
 
 
-def _collect(kernel, *args) -> np.ndarray:
-    """Run a kernel with an output buffer, again with a larger one if the first was too small."""
-    out = np.empty((1 << 14, 3), dtype=np.int64)
-    found = kernel(*args, out)
-    if found > len(out):
-        out = np.empty((found, 3), dtype=np.int64)
+class _Collector:
+    """Runs kernels with an output buffer sized from the previous runs' yields (a hint shared by the jobs of one
+    search), again with room for all rows when the first buffer was too small."""
+
+    def __init__(self) -> None:
+        self.hint = 1 << 12
+
+    def __call__(self, kernel, *args) -> np.ndarray:
+        out = np.empty((self.hint, 3), dtype=np.int64)
         found = kernel(*args, out)
-    return out[:found].copy() if found < len(out) // 4 else out[:found]
+        if found > len(out):
+            out = np.empty((found, 3), dtype=np.int64)
+            found = kernel(*args, out)
+        self.hint = max(1 << 12, min(1 << 24, 2 * found))
+        return out[:found].copy() if found < len(out) // 4 else out[:found]
 
 
 # --------------------------------------------------------------------------------------------- the search
@@ -347,11 +350,13 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
         # rows of decreasing length: many small chunks so that every worker gets about the same work
         chunk = max(1, math.ceil(n / (16 * workers)))
         bounds = [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
+        collect = _Collector()
         with ThreadPoolExecutor(workers) as ex:
-            parts = list(ex.map(lambda b: _collect(_brute, h, b[0], b[1], radius), bounds))
+            parts = list(ex.map(lambda b: collect(_brute, h, b[0], b[1], radius), bounds))
     else:
         prev_masks: list[int] = []
         prev_taus: list[int] = []
+        collect = _Collector()
         with ThreadPoolExecutor(workers) as ex:
             for bits, tau in p.tables:
                 w = len(bits)
@@ -359,13 +364,17 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
                 flips = _flip_masks(w, tau)
                 pm = np.array(prev_masks, dtype=np.uint64)
                 pt = np.array(prev_taus, dtype=np.uint64)
-                # the zero mask (pairs inside a bucket) and the flip masks dealt round robin to the workers
+                # the zero mask (pairs inside a bucket), then the flip masks in small runs, so that the workers share
+                # the work evenly and a job whose output outgrows its buffer repeats little
                 tops = np.array([1 << (int(f).bit_length() - 1) for f in flips], dtype=np.int64)
-                jobs = [(np.ascontiguousarray(flips[k::workers]), np.ascontiguousarray(tops[k::workers]), k == 0)
-                        for k in range(workers)]
-                parts += list(ex.map(lambda job: _collect(_join, present, starts, codes, ids, *job, radius, pm, pt),
-                                     jobs))
-                del present, starts, codes, ids
+                step = max(1, len(flips) // (8 * workers))
+                jobs = [(flips[:0], tops[:0], True)] + [(flips[k:k + step], tops[k:k + step], False)
+                                                        for k in range(0, len(flips), step)]
+                occupied = np.zeros(1 << w, dtype=np.uint8)
+                occupied[present] = 1
+                parts += list(ex.map(lambda job: collect(_join, present, starts, occupied, codes, ids, *job, radius,
+                                                         pm, pt), jobs))
+                del present, starts, occupied, codes, ids
                 prev_masks.append(_bit_mask(bits))
                 prev_taus.append(tau)
     out = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
