@@ -33,7 +33,7 @@ import random
 import sqlite3
 import threading
 import time
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -827,6 +827,36 @@ class _Ctx:
     cached: int = 0
 
 
+class FittedCache:
+    """Fitted images (:class:`PreparedImage`) keyed by (image sha256, box, token budget), at most ``max_bytes`` of
+    data URLs, the least recently used dropped first. ``hits`` / ``misses`` count look-ups."""
+
+    def __init__(self, max_bytes: int):
+        self.max_bytes, self.bytes, self.hits, self.misses = max_bytes, 0, 0, 0
+        self._items: OrderedDict[tuple, PreparedImage] = OrderedDict()
+
+    def get(self, key: tuple) -> PreparedImage | None:
+        p = self._items.get(key)
+        if p is None:
+            self.misses += 1
+            return None
+        self.hits += 1
+        self._items.move_to_end(key)
+        return p
+
+    def put(self, key: tuple, p: PreparedImage) -> None:
+        if key in self._items or len(p.data_url) > self.max_bytes:
+            return
+        self._items[key] = p
+        self.bytes += len(p.data_url)
+        while self.bytes > self.max_bytes:
+            _, old = self._items.popitem(last=False)
+            self.bytes -= len(old.data_url)
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
 class VlmJudge:
     """A judge model that accepts or rejects each attribute label against the image.
 
@@ -864,6 +894,8 @@ class VlmAnnotator:
         max_model_len: the server's context length in tokens; ``max_image_tokens`` + the longest prompt (estimated
             at one token per 2 bytes, a safe upper bound for BPE tokenizers) + ``max_tokens`` must fit.
         max_image_tokens: image tokens per request at most (see :func:`prepare_image`).
+        fitted_cache_bytes: the most data-URL bytes of fitted images kept in memory (:class:`FittedCache`, least
+            recently used first out), so that no image is fitted twice for one token budget.
         temperature, top_p, max_tokens, seed: sampling parameters (stored with every label).
         extra_body: merged into every request body, e.g. ``{"structured_outputs": {"disable_any_whitespace":
             True}}`` for vLLM.
@@ -878,7 +910,8 @@ class VlmAnnotator:
                  max_retries: int = 4, backoff_s: float = 1.0, max_backoff_s: float = 30.0,
                  max_model_len: int = 8192, max_image_tokens: int = 1280, temperature: float = 0.0,
                  top_p: float = 1.0, max_tokens: int = 512, seed: int | None = 0,
-                 extra_body: dict[str, Any] | None = None, retry_seed: int | None = None):
+                 extra_body: dict[str, Any] | None = None, retry_seed: int | None = None,
+                 fitted_cache_bytes: int = 256 * 2**20):
         if on_reject not in ("drop", "reannotate"):
             raise ValueError(f"on_reject must be 'drop' or 'reannotate', got {on_reject!r}")
         self.endpoint, self.model, self.tax = endpoint, model, taxonomy
@@ -892,6 +925,8 @@ class VlmAnnotator:
         self.extra_body = dict(extra_body or {})
         self._rng = random.Random(retry_seed)
         self._memo: dict[tuple, Any] = {}
+        self.fitted = FittedCache(fitted_cache_bytes)
+        self._fitting: dict[tuple, asyncio.Future] = {}
         self._check_budget()
 
     def _memoized(self, key: tuple, make: Callable[[], Any]) -> Any:
@@ -991,22 +1026,43 @@ class VlmAnnotator:
                         requests=ctx.requests, cached=ctx.cached, **kw)
 
     async def _image(self, ctx: _Ctx) -> PreparedImage:
-        """The item's prepared image, made once: in a worker thread (reading the source, decoding a photo of
-        several megapixels), or inline for bytes already in memory below ``INLINE_PREPARE_BYTES`` (a thread hop
-        costs more than preparing a thumbnail)."""
-        if ctx.prepared is None:
+        """The item's prepared image, made once per (image sha256, box, token budget) for the annotator's lifetime
+        (:attr:`fitted`; an item's judge and re-annotation requests, and other items of the same image, reuse the
+        fitted bytes): in a worker thread (reading the source, decoding a photo of several megapixels), or inline for
+        bytes already in memory below ``INLINE_PREPARE_BYTES`` (a thread hop costs more than preparing a
+        thumbnail). Two items of one image in flight at once share one preparation."""
+        if ctx.prepared is not None:
+            return ctx.prepared
+        key = (ctx.sha, None if ctx.item.box is None else tuple(float(v) for v in ctx.item.box),
+               self.max_image_tokens)
+        hit = self.fitted.get(key)
+        if hit is not None:
+            ctx.prepared, ctx.data = hit, None
+            return hit
+        pending = self._fitting.get(key)
+        if pending is None:
             data = ctx.data
             if data is None and isinstance(ctx.item.source, bytes):
                 data = ctx.item.source
             if data is not None and len(data) < INLINE_PREPARE_BYTES:
                 ctx.prepared = prepare_image(data, ctx.item.box, self.max_image_tokens)
-            else:
-                def prep() -> PreparedImage:
-                    return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
-                                         self.max_image_tokens)
+                self.fitted.put(key, ctx.prepared)
+                ctx.data = None
+                return ctx.prepared
 
-                ctx.prepared = await asyncio.to_thread(prep)
-            ctx.data = None
+            def prep() -> PreparedImage:
+                return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
+                                     self.max_image_tokens)
+
+            pending = self._fitting[key] = asyncio.ensure_future(asyncio.to_thread(prep))
+            try:
+                ctx.prepared = await pending
+                self.fitted.put(key, ctx.prepared)
+            finally:
+                self._fitting.pop(key, None)
+        else:
+            ctx.prepared = await pending
+        ctx.data = None
         return ctx.prepared
 
     async def _ask(self, ctx: _Ctx, client: _Client, kind: str, prompt_version: str, extra: Any,

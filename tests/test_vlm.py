@@ -482,3 +482,26 @@ def test_acceptance_check_threshold():
     assert acceptance_check(rates, 0.9)[0] and not acceptance_check(rates, 0.93)[0]
     assert acceptance_check(None, 0.9)[0]  # no judge: nothing to fail
     assert not acceptance_check(acceptance_rates(rows[-2:]), 0.9)[0]
+
+
+def test_fitted_images_are_made_once_per_image_and_budget(tax, monkeypatch):
+    """Three items of one 3 MP photo, each asked and judged (6 requests): the photo is fitted once (items in flight
+    together share the preparation), and a later run of the same annotator fits nothing again; a crop of the same
+    photo is a different fitted image."""
+    from lookbench_pipeline import vlm
+
+    calls = []
+    real = vlm.prepare_image
+    monkeypatch.setattr(vlm, "prepare_image", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    photo = _encoded(_photo(1500, 2000), "JPEG", quality=90)
+    with ScriptedOpenAI(MODEL) as srv:
+        ann = annotator(srv.url, tax, judge=VlmJudge(srv.url, MODEL))
+        labels = ann.annotate_images([ImageItem(f"same-{k}", photo, category="dress") for k in range(3)])
+        assert [lb.status for lb in labels] == ["labelled"] * 3 and sum(lb.requests for lb in labels) == 6
+        assert len(calls) == 1 and len(ann.fitted) == 1
+        ann.annotate_images([ImageItem("again", photo, category="top"),
+                             ImageItem("crop", photo, box=(100, 100, 900, 1500), category="top")])
+        assert len(calls) == 2 and len(ann.fitted) == 2 and ann.fitted.hits >= 1
+    small = vlm.FittedCache(max_bytes=10)
+    small.put(("a", None, 1280), real(jpeg(1)))  # larger than the bound: not kept
+    assert len(small) == 0
