@@ -2,6 +2,7 @@
 with the bare ``openai`` client sending the same already-fitted bytes in the same run.
 
     .venv/bin/python benchmarks/vlm_client.py [--n 400] [--repeat 3] [--real ../shared/realdata/images]
+        [--cache /tmp/lookbench-vlm-bench]
 
 What is sent: the pipeline's annotator as ``pipeline.vlm_annotator`` builds it from the shipped configuration
 (``annotate`` defaults: 16 requests in flight, judge enabled, ``max_image_tokens`` 1280, category from the
@@ -62,20 +63,25 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def packshot(rng: np.random.Generator, w: int, h: int) -> Image.Image:
-    """A garment-like shape with a woven texture and shading on an off-white background."""
-    yy, xx = np.mgrid[0:h, 0:w].astype(np.float32)
-    cx, cy = w * rng.uniform(0.4, 0.6), h * rng.uniform(0.45, 0.55)
-    rx, ry = w * rng.uniform(0.25, 0.4), h * rng.uniform(0.3, 0.42)
+    """A garment-like shape with a woven texture and shading on an off-white background (laid out at 1/4 scale,
+    enlarged, then the texture and sensor noise added at full size)."""
+    sw, sh = w // 4, h // 4
+    yy, xx = np.mgrid[0:sh, 0:sw].astype(np.float32)
+    cx, cy = sw * rng.uniform(0.4, 0.6), sh * rng.uniform(0.45, 0.55)
+    rx, ry = sw * rng.uniform(0.25, 0.4), sh * rng.uniform(0.3, 0.42)
     inside = ((xx - cx) / rx) ** 2 + ((yy - cy) / ry) ** 4 < 1
+    small = np.full((sh, sw, 3), rng.integers(238, 252), np.float32)
     colour = rng.integers(20, 230, 3).astype(np.float32)
+    small[inside] = colour - 30 * ((yy - cy) / ry)[inside][:, None]
+    base = np.asarray(Image.fromarray(np.clip(small, 0, 255).astype(np.uint8)).resize((w, h), Image.BICUBIC))
+    mask = np.asarray(Image.fromarray(inside.astype(np.uint8) * 255).resize((w, h), Image.BILINEAR)) > 127
     period = rng.uniform(3, 9)
-    weave = 12 * np.sin(xx / period) * np.sin(yy / (period * 1.3))
-    shade = 30 * (yy - cy) / ry
-    img = np.full((h, w, 3), rng.integers(238, 252), np.float32)
-    garment = colour[None, None, :] + (weave - shade)[..., None]
-    img[inside] = garment[inside]
-    img += rng.normal(0, 2.0, (h, w, 1))
-    return Image.fromarray(np.clip(img, 0, 255).astype(np.uint8))
+    ty, tx = np.mgrid[0:64, 0:64].astype(np.float32)
+    tile = 12 * np.sin(tx / period) * np.sin(ty / (period * 1.3)) + rng.normal(0, 2.0, (64, 64))
+    grain = rng.normal(0, 1.5, (61, 67)).astype(np.float32)  # co-prime tile sizes: no visible repeat
+    tex = np.where(mask, np.tile(tile.astype(np.float32), (h // 64 + 1, w // 64 + 1))[:h, :w],
+                   np.tile(grain, (h // 61 + 1, w // 67 + 1))[:h, :w])
+    return Image.fromarray(np.clip(base + tex[..., None], 0, 255).astype(np.uint8))
 
 
 def _with_comment(jpeg: bytes, text: bytes) -> bytes:
@@ -83,7 +89,18 @@ def _with_comment(jpeg: bytes, text: bytes) -> bytes:
     return jpeg[:2] + b"\xff\xfe" + struct.pack(">H", len(text) + 2) + text + jpeg[2:]
 
 
-def make_images(n: int, real_dir: Path, seed: int = 0) -> list[tuple[str, bytes]]:
+def make_images(n: int, real_dir: Path, seed: int = 0, cache: Path | None = None) -> list[tuple[str, bytes]]:
+    """``n`` (kind, bytes), seeded; kept in ``cache`` (a folder) between runs when given."""
+    if cache is not None:
+        f = cache / f"images-{n}-{seed}.npz"
+        if f.exists():
+            z = np.load(f)
+            return [(str(k), z[f"d{i}"].tobytes()) for i, k in enumerate(z["kinds"])]
+        out = make_images(n, real_dir, seed)
+        cache.mkdir(parents=True, exist_ok=True)
+        np.savez(f, kinds=np.array([k for k, _ in out]),
+                 **{f"d{i}": np.frombuffer(d, np.uint8) for i, (_, d) in enumerate(out)})
+        return out
     rng = np.random.default_rng(seed)
     real = sorted(p for sub in ("studio", "street") for p in (real_dir / sub).glob("*")
                   if p.suffix.lower() in (".jpg", ".jpeg"))
@@ -185,11 +202,13 @@ def main() -> None:
     ap.add_argument("--n", type=int, default=400)
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--real", type=Path, default=ROOT.parent / "shared" / "realdata" / "images")
+    ap.add_argument("--cache", type=Path, default=Path(tempfile.gettempdir()) / "lookbench-vlm-bench",
+                    help="where the generated images are kept between runs")
     a = ap.parse_args()
     tax = Taxonomy.load()
     conc = load_config().annotate.concurrency
     t = time.perf_counter()
-    images = make_images(a.n, a.real)
+    images = make_images(a.n, a.real, cache=a.cache)
     kinds = {k: sum(1 for x, _ in images if x == k) for k in ("jpeg", "png", "real")}
     mp = [Image.open(io.BytesIO(d)).size for _, d in images]
     print(f"{a.n} images ({kinds}; median {statistics.median(w * h for w, h in mp) / 1e6:.2f} MP, "
