@@ -199,6 +199,17 @@ def _bucket(h, lut, nbuckets):
     return present, counts, codes, ids
 
 
+# A found pair travels as one uint64: i (28 bits) | j (28 bits) | distance (7 bits), so that the result is sorted in
+# place and needs 8 bytes per pair until it is unpacked into the (k, 3) int64 result.
+MAX_CODES = 1 << 28
+_I_SHIFT, _J_SHIFT, _ID_MASK, _D_MASK = 35, 7, (1 << 28) - 1, (1 << 7) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pack(i, j, d):
+    return (np.uint64(i) << np.uint64(_I_SHIFT)) | (np.uint64(j) << np.uint64(_J_SHIFT)) | np.uint64(d)
+
+
 @njit(cache=True, nogil=True)
 def _earlier(x, prev_masks, prev_taus):
     """Whether an earlier table's substring condition holds for the XOR ``x`` of a pair."""
@@ -208,7 +219,7 @@ def _earlier(x, prev_masks, prev_taus):
     return False
 
 
-# The kernels write found pairs into a preallocated ``out`` (k, 3) and return how many they found; when that is more
+# The kernels write found pairs (packed) into a preallocated ``out`` and return how many they found; when that is more
 # than ``out`` holds, the rows past its end are counted but not written, and the caller runs the kernel again with
 # room for all of them (found pairs are rare next to the candidates compared, and a buffer reassigned inside the
 # loops would cost reference counting on every candidate).
@@ -227,9 +238,7 @@ def _scan(codes, ids, s1, e1, s2, e2, r, prev_masks, prev_taus, out, used):
             if d <= r and not _earlier(x, prev_masks, prev_taus):
                 if used < cap:
                     ip, iq = ids[p], ids[q]
-                    out[used, 0] = min(ip, iq)
-                    out[used, 1] = max(ip, iq)
-                    out[used, 2] = d
+                    out[used] = _pack(min(ip, iq), max(ip, iq), d)
                 used += 1
     return used
 
@@ -273,9 +282,7 @@ def _brute(h, start, stop, radius, out):
             d = _popcount(hi ^ h[j])
             if d <= r:
                 if used < cap:
-                    out[used, 0] = i
-                    out[used, 1] = j
-                    out[used, 2] = d
+                    out[used] = _pack(i, j, d)
                 used += 1
     return used
 
@@ -288,10 +295,10 @@ class _Collector:
         self.hint = 1 << 12
 
     def __call__(self, kernel, *args) -> np.ndarray:
-        out = np.empty((self.hint, 3), dtype=np.int64)
+        out = np.empty(self.hint, dtype=np.uint64)
         found = kernel(*args, out)
         if found > len(out):
-            out = np.empty((found, 3), dtype=np.int64)
+            out = np.empty(found, dtype=np.uint64)
             found = kernel(*args, out)
         self.hint = max(1 << 12, min(1 << 24, 2 * found))
         return out[:found].copy() if found < len(out) // 4 else out[:found]
@@ -323,15 +330,19 @@ def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
     Returns:
         ``int64`` array (k, 3): ``i, j, distance``, sorted by ``i`` then ``j`` — the same rows as a brute-force
         comparison of every pair. Memory: the codes three times over plus one table's buckets at a time
-        (``2^width`` int64, width <= :data:`MAX_KEY_BITS`) plus the result.
+        (``2^width`` int64, width <= :data:`MAX_KEY_BITS`), the pairs found at 8 bytes each (twice while they are
+        gathered), plus the result (24 bytes per pair).
 
     Raises:
-        ValueError: ``radius`` outside 0..64, or ``hashes`` not one-dimensional.
+        ValueError: ``radius`` outside 0..64, ``hashes`` not one-dimensional, or more than :data:`MAX_CODES`
+            (2^28) codes.
     """
     h = np.ascontiguousarray(hashes).astype(np.uint64, copy=False)
     if h.ndim != 1:
         raise ValueError(f"hashes must be one-dimensional, got shape {h.shape}")
     n = len(h)
+    if n > MAX_CODES:
+        raise ValueError(f"at most {MAX_CODES:,} codes per search, got {n:,}")  # before the entropy pass
     p = plan(n, int(radius), bit_entropy_order(h) if balance_bits and n > 1 else None)
     return search(h, int(radius), p, threads=threads)
 
@@ -340,6 +351,8 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
     """:func:`pairs_within` with a given plan (any :class:`Plan` whose tables' bits are disjoint and whose
     ``sum(tau + 1)`` is at least ``radius + 1`` is exact); ``h`` contiguous ``uint64``."""
     n = len(h)
+    if n > MAX_CODES:
+        raise ValueError(f"at most {MAX_CODES:,} codes per search, got {n:,}")
     if n < 2:
         return np.zeros((0, 3), dtype=np.int64)
     if sum(t + 1 for _, t in p.tables) < radius + 1 and not p.brute_force:
@@ -377,7 +390,13 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
                 del present, starts, occupied, codes, ids
                 prev_masks.append(_bit_mask(bits))
                 prev_taus.append(tau)
-    out = np.concatenate(parts) if parts else np.zeros((0, 3), dtype=np.int64)
-    if len(out):
-        out = out[np.lexsort((out[:, 1], out[:, 0]))]
+    packed = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    del parts
+    packed.sort()  # in place: by i, then j (each pair once)
+    out = np.empty((len(packed), 3), dtype=np.int64)
+    for s in range(0, len(packed), 1 << 20):  # unpacked in slices: no temporary of the whole result
+        k = packed[s:s + (1 << 20)]
+        out[s:s + len(k), 0] = k >> np.uint64(_I_SHIFT)
+        out[s:s + len(k), 1] = (k >> np.uint64(_J_SHIFT)) & np.uint64(_ID_MASK)
+        out[s:s + len(k), 2] = k & np.uint64(_D_MASK)
     return out

@@ -118,3 +118,11 @@ def test_bad_arguments():
 def test_dedup_entry_point_is_the_same_search():
     h = uniform_codes(5000, seed=3, near_share=0.1)
     assert np.array_equal(near_pairs_mih(h, 8), pairs_within(h, 8))
+
+
+def test_more_codes_than_the_packed_pair_format_holds_are_refused():
+    from lookbench_pipeline.hamming import MAX_CODES
+
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=np.uint64), shape=(MAX_CODES + 1,), strides=(0,))
+    with pytest.raises(ValueError, match="at most"):
+        search(big, 0, plan(10, 0))
