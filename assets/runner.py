@@ -90,8 +90,41 @@ def _register_sites(instance: DagsterInstance, sites: list[str]) -> None:
                                     [s for s in sites if not instance.has_dynamic_partition(site_partitions.name, s)])
 
 
+EPHEMERAL_ENV = "LOOKBENCH_DAGSTER_EPHEMERAL"
+"""Set to ``1`` to run without recording anything in a Dagster instance (the tests do: they must not register runs
+in a developer's instance)."""
+
+USER_INSTANCE = Path.home() / ".lookbench" / "dagster"
+"""The instance folder CLI runs use when ``DAGSTER_HOME`` is unset and they do not run from a checkout."""
+
+
+def default_instance_dir(cwd: Path | None = None) -> Path:
+    """Where a CLI run (``lookbench demo`` / ``build`` / ``backfill``) records its runs when ``DAGSTER_HOME`` is
+    unset: the checkout it runs from (a folder holding the project's ``dagster.yaml`` and ``workspace.yaml``: the
+    instance ``make dev`` shows, since the Makefile sets ``DAGSTER_HOME`` to the checkout), else
+    :data:`USER_INSTANCE`, where a ``dagster.yaml`` with telemetry off is written on first use."""
+    cwd = Path.cwd() if cwd is None else cwd
+    if (cwd / "dagster.yaml").is_file() and (cwd / "workspace.yaml").is_file():
+        return cwd
+    USER_INSTANCE.mkdir(parents=True, exist_ok=True)
+    cfg = USER_INSTANCE / "dagster.yaml"
+    if not cfg.is_file():
+        cfg.write_text("# written by lookbench (assets/runner.py): the instance CLI runs record their runs in\n"
+                       "telemetry:\n  enabled: false\n")
+    return USER_INSTANCE
+
+
 def _instance(instance: DagsterInstance | None) -> DagsterInstance:
-    return instance or (DagsterInstance.get() if os.environ.get("DAGSTER_HOME") else DagsterInstance.ephemeral())
+    """The instance a CLI run records in: the one given; ``$DAGSTER_HOME``; none (ephemeral) with
+    ``LOOKBENCH_DAGSTER_EPHEMERAL=1``; else :func:`default_instance_dir`, so that ``make dev`` afterwards lists
+    the run."""
+    if instance is not None:
+        return instance
+    if os.environ.get(EPHEMERAL_ENV) == "1":
+        return DagsterInstance.ephemeral()
+    if not os.environ.get("DAGSTER_HOME"):
+        os.environ["DAGSTER_HOME"] = str(default_instance_dir().resolve())
+    return DagsterInstance.get()
 
 
 def run_release(config_path: str | None = None, window: str | None = None,

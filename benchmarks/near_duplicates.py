@@ -1,85 +1,163 @@
-"""All pairs within Hamming distance <= 8 among 64-bit pHashes: multi-index hashing against brute force and
-FAISS's binary flat index.
+"""All pairs within Hamming distance <= 8 among 64-bit pHashes, at 1M and 10M codes: lookbench_pipeline.hamming
+against brute force and FAISS (IndexBinaryFlat, IndexBinaryMultiHash) in the same run.
 
-    .venv/bin/python benchmarks/near_duplicates.py [--n 1000000] [--sample 20000] [--radius 8]
+    .venv/bin/python benchmarks/near_duplicates.py [--sizes 1000000 10000000] [--kinds uniform clustered]
+        [--radius 8] [--sample 20000] [--peer-n 100000] [--queries 300] [--threads N]
 
-Hashes: uniformly random 64-bit codes, 5% of them replaced by near copies of others (1 to 6 random bit flips),
-seeded. Checks that on the sample the pairs equal a brute-force search (and FAISS's range search), then times
-the full set. Needs ``faiss-cpu`` for the comparison (``pip install faiss-cpu``); skipped with a note without it.
+Code sets (lookbench_pipeline.testing.codes, seeded): ``uniform`` (random bits, 5% near copies of others, 1–6 bits)
+and ``clustered`` (pHash-like: biased, correlated bits calibrated on the real photos' pHashes, 30% near copies in
+families, popular layouts). For each kind:
+
+1. exactness on a full set of ``--sample`` codes: our pairs == every pair compared in numpy == FAISS flat
+   ``range_search`` == FAISS ``IndexBinaryMultiHash`` (3 x 21 bits, 2 flips: exact by the pigeonhole bound);
+2. the peers' speed on ``--peer-n`` codes, ours on the same codes;
+3. each size in its own process (so that the peak RSS is that run's): wall and CPU seconds, peak RSS, pairs, and
+   exactness on a sample: ``--queries`` random codes compared with all ``n`` codes in numpy, their pairs == ours;
+4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on wall and on CPU time.
+
+FAISS is optional (``pip install faiss-cpu``, the ``faiss`` extra); without it the peers are skipped with a note.
+The machine's load average is printed before and after: on a shared machine the wall time is longer than CPU time /
+threads, so both are printed.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
+import math
+import os
 import resource
+import subprocess
+import sys
 import time
 
 import numpy as np
 
-from lookbench_pipeline.dedup import mih_plan, near_pairs, near_pairs_mih
+from lookbench_pipeline.dedup import near_pairs
+from lookbench_pipeline.hamming import bit_entropy_order, pairs_within, plan
+from lookbench_pipeline.testing.codes import clustered_codes, uniform_codes
+
+KINDS = {"uniform": uniform_codes, "clustered": clustered_codes}
 
 
-def make_hashes(n: int, seed: int = 1) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    k = n // 20
-    base = rng.integers(0, 2**63, size=n - k, dtype=np.uint64) * np.uint64(2) + \
-        rng.integers(0, 2, size=n - k, dtype=np.uint64)
-    src = rng.integers(0, n - k, size=k)
-    flips = np.zeros(k, dtype=np.uint64)
-    for _ in range(rng.integers(1, 7)):
-        flips |= np.uint64(1) << rng.integers(0, 64, size=k).astype(np.uint64)
-    return np.concatenate([base, base[src] ^ flips])
-
-
-def faiss_pairs(h: np.ndarray, radius: int) -> np.ndarray | None:
+def faiss_pairs(h: np.ndarray, radius: int, kind: str) -> np.ndarray | None:
+    """Pairs by FAISS range search (``flat`` or ``multihash``), sorted like ours; None without faiss."""
     try:
         import faiss
     except ImportError:
         return None
     codes = np.ascontiguousarray(h).view(np.uint8).reshape(-1, 8)
-    index = faiss.IndexBinaryFlat(64)
+    if kind == "flat":
+        index = faiss.IndexBinaryFlat(64)
+    else:
+        index = faiss.IndexBinaryMultiHash(64, 3, 21)  # 63 bits in 3 substrings: a pair within 8 bits is within
+        index.nflip = 2  # 2 bits on one of them (pigeonhole), so probing 2 flips is exact
     index.add(codes)
     lims, dist, labels = index.range_search(codes, radius + 1)  # FAISS keeps distances < radius
     i = np.repeat(np.arange(len(h)), np.diff(lims).astype(np.int64))
     labels = labels.astype(np.int64)
     keep = i < labels
-    return np.stack([i[keep], labels[keep], dist[keep]], axis=1).astype(np.int64)
+    out = np.stack([i[keep], labels[keep], dist[keep].astype(np.int64)], axis=1)
+    return out[np.lexsort((out[:, 1], out[:, 0]))]
+
+
+def timed(fn, *args):
+    t, c = time.perf_counter(), time.process_time()
+    out = fn(*args)
+    return out, time.perf_counter() - t, time.process_time() - c
+
+
+def sample_check(h: np.ndarray, pairs: np.ndarray, radius: int, queries: int, seed: int = 7) -> tuple[int, bool]:
+    """Random codes compared with every code in numpy; True when their pairs are exactly ours."""
+    rng = np.random.default_rng(seed)
+    q = np.sort(rng.choice(len(h), size=min(queries, len(h)), replace=False))
+    want = set()
+    for s in range(0, len(q), 2):
+        block = q[s:s + 2]
+        d = np.bitwise_count(h[block][:, None] ^ h[None, :])
+        for qi, row in zip(block.tolist(), d):
+            for j in np.nonzero(row <= radius)[0].tolist():
+                if j != qi:
+                    want.add((min(qi, j), max(qi, j), int(row[j])))
+    qs = set(q.tolist())
+    mask = np.isin(pairs[:, 0], q) | np.isin(pairs[:, 1], q)
+    got = {(int(a), int(b), int(c)) for a, b, c in pairs[mask]}
+    assert all(a in qs or b in qs for a, b, _ in got)
+    return len(want), got == want
+
+
+def child(kind: str, n: int, radius: int, queries: int, threads: int | None) -> None:
+    pairs_within(uniform_codes(2000), radius)  # numba: load the compiled kernels outside the timing
+    h = KINDS[kind](n)
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    pairs, wall, cpu = timed(lambda: pairs_within(h, radius, threads=threads))
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    p = plan(n, radius, bit_entropy_order(h))
+    sampled, ok = sample_check(h, pairs, radius, queries)
+    print(json.dumps({"kind": kind, "n": n, "pairs": len(pairs), "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak, "rss_before_mb": before,
+                      "tables": [(len(b), t) for b, t in p.tables], "sample_queries": queries,
+                      "sample_pairs": sampled, "sample_exact": ok}))
 
 
 def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--n", type=int, default=1_000_000)
-    ap.add_argument("--sample", type=int, default=20_000)
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
+    ap.add_argument("--kinds", nargs="+", default=list(KINDS), choices=list(KINDS))
     ap.add_argument("--radius", type=int, default=8)
-    args = ap.parse_args()
-    r = args.radius
-
-    s = make_hashes(args.sample, seed=2)
-    t = time.perf_counter()
-    brute = near_pairs(s, r)
-    t_brute = time.perf_counter() - t
-    t = time.perf_counter()
-    mih = near_pairs_mih(s, r)
-    t_mih_s = time.perf_counter() - t
-    print(f"sample {args.sample}: brute force {len(brute)} pairs in {t_brute:.2f} s; MIH {len(mih)} pairs in "
-          f"{t_mih_s:.2f} s; identical: {np.array_equal(brute, mih)}")
-    t = time.perf_counter()
-    fp = faiss_pairs(s, r)
-    t_faiss = time.perf_counter() - t
-    if fp is None:
-        print("faiss-cpu not installed: FAISS comparison skipped")
-    else:
-        fp = fp[np.lexsort((fp[:, 1], fp[:, 0]))]
-        print(f"sample {args.sample}: FAISS IndexBinaryFlat range_search {len(fp)} pairs in {t_faiss:.2f} s; "
-              f"identical: {np.array_equal(fp, mih)}; MIH is {t_faiss / t_mih_s:.1f}x faster")
-
-    h = make_hashes(args.n)
-    t = time.perf_counter()
-    pairs = near_pairs_mih(h, r)
-    t_full = time.perf_counter() - t
-    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    print(f"n {args.n}: plan {mih_plan(args.n, r)}; {len(pairs)} pairs within {r} bits in {t_full:.1f} s "
-          f"(one thread); peak RSS {peak:.0f} MB")
+    ap.add_argument("--sample", type=int, default=20_000)
+    ap.add_argument("--peer-n", type=int, default=100_000)
+    ap.add_argument("--queries", type=int, default=300)
+    ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    a = ap.parse_args()
+    r = a.radius
+    if a.child:
+        child(a.child[0], int(a.child[1]), r, a.queries, a.threads)
+        return
+    print(f"{os.cpu_count()} CPUs; load average at start {os.getloadavg()}; radius {r}; threads "
+          f"{a.threads or 'all CPUs'}")
+    pairs_within(uniform_codes(2000), r)  # numba: load (or compile) the kernels once, outside the timings
+    results: dict[tuple[str, int], dict] = {}
+    for kind in a.kinds:
+        s = KINDS[kind](a.sample, seed=2)
+        ours, t_ours, _ = timed(lambda: pairs_within(s, r, threads=a.threads))
+        brute, t_brute, _ = timed(near_pairs, s, r)
+        line = (f"[{kind}] full check on {a.sample:,} codes: ours {len(ours):,} pairs in {t_ours:.2f} s; brute force "
+                f"(numpy) {len(brute):,} in {t_brute:.2f} s; identical {np.array_equal(ours, brute)}")
+        for peer in ("flat", "multihash"):
+            fp = faiss_pairs(s, r, peer)
+            line += "; FAISS not installed" if fp is None else f"; FAISS {peer} identical {np.array_equal(fp, ours)}"
+            if fp is None:
+                break
+        print(line, flush=True)
+        p = KINDS[kind](a.peer_n, seed=3)
+        ours, t_ours, c_ours = timed(lambda: pairs_within(p, r, threads=a.threads))
+        print(f"[{kind}] {a.peer_n:,} codes: ours {len(ours):,} pairs in {t_ours:.2f} s wall ({c_ours:.2f} s CPU)",
+              flush=True)
+        for peer in ("flat", "multihash"):
+            fp, t_fp, c_fp = timed(faiss_pairs, p, r, peer)
+            if fp is None:
+                print("  FAISS not installed: peers skipped")
+                break
+            print(f"  FAISS {peer}: {len(fp):,} pairs in {t_fp:.2f} s wall ({c_fp:.2f} s CPU), identical "
+                  f"{np.array_equal(fp, ours)}; ours {t_fp / t_ours:.1f}x faster (wall)", flush=True)
+        for n in a.sizes:
+            cmd = [sys.executable, __file__, "--child", kind, str(n), "--radius", str(r), "--queries", str(a.queries)]
+            if a.threads:
+                cmd += ["--threads", str(a.threads)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            res = json.loads(out.strip().splitlines()[-1])
+            results[(kind, n)] = res
+            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} s CPU; "
+                  f"peak RSS {res['peak_rss_mb']:.0f} MB (the codes made: {res['rss_before_mb']:.0f} MB); tables (bits, tau) {res['tables']}; sample of "
+                  f"{res['sample_queries']} codes against all: {res['sample_pairs']} pairs, exact "
+                  f"{res['sample_exact']}; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for n1, n2 in zip(a.sizes, a.sizes[1:]):
+            r1, r2 = results[(kind, n1)], results[(kind, n2)]
+            ew = math.log(r2["wall_s"] / r1["wall_s"]) / math.log(n2 / n1)
+            ec = math.log(r2["cpu_s"] / r1["cpu_s"]) / math.log(n2 / n1)
+            print(f"[{kind}] cost exponent {n1:,} -> {n2:,}: {ew:.2f} (wall), {ec:.2f} (CPU)")
+    print(f"load average at the end {os.getloadavg()}")
 
 
 if __name__ == "__main__":

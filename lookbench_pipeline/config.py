@@ -131,6 +131,9 @@ class SiteConfig(_Strict):
     demo_products: int = 48
     demo_looks: int = 12
     demo_seed: int = 7
+    # how many of the demo products are sold in two or three colours (each colour its own item, sku and photos;
+    # demo_shop.colour_variants); 0 draws every product in one colour
+    demo_colour_models: int = Field(3, ge=0)
     pages_dir: Path | None = None
     # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
     # URLs and releases do not depend on the port of one run.

@@ -201,7 +201,7 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
         base_url = ""
         if site.kind == "demo":
             root = work_dir / "site"
-            demo_shop.generate(root, site.demo_products, site.demo_looks, site.demo_seed)
+            demo_shop.generate(root, site.demo_products, site.demo_looks, site.demo_seed, site.demo_colour_models)
             base_url = stack.enter_context(serve.serving(serve.static_resolver(root))).base_url
         elif site.kind == "replay":
             if not site.pages_dir or not site.pages_dir.is_dir():

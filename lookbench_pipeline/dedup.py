@@ -56,77 +56,15 @@ def near_pairs(hashes: np.ndarray, threshold: int, chunk: int = 2048) -> np.ndar
     return np.concatenate(out).astype(np.int64)
 
 
-def _flip_masks(bits: int, radius: int) -> np.ndarray:
-    """All ``bits``-bit masks with at most ``radius`` bits set (0 first), as int64."""
-    from itertools import combinations
-
-    masks = [0]
-    for k in range(1, radius + 1):
-        for combo in combinations(range(bits), k):
-            masks.append(sum(1 << b for b in combo))
-    return np.array(masks, dtype=np.int64)
-
-
-def mih_plan(n: int, radius: int) -> list[tuple[int, int]]:
-    """Substrings ``(low bit, width)`` for multi-index hashing of ``n`` 64-bit codes at ``radius``.
-
-    About log2(n) bits per substring (Norouzi, Punjani & Fleet, "Fast Search in Hamming Space with Multi-Index
-    Hashing", CVPR 2012), and never fewer substrings than needed for a per-substring radius of at most 2.
-    """
-    m = max(1, min(64, round(64 / max(8.0, np.log2(max(n, 2))))))
-    while radius // m > 2:
-        m += 1
-    widths = [64 // m + (1 if i < 64 % m else 0) for i in range(m)]
-    lows = np.cumsum([0, *widths[:-1]]).tolist()
-    return list(zip(lows, widths))
-
-
 def near_pairs_mih(hashes: np.ndarray, threshold: int) -> np.ndarray:
-    """All pairs ``(i, j)``, ``i < j``, with Hamming distance ``<= threshold``, by multi-index hashing.
-
-    Exact (pigeonhole): the 64 bits are split into ``m`` substrings; two codes within ``threshold`` agree within
-    ``threshold // m`` bits on at least one substring. Each substring is indexed by counting sort; every code
-    probes the buckets of its substring key with up to ``threshold // m`` bits flipped; candidates are verified
-    with a popcount. Memory O(n + 2^width); time O(n * probes * n / 2^width).
+    """All pairs ``(i, j)``, ``i < j``, with Hamming distance ``<= threshold``: :func:`lookbench_pipeline.hamming.
+    pairs_within` (exact; multi-index hashing, or brute force where the cost model says it is cheaper).
 
     Returns ``int64`` (m, 3): ``i, j, distance``, sorted by ``i`` then ``j`` (same as :func:`near_pairs`).
     """
-    h = np.ascontiguousarray(hashes, dtype=np.uint64)
-    n = len(h)
-    if n < 2:
-        return np.zeros((0, 3), dtype=np.int64)
-    plan = mih_plan(n, threshold)
-    sub_r = threshold // len(plan)
-    ar = np.arange(n, dtype=np.int64)
-    found = []
-    for low, width in plan:
-        key = ((h >> np.uint64(low)) & np.uint64((1 << width) - 1)).astype(np.int64)
-        order = np.argsort(key, kind="stable")
-        counts = np.bincount(key, minlength=1 << width)
-        starts = np.cumsum(counts) - counts
-        for mask in _flip_masks(width, sub_r):
-            q = key ^ mask
-            c = counts[q]
-            total = int(c.sum())
-            if total == 0:
-                continue
-            nz = np.nonzero(c)[0]
-            cz = c[nz]
-            i = np.repeat(nz, cz)
-            first = np.cumsum(cz) - cz
-            pos = np.repeat(starts[q[nz]] - first, cz) + np.arange(total, dtype=np.int64)
-            j = order[pos]
-            keep = i < j
-            i, j = i[keep], j[keep]
-            d = popcount64(h[i] ^ h[j])
-            ok = d <= threshold
-            found.append(i[ok] * n + j[ok])
-    if not found:
-        return np.zeros((0, 3), dtype=np.int64)
-    codes = np.unique(np.concatenate(found))
-    i, j = codes // n, codes % n
-    del ar
-    return np.stack([i, j, popcount64(h[i] ^ h[j]).astype(np.int64)], axis=1)
+    from .hamming import pairs_within  # numba compiles on first use: imported only when a search runs
+
+    return pairs_within(hashes, threshold)
 
 
 class UnionFind:
@@ -183,7 +121,7 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0) ->
     for k, u in zip(idx.tolist(), inverse.tolist()):
         groups_by_hash[u].append(k)
     candidate_pairs = [(g[0], m) for g in groups_by_hash for m in g[1:]]
-    pairs = near_pairs(uniq, threshold) if len(uniq) <= 4096 else near_pairs_mih(uniq, threshold)
+    pairs = near_pairs_mih(uniq, threshold)
     for a, b, _ in pairs:
         candidate_pairs += [(i, j) for i in groups_by_hash[a] for j in groups_by_hash[b]]
     for i, j in candidate_pairs:

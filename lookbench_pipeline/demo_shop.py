@@ -11,6 +11,9 @@ category and attributes are known and the evaluation table means something. Each
 those products; the boxes are also written as COCO ground truth beside the look images
 (``images/looks/boxes.coco.json``), and :func:`write_training_looks` draws more, unpublished looks for training the
 demo detector.
+Some products are sold in two or three colours (``colour_variants``): each colour is its own item with its own
+sku and photos drawn in that colour, on one page per model (a schema.org ``ProductGroup``), sizes of a colour being
+one item; the ground truth names each colour's model (``group``).
 The site has a ``robots.txt`` that disallows ``/private/`` (a page linked from the index that must never be
 fetched), a ``sitemap.xml``, and an ``about`` page without product data (a recorded rejection).
 """
@@ -53,6 +56,7 @@ class DemoProduct:
     length: str | None = None
     shape_seed: int = 0
     price: float = 0.0
+    group: str | None = None  # the model this colour belongs to, when the model is sold in several colours
 
     @property
     def slug(self) -> str:
@@ -133,6 +137,48 @@ def _look_items(rng: random.Random, products: list[DemoProduct]) -> list[str]:
     elif (shoes or bags) and (r < 0.8 or len(items) == 1):  # a look always shows two items at least
         items.append(rng.choice(shoes + bags).sku)
     return items
+
+
+def _colour_distance(a: str, b: str) -> int:
+    return sum(abs(x - y) for x, y in zip(COLORS[a], COLORS[b]))
+
+
+def colour_variants(products: list[DemoProduct], n_models: int, seed: int) -> dict[str, list[DemoProduct]]:
+    """Sell ``n_models`` of the planned products in two or three colours: ``{base sku: [base, other colours…]}``.
+
+    Each model keeps its planned product as its first colour (its sku, photos and looks unchanged) and gets one or
+    two more colours: the same garment (category, pattern, shape, sleeve, length, material, price) in a colour far
+    from the others (sum of RGB differences of at least 200, so a colour variant is never a near-duplicate photo of
+    another), with its own sku ``<base sku>-<COLOUR>`` and photos drawn in that colour. Every colour of a model has
+    ``group = "MODEL-<number>"``. The base products are modified in place (their ``group``). Deterministic in
+    ``seed``; the models are chosen among all planned products, the colours so that no two items share category,
+    colour and pattern."""
+    if n_models <= 0 or not products:
+        return {}
+    rng = random.Random(seed * 7919 + 104_729)
+    used = {(p.category, p.color, p.pattern) for p in products}
+    out: dict[str, list[DemoProduct]] = {}
+    for i in sorted(rng.sample(range(len(products)), min(n_models, len(products)))):
+        base = products[i]
+        base.group = "MODEL-" + base.sku.rsplit("-", 1)[-1]
+        family = [base]
+        for _ in range(rng.choice([1, 2])):
+            options = [c for c in COLORS if (base.category, c, base.pattern) not in used
+                       and all(_colour_distance(c, f.color) >= 200 for f in family)]
+            if not options:
+                break
+            colour = rng.choice(options)
+            used.add((base.category, colour, base.pattern))
+            family.append(DemoProduct(**{**base.__dict__, "sku": f"{base.sku}-{colour.upper()}", "color": colour}))
+        out[base.sku] = family
+    return out
+
+
+def catalogue(n_products: int, n_looks: int, seed: int, n_colour_models: int) -> list[DemoProduct]:
+    """Every item the demo shop sells (one per colour): the planned products and their other colours."""
+    products, _ = plan(n_products, n_looks, seed)
+    families = colour_variants(products, n_colour_models, seed)
+    return [v for p in products for v in families.get(p.sku, [p])]
 
 
 # ------------------------------------------------------------------------------------------------ drawing
@@ -325,6 +371,35 @@ def _product_page(p: DemoProduct) -> str:
             + "<a href='/'>home</a></body></html>")
 
 
+DEMO_SIZES = ("S", "M")
+
+
+def _model_page(family: list[DemoProduct]) -> str:
+    """The page of a model sold in several colours: a schema.org ``ProductGroup`` (``productGroupID`` = the
+    model) whose ``hasVariant`` lists one Product per colour and size (sku ``<colour sku>-<size>``, the colour, the
+    size, the colour's own photos, an offer); sizes of one colour share its photos, so they are one item."""
+    base = family[0]
+    variants = []
+    for v in family:
+        imgs = [f"{{{{BASE}}}}/images/products/{v.slug}-{i}.jpg" for i in range(2)]
+        for size in DEMO_SIZES:
+            variants.append({"@type": "Product", "name": v.title, "sku": f"{v.sku}-{size}", "color": v.color,
+                             "size": size, "image": imgs,
+                             "offers": {"@type": "Offer", "price": f"{v.price:.2f}", "priceCurrency": "EUR",
+                                        "availability": "https://schema.org/InStock"}})
+    name = base.title.split(" ", 1)[1].capitalize()  # the model's name: the title without its colour
+    ld = {"@context": "https://schema.org", "@type": "ProductGroup", "name": name, "productGroupID": base.group,
+          "variesBy": ["https://schema.org/color", "https://schema.org/size"],
+          "brand": {"@type": "Brand", "name": "Demo Atelier"}, "description": f"{name}. Made of {base.material}.",
+          "material": base.material, "category": f"Women > {NOUNS[base.category].capitalize()}",
+          "hasVariant": variants}
+    imgs = "".join(f"<img src='{{{{BASE}}}}/images/products/{v.slug}-{i}.jpg' alt='{html.escape(v.title)}'>"
+                   for v in family for i in range(2))
+    return (f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(name)}</title>"
+            f"<script type='application/ld+json'>{json.dumps(ld)}</script></head><body>"
+            f"<h1>{html.escape(name)}</h1>{imgs}<a href='/'>home</a></body></html>")
+
+
 def _look_page(look: DemoLook, products: dict[str, DemoProduct]) -> str:
     links = "".join(f"<a class='look-product' href='/products/{products[s].slug}.html'>{html.escape(products[s].title)}</a>"
                     for s in look.skus)
@@ -333,11 +408,16 @@ def _look_page(look: DemoLook, products: dict[str, DemoProduct]) -> str:
             f"{links}</div></body></html>")
 
 
-def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7) -> dict:
-    """Write the demo shop under ``root`` (idempotent: the same seed writes the same bytes).
+def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7, colour_models: int = 3) -> dict:
+    """Write the demo shop under ``root`` (idempotent: the same arguments write the same bytes).
 
-    Returns the ground truth: ``{"products": {sku: {...}}, "looks": {n: {"skus": [...], "boxes": [...]}}}``,
-    also written to ``root/ground_truth.json`` (not linked from the site).
+    ``n_products`` garments are planned (``plan``); ``colour_models`` of them are sold in two or three colours
+    (``colour_variants``: one page per model, a ``ProductGroup`` with each colour's own sku and photos, every
+    colour in sizes S and M). Looks show planned products in their first colour.
+
+    Returns the ground truth: ``{"products": {sku: {...}}, "looks": {n: {"skus": [...], "boxes": [...]}}}``
+    (one product per colour; a colour of a model also has ``"group"``), also written to
+    ``root/ground_truth.json`` (not linked from the site).
     """
     root.mkdir(parents=True, exist_ok=True)
     (root / "products").mkdir(exist_ok=True)
@@ -346,12 +426,18 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7)
     (root / "images" / "products").mkdir(parents=True, exist_ok=True)
     (root / "images" / "looks").mkdir(parents=True, exist_ok=True)
     products, looks = plan(n_products, n_looks, seed)
+    families = colour_variants(products, colour_models, seed)
     by_sku = {p.sku: p for p in products}
+    items: list[DemoProduct] = []
     urls = []
     for p in products:
-        (root / "products" / f"{p.slug}.html").write_text(_product_page(p), encoding="utf-8")
-        packshot(p).save(root / "images" / "products" / f"{p.slug}-0.jpg", quality=90)
-        alt_shot(p).save(root / "images" / "products" / f"{p.slug}-1.jpg", quality=90)
+        family = families.get(p.sku, [p])
+        page = _model_page(family) if len(family) > 1 else _product_page(p)
+        (root / "products" / f"{p.slug}.html").write_text(page, encoding="utf-8")
+        for v in family:
+            packshot(v).save(root / "images" / "products" / f"{v.slug}-0.jpg", quality=90)
+            alt_shot(v).save(root / "images" / "products" / f"{v.slug}-1.jpg", quality=90)
+        items += family
         urls.append(f"/products/{p.slug}.html")
     for look in looks:
         look_image(look, by_sku).save(root / "images" / "looks" / f"look-{look.number:03d}.jpg", quality=90)
@@ -371,7 +457,8 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7)
         '<?xml version="1.0" encoding="UTF-8"?>\n<urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">\n'
         + "".join(f"<url><loc>{{{{BASE}}}}{u}</loc></url>\n" for u in urls) + "</urlset>\n")
     truth = {
-        "products": {p.sku: {"category": p.category, "title": p.title, **p.truth} for p in products},
+        "products": {p.sku: {"category": p.category, "title": p.title, **p.truth,
+                             **({"group": p.group} if p.group else {})} for p in items},
         "looks": {str(lk.number): {"skus": lk.skus, "boxes": lk.boxes} for lk in looks},
     }
     (root / "ground_truth.json").write_text(json.dumps(truth, indent=1))

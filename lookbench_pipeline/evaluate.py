@@ -620,8 +620,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         cache = None if hasattr(emb, "vectors_for") else EmbeddingCache(Path(cache_dir) / "given", emb.info())
         embedders[mid] = (emb, cache, m_cut)
         ev.models.append({"model": mid, "info": emb.info(), "cutoff": m_cut.isoformat() if m_cut else None,
-                          "cutoff_source": src if m_cut else None, "description": emb.info().get("source"),
-                          "license": None})
+                          "cutoff_source": src if m_cut else None})
 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}
     ev.counts["release_rejected_contamination"] = {k.split(":", 1)[1]: v for k, v in rejected.items()

@@ -20,8 +20,8 @@ from w3lib.html import get_base_url, replace_entities
 from w3lib.url import canonicalize_url
 
 from .config import LookRules, ProductRules
-from .pagetext import (is_placeholder, normalise_availability, page_images, state_documents, state_products,
-                       url_identifier, visible_product)
+from .pagetext import (buy_control, is_placeholder, normalise_availability, page_images, price_candidates,
+                       shopify_analytics_product, state_documents, state_products, url_identifier, visible_product)
 from .renditions import _SUFFIX as _SHOPIFY_SUFFIX
 from .renditions import RenditionIndex, image_urls_in, is_full_size  # noqa: F401  (is_full_size: public here too)
 
@@ -179,8 +179,19 @@ def _image_urls(v: Any) -> list[str]:
     return [u for u in out if u and not u.startswith("data:")]
 
 
+# ISO 4217 currencies whose minor unit is 0 (no decimals): an amount written "24.990" in one of them has a
+# thousands separator, not a decimal point (ISO 4217 list one, the "minor unit" column).
+ZERO_DECIMAL_CURRENCIES = {"BIF", "CLP", "DJF", "GNF", "ISK", "JPY", "KMF", "KRW", "PYG", "RWF", "UGX", "UYI",
+                           "VND", "VUV", "XAF", "XOF", "XPF"}
+
+
 def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | None]:
-    """Parse a price and its currency with ``price-parser``: ``("1.299,00 €", None) -> (1299.0, "€")``."""
+    """Parse a price and its currency with ``price-parser``: ``("1.299,00 €", None) -> (1299.0, "€")``.
+
+    A number written for machines (``"1234.5"``, a JSON number) uses ``.`` as the decimal point, except that
+    ``d.ddd`` in a currency without decimals (``ZERO_DECIMAL_CURRENCIES``: CLP, JPY, KRW…) is a thousands
+    separator (``("24.990", "CLP") -> 24990.0``). Returns ``(None, currency)`` for a negative, NaN, infinite or
+    unreadable amount."""
     import math
 
     if amount is None:
@@ -191,6 +202,9 @@ def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | 
         value = float(amount)
     elif _MACHINE_NUMBER.match(amount.strip()):
         value = float(amount.strip())  # schema.org prices use "." as the decimal point ("1.234" is 1.234)
+        code = (_text(currency) or "").upper()
+        if code in ZERO_DECIMAL_CURRENCIES and re.fullmatch(r"\d{1,3}\.\d{3}", amount.strip()):
+            value = float(amount.strip().replace(".", ""))  # "24.990" CLP: a thousands separator, 24990
     else:
         p = Price.fromstring(amount, currency_hint=_text(currency))
         value = float(p.amount) if p.amount is not None else None
@@ -371,6 +385,7 @@ def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
         or _text(props.get("url") if isinstance(props.get("url"), str) else None),
         "extracted_from": syntax,
         "_ids": ids,
+        "_size": _text(props.get("size")),
     }
     p["_sources"] = {k: syntax for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
     if sku_key and sku_key != "sku":
@@ -550,9 +565,22 @@ def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str,
     return p
 
 
-def _from_state(sel: Selector, url: str, title_hint: str | None) -> dict[str, Any] | None:
-    """The page's own product in its inline state JSON, trusted only when its identifier is in the URL or its
-    name is the page's title (state documents also carry recommendations and recently viewed items)."""
+def _from_state(sel: Selector, url: str, title_hint: str | None, low_html: str = "") -> dict[str, Any] | None:
+    """The page's own product in its inline state JSON: a platform's own object about the page's product first
+    (Shopify's analytics ``meta``, ``pagetext.shopify_analytics_product``: source ``platform-json``); else the
+    best product-like object of the state documents, trusted only when its identifier is in the URL or its name is
+    the page's title (state documents also carry recommendations and recently viewed items). ``low_html``: the
+    page lower-cased (the Shopify object is looked for only where its name occurs)."""
+    shop = shopify_analytics_product(sel, url) if "shopifyanalytics" in low_html else None
+    if shop:
+        price, currency = parse_price(shop["price"], shop["currency"])
+        p = {"title": clean_value("title", shop["title"]), "description": None,
+             "brand": clean_value("brand", shop["brand"], title_hint), "sku": clean_value("sku", shop["sku"]),
+             "price": price, "currency": currency, "color": None, "material": None, "category_text": None,
+             "image_urls": [], "availability": None, "group_id": None, "offer_url": None,
+             "extracted_from": "platform-json"}
+        p["_sources"] = {k: "platform-json" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+        return p
     for cand in state_products(state_documents(sel), url, title_hint)[:1]:
         if not ((cand["sku"] and cand["sku"] in url) or (title_hint and cand["title"].lower() == title_hint.lower())):
             return None
@@ -652,14 +680,70 @@ def _collapse(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
             elif p["image_urls"] == q["image_urls"]:
                 match = q
                 break
+        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"))]
         if match is not None:
             merged = _merge(match, p)
             if "InStock" in (match.get("availability"), p.get("availability")):
                 merged["availability"] = "InStock"
+            merged["_nodes"] = match["_nodes"] + nodes
             out[out.index(match)] = merged
         else:
-            out.append(p)
+            out.append({**p, "_nodes": nodes})
+    for p in out:
+        _colour_identity(p)
     return out
+
+
+_SEP = "-_/. "
+
+
+def _colour_identity(p: dict[str, Any]) -> None:
+    """Give an item made of size variants (``p["_nodes"]``: each node's sku, identifiers and stated size) the
+    identifier of its colour instead of its first size's sku, so its id does not depend on which sizes a page
+    lists; in place (``sku``, ``_ids``, the sku's source).
+
+    The colour's identifier, in order: an identifier every size node carries with the same value (a shared
+    ``productID`` / ``mpn`` / GTIN); else the sku with the node's own size cut off when every node's sku ends in
+    ``<separator><its size>`` and that leaves one value (``T1-R-S`` with size ``S`` → ``T1-R``; this also holds
+    for a single stated size); else, for two or more distinct skus, their longest common prefix ending at a
+    separator, when it keeps four or more characters with a digit and what each sku adds is at most four
+    characters (``84518927-040-35``, ``84518927-040-36`` → ``84518927-040``). Without any of these the item keeps
+    its first node's identifiers. A page-level visible reference is not used here: it may be the model's,
+    shared by every colour of it (a colour of it on another page would then become the same item)."""
+    nodes = p.pop("_nodes", None) or []
+    skus = list(dict.fromkeys(n[0] for n in nodes if n[0]))
+    source = p.get("extracted_from")
+    colour: list[tuple[str, str]] = []
+    if len(skus) >= 2:
+        values = [{v for _, v in ids} for _, ids, _ in nodes]
+        colour = [(k, v) for k, v in nodes[0][1] if v not in skus and all(v in vs for vs in values[1:])]
+    cut = []
+    for sku, _, size in nodes:
+        if sku and size and len(sku) > len(size) + 1 and sku[-len(size) - 1] in _SEP and \
+                sku[-len(size):].lower() == size.lower():
+            cut.append(sku[:-len(size) - 1].rstrip(_SEP))
+        else:
+            cut.append(None)
+    derived = None
+    if nodes and all(cut) and len(set(cut)) == 1 and len(cut[0]) >= 4:
+        derived, how = cut[0], "sizes-cut"
+    elif len(skus) >= 2:
+        prefix = skus[0]
+        for v in skus[1:]:
+            while prefix and not v.startswith(prefix):
+                prefix = prefix[:-1]
+        while prefix and not all(len(v) > len(prefix) and v[len(prefix)] in _SEP for v in skus):
+            prefix = prefix[:-1]
+        prefix = prefix.rstrip(_SEP)
+        if len(prefix) >= 4 and re.search(r"\d", prefix) and all(len(v) - len(prefix) <= 5 for v in skus):
+            derived, how = prefix, "sizes-common"
+    if derived and derived not in (v for _, v in colour):
+        colour.append(("sku", derived))
+    if not colour:
+        return
+    p["_ids"] = colour
+    p["sku"] = colour[0][1]
+    p.setdefault("_sources", {})["sku"] = f"{source}:{colour[0][0] if colour[0][1] != derived else how}"
 
 
 def _page_renditions(sel: Selector, html: str, base: str) -> RenditionIndex:
@@ -715,9 +799,11 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         pairs, or None), extracted_from (the source of the item), field_sources
         (``[{name: field, value: source}]``: where each field came from).
 
-    Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, inline state JSON,
-    OpenGraph, the site's rules, the visible page (``pagetext``). Items come from the structured sources; the main
-    item's empty fields are filled from the lower ones. How item identity is decided: ``_collapse``.
+    Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, platform JSON
+    (Shopify's analytics object) and inline state JSON, OpenGraph, the site's rules, the visible page
+    (``pagetext``). Items come from the structured sources; the main item's empty fields are filled from the lower
+    ones, and its price and availability are reconciled with the page's buy box (``_buy_box``). How item identity
+    is decided: ``_collapse`` and ``_colour_identity``.
     """
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
@@ -755,7 +841,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None
     complete = main0 is not None and all(main0.get(k) not in (None, "", []) for k in _CORE)
-    state = None if complete else _from_state(sel, url, page_title)
+    state = None if complete else _from_state(sel, url, page_title, low)
     lower = [p for p in (state, _from_opengraph(data.get("opengraph", [])),
                          _from_rules(sel, rules, base) if rules else None) if p]
     visible = {} if complete else _from_visible(sel, url, main0)
@@ -774,7 +860,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         if visible and main is not visible:
             main = _merge(main, visible, ("sku", "availability", "price", "currency")
                           if len(products) == 1 else ("sku", "availability"))
-        products[0] = main
+        products[0] = _buy_box(sel, low, main)
     for p in products:
         if p.get("_ids"):
             sku, key = choose_identifier(p["_ids"], url)
@@ -793,6 +879,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     out = []
     for p in products:
         p.pop("_ids", None)
+        p.pop("_size", None)
         p["image_urls"] = _absolute(p["image_urls"], base)
         if not p["image_urls"] and rules and rules.images:
             p["image_urls"] = page_image_urls(sel, rules.images, base)
@@ -812,6 +899,62 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
 
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
+_NOT_BUYABLE = ("OutOfStock", "SoldOut", "Discontinued")
+_OLD_NEAR_PRICE = re.compile(r"(?:old|was|regular|original|strike|compare|rrp|list|before|crossed|prev)[-_]?price|"
+                             r"price[-_]?(?:old|was|regular|original|strike|before|list|prev)")
+
+
+def _old_price_markup(low_html: str) -> bool:
+    """Whether a lower-cased page may show an old price: a ``<del>`` / ``<s>`` / ``<strike>`` element, or a class
+    or id such as ``old-price`` / ``price-was`` / ``regularPrice`` (a cheap test before ``price_candidates``)."""
+    if "<del" in low_html or "<s>" in low_html or "<s " in low_html or "<strike" in low_html:
+        return True
+    i = low_html.find("price")
+    while i != -1:
+        if _OLD_NEAR_PRICE.search(low_html, max(0, i - 9), i + 14):
+            return True
+        i = low_html.find("price", i + 5)
+    return False
+
+
+def _buy_box(sel: Selector, low_html: str, main: dict[str, Any]) -> dict[str, Any]:
+    """Reconcile the main item's price and availability with the page's buy box (``pagetext``); returns the item.
+
+    Trust rules, each recorded in ``field_sources``:
+
+    1. *Sale price.* Structured data is trusted for the price, except when the page shows that very amount as an
+       old price (struck through, or marked "was" / "regular" / "original"…) and never as a current one, while
+       it shows a lower current price: then the structured price is the list price and the current one is the
+       price (source ``visible:sale-price``).
+    2. *Availability.* Structured availability is trusted, except that an enabled "add to cart" / "buy now"
+       control in the buy box (``pagetext.buy_control``) makes an item that the structured data or the page's
+       stock message calls ``OutOfStock`` / ``SoldOut``, or that has no availability, ``InStock`` (source
+       ``visible:buy-control``): structured availability is often the default size's, and a shop that cannot
+       sell the item does not offer to add it to the cart. A disabled or absent control changes nothing.
+    3. *No price for what cannot be bought.* A price that only the visible page gave (no structured source) is
+       dropped when the item is ``OutOfStock`` / ``SoldOut`` / ``Discontinued``: its buy box has no price, and
+       the first price shown is another offer's (a marketplace's other sellers, a recommendation).
+    """
+    src = main.setdefault("_sources", {})
+    if main.get("price") is not None and not str(src.get("price", "")).startswith("visible") \
+            and _old_price_markup(low_html):
+        shown = [(parse_price(text)[0], old) for text, old in price_candidates(sel)]
+        olds = [a for a, old in shown if old and a is not None]
+        currents = [a for a, old in shown if not old and a is not None]
+        same = lambda a: abs(a - main["price"]) < 0.005  # noqa: E731
+        if any(same(a) for a in olds) and not any(same(a) for a in currents) and currents \
+                and currents[0] < main["price"]:
+            main["price"] = currents[0]
+            src["price"] = "visible:sale-price"
+    if main.get("availability") in (None, "OutOfStock", "SoldOut") and buy_control(sel) is not None:
+        main["availability"] = "InStock"
+        src["availability"] = "visible:buy-control"
+    if main.get("availability") in _NOT_BUYABLE and main.get("price") is not None \
+            and str(src.get("price", "")).startswith("visible"):
+        main["price"] = None
+        if str(src.get("currency", "")).startswith("visible"):
+            main["currency"] = None
+    return main
 
 
 def page_title_of(sel: Selector) -> str | None:

@@ -89,11 +89,11 @@ ALLOWED_FORMATS = tuple(f for f in ("JPEG", "PNG", "GIF", "WEBP", "AVIF", "TIFF"
 
 
 def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
-           flag_uniform: bool = True) -> Decoded:
+           flag_uniform: bool = True, min_size: tuple[int, int] | None = None) -> Decoded:
     """See :func:`_decode`; any failure of a broken file inside Pillow is a ``decode_error`` rejection.
     ``flag_uniform=False`` skips the ``uniform`` flag's check (a caller that only needs the pixels)."""
     try:
-        return _decode(data, cfg, work_side, flag_uniform)
+        return _decode(data, cfg, work_side, flag_uniform, min_size)
     except ImageRejected:
         raise
     except Exception as exc:  # Pillow raises TypeError / IndexError / SyntaxError / struct.error on broken files
@@ -101,7 +101,7 @@ def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = 
 
 
 def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
-            flag_uniform: bool = True) -> Decoded:
+            flag_uniform: bool = True, min_size: tuple[int, int] | None = None) -> Decoded:
     """Decode and normalise image bytes (see the module docstring for the steps).
 
     Args:
@@ -109,6 +109,9 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             ``draft``) whose shorter side is still >= ``work_side`` pixels: every byte is still entropy-decoded
             (truncation is still detected) but the inverse DCT and colour conversion run on fewer pixels.
             Other formats are decoded at full size.
+        min_size: when set, ``(width, height)`` in pixels after EXIF orientation: a JPEG is decoded at the largest
+            DCT reduction (1/2, 1/4 or 1/8) at which both sides are still at least this large (a client that
+            resizes to a pixel budget decodes no more pixels than it needs). Ignored when ``work_side`` is given.
 
     Raises:
         ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
@@ -134,6 +137,12 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
         if scale >= 2:
             im.draft(im.mode if im.mode == "L" else "RGB", (max(1, w * work_side // min(w, h)),
                                                             max(1, h * work_side // min(w, h))))
+    elif min_size and fmt == "JPEG" and im.mode in ("RGB", "YCbCr", "L"):
+        mw, mh = max(1, min_size[0]), max(1, min_size[1])
+        if im.getexif().get(0x0112, 1) in (5, 6, 7, 8):  # stored sideways: the stored width is the oriented height
+            mw, mh = mh, mw
+        if w // mw >= 2 and h // mh >= 2:  # Pillow picks the scale 1/s, s = 2, 4 or 8 <= min(w // mw, h // mh)
+            im.draft(im.mode if im.mode == "L" else "RGB", (mw, mh))
     flags: list[str] = []
     n_frames = int(getattr(im, "n_frames", 1) or 1)
     if n_frames > 1:

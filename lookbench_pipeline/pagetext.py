@@ -8,9 +8,15 @@ state JSON, OpenGraph, the site's own rules, the visible page):
   ``__INITIAL_STATE__`` / ``__PRELOADED_STATE__`` assignments, parsed with ``chompjs`` (JavaScript object literals,
   not strict JSON). An object counts as a product when it has a name and a price or an identifier under the keys
   shops use for them.
-- ``visible_product``: the page's ``<h1>`` (else ``og:title``, else ``<title>``), the first price shown in an
-  element marked as a price (struck-through and "was" prices skipped), identifiers by their visible label
-  ("SKU", "Art.-Nr.", "Item #", "Ref." …) or in the URL, availability from the page's stock message.
+- ``shopify_analytics_product``: the product a Shopify storefront describes in its analytics ``meta`` object.
+- ``visible_product``: the page's ``<h1>`` (the one its ``<title>`` names; else ``og:title``, else ``<title>``),
+  the first current price shown in an element marked as a price (struck-through, "was", unit and instalment
+  prices skipped, and so are the prices of a listing's cards), else the price beside a struck-through one, else
+  the price printed before the buy control; identifiers by their visible label ("SKU", "Art.-Nr.", "Item #",
+  "Ref.", "Код" …) or in the URL; availability from the page's stock message (not from a template repeated on
+  every listed product).
+- ``buy_control`` and ``price_candidates``: the buy box's enabled "add to cart" control and the current and old
+  prices it shows, which ``extract`` uses to reconcile structured data with what the page offers.
 
 Rules here are general: none names a shop. Per-site selectors belong in the site's YAML (``product_rules``).
 """
@@ -94,52 +100,286 @@ def _text_of(el: Selector, limit: int = 400) -> str:
     return re.sub(r"\s+", " ", t).strip()[:limit]
 
 
+def _repeated(sel: Selector, node: Any, min_count: int = 3) -> bool:
+    """Whether the lxml element ``node`` is part of a template the page repeats once per listed product (a
+    recommendation carousel, a listing grid): it has no ``id`` and ``min_count`` or more elements of its tag carry
+    exactly its ``class``. A page's own buy box is written once (twice at most: a desktop and a sticky or mobile
+    copy)."""
+    cls = node.get("class")
+    if node.get("id") or not cls:
+        return False
+    return sum(1 for x in sel.root.iter(node.tag) if x.get("class") == cls) >= min_count
+
+
+_HIDING_CLASSES = {"hidden", "d-none", "is-hidden"}
+
+
+def _hidden(node: Any) -> bool:
+    """Whether an lxml element is hidden by its markup (CSS in style sheets is not evaluated): it or an ancestor
+    has the ``hidden`` attribute, an inline ``display:none`` / ``visibility:hidden``, or a ``hidden`` /
+    ``d-none`` / ``is-hidden`` class."""
+    for e in (node, *node.iterancestors()):
+        style = (e.get("style") or "").replace(" ", "").lower()
+        if e.get("hidden") is not None or "display:none" in style or "visibility:hidden" in style \
+                or _HIDING_CLASSES & set((e.get("class") or "").split()):
+            return True
+    return False
+
+
+_NO_TEXT = {"script", "style", "noscript", "template"}
+
+
+def _node_text(node: Any, limit: int = 400) -> str:
+    """``_text_of`` on an lxml element, without XPath (it runs on many elements): the text of the element and its
+    descendants in document order, ``script`` / ``style`` / ``noscript`` / ``template`` and comments skipped,
+    whitespace collapsed, cut at ``limit`` characters."""
+    parts: list[str] = []
+    size = 0
+
+    def walk(e: Any) -> None:
+        nonlocal size
+        if not isinstance(e.tag, str) or e.tag.lower() in _NO_TEXT:
+            return
+        if e.text:
+            parts.append(e.text)
+            size += len(e.text)
+        for c in e:
+            if size > 2 * limit:
+                return
+            walk(c)
+            if c.tail:
+                parts.append(c.tail)
+                size += len(c.tail)
+
+    walk(node)
+    return re.sub(r"\s+", " ", " ".join(parts)).strip()[:limit]
+
+
 def page_availability(sel: Selector) -> str | None:
     """Availability from the page: a ``link``/``meta`` with ``itemprop="availability"`` outside any product
-    markup, else the first stock message in an element whose id or class says ``availab`` or ``stock``."""
+    markup, else the first stock message in an element whose id or class says ``availab`` or ``stock`` and that is
+    not part of a template repeated per listed product (``_repeated``: the labels of a carousel's product cards,
+    or the "unavailable" variant of a label the page's CSS shows or hides, are not the page's product's)."""
     for v in sel.xpath("//*[@itemprop='availability']/@href | //*[@itemprop='availability']/@content").getall():
         a = normalise_availability(v)
         if a:
             return a
-    for el in sel.xpath(f"//*[{_VISIBLE}][{_marked('availab')} or {_marked('stock')}][not(self::svg)]")[:40]:
-        text = _text_of(el, 200)
+    for node in _marked_nodes(sel, ("availab", "stock"), 40):
+        if node.tag == "svg":
+            continue
+        text = _node_text(node, 200)
         if not text or re.match(r"(?i)(image|bild|immagine|imagen|image non)", text):
             continue
         a = availability_from_text(text)
-        if a:
+        if a and not _repeated(sel, node):
             return a
     return None
 
 
-_STRUCK = ("old", "was", "strike", "regular", "list", "crossed", "before", "rrp", "original", "compare", "prev",
-           "saving", "save", "per-unit", "unit-price", "perunit", "instalment", "installment", "monthly")
-_CURRENCY = r"(?:[$€£¥₩₪₹₽₺₴₦₫฿₱]|\b(?:USD|EUR|GBP|CHF|SEK|NOK|DKK|PLN|CZK|HUF|RON|BGN|RUB|UAH|KZT|TRY|ILS|INR|JPY|" \
-            r"CNY|TWD|HKD|KRW|AUD|NZD|CAD|MXN|BRL|ARS|CLP|COP|PEN|ZAR|lei|zł|kr|Kč|Ft|руб|₸|NT\$|R\$)\b|円|元|원)"
+# The words of an "add to cart" / "buy now" control, in the languages of the shops we crawl, and the names shops give
+# such a control in their markup (add-to-cart, addToBasket, btn-cart, buy-now…).
+_BUY_TEXT = re.compile(
+    r"(?i)\badd\s+to\s+(?:cart|bag|basket|trolley)\b|\bbuy\s+(?:it\s+)?now\b|in\s+den\s+(?:warenkorb|einkaufswagen)|"
+    r"ajouter\s+au\s+panier|a[ñn]adir\s+al\s+(?:carrito|carro|cesta)|agregar\s+al\s+carrito|aggiungi\s+al\s+carrello|"
+    r"adicionar\s+ao\s+(?:carrinho|cesto)|toevoegen\s+aan\s+(?:winkelwagen|winkelmand)|in\s+winkelwagen|"
+    r"dodaj\s+do\s+koszyka|l[äa]gg\s+i\s+(?:varukorg|kundvagn)|l[æa]g\s+i\s+kurv|legg\s+i\s+handlekurv|"
+    r"lis[äa][äa]\s+ostoskoriin|lisa\s+ostukorvi|ielikt\s+groz|[вВ]\s+корзину|добавить\s+в\s+корзину|"
+    r"do\s+ko[šs][íi]ka|kos[áa]rba|カートに入れる|加入購物車|加入购物车|장바구니\s*담기|הוסף\s+לעגלה")
+_BUY_NAME = re.compile(r"(?i)add[-_\s]?to[-_\s]?(?:cart|bag|basket|trolley)|addproducttocart|\bbtn[-_]cart\b|"
+                       r"buy[-_]?(?:now|btn|button)|btn[-_]buy|\bbuy[-_]box\b")
+_NOT_BUY = re.compile(r"(?i)wish|\blist[ea]?\b|liste|favou?rite|compare|notify|benachrichtig|pr[ée]venez|avvisami|"
+                      r"go\s+to|view\s+(?:cart|bag|basket)|zum\s+warenkorb|przejd[źz]|ir\s+para|voir\s+le\s+panier")
+
+
+def buy_control(sel: Selector) -> Any | None:
+    """The page's own enabled "add to cart" / "buy now" control (an lxml element), or None.
+
+    A ``button``, an ``input`` of type submit / button / image, or a link, whose text, value, ``aria-label`` or
+    ``title`` says "add to cart" / "buy now" (``_BUY_TEXT``) or whose id or class names one (``_BUY_NAME``); not a
+    wishlist, compare, notify-me or go-to-cart control; not disabled (``disabled``, ``aria-disabled="true"``, a
+    ``disabled`` class); not hidden by its markup (``_hidden``); not in the page's header, navigation or footer; and
+    not part of a template repeated per listed product (``_repeated``). A disabled control is no evidence either
+    way (shops disable it until a size is chosen)."""
+    body = sel.root.find("body")
+    if body is None:
+        return None
+    for n, node in enumerate(body.iter("button", "input", "a")):
+        if n >= 4000:
+            break
+        if node.tag == "input" and (node.get("type") or "").lower() not in ("submit", "button", "image"):
+            continue
+        if node.tag == "a" and node.get("href") is None and node.get("onclick") is None:
+            continue
+        label = " ".join(node.get(a, "") for a in ("aria-label", "title"))
+        names = " ".join(node.get(a, "") for a in ("id", "class", "name", "data-action", "data-test"))
+        text = node.get("value", "") if node.tag == "input" else _node_text(node, 60)
+        if not (_BUY_NAME.search(names) or _BUY_TEXT.search(label) or _BUY_TEXT.search(text)):
+            continue
+        if _NOT_BUY.search(text) or _NOT_BUY.search(label) or _NOT_BUY.search(names):
+            continue
+        cls = f" {(node.get('class') or '').lower()} "
+        if (node.get("disabled") is not None or (node.get("aria-disabled") or "").lower() == "true"
+                or " disabled " in cls or "--disabled" in cls or " is-disabled " in cls):
+            continue
+        if any(True for _ in node.iterancestors("header", "nav", "footer")) or _hidden(node) or _repeated(sel, node):
+            continue
+        return node
+    return None
+
+
+# Class / id words of a price that is not the current one: a struck-through list price ("was", "old", "regular",
+# "original", "rrp", "compare-at"…) or a unit, saving or instalment amount.
+_OLD = ("old", "was", "strike", "regular", "list", "crossed", "before", "rrp", "original", "compare", "prev")
+_STRUCK_TAGS = ("del", "s", "strike")
+_STRUCK = (*_OLD, "saving", "save", "per-unit", "unit-price", "perunit", "instalment", "installment", "monthly")
+_CURRENCY = r"(?:[$€£¥₩₪₹₽₺₴₦₫฿₱]|(?<![^\W\d_])(?:USD|EUR|GBP|CHF|SEK|NOK|DKK|PLN|CZK|HUF|RON|BGN|RUB|UAH|KZT|TRY|ILS|INR|JPY|" \
+            r"CNY|TWD|HKD|KRW|AUD|NZD|CAD|MXN|BRL|ARS|CLP|COP|PEN|ZAR|lei|zł|kr|Kč|Ft|руб|тг|грн|₸|NT\$|R\$)(?![^\W\d_])|円|元|원)"
 _PRICE_TEXT = re.compile(rf"{_CURRENCY}\s*\d|\d[\d.,\s]*\s*{_CURRENCY}")
 
 
+def _marked_nodes(sel: Selector, words: str | tuple[str, ...], limit: int) -> list[Any]:
+    """The first ``limit`` lxml elements whose id or class contains one of ``words`` (case-insensitive), outside
+    ``script`` / ``style`` / ``noscript``: ``//*[_marked(word)]`` without XPath's ``translate()`` on every element."""
+    words = (words,) if isinstance(words, str) else words
+    out = []
+    for node in sel.root.iter():
+        if not isinstance(node.tag, str):
+            continue
+        marks = ((node.get("class") or "") + " " + (node.get("id") or "")).lower()
+        if any(w in marks for w in words):
+            if node.tag.lower() in _NO_TEXT or any(True for _ in node.iterancestors(*_NO_TEXT)):
+                continue
+            out.append(node)
+            if len(out) >= limit:
+                break
+    return out
+
+
+def _template(node: Any, depth: int = 3) -> tuple:
+    """The template an lxml element was written from: its own and ``depth`` ancestors' tag and class; an element
+    with an id (or under one within that depth) is its own."""
+    sig: list = []
+    for _ in range(depth + 1):
+        if node is None or not isinstance(node.tag, str):
+            break
+        if node.get("id"):
+            return ("#" + node.get("id"), *sig)
+        sig.append((node.tag, node.get("class")))
+        node = node.getparent()
+    return tuple(sig)
+
+
+def _shape(node: Any) -> tuple:
+    """The tags and classes of an lxml element's children: cards drawn from one template have the same shape;
+    the sections of a page that share a wrapper class (``<div class="widget">`` around everything) do not."""
+    return tuple((c.tag, c.get("class")) for c in node if isinstance(c.tag, str))
+
+
+def _in_card(node: Any, memo: dict, depth: int = 8) -> bool:
+    """Whether the lxml element ``node`` sits in one card of a list of product cards: one of its ``depth`` nearest
+    ancestors with a class has two or more siblings of its tag, class and shape (``_shape``), three or more of
+    them holding a link, whose texts show two or more different prices (a carousel of recommendations, a listing
+    grid; not the rows of one product's own price table, which hold no links, nor page sections that share a
+    wrapper class). ``memo`` caches the answer per ancestor."""
+    seen = 0
+    for anc in node.iterancestors():
+        cls = anc.get("class")
+        if not cls:
+            continue
+        seen += 1
+        if seen > depth:
+            break
+        if anc not in memo:
+            parent, card = anc.getparent(), False
+            if parent is not None:
+                shape = _shape(anc)
+                sibs = [c for c in parent if c.tag == anc.tag and c.get("class") == cls and _shape(c) == shape]
+                if len(sibs) >= 3:
+                    linked = [c for c in sibs[:30] if (c.tag == "a" and c.get("href") is not None)
+                              or c.find(".//a[@href]") is not None]
+                    card = len(linked) >= 3 and len({m for c in linked
+                                                     for m in _PRICE_TEXT.findall(_node_text(c, 300))}) >= 2
+            memo[anc] = card
+        if memo[anc]:
+            return True
+    return False
+
+
+def price_candidates(sel: Selector, limit: int = 200) -> list[tuple[str, bool]]:
+    """The prices the page shows in elements marked as a price (id / class containing ``price``), in document
+    order, as ``(text, old)``: ``old`` when it is a struck-through or list price (inside ``<del>`` / ``<s>`` /
+    ``<strike>``, or marked with one of ``_OLD``). Left out: unit, saving and instalment amounts; containers of
+    several prices or of a struck-through one (their parts are listed instead); texts without a currency next to
+    a number, or longer than 40 characters; and a listing's prices, i.e. elements of one template (``_template``:
+    the same tags and classes down from their parents, no id) that show three or more different amounts (a carousel's product cards; a buy box repeated
+    for desktop and mobile shows one amount, a table of the product's formats or sizes two or so)."""
+    found: list[tuple[Any, str, bool, tuple]] = []
+    memo: dict = {}
+    for node in _marked_nodes(sel, "price", limit):
+        cls = ((node.get("class") or "") + " " + (node.get("id") or "")).lower()
+        if any(w in cls for w in _STRUCK if w not in _OLD):
+            continue
+        text = _node_text(node, 80)
+        if not text or len(text) > 40 or not _PRICE_TEXT.search(text):
+            continue
+        if len(_PRICE_TEXT.findall(text)) > 1 or any(True for _ in node.iterdescendants("del", "s", "strike")):
+            continue
+        if _in_card(node, memo):
+            continue
+        old = any(w in cls for w in _OLD) or node.tag in _STRUCK_TAGS or any(
+            True for _ in node.iterancestors(*_STRUCK_TAGS))
+        found.append((node, text, old, _template(node)))
+    amounts: dict[tuple, set[str]] = {}
+    for _, text, _, sig in found:
+        amounts.setdefault(sig, set()).add(re.sub(r"\s+", "", text))
+    return [(text, old) for _, text, old, sig in found if len(amounts[sig]) < 3]
+
+
 def visible_price(sel: Selector) -> str | None:
-    """The first price text shown in an element marked as a price (id / class containing ``price``, or
-    ``itemprop="price"``), skipping struck-through, "was", unit and instalment prices; the text must carry a
-    currency next to a number."""
+    """The current price the page shows: an ``itemprop="price"`` value, else the first current (not old) price of
+    ``price_candidates``, else the price shown right after a struck-through one (``<del>`` / ``<s>`` /
+    ``<strike>``: a sale price beside its list price), else a price printed just before the page's buy control
+    (``buy_control``: the element's preceding siblings, then its parent's)."""
     for v in sel.xpath("//*[@itemprop='price']/@content").getall():
         if v.strip():
             return v.strip()
-    marked = f"//*[{_VISIBLE}][{_marked('price')}][not(ancestor::del) and not(ancestor::s) and not(self::del)]"
-    for el in sel.xpath(marked)[:200]:
-        cls = ((el.attrib.get("class") or "") + " " + (el.attrib.get("id") or "")).lower()
-        if any(w in cls for w in _STRUCK):
-            continue
-        text = _text_of(el, 80)
-        if text and len(text) <= 40 and _PRICE_TEXT.search(text):
+    for text, old in price_candidates(sel):
+        if not old:
             return text
+    memo: dict = {}
+    struck_nodes = [n for n in sel.root.iter(*_STRUCK_TAGS)
+                    if not any(True for _ in n.iterancestors(*_STRUCK_TAGS, *_NO_TEXT))][:20]
+    for struck in struck_nodes:
+        if not _PRICE_TEXT.search(_node_text(struck, 60)) or _in_card(struck, memo):
+            continue
+        parent = struck.getparent()
+        nearby = list(struck.itersiblings())[:3] + (list(parent.itersiblings())[:2] if parent is not None else [])
+        for near in nearby:
+            if not isinstance(near.tag, str) or near.tag in _STRUCK_TAGS:
+                continue
+            text = _node_text(near, 60)
+            m = _PRICE_TEXT.search(text)
+            if m and len(_PRICE_TEXT.findall(text)) == 1:
+                return text[: m.end() + 10] if len(text) > 40 else text
+    control = buy_control(sel)
+    if control is not None:
+        parent = control.getparent()
+        nearby = list(control.itersiblings(preceding=True))[:3] + (
+            list(parent.itersiblings(preceding=True))[:3] if parent is not None else [])
+        for near in nearby:
+            if not isinstance(near.tag, str) or near.tag in _STRUCK_TAGS or any(
+                    True for _ in near.iterdescendants(*_STRUCK_TAGS)):
+                continue
+            text = _node_text(near, 60)
+            if text and _PRICE_TEXT.search(text):
+                return text
     return None
 
 
 _ID_LABEL = re.compile(
     r"(?:\bSKU|\bArt(?:ikel)?\.?[\s-]*Nr\.?|Artikelnummer|Item\s*(?:#|No\.?|number)|Item\s+code|Product\s*(?:code|#|"
     r"no\.?|number|ID)|\bRef(?:erence|\.)|Référence|Referencia|Riferimento|Codice(?:\s+articolo)?|Código|"
-    r"Cod\.|Model\s*(?:#|No\.?)|Varenummer|Artikelnr\.?|Tuotenumero|Numer\s+produktu|Артикул|商品編號|商品番号|"
+    r"Cod\.|Model\s*(?:#|No\.?)|Varenummer|Artikelnr\.?|Tuotenumero|Numer\s+produktu|Артикул|Код(?:\s+товара)?|商品編號|商品番号|"
     r"상품번호)\s*[:#.]?\s*(?P<id>[A-Za-z0-9][A-Za-z0-9\-/._]{2,30})")
 _PLACEHOLDER = re.compile(r"^\s*(?:\$\w+|\{\{.*\}\}|\$\{.*\}|%\w+%|\[\[.*\]\]|<%.*%>|#\{.*\}|undefined|null|none|"
                           r"n/?a|-+|\.+)\s*$", re.IGNORECASE)
@@ -178,12 +418,15 @@ def labelled_identifier(sel: Selector, body_text: bool = True) -> str | None:
 _ID_PARAMS = {"id", "pid", "productid", "product_id", "itemid", "item_id", "sku", "item", "artnr", "article",
               "prodid", "product", "goodsno", "goods_no", "no"}
 _CODE = re.compile(r"^(?=.*\d)(?:\d{5,20}|[A-Z0-9]{8,14})$")
+_LETTERED_NUMBER = re.compile(r"[A-Za-z](?:[A-Za-z0-9]*[A-Za-z])?(\d{6,20})")
 
 
 def url_identifier(url: str) -> str | None:
     """An item identifier in a product URL: an id-like query parameter (``?pid=262388``), else the last path token
     that is all digits (5–20) or an 8–14 character upper-case code with a digit (``/dp/B07FW264WL``,
-    ``…-12185160.html``, ``/deal/3454863898``). None when the URL has none."""
+    ``…-12185160.html``, ``/deal/3454863898``), or the run of 6–20 digits that ends a token after a letter
+    (``/p1821267``, ``/c7200a278526196/``: a type or category letter before the number). None when the URL has
+    none."""
     parts = urlsplit(url)
     for k, v in parse_qsl(parts.query):
         if k.lower() in _ID_PARAMS and _CODE.match(v.strip()):
@@ -194,19 +437,24 @@ def url_identifier(url: str) -> str | None:
         for tok in reversed(re.split(r"[-_.,~]", seg)):
             if _CODE.match(tok):
                 return tok
+            m = _LETTERED_NUMBER.fullmatch(tok)
+            if m:
+                return m.group(1)
     return None
 
 
 def page_title(sel: Selector) -> str | None:
-    """The product's name as the page shows it: the first non-empty ``<h1>``, else ``og:title``, else ``<title>``."""
-    for el in sel.xpath("//h1")[:3]:
-        t = _text_of(el, 300)
-        if t:
+    """The product's name as the page shows it: the first ``<h1>`` whose text the page's ``<title>`` or
+    ``og:title`` contains (pages also carry ``<h1>`` of cart messages and section headings), else the first
+    non-empty ``<h1>``, else ``og:title``, else ``<title>``."""
+    heads = [t for t in (_text_of(el, 300) for el in sel.xpath(f"//h1[{_VISIBLE}]")[:12]) if t]
+    metas = [re.sub(r"\s+", " ", v).strip() for v in (sel.xpath("//meta[@property='og:title']/@content").get(),
+                                                       sel.xpath("//title/text()").get()) if v and v.strip()]
+    named = " | ".join(metas).lower()
+    for t in heads:
+        if len(t) >= 4 and t.lower() in named:
             return t
-    for v in (sel.xpath("//meta[@property='og:title']/@content").get(), sel.xpath("//title/text()").get()):
-        if v and v.strip():
-            return re.sub(r"\s+", " ", v).strip()
-    return None
+    return heads[0] if heads else metas[0] if metas else None
 
 
 def visible_product(sel: Selector, url: str, need: set[str] | None = None) -> dict[str, Any]:
@@ -322,6 +570,39 @@ def _get(node: dict, keys: tuple[str, ...]) -> Any:
     for k in keys:
         if k.lower() in low:
             return low[k.lower()]
+    return None
+
+
+_SHOPIFY_META = re.compile(r"(?:\bvar\s+meta|ShopifyAnalytics\.meta)\s*=\s*(?=\{\s*\"product\")")
+
+
+def shopify_analytics_product(sel: Selector, url: str) -> dict[str, Any] | None:
+    """The product a Shopify storefront page describes in its analytics object (``var meta = {"product": {…},
+    "page": {"pageType": "product", "resourceId": …}}``, which Shopify's theme layer writes into every product
+    page for ``window.ShopifyAnalytics.meta``): ``{title, sku, price (raw), currency, brand}`` of the variant the
+    URL selects (``?variant=<id>``), else of the first; None when the page has no such object or it is not about
+    this product. Prices there are in the currency's minor unit (cents): ``10900`` is ``109.00``."""
+    import chompjs
+
+    for raw in sel.xpath("//script[contains(., 'ShopifyAnalytics') and contains(., 'meta')]/text()").getall()[:3]:
+        for m in _SHOPIFY_META.finditer(raw):
+            try:
+                doc = chompjs.parse_js_object(raw[m.end():m.end() + 200_000])
+            except (ValueError, RecursionError, TypeError):
+                continue
+            product, page = doc.get("product"), doc.get("page")
+            if not (isinstance(product, dict) and isinstance(page, dict) and page.get("pageType") == "product"
+                    and product.get("id") is not None and page.get("resourceId") == product.get("id")):
+                continue
+            variants = [v for v in product.get("variants") or [] if isinstance(v, dict)]
+            if not variants:
+                continue
+            wanted = dict(parse_qsl(urlsplit(url).query)).get("variant")
+            v = next((x for x in variants if wanted and str(x.get("id")) == wanted), variants[0])
+            cents = v.get("price")
+            price = f"{cents / 100:.2f}" if isinstance(cents, (int, float)) and not isinstance(cents, bool) else None
+            return {"title": _scalar(v.get("name")), "sku": _scalar(v.get("sku")), "price": price,
+                    "currency": _scalar(doc.get("currency")), "brand": _scalar(product.get("vendor"))}
     return None
 
 

@@ -17,6 +17,7 @@ ROOT = Path(__file__).resolve().parents[1]
 # Tests use ephemeral Dagster instances: `make` exports DAGSTER_HOME for the demo and the UI, and a test's build
 # must not register partitions or runs in the developer's instance.
 os.environ.pop("DAGSTER_HOME", None)
+os.environ["LOOKBENCH_DAGSTER_EPHEMERAL"] = "1"  # and CLI runs, which otherwise record in the checkout's instance
 REALDATA = ROOT.parent / "shared" / "realdata"
 
 # One demo detector per test session (trained once, about a minute on a CPU), shared by every build the tests run,

@@ -10,6 +10,12 @@ from lookbench_pipeline import demo_shop, serve
 from lookbench_pipeline.crawl import crawl_site, merge_catalog, run_spider
 
 
+def _items(n_products: int = 12) -> int:
+    """How many items (one per colour) the shipped demo site sells with ``n_products`` planned products."""
+    colour_models = yaml.safe_load(Path("lookbench_pipeline/data/sites/demo.yaml").read_text())["demo_colour_models"]
+    return len(demo_shop.catalogue(n_products, 3, 7, colour_models))
+
+
 def _site(tmp_path: Path) -> Path:
     site = yaml.safe_load(Path("lookbench_pipeline/data/sites/demo.yaml").read_text())
     site.update(demo_products=12, demo_looks=3)
@@ -47,12 +53,12 @@ def test_first_seen_kept_across_runs(tmp_path):
     cat2 = merge_catalog(out2, tmp_path / "state")
     f1 = dict(zip(cat1.products["product_id"].to_pylist(), cat1.products["first_seen_at"].to_pylist()))
     f2 = dict(zip(cat2.products["product_id"].to_pylist(), cat2.products["first_seen_at"].to_pylist()))
-    assert f1 == f2 and len(f1) == 12
+    assert f1 == f2 and len(f1) == _items()
     assert pc.all(pc.greater(cat2.products["last_seen_at"], cat1.products["last_seen_at"])).as_py()
     assert cat2.products["crawled_at"].to_pylist() == cat1.products["crawled_at"].to_pylist(), \
         "unchanged content keeps the crawl that fetched it"
     assert all(u.startswith("https://demo.demo.lookbench.invalid/") for u in cat2.products["url"].to_pylist())
-    assert cat1.counts["products"] == 12 and cat1.counts["looks"] == 3
+    assert cat1.counts["products"] == _items() and cat1.counts["looks"] == 3
 
 
 def test_warc_replay_conditional_requests_and_x_robots_tag(tmp_path):
@@ -163,7 +169,7 @@ def test_disappeared_products_are_marked(tmp_path):
     gone_sku = "DEMO-0000"
     out2.items = [i for i in out2.items if i.get("sku") != gone_sku]
     cat2 = merge_catalog(out2, tmp_path / "state")
-    assert cat2.counts["products_disappeared"] == 1 and cat2.products.num_rows == 11
+    assert cat2.counts["products_disappeared"] == 1 and cat2.products.num_rows == _items() - 1
     import pyarrow.parquet as pq
 
     state = pq.read_table(tmp_path / "state/demo/products.parquet").to_pylist()

@@ -162,6 +162,94 @@ def test_passthrough_sends_the_source_only_when_the_server_can_take_it_unchanged
     assert e.value.reason in ("image_truncated", "image_decode_error")
 
 
+def _photo(w: int, h: int, seed: int = 0) -> Image.Image:
+    """A smooth photo-like picture with an asymmetric mark (so that a wrong rotation or flip shows)."""
+    import numpy as np
+
+    rng = np.random.default_rng(seed)
+    small = rng.integers(0, 256, (h // 64 + 2, w // 64 + 2, 3)).astype(np.uint8)
+    img = Image.fromarray(small).resize((w, h), Image.Resampling.BICUBIC)
+    img.paste((250, 10, 10), (w // 10, h // 12, w // 3, h // 5))  # red block near the top left
+    return img
+
+
+def _mean_diff(a, b) -> float:
+    import numpy as np
+
+    return float(np.abs(np.asarray(a, dtype=np.int16) - np.asarray(b, dtype=np.int16)).mean())
+
+
+@pytest.mark.parametrize("orientation", [1, 2, 3, 4, 5, 6, 7, 8])
+def test_fast_jpeg_decode_orients_like_the_intake(orientation):
+    """The libjpeg-turbo path (vlm._jpeg_pixels) shows a JPEG with any EXIF orientation as images.decode does
+    (Pillow's exif_transpose), and the fitted size is the processor's size of the oriented image."""
+    import numpy as np
+
+    from lookbench_pipeline.images import decode
+    from lookbench_pipeline.vlm import _jpeg_pixels
+
+    exif = Image.Exif()
+    exif[0x0112] = orientation
+    data = _encoded(_photo(300, 200), "JPEG", quality=95, exif=exif)
+    fast, w, h = _jpeg_pixels(data, None, 1280 * 784)
+    ref = decode(data)
+    assert (w, h) == (ref.width, ref.height) == ((200, 300) if orientation >= 5 else (300, 200))
+    assert fast.shape == (h, w, 3) and _mean_diff(fast, np.asarray(ref.rgb)) < 1.0
+    p = prepare_image(data, max_image_tokens=64)
+    assert (p.width, p.height) == qwen_resize_target(w, h, 64 * 784) == _decoded_size(p.data_url)
+
+
+def test_large_jpegs_decode_at_a_dct_reduction_that_still_covers_the_target():
+    """A 4000 x 3000 JPEG for a 1280-token budget (1,003,520 pixels) is decoded at 1/2 (2000 x 1500 >= the target
+    1148 x 868), not 1/4 (1000 x 750 < target); a crop is decoded at the reduction its own target allows; the
+    result keeps the processor's size and the picture (against a full decode, resized)."""
+    import numpy as np
+
+    from lookbench_pipeline.images import decode
+    from lookbench_pipeline.vlm import _jpeg_pixels
+
+    img = _photo(4000, 3000, seed=1)
+    data = _encoded(img, "JPEG", quality=92)
+    a, w, h = _jpeg_pixels(data, None, 1280 * 784)
+    assert (w, h) == (4000, 3000) and a.shape == (1500, 2000, 3)
+    p = prepare_image(data)
+    assert (p.width, p.height) == qwen_resize_target(4000, 3000, 1280 * 784) == _decoded_size(p.data_url)
+    sent = Image.open(io.BytesIO(base64.b64decode(p.data_url.split(",", 1)[1]))).convert("RGB")
+    assert _mean_diff(sent, img.resize(sent.size, Image.Resampling.LANCZOS)) < 3.0
+    box = (1000, 500, 1400, 1100)  # 400 x 600 crop: target 392 x 588, decodable at 1/1 only
+    a, _, _ = _jpeg_pixels(data, box, 1280 * 784)
+    assert a.shape == (3000, 4000, 3)
+    q = prepare_image(data, box=box)
+    assert q.source_size == (400, 600) and (q.width, q.height) == qwen_resize_target(400, 600, 1280 * 784)
+    crop = Image.open(io.BytesIO(base64.b64decode(q.data_url.split(",", 1)[1]))).convert("RGB")
+    assert _mean_diff(crop, img.crop(box).resize(crop.size, Image.Resampling.LANCZOS)) < 3.0
+    small_budget = prepare_image(data, max_image_tokens=64)  # 1/8 still covers 252 x 196... and is used
+    assert (small_budget.width, small_budget.height) == qwen_resize_target(4000, 3000, 64 * 784)
+    # images.decode's own reduction for the paths Pillow handles (e.g. a CMYK or non-sRGB JPEG)
+    dec = decode(data, min_size=(1148, 868))
+    assert (dec.width, dec.height) == (4000, 3000) and dec.rgb.size == (2000, 1500)
+    assert decode(data, min_size=(2100, 868)).rgb.size == (4000, 3000)  # 1/2 would be too narrow
+
+
+def test_fast_jpeg_decode_leaves_odd_files_to_the_full_path():
+    from PIL import ImageCms
+
+    from lookbench_pipeline.vlm import _jpeg_pixels
+
+    rgb = _photo(300, 200)
+    adobe = ImageCms.ImageCmsProfile(ImageCms.createProfile("LAB")).tobytes()
+    assert _jpeg_pixels(_encoded(rgb, "JPEG", icc_profile=adobe), None, 1280 * 784) is None  # converted by decode
+    assert _jpeg_pixels(_encoded(rgb.convert("CMYK"), "JPEG"), None, 1280 * 784) is None
+    assert _jpeg_pixels(_encoded(rgb, "PNG"), None, 1280 * 784) is None
+    plain = _encoded(rgb, "JPEG")
+    assert _jpeg_pixels(plain[: len(plain) * 2 // 3], None, 1280 * 784) is None  # truncated: strict libjpeg
+    with pytest.raises(ImageRefused) as e:
+        prepare_image(plain[: len(plain) * 2 // 3], box=(0, 0, 100, 100))
+    assert e.value.reason == "image_truncated"
+    srgb = ImageCms.ImageCmsProfile(ImageCms.createProfile("sRGB")).tobytes()
+    assert _jpeg_pixels(_encoded(rgb, "JPEG", icc_profile=srgb), None, 1280 * 784) is not None
+
+
 # ---------------------------------------------------------------------------------------------- schemas
 
 
@@ -394,3 +482,26 @@ def test_acceptance_check_threshold():
     assert acceptance_check(rates, 0.9)[0] and not acceptance_check(rates, 0.93)[0]
     assert acceptance_check(None, 0.9)[0]  # no judge: nothing to fail
     assert not acceptance_check(acceptance_rates(rows[-2:]), 0.9)[0]
+
+
+def test_fitted_images_are_made_once_per_image_and_budget(tax, monkeypatch):
+    """Three items of one 3 MP photo, each asked and judged (6 requests): the photo is fitted once (items in flight
+    together share the preparation), and a later run of the same annotator fits nothing again; a crop of the same
+    photo is a different fitted image."""
+    from lookbench_pipeline import vlm
+
+    calls = []
+    real = vlm.prepare_image
+    monkeypatch.setattr(vlm, "prepare_image", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    photo = _encoded(_photo(1500, 2000), "JPEG", quality=90)
+    with ScriptedOpenAI(MODEL) as srv:
+        ann = annotator(srv.url, tax, judge=VlmJudge(srv.url, MODEL))
+        labels = ann.annotate_images([ImageItem(f"same-{k}", photo, category="dress") for k in range(3)])
+        assert [lb.status for lb in labels] == ["labelled"] * 3 and sum(lb.requests for lb in labels) == 6
+        assert len(calls) == 1 and len(ann.fitted) == 1
+        ann.annotate_images([ImageItem("again", photo, category="top"),
+                             ImageItem("crop", photo, box=(100, 100, 900, 1500), category="top")])
+        assert len(calls) == 2 and len(ann.fitted) == 2 and ann.fitted.hits >= 1
+    small = vlm.FittedCache(max_bytes=10)
+    small.put(("a", None, 1280), real(jpeg(1)))  # larger than the bound: not kept
+    assert len(small) == 0

@@ -1,0 +1,402 @@
+"""All pairs of 64-bit codes (pHashes) within a Hamming distance: an exact self-join for millions of codes.
+
+:func:`pairs_within` is the one entry point (``dedup``, ``negatives`` and ``contamination`` call it through
+``dedup.near_pairs_mih``). Method: multi-index hashing (Norouzi, Punjani & Fleet, "Fast Search in Hamming Space with
+Multi-Index Hashing", CVPR 2012) with the generalised pigeonhole principle (Qin et al., "GPH: Similarity Search in
+Hamming Space", ICDE 2018): the 64 bits are split into ``m`` disjoint substrings with thresholds ``tau_i`` such that
+``sum(tau_i + 1) = radius + 1``; two codes within ``radius`` then differ in at most ``tau_i`` bits of at least one
+substring ``i`` (otherwise they would differ in ``sum(tau_i + 1) > radius`` bits). For each substring ("table"):
+
+1. a counting sort of the codes by their substring key (``O(n + 2^width)``), the codes copied into key order so that
+   each bucket is a contiguous run;
+2. for every flip mask ``f`` with at most ``tau_i`` bits set, every pair of non-empty buckets ``(b, b ^ f)``
+   (mask-major, so that both buckets stream through memory in order) is compared member by member: XOR, popcount,
+   ``<= radius``;
+3. a pair is kept by the first table whose substring condition it meets (it also meets that condition in any later
+   table only if the earlier one did not apply), so no pair is reported twice and no global ``unique`` is needed.
+
+The kernels are compiled with numba (``nogil``; the flip masks of a table are shared among threads). The plan (the
+number of substrings, their widths and thresholds, and the bit order) is chosen per call from a cost model of the
+two terms above: bucket pairs visited (``n * V(w, tau)``) and candidate pairs compared (``n^2 / 2^(w+1) * V(w, tau)``,
+``V(w, t) = sum_{k <= t} C(w, k)``), against brute force (``n^2 / 2``). On skewed codes (real pHashes: biased,
+correlated bits) the bits are dealt to the substrings by their entropy so that every substring carries about the
+same information.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from itertools import combinations
+
+import numpy as np
+from numba import njit
+
+MAX_KEY_BITS = 24
+"""The widest substring key: a table's bucket starts take ``2^width`` int64 (128 MiB at 24 bits)."""
+
+# Cost model weights, nanoseconds per operation of the kernels below, fitted to single-table runs on 1,000,000
+# uniform codes on the 2-core development machine (BENCHMARKS.md): a (bucket, flip mask) step (the order test and
+# the partner's occupancy byte), the extra cost of a step whose partner bucket is non-empty (the member loops), a
+# candidate pair compared, a code counted and placed into a table, a bucket slot of a table, a pair compared by
+# brute force.
+_C_STEP, _C_PAIR, _C_CAND, _C_CODE, _C_SLOT, _C_BRUTE = 4.0, 37.0, 1.5, 12.0, 2.0, 1.0
+
+
+@dataclass(frozen=True)
+class Plan:
+    """How :func:`pairs_within` searches: ``tables`` is a tuple of ``(bits, tau)``, ``bits`` the code's bit positions
+    (0 = least significant) forming that substring key (disjoint across tables; bits in no table are only compared
+    in the final check), ``tau`` its threshold; empty for brute force. ``cost``: the model's estimate (ns)."""
+
+    tables: tuple[tuple[tuple[int, ...], int], ...]
+    cost: float
+
+    @property
+    def brute_force(self) -> bool:
+        return not self.tables
+
+
+def _volume(w: int, t: int) -> int:
+    """Number of ``w``-bit masks with at most ``t`` bits set."""
+    return sum(math.comb(w, k) for k in range(0, t + 1))
+
+
+def _split(total: int, parts: int) -> list[int]:
+    """``total`` split into ``parts`` integers as equal as possible, larger first."""
+    return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
+
+
+def table_cost(n: int, width: int, tau: int) -> float:
+    """The cost model's estimate (ns) of one table of ``width`` bits at threshold ``tau`` over ``n`` uniform codes:
+    bucket slots and codes sorted, (bucket, flip mask) steps over the ``2^w (1 - e^(-n / 2^w))`` non-empty buckets
+    (half of them skipped by the order test), and ``n^2 / 2^(w+1) * V(w, tau)`` candidate pairs."""
+    slots = 2.0 ** width
+    occupancy = -math.expm1(-n / slots)
+    present = slots * occupancy
+    v = _volume(width, tau)
+    # (v - 1) flip masks; half of the steps fail the order test, the others look at the partner
+    steps = present * (v - 1) * (_C_STEP + occupancy * _C_PAIR / 2) + present * _C_PAIR
+    return _C_SLOT * slots + _C_CODE * n + steps + _C_CAND * n * n / (2 * slots) * v
+
+
+def plan(n: int, radius: int, bit_order: np.ndarray | None = None) -> Plan:
+    """The cheapest exact plan for ``n`` codes at ``radius`` by the cost model (see the module docstring).
+
+    Tries ``m`` tables (1..64) of ``w`` bits each (``m * w <= 64``, ``w <= MAX_KEY_BITS``: the tables need not
+    cover all 64 bits — the pigeonhole bound holds on any subset), thresholds ``tau_i + 1`` sharing ``radius + 1``
+    as evenly as possible (with more tables than ``radius + 1`` only ``radius + 1`` are used, at ``tau = 0``), and
+    brute force. ``bit_order``: bit positions from the most to the least useful, dealt to the tables round robin
+    (:func:`bit_entropy_order`); default: contiguous runs from bit 63 down.
+
+    Raises:
+        ValueError: ``radius`` outside 0..64 or ``n`` negative.
+    """
+    if not 0 <= radius <= 64:
+        raise ValueError(f"radius must be within 0..64 bits, got {radius}")
+    if n < 0:
+        raise ValueError(f"n must be >= 0, got {n}")
+    best_cost, best = _C_BRUTE * n * (n - 1) / 2, (0, 0, [])
+    for m in range(1, min(64, radius + 1) + 1):
+        taus = [s - 1 for s in _split(radius + 1, m)]
+        for w in range(1, min(64 // m, MAX_KEY_BITS) + 1):
+            cost = sum(table_cost(n, w, t) for t in taus)
+            if cost < best_cost:
+                best_cost, best = cost, (m, w, taus)
+    m, w, taus = best
+    if m == 0:
+        return Plan((), best_cost)
+    if bit_order is None:
+        groups = [tuple(range(63 - k * w, 63 - (k + 1) * w, -1)) for k in range(m)]
+    else:
+        order = [int(b) for b in bit_order][: m * w]
+        groups = [tuple(order[k::m]) for k in range(m)]
+    return Plan(tuple(zip(groups, taus)), best_cost)
+
+
+def bit_entropy_order(codes: np.ndarray, sample: int = 200_000, seed: int = 0) -> np.ndarray:
+    """Bit positions of ``uint64`` codes from the most to the least balanced (binary entropy of each bit over a
+    sample of at most ``sample`` codes); ``int64`` (64,)."""
+    h = np.asarray(codes, dtype=np.uint64)
+    if len(h) > sample:
+        h = h[np.random.default_rng(seed).choice(len(h), sample, replace=False)]
+    if len(h) == 0:
+        return np.arange(63, -1, -1, dtype=np.int64)
+    p = np.array([((h >> np.uint64(b)) & np.uint64(1)).mean() for b in range(64)])
+    q = np.clip(p, 1e-12, 1 - 1e-12)
+    ent = -(q * np.log2(q) + (1 - q) * np.log2(1 - q))
+    return np.argsort(-ent, kind="stable").astype(np.int64)
+
+
+def _flip_masks(w: int, t: int) -> np.ndarray:
+    """All ``w``-bit masks with 1..``t`` bits set, as int64 (the zero mask is handled on its own)."""
+    out = [sum(1 << b for b in c) for k in range(1, t + 1) for c in combinations(range(w), k)]
+    return np.array(out, dtype=np.int64)
+
+
+def _key_luts(bits: tuple[int, ...]) -> np.ndarray:
+    """(8, 256) int64: ``key = OR_k lut[k, byte_k(code)]`` gathers the code's ``bits`` into a ``len(bits)``-bit
+    key (the first listed bit is the key's most significant)."""
+    w = len(bits)
+    lut = np.zeros((8, 256), dtype=np.int64)
+    for pos, b in enumerate(bits):
+        k, bit = divmod(b, 8)
+        sel = (np.arange(256) >> bit) & 1
+        lut[k] |= sel.astype(np.int64) << (w - 1 - pos)
+    return lut
+
+
+def _bit_mask(bits: tuple[int, ...]) -> int:
+    return sum(1 << b for b in bits)
+
+
+# ------------------------------------------------------------------------------------------------- kernels
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _popcount(x):
+    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
+    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
+    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
+    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+
+
+@njit(cache=True, nogil=True)
+def _bucket(h, lut, nbuckets):
+    """Counting sort by substring key: (keys of the non-empty buckets ascending, start of every bucket (nbuckets + 1),
+    the codes in key order, their original indices)."""
+    n = h.shape[0]
+    keys = np.empty(n, dtype=np.int64)
+    counts = np.zeros(nbuckets + 1, dtype=np.int64)
+    for i in range(n):
+        x = h[i]
+        k = np.int64(0)
+        for byte in range(8):
+            k |= lut[byte, np.int64((x >> np.uint64(8 * byte)) & np.uint64(255))]
+        keys[i] = k
+        counts[k + 1] += 1
+    nonempty = 0
+    for b in range(nbuckets):
+        if counts[b + 1] > 0:
+            nonempty += 1
+        counts[b + 1] += counts[b]
+    present = np.empty(nonempty, dtype=np.int64)
+    j = 0
+    for b in range(nbuckets):
+        if counts[b + 1] > counts[b]:
+            present[j] = b
+            j += 1
+    fill = counts[:-1].copy()
+    codes = np.empty(n, dtype=np.uint64)
+    ids = np.empty(n, dtype=np.int64)
+    for i in range(n):
+        p = fill[keys[i]]
+        fill[keys[i]] += 1
+        codes[p] = h[i]
+        ids[p] = i
+    return present, counts, codes, ids
+
+
+# A found pair travels as one uint64: i (28 bits) | j (28 bits) | distance (7 bits), so that the result is sorted in
+# place and needs 8 bytes per pair until it is unpacked into the (k, 3) int64 result.
+MAX_CODES = 1 << 28
+_I_SHIFT, _J_SHIFT, _ID_MASK, _D_MASK = 35, 7, (1 << 28) - 1, (1 << 7) - 1
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _pack(i, j, d):
+    return (np.uint64(i) << np.uint64(_I_SHIFT)) | (np.uint64(j) << np.uint64(_J_SHIFT)) | np.uint64(d)
+
+
+@njit(cache=True, nogil=True)
+def _earlier(x, prev_masks, prev_taus):
+    """Whether an earlier table's substring condition holds for the XOR ``x`` of a pair."""
+    for t in range(prev_masks.shape[0]):
+        if _popcount(x & prev_masks[t]) <= prev_taus[t]:
+            return True
+    return False
+
+
+# The kernels write found pairs (packed) into a preallocated ``out`` and return how many they found; when that is more
+# than ``out`` holds, the rows past its end are counted but not written, and the caller runs the kernel again with
+# room for all of them (found pairs are rare next to the candidates compared, and a buffer reassigned inside the
+# loops would cost reference counting on every candidate).
+
+
+@njit(cache=True, nogil=True, inline="always")
+def _scan(codes, ids, s1, e1, s2, e2, r, prev_masks, prev_taus, out, used):
+    """Compare the codes ``[s1, e1)`` with ``[s2, e2)`` (with the ones after them when the ranges are the same
+    bucket); write the new pairs within ``r`` from row ``used`` on; return the new ``used``."""
+    cap = out.shape[0]
+    for p in range(s1, e1):
+        cp = codes[p]
+        for q in range(p + 1 if s1 == s2 else s2, e2):
+            x = cp ^ codes[q]
+            d = _popcount(x)
+            if d <= r and not _earlier(x, prev_masks, prev_taus):
+                if used < cap:
+                    ip, iq = ids[p], ids[q]
+                    out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                used += 1
+    return used
+
+
+@njit(cache=True, nogil=True)
+def _join(present, starts, occupied, codes, ids, flips, tops, with_zero, radius, prev_masks, prev_taus, out):
+    """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` among the bucket pairs
+    ``(b, b ^ f)``, ``b < b ^ f``, for ``f`` in ``flips`` (``tops``: each mask's highest set bit), and within
+    buckets when ``with_zero``, that no earlier table found. ``occupied``: one byte per bucket, 1 when non-empty
+    (the partner test reads it instead of the 8-byte ``starts``). Returns the number found."""
+    used = 0
+    r = np.uint64(radius)
+    if with_zero:
+        for b in present:
+            used = _scan(codes, ids, starts[b], starts[b + 1], starts[b], starts[b + 1], r, prev_masks, prev_taus,
+                         out, used)
+    for k in range(flips.shape[0]):
+        f, top = flips[k], tops[k]  # b < b ^ f exactly when b lacks f's highest set bit
+        for b in present:
+            if b & top:
+                continue
+            c = b ^ f
+            if occupied[c] == 0:
+                continue
+            used = _scan(codes, ids, starts[b], starts[b + 1], starts[c], starts[c + 1], r, prev_masks, prev_taus,
+                         out, used)
+    return used
+
+
+@njit(cache=True, nogil=True)
+def _brute(h, start, stop, radius, out):
+    """Pairs ``(i, j, d)``, ``start <= i < stop``, ``i < j``, ``d <= radius``, by comparing every pair. Returns the
+    number found."""
+    used = 0
+    cap = out.shape[0]
+    r = np.uint64(radius)
+    n = h.shape[0]
+    for i in range(start, stop):
+        hi = h[i]
+        for j in range(i + 1, n):
+            d = _popcount(hi ^ h[j])
+            if d <= r:
+                if used < cap:
+                    out[used] = _pack(i, j, d)
+                used += 1
+    return used
+
+
+class _Collector:
+    """Runs kernels with an output buffer sized from the previous runs' yields (a hint shared by the jobs of one
+    search), again with room for all rows when the first buffer was too small."""
+
+    def __init__(self) -> None:
+        self.hint = 1 << 12
+
+    def __call__(self, kernel, *args) -> np.ndarray:
+        out = np.empty(self.hint, dtype=np.uint64)
+        found = kernel(*args, out)
+        if found > len(out):
+            out = np.empty(found, dtype=np.uint64)
+            found = kernel(*args, out)
+        self.hint = max(1 << 12, min(1 << 24, 2 * found))
+        return out[:found].copy() if found < len(out) // 4 else out[:found]
+
+
+# --------------------------------------------------------------------------------------------- the search
+
+
+def _threads(threads: int | None) -> int:
+    if threads is not None:
+        return max(1, int(threads))
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except AttributeError:  # not on Linux
+        return max(1, os.cpu_count() or 1)
+
+
+def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
+                 balance_bits: bool = True) -> np.ndarray:
+    """All pairs ``(i, j)``, ``i < j``, of ``hashes`` within Hamming distance ``radius`` (exact).
+
+    Args:
+        hashes: ``uint64`` array (n,) (any integer array is read as its 64-bit pattern); duplicates allowed.
+        radius: maximum Hamming distance in bits, 0..64.
+        threads: worker threads (default: the CPUs this process may run on).
+        balance_bits: deal the bits to the substrings by their entropy over the data (see
+            :func:`bit_entropy_order`); False uses contiguous bit runs. Either way the result is exact.
+
+    Returns:
+        ``int64`` array (k, 3): ``i, j, distance``, sorted by ``i`` then ``j`` — the same rows as a brute-force
+        comparison of every pair. Memory: the codes three times over plus one table's buckets at a time
+        (``2^width`` int64, width <= :data:`MAX_KEY_BITS`), the pairs found at 8 bytes each (twice while they are
+        gathered), plus the result (24 bytes per pair).
+
+    Raises:
+        ValueError: ``radius`` outside 0..64, ``hashes`` not one-dimensional, or more than :data:`MAX_CODES`
+            (2^28) codes.
+    """
+    h = np.ascontiguousarray(hashes).astype(np.uint64, copy=False)
+    if h.ndim != 1:
+        raise ValueError(f"hashes must be one-dimensional, got shape {h.shape}")
+    n = len(h)
+    if n > MAX_CODES:
+        raise ValueError(f"at most {MAX_CODES:,} codes per search, got {n:,}")  # before the entropy pass
+    p = plan(n, int(radius), bit_entropy_order(h) if balance_bits and n > 1 else None)
+    return search(h, int(radius), p, threads=threads)
+
+
+def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -> np.ndarray:
+    """:func:`pairs_within` with a given plan (any :class:`Plan` whose tables' bits are disjoint and whose
+    ``sum(tau + 1)`` is at least ``radius + 1`` is exact); ``h`` contiguous ``uint64``."""
+    n = len(h)
+    if n > MAX_CODES:
+        raise ValueError(f"at most {MAX_CODES:,} codes per search, got {n:,}")
+    if n < 2:
+        return np.zeros((0, 3), dtype=np.int64)
+    if sum(t + 1 for _, t in p.tables) < radius + 1 and not p.brute_force:
+        raise ValueError(f"plan {p} is not exact at radius {radius}")
+    workers = _threads(threads)
+    parts: list[np.ndarray] = []
+    if p.brute_force:
+        # rows of decreasing length: many small chunks so that every worker gets about the same work
+        chunk = max(1, math.ceil(n / (16 * workers)))
+        bounds = [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
+        collect = _Collector()
+        with ThreadPoolExecutor(workers) as ex:
+            parts = list(ex.map(lambda b: collect(_brute, h, b[0], b[1], radius), bounds))
+    else:
+        prev_masks: list[int] = []
+        prev_taus: list[int] = []
+        collect = _Collector()
+        with ThreadPoolExecutor(workers) as ex:
+            for bits, tau in p.tables:
+                w = len(bits)
+                present, starts, codes, ids = _bucket(h, _key_luts(bits), 1 << w)
+                flips = _flip_masks(w, tau)
+                pm = np.array(prev_masks, dtype=np.uint64)
+                pt = np.array(prev_taus, dtype=np.uint64)
+                # the zero mask (pairs inside a bucket), then the flip masks in small runs, so that the workers share
+                # the work evenly and a job whose output outgrows its buffer repeats little
+                tops = np.array([1 << (int(f).bit_length() - 1) for f in flips], dtype=np.int64)
+                step = max(1, len(flips) // (8 * workers))
+                jobs = [(flips[:0], tops[:0], True)] + [(flips[k:k + step], tops[k:k + step], False)
+                                                        for k in range(0, len(flips), step)]
+                occupied = np.zeros(1 << w, dtype=np.uint8)
+                occupied[present] = 1
+                parts += list(ex.map(lambda job: collect(_join, present, starts, occupied, codes, ids, *job, radius,
+                                                         pm, pt), jobs))
+                del present, starts, occupied, codes, ids
+                prev_masks.append(_bit_mask(bits))
+                prev_taus.append(tau)
+    packed = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
+    del parts
+    packed.sort()  # in place: by i, then j (each pair once)
+    out = np.empty((len(packed), 3), dtype=np.int64)
+    for s in range(0, len(packed), 1 << 20):  # unpacked in slices: no temporary of the whole result
+        k = packed[s:s + (1 << 20)]
+        out[s:s + len(k), 0] = k >> np.uint64(_I_SHIFT)
+        out[s:s + len(k), 1] = (k >> np.uint64(_J_SHIFT)) & np.uint64(_ID_MASK)
+        out[s:s + len(k), 2] = k & np.uint64(_D_MASK)
+    return out

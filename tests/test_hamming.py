@@ -1,0 +1,128 @@
+"""The exact Hamming self-join (lookbench_pipeline.hamming) against brute force, on uniform and clustered codes."""
+
+import numpy as np
+import pytest
+
+from lookbench_pipeline import hamming
+from lookbench_pipeline.dedup import near_pairs, near_pairs_mih
+from lookbench_pipeline.hamming import MAX_KEY_BITS, Plan, pairs_within, plan, search
+from lookbench_pipeline.testing.codes import clustered_codes, near_copies, uniform_codes
+
+
+def brute(h: np.ndarray, radius: int) -> np.ndarray:
+    """Every pair compared in numpy (dedup.near_pairs, chunked), a reference independent of the numba kernels."""
+    return near_pairs(np.asarray(h, dtype=np.uint64), radius, chunk=512)
+
+
+@pytest.mark.parametrize("kind", ["uniform", "clustered"])
+@pytest.mark.parametrize("radius", [0, 1, 3, 6, 8, 10, 16])
+def test_equals_brute_force(kind, radius):
+    h = uniform_codes(6000, seed=radius, near_share=0.2) if kind == "uniform" else clustered_codes(6000, seed=radius)
+    got = pairs_within(h, radius)
+    want = brute(h, radius)
+    assert np.array_equal(got, want)
+    if radius >= 6:
+        assert len(want) >= 200  # the planted near copies are there to be found
+
+
+def test_clustered_codes_have_many_pairs_and_skewed_bits():
+    h = clustered_codes(12_000, seed=5)
+    got = pairs_within(h, 8)
+    assert np.array_equal(got, brute(h, 8))
+    bits = np.array([((h >> np.uint64(b)) & np.uint64(1)).mean() for b in range(64)])
+    assert bits[63] > 0.95 and bits.min() < 0.3  # biased bits, as pHashes of packshots have
+    assert len(got) > 3000
+
+
+@pytest.mark.parametrize("n", [20_000])
+def test_every_plan_shape_is_exact_on_clustered_codes(n):
+    """Plans the cost model picks at other sizes (4 tables of 16 bits at mixed thresholds; 3 wide tables; tables
+    that leave bits out; 9 tables at threshold 0), forced on one set: each is exact, and the first-table rule
+    reports each pair once."""
+    h = clustered_codes(n, seed=11)
+    want = brute(h, 8)
+    order = hamming.bit_entropy_order(h)
+    shapes = [(4, 16, [2, 1, 1, 1]), (3, 21, [2, 2, 2]), (3, 12, [2, 2, 2]), (9, 7, [0] * 9), (2, 20, [4, 3])]
+    for m, w, taus in shapes:
+        for bit_order in (None, order):
+            if bit_order is None:
+                groups = [tuple(range(63 - k * w, 63 - (k + 1) * w, -1)) for k in range(m)]
+            else:
+                groups = [tuple(int(b) for b in bit_order[: m * w][k::m]) for k in range(m)]
+            p = Plan(tuple(zip(groups, taus)), 0.0)
+            assert np.array_equal(search(h, 8, p, threads=2), want), (m, w, taus)
+
+
+def test_inexact_plan_refused():
+    with pytest.raises(ValueError, match="not exact"):
+        search(uniform_codes(100), 8, Plan((((63, 62, 61), 2),), 0.0))
+
+
+def test_plans_are_exact_by_construction():
+    for n in (0, 1, 2, 50, 1000, 10**5, 10**6, 10**7, 10**8):
+        for radius in range(0, 17):
+            p = plan(n, radius)
+            if p.brute_force:
+                continue
+            bits = [b for g, _ in p.tables for b in g]
+            assert len(bits) == len(set(bits)) and all(0 <= b < 64 for b in bits)
+            assert all(len(g) <= MAX_KEY_BITS for g, _ in p.tables)
+            assert sum(t + 1 for _, t in p.tables) >= radius + 1
+
+
+def test_large_inputs_use_tables_and_small_ones_may_use_brute_force():
+    assert not plan(10**7, 8).brute_force and not plan(10**6, 8).brute_force
+    assert plan(10**7, 8).cost < 0.05 * plan(10**7, 64).cost  # radius 64: every pair, brute force
+
+
+def test_duplicates_all_equal_and_tiny_inputs():
+    assert pairs_within(np.array([], dtype=np.uint64), 8).shape == (0, 3)
+    assert pairs_within(np.array([5], dtype=np.uint64), 8).shape == (0, 3)
+    same = np.full(40, 0xDEADBEEF, dtype=np.uint64)
+    got = pairs_within(same, 0)
+    assert len(got) == 40 * 39 // 2 and (got[:, 2] == 0).all()
+    assert np.array_equal(got, brute(same, 0))
+    rng = np.random.default_rng(4)
+    base = rng.integers(0, 2**63, size=3000, dtype=np.uint64)
+    dup = np.concatenate([base, base[:500], base[:100]])  # each of the first 100 codes three times
+    for radius in (0, 4):
+        assert np.array_equal(pairs_within(dup, radius), brute(dup, radius))
+    assert np.array_equal(pairs_within(np.array([0, 2**64 - 1], dtype=np.uint64), 64), [[0, 1, 64]])
+    assert pairs_within(np.array([0, 2**64 - 1], dtype=np.uint64), 63).shape == (0, 3)
+
+
+def test_radius_zero_and_sixty_four_on_a_larger_set():
+    h = uniform_codes(3000, seed=9, near_share=0.0)
+    h = np.concatenate([h, h[:30], near_copies(np.random.default_rng(1), h[:200])])
+    assert np.array_equal(pairs_within(h, 0), brute(h, 0))
+    small = h[:300]
+    assert len(pairs_within(small, 64)) == 300 * 299 // 2
+
+
+def test_threads_and_bit_balancing_do_not_change_the_result():
+    h = clustered_codes(30_000, seed=2)
+    a = pairs_within(h, 8, threads=1, balance_bits=False)
+    b = pairs_within(h, 8, threads=3, balance_bits=True)
+    assert np.array_equal(a, b) and len(a) > 1000
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="radius"):
+        pairs_within(np.zeros(3, dtype=np.uint64), 65)
+    with pytest.raises(ValueError, match="radius"):
+        pairs_within(np.zeros(3, dtype=np.uint64), -1)
+    with pytest.raises(ValueError, match="one-dimensional"):
+        pairs_within(np.zeros((3, 2), dtype=np.uint64), 3)
+
+
+def test_dedup_entry_point_is_the_same_search():
+    h = uniform_codes(5000, seed=3, near_share=0.1)
+    assert np.array_equal(near_pairs_mih(h, 8), pairs_within(h, 8))
+
+
+def test_more_codes_than_the_packed_pair_format_holds_are_refused():
+    from lookbench_pipeline.hamming import MAX_CODES
+
+    big = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=np.uint64), shape=(MAX_CODES + 1,), strides=(0,))
+    with pytest.raises(ValueError, match="at most"):
+        search(big, 0, plan(10, 0))
