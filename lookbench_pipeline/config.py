@@ -867,6 +867,7 @@ OTHER_ENV = {
     "LOOKBENCH_VLM_API_KEY": "the annotator's API key (annotate.api_key_env)",
     "LOOKBENCH_UI_SCREENSHOTS": "where the UI test writes screenshots",
     "LOOKBENCH_TEST_DETECTOR_CACHE": "the tests' trained-detector cache",
+    "LOOKBENCH_DAGSTER_EPHEMERAL": "1: CLI builds record in no Dagster instance (assets/runner.py; the tests set it)",
     # set by the pipeline for the crawler process it starts (lookbench_pipeline.crawl), never by hand
     "LOOKBENCH_REPLAY_WARC": "", "LOOKBENCH_WARC_PATH": "", "LOOKBENCH_STATS_PATH": "",
     "LOOKBENCH_EGRESS_ALLOW": "", "LOOKBENCH_EGRESS_PORTS": "", "LOOKBENCH_STATIC_HOSTS": "",
