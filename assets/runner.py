@@ -120,10 +120,11 @@ def _instance(instance: DagsterInstance | None) -> DagsterInstance:
     the run."""
     if instance is not None:
         return instance
+    if os.environ.get("DAGSTER_HOME"):
+        return DagsterInstance.get()
     if os.environ.get(EPHEMERAL_ENV) == "1":
         return DagsterInstance.ephemeral()
-    if not os.environ.get("DAGSTER_HOME"):
-        os.environ["DAGSTER_HOME"] = str(default_instance_dir().resolve())
+    os.environ["DAGSTER_HOME"] = str(default_instance_dir().resolve())
     return DagsterInstance.get()
 
 
