@@ -29,7 +29,9 @@ def test_a_cli_run_from_the_checkout_is_listed_by_its_instance(tmp_path, monkeyp
     for name in ("dagster.yaml", "workspace.yaml"):  # the project's own instance settings, as in a checkout
         shutil.copy(ROOT / name, checkout / name)
     monkeypatch.chdir(checkout)
-    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    # _instance sets DAGSTER_HOME itself: registered here so that the test's end restores the variable's absence
+    monkeypatch.setenv("DAGSTER_HOME", "")
+    monkeypatch.delenv("DAGSTER_HOME")
     monkeypatch.delenv(runner.EPHEMERAL_ENV, raising=False)
     instance = runner._instance(None)
     try:
@@ -53,5 +55,6 @@ def test_outside_a_checkout_runs_go_to_the_user_instance(tmp_path, monkeypatch):
 
 
 def test_tests_and_an_explicit_flag_stay_ephemeral(monkeypatch):
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
     monkeypatch.setenv(runner.EPHEMERAL_ENV, "1")
     assert runner._instance(None).is_ephemeral
