@@ -57,6 +57,8 @@ class DemoProduct:
     shape_seed: int = 0
     price: float = 0.0
     group: str | None = None  # the model this colour belongs to, when the model is sold in several colours
+    scale: float = 1.0  # the garment's size on its photos (a look-alike is drawn smaller, so its photos differ)
+    look_alike_of: str | None = None  # another item with the same category and every attribute (plan)
 
     @property
     def slug(self) -> str:
@@ -111,11 +113,37 @@ def plan(n_products: int, n_looks: int, seed: int) -> tuple[list[DemoProduct], l
         if cat in ("dress", "skirt"):
             p.length = rng.choice(list(LENGTHS))
         products.append(p)
-    uppers = [p for p in products if p.category in ("top", "shirt", "sweater", "outerwear")]
-    lowers = [p for p in products if p.category in ("trousers", "skirt", "shorts")]
-    extras = [p for p in products if p.category in ("shoes", "bag")]
+    _look_alikes(products, n_products // LOOK_ALIKE_EVERY)
     looks = [DemoLook(number=n, skus=_look_items(rng, products)) for n in range(n_looks)]
     return products, looks
+
+
+LOOK_ALIKE_EVERY = 8
+"""One planned product in this many is redrawn as a look-alike of another (``_look_alikes``)."""
+
+
+def _look_alikes(products: list[DemoProduct], n_pairs: int) -> None:
+    """Make ``n_pairs`` pairs of distinct items that agree on category and every attribute, in place: a later
+    planned product of the same category as an earlier one takes the earlier one's colour, pattern, material, sleeve
+    and length, keeps its own sku, shape and price, and is drawn at 80% size, so its photos are other pictures (not
+    near-duplicates) of an item no label tells apart. This is what Fine Recall exists to show: such an item ranked
+    first is a Fine hit and an exact-item miss (docs/METRICS.md)."""
+    taken: set[int] = set()
+    pairs = 0
+    for i, src in enumerate(products):
+        if pairs >= n_pairs:
+            break
+        if i in taken:
+            continue
+        for j in range(len(products) - 1, i, -1):
+            t = products[j]
+            if j not in taken and t.category == src.category and t.group is None:
+                products[j] = DemoProduct(sku=t.sku, category=src.category, color=src.color, pattern=src.pattern,
+                                          material=src.material, sleeve=src.sleeve, length=src.length,
+                                          shape_seed=t.shape_seed, price=t.price, scale=0.8, look_alike_of=src.sku)
+                taken |= {i, j}
+                pairs += 1
+                break
 
 
 def _look_items(rng: random.Random, products: list[DemoProduct]) -> list[str]:
@@ -169,7 +197,8 @@ def colour_variants(products: list[DemoProduct], n_models: int, seed: int) -> di
                 break
             colour = rng.choice(options)
             used.add((base.category, colour, base.pattern))
-            family.append(DemoProduct(**{**base.__dict__, "sku": f"{base.sku}-{colour.upper()}", "color": colour}))
+            family.append(DemoProduct(**{**base.__dict__, "sku": f"{base.sku}-{colour.upper()}", "color": colour,
+                                          "look_alike_of": None}))
         out[base.sku] = family
     return out
 
@@ -266,8 +295,9 @@ def draw_garment(p: DemoProduct, size: int = 256) -> Image.Image:
 def packshot(p: DemoProduct) -> Image.Image:
     """Position-0 photo: garment centred on white, 320x400 pixels."""
     bg = Image.new("RGB", (320, 400), (255, 255, 255))
-    g = draw_garment(p, 280)
-    bg.paste(g, (20, 60), g)
+    side = int(280 * p.scale)
+    g = draw_garment(p, side)
+    bg.paste(g, (20 + (280 - side) // 2, 60 + (280 - side) // 2), g)
     return bg
 
 
@@ -278,7 +308,7 @@ def alt_shot(p: DemoProduct) -> Image.Image:
     noise = np.random.default_rng(p.shape_seed).normal(128, 18, (400, 320)).clip(0, 255).astype(np.uint8)
     bg = Image.fromarray(noise, "L").convert("RGB")  # seeded: the same seed draws the same bytes
     bg = Image.blend(Image.new("RGB", (320, 400), tint), bg, 0.15)
-    g = draw_garment(p, rng.randint(210, 250)).rotate(rng.uniform(-10, 10), expand=True, resample=Image.BICUBIC)
+    g = draw_garment(p, int(rng.randint(210, 250) * p.scale)).rotate(rng.uniform(-10, 10), expand=True, resample=Image.BICUBIC)
     bg.paste(g, (rng.randint(0, max(0, 320 - g.width)), rng.randint(40, max(41, 400 - g.height))), g)
     return bg.filter(ImageFilter.GaussianBlur(0.6))
 
@@ -416,7 +446,7 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7,
     colour in sizes S and M). Looks show planned products in their first colour.
 
     Returns the ground truth: ``{"products": {sku: {...}}, "looks": {n: {"skus": [...], "boxes": [...]}}}``
-    (one product per colour; a colour of a model also has ``"group"``), also written to
+    (one product per colour; a colour of a model also has ``"group"``, a look-alike ``"look_alike_of"``), also written to
     ``root/ground_truth.json`` (not linked from the site).
     """
     root.mkdir(parents=True, exist_ok=True)
@@ -458,7 +488,8 @@ def generate(root: Path, n_products: int = 48, n_looks: int = 12, seed: int = 7,
         + "".join(f"<url><loc>{{{{BASE}}}}{u}</loc></url>\n" for u in urls) + "</urlset>\n")
     truth = {
         "products": {p.sku: {"category": p.category, "title": p.title, **p.truth,
-                             **({"group": p.group} if p.group else {})} for p in items},
+                             **({"group": p.group} if p.group else {}),
+                             **({"look_alike_of": p.look_alike_of} if p.look_alike_of else {})} for p in items},
         "looks": {str(lk.number): {"skus": lk.skus, "boxes": lk.boxes} for lk in looks},
     }
     (root / "ground_truth.json").write_text(json.dumps(truth, indent=1))

@@ -91,3 +91,31 @@ def test_colour_variants_stay_apart_in_the_release(demo_config):
         assert positives and all(colour_of.get(g["source_url"]) == q["item_ID"] for g in positives)
         checked += 1
     assert checked >= 2
+
+
+def test_demo_shop_draws_look_alikes_that_only_fine_recall_forgives():
+    """One planned product in LOOK_ALIKE_EVERY is a look-alike of another: the same category and every attribute
+    (so the same catalogue text and labels), its own sku, other pictures (not pHash near-duplicates of its twin's).
+    Ranked by the demo's baseline model, some query's first result is its look-alike: a Fine hit that is not the
+    item, so exact-item Recall@1 < Fine Recall@1 < Coarse Recall@1 on the demo's studio pictures."""
+    import numpy as np
+
+    from lookbench_pipeline.embed import load_embedder
+    from lookbench_pipeline.images import phash_hex
+
+    items = demo_shop.catalogue(48, 12, 7, 3)
+    by_sku = {p.sku: p for p in items}
+    twins = [(p, by_sku[p.look_alike_of]) for p in items if p.look_alike_of]
+    assert len(twins) == 48 // demo_shop.LOOK_ALIKE_EVERY
+    for p, src in twins:
+        assert p.sku != src.sku and p.category == src.category and p.truth == src.truth and p.title == src.title
+        a, b = int(phash_hex(demo_shop.packshot(p)), 16), int(phash_hex(demo_shop.packshot(src)), 16)
+        assert bin(a ^ b).count("1") > 6, "a look-alike's packshot is another picture, not a near-duplicate"
+    emb = load_embedder("baseline/hsv-hog-v1")
+    g = np.asarray(emb.embed([demo_shop.packshot(p) for p in items]), dtype=np.float32)
+    q = np.asarray(emb.embed([demo_shop.alt_shot(p) for p in items]), dtype=np.float32)
+    top = (q @ g.T).argmax(1)
+    exact = sum(items[t].sku == p.sku for p, t in zip(items, top))
+    fine = sum(items[t].category == p.category and items[t].truth == p.truth for p, t in zip(items, top))
+    coarse = sum(items[t].category == p.category for p, t in zip(items, top))
+    assert exact < fine < coarse, (exact, fine, coarse)
