@@ -135,7 +135,12 @@ def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):
     assert set(noise["image_sha256"].to_pylist()) == set(neg["distractor_sha256"].to_pylist())
     scores = r.output_for_node("evaluation")
     assert {"distractor@1", "soft_negative@1"} <= set(scores["metric"].to_pylist())
-    assert set(scores["model_dim"].to_pylist()) == {256}
+    # every registry model that runs here is scored: the baseline (256-d) and the wheel-shipped EfficientNet-Lite0
+    # and its random floor (1280-d), each with its own embedding size
+    dims = dict(zip(scores["model"].to_pylist(), scores["model_dim"].to_pylist()))
+    assert dims["baseline/hsv-hog-v1"] == 256
+    assert all(d == {"efficientnet-lite0/imagenet": 1280, "efficientnet-lite0/random-init": 1280}.get(m, 256)
+               for m, d in dims.items()), dims
 
 
 def test_whole_graph_on_an_s3_store(tmp_path, s3_server, s3_env):
