@@ -15,7 +15,7 @@ from assets.definitions import ALL_ASSETS, CRAWL_SELECTION
 from assets.io import TableIOManager
 from assets.partitions import crawl_key
 from assets.resources import LookbenchConfig
-from lookbench_pipeline import schemas
+from lookbench_pipeline import demo_shop, schemas
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import stage_attributes, store_of
 from lookbench_pipeline.release import list_releases, read_file, read_manifest
@@ -45,6 +45,7 @@ def test_release_labels_come_from_the_image_model_and_the_judge_gates_them(tmp_p
     site = yaml.safe_load(open("lookbench_pipeline/data/sites/demo.yaml"))
     site.update(demo_products=12, demo_looks=3)
     (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    n_items = len(demo_shop.catalogue(12, 3, site["demo_seed"], site["demo_colour_models"]))  # one per colour
     instance = DagsterInstance.ephemeral()
     instance.add_dynamic_partitions("sites", ["demo"])
     release_sel = AssetSelection.all() - CRAWL_SELECTION
@@ -78,13 +79,13 @@ def test_release_labels_come_from_the_image_model_and_the_judge_gates_them(tmp_p
     assert ann.schema.equals(schemas.ANNOTATIONS)
     name = f"vlm:{MODEL}@{PROMPT_VERSION}+judge:{MODEL}@{JUDGE_PROMPT_VERSION}"
     rows = ann.to_pylist()
-    assert len(rows) == 12 and all(x["status"] == "labelled" and x["annotator"] == name for x in rows)
+    assert len(rows) == n_items and all(x["status"] == "labelled" and x["annotator"] == name for x in rows)
     assert all(x["model"] == MODEL and x["server_version"] == "0.32.0" and x["judge_model"] == MODEL for x in rows)
     assert all(x["judge_verdicts"] and x["image_sha256"] and json.loads(x["sampling"])["temperature"] == 0.0
                for x in rows)
     # one attributes question and one judge question per product (the category came from the catalogue text)
-    assert len([q for q in log if q["schema"].endswith("_v2.0.0") and "_judge_" not in q["schema"]]) == 12
-    assert len([q for q in log if "_judge_" in q["schema"]]) == 12 and len(log) == 24
+    assert len([q for q in log if q["schema"].endswith("_v2.0.0") and "_judge_" not in q["schema"]]) == n_items
+    assert len([q for q in log if "_judge_" in q["schema"]]) == n_items and len(log) == 2 * n_items
     # the release rows carry exactly those labels
     store = store_of(cfg)
     [version] = list_releases(store)
@@ -106,7 +107,7 @@ def test_release_labels_come_from_the_image_model_and_the_judge_gates_them(tmp_p
     assert m["acceptance"]["overall"] == 1.0 and m["acceptance"]["judged"] > 0
     mats = {e.asset_key.to_user_string(): e.materialization.metadata for e in r.get_asset_materialization_events()}
     md = mats["annotations"]
-    assert md["items"].value == md["labelled"].value + md["rejected"].value + md["failed"].value == 12
+    assert md["items"].value == md["labelled"].value + md["rejected"].value + md["failed"].value == n_items
     assert md["acceptance"].value["overall"] == 1.0 and md["acceptance"].value["by_attribute"]
 
 
