@@ -135,23 +135,22 @@ def _node_text(node: Any, limit: int = 400) -> str:
     whitespace collapsed, cut at ``limit`` characters."""
     parts: list[str] = []
     size = 0
-
-    def walk(e: Any) -> None:
-        nonlocal size
-        if not isinstance(e.tag, str) or e.tag.lower() in _NO_TEXT:
-            return
-        if e.text:
-            parts.append(e.text)
-            size += len(e.text)
-        for c in e:
-            if size > 2 * limit:
-                return
-            walk(c)
+    stack: list[Any] = [("node", node)]  # iterative: a hostile page's deep nesting cannot exhaust the stack
+    while stack and size <= 2 * limit:
+        kind, item = stack.pop()
+        if kind == "text":
+            parts.append(item)
+            size += len(item)
+            continue
+        if not isinstance(item.tag, str) or item.tag.lower() in _NO_TEXT:
+            continue
+        if item.text:
+            parts.append(item.text)
+            size += len(item.text)
+        for c in reversed(item):
             if c.tail:
-                parts.append(c.tail)
-                size += len(c.tail)
-
-    walk(node)
+                stack.append(("text", c.tail))
+            stack.append(("node", c))
     return re.sub(r"\s+", " ", " ".join(parts)).strip()[:limit]
 
 
