@@ -256,6 +256,22 @@ def clip_box(xyxy: Sequence[float], width: int, height: int, min_side: float) ->
     return [cx1, cy1, cx2, cy2], None
 
 
+BOX_DECIMALS = 0
+"""Box corners are kept in whole pixels and scores to :data:`SCORE_DECIMALS` decimals. Detector inference on a CPU is
+not bit-reproducible from run to run (oneDNN and OpenCV choose kernels by thread count and memory alignment), so
+the last bits of a coordinate are noise; a backfill must rebuild byte-identical release files, and a crop is whole
+pixels anyway (:func:`crop_box`)."""
+SCORE_DECIMALS = 4
+
+
+def reproducible(dets: Sequence[RawDetection]) -> list[RawDetection]:
+    """``dets`` with corners rounded to :data:`BOX_DECIMALS` and scores to :data:`SCORE_DECIMALS` decimals, sorted by
+    score (highest first), ties broken by box then class, so the order does not depend on float noise either."""
+    out = [RawDetection(d.model_class, round(float(d.score), SCORE_DECIMALS),
+                        [round(float(v), BOX_DECIMALS) + 0.0 for v in d.xyxy]) for d in dets]
+    return sorted(out, key=lambda d: (-d.score, d.xyxy, d.model_class))
+
+
 def crop_box(rgb: Image.Image, box: Sequence[float]) -> Image.Image:
     """The pixels of ``box`` (outward-rounded to whole pixels, inside the image)."""
     x1, y1, x2, y2 = box
@@ -477,6 +493,7 @@ def detect_street_images(detector: Detector, street: Sequence[StreetImage], load
     per_sha: dict[str, list[dict]] = {}
     shas = sorted({s.image_sha256 for s in street})
     for n_done, (sha, im, dets) in enumerate(detector.predict((sha, load(sha)) for sha in shas), 1):
+        dets = reproducible(dets)
         boxes = []
         for d in dets:
             box, reason = clip_box(d.xyxy, im.width, im.height, min_box_side_px)
