@@ -614,8 +614,8 @@ class CheckContext:
     cache: dict[str, Any] = field(default_factory=dict)
 
 
-def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold: int,
-                     max_color_diff: float) -> dict[str, str]:
+def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold: int, max_color_diff: float,
+                     max_foreground_delta_e: float = dedup.MAX_FOREGROUND_DELTA_E) -> dict[str, str]:
     """Generated sha256 -> the real image it duplicates (same bytes, or pHash within ``threshold`` bits and
     confirmed by colour, as :func:`lookbench_pipeline.dedup.cluster` decides)."""
     out: dict[str, str] = {}
@@ -630,7 +630,7 @@ def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold:
             continue
         d = dedup.popcount64(rh ^ dedup.hex_to_u64([g["phash"]])[0])
         for j in np.nonzero(d <= threshold)[0][np.argsort(d[d <= threshold], kind="stable")]:
-            if dedup.confirmed_by_colour(g, real[j], max_color_diff):
+            if dedup.confirmed_by_colour(g, real[j], max_color_diff, max_foreground_delta_e):
                 out[g["image_sha256"]] = real[j]["image_sha256"]
                 break
     return out
@@ -721,9 +721,9 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
     for r in ctx.contamination.to_pylist():
         leaked.setdefault(r["image_sha256"], r["source"])
     dup_real = _real_duplicates(list(img_rows.values()), ctx.real_images.to_pylist(), cfg.dedup.hamming_threshold,
-                                cfg.dedup.max_color_diff)
+                                cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
     clusters = {r["image_sha256"]: r["cluster_id"]
-                for r in dedup.cluster(list(img_rows.values()), cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)}
+                for r in dedup.cluster(list(img_rows.values()), cfg.dedup.hamming_threshold, **cfg.dedup.match)}
     embedder = None
     rows, jobs = [], []
     for g in generated.to_pylist():

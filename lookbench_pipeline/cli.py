@@ -505,7 +505,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cfg = load_config(args.config)
         settings, data_dir = cfg.evaluate, Path(cfg.data_dir)
         cache = Path(args.cache) if args.cache else data_dir / "embeddings"
-        match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+        match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
         index_path = data_dir / "contamination" / "index.parquet"
         index = pq.read_table(index_path) if index_path.is_file() else None
         if index is None and settings.exclude_contaminated:

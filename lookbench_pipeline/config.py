@@ -20,6 +20,8 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
+from .foreground import MAX_FOREGROUND_DELTA_E
+
 PACKAGE_DATA = Path(__file__).parent / "data"
 DEFAULT_TAXONOMY = PACKAGE_DATA / "taxonomy_v2.yaml"
 DEMO_SITE = PACKAGE_DATA / "sites" / "demo.yaml"
@@ -266,6 +268,17 @@ class ImageConfig(_Strict):
 class DedupConfig(_Strict):
     hamming_threshold: int = 6  # pHash bits; <= this is a near duplicate
     max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
+    # ΔE*ab of the foreground's colours (the garment, not the packshot background) to confirm a near pair; the
+    # default and its measurement: lookbench_pipeline.foreground.MAX_FOREGROUND_DELTA_E
+    max_foreground_delta_e: float = Field(default=MAX_FOREGROUND_DELTA_E, ge=0)
+    cutouts: bool = True  # a background-removed cut-out and its photograph are one cluster (foreground.cutout_match)
+
+    @property
+    def match(self) -> dict[str, Any]:
+        """The near-duplicate rule as keyword arguments of ``dedup.cluster`` / ``contamination.find_contamination``
+        (everything after the pHash ``threshold``)."""
+        return {"max_color_diff": self.max_color_diff, "max_foreground_delta_e": self.max_foreground_delta_e,
+                "cutouts": self.cutouts}
 
 
 class LegacySource(_Strict):

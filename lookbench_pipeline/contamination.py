@@ -32,7 +32,8 @@ from . import schemas
 from .config import ImageConfig, LegacySource
 import numpy as np
 
-from .dedup import confirmed_by_colour, hex_to_u64, near_pairs_mih
+from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih
+from .foreground import MAX_FOREGROUND_DELTA_E, block_codes, foreground_signature
 from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
 from .release import list_releases, read_file
 from .store import ObjectStore
@@ -162,6 +163,7 @@ def _row(source: str, rel: str, item_id: str | None, data: bytes, stamp: str, cf
         return None
     return {"source": source, "path": rel, "item_id": item_id, "image_sha256": hashlib.sha256(data).hexdigest(),
             "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD, "color_signature": color_signature(dec.rgb),
+            "fg_signature": foreground_signature(dec.rgb), "block_codes": block_codes(dec.rgb),
             "flags": dec.flags, "stamp": stamp}
 
 
@@ -189,7 +191,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                 continue
             stamp = f"{st.st_size}:{int(st.st_mtime)}"
             prev = old.get((src.name, im.rel))
-            if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD:
+            if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD and prev.get("fg_signature"):
                 rows[(src.name, im.rel)] = prev
                 n_ok += 1
                 continue
@@ -208,7 +210,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                 continue
             name = f"release:{version}"
             prior = {k: v for k, v in old.items() if k[0] == name}
-            if prior:
+            if prior and all(v.get("fg_signature") for v in prior.values()):
                 rows.update(prior)
                 counts[f"{name}.indexed"] = len(prior)
                 continue
@@ -238,11 +240,15 @@ def _release_files(store: ObjectStore, version: str) -> list[tuple[str, str]]:
     return sorted(out)
 
 
-def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_color_diff: float) -> pa.Table:
+def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_color_diff: float,
+                       max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E, cutouts: bool = True) -> pa.Table:
     """New images that match the index: one ``contamination`` row per (image, source), the closest match.
 
     Exact matches (same sha256) have distance 0 and ``kind = exact``; others are pHash-near (<= ``threshold``
-    bits) and colour-confirmed, ``kind = near``.
+    bits) and colour-confirmed (:func:`lookbench_pipeline.dedup.confirmed_by_colour`), ``kind = near``; with
+    ``cutouts``, a new image that is a background-removed cut-out of an indexed one, or the photograph an indexed
+    cut-out was made from (:func:`lookbench_pipeline.dedup.cutout_pairs`), ``kind = cutout`` with its pHash
+    distance. An exact match beats a near one, a near one a cut-out.
     """
     new = images.to_pylist()
     old = index.to_pylist()
@@ -272,16 +278,27 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
                 # the closest legacy copy per new image is enough: one representative of each legacy hash
                 for k in members_new[a]:
                     candidates.append((k, members_old[b - n_u][0], int(d)))
+    rank = {"exact": 0, "near": 1, "cutout": 2}
+    found = []
     for i, j, d in candidates:
         a, b = new[i], old[j]
         exact = a["image_sha256"] == b["image_sha256"]
-        if not exact and not confirmed_by_colour(a, b, max_color_diff):
+        if not exact and not confirmed_by_colour(a, b, max_color_diff, max_foreground_delta_e):
             continue
+        found.append((i, j, 0 if exact else d, "exact" if exact else "near"))
+    if cutouts:
+        both = new + old
+        for x, y in cutout_pairs(both):
+            i, j = (x, y - len(new)) if x < len(new) <= y else (y, x - len(new)) if y < len(new) <= x else (-1, -1)
+            if i >= 0:
+                d = bin(int(new[i]["phash"], 16) ^ int(old[j]["phash"], 16)).count("1")
+                found.append((i, j, d, "cutout"))
+    for i, j, d, kind in found:
+        a, b = new[i], old[j]
         key = (a["image_sha256"], b["source"])
-        if key not in best or d < best[key]["hamming"]:
+        if key not in best or (rank[kind], d) < (rank[best[key]["kind"]], best[key]["hamming"]):
             best[key] = {"image_sha256": a["image_sha256"], "source": b["source"], "matched_path": b["path"],
-                         "matched_item_id": b["item_id"], "hamming": 0 if exact else d,
-                         "kind": "exact" if exact else "near"}
+                         "matched_item_id": b["item_id"], "hamming": d, "kind": kind}
     return schemas.from_rows([best[k] for k in sorted(best)], schemas.CONTAMINATION)
 
 

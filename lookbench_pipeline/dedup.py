@@ -4,9 +4,15 @@ Clusters are the connected components of the near-duplicate graph (union-find). 
 is deterministic: the earliest ``first_seen_at``, then the largest image (width x height, pixels), then the
 smallest sha256. Images flagged ``uniform`` (blank, single-colour) are never merged as near duplicates of each
 other: all blank images share a pHash and are not the same picture. pHash sees luminance only, so a near pair is
-confirmed only when the images' 8 x 8 colour signatures also agree: the 90th percentile of the per-channel
-absolute differences must be <= ``max_color_diff`` levels of 255 (a re-encoded or resized copy stays well under
-it, a colour variant of one packshot, which differs only where the garment is, does not).
+confirmed only when the images' colours also agree, twice: the 8 x 8 colour signatures (the 90th percentile of the
+per-channel absolute differences <= ``max_color_diff`` levels of 255), and the foreground's colours
+(:func:`lookbench_pipeline.foreground.foreground_delta_e` <= ``max_foreground_delta_e`` ΔE*ab): on a packshot the
+background decides the first, so the red and the blue version of a small shirt on white pass it and only the
+second tells them apart. A re-encoded or resized copy passes both.
+
+A background-removed cut-out of a photograph and the photograph itself share the subject's pixels but not their
+pHash; :func:`cluster` also joins such pairs (:func:`lookbench_pipeline.foreground.cutout_candidates`, confirmed
+by :func:`lookbench_pipeline.foreground.cutout_match`) unless ``cutouts=False``.
 """
 
 from __future__ import annotations
@@ -14,6 +20,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+
+from .foreground import MAX_FOREGROUND_DELTA_E, cutout_candidates, cutout_match, foreground_delta_e
 
 
 def hex_to_u64(hashes: Sequence[str]) -> np.ndarray:
@@ -92,16 +100,34 @@ def color_diff(a: str | None, b: str | None) -> float:
     return float(np.percentile(np.abs(x - y), 90))
 
 
-def confirmed_by_colour(a: dict, b: dict, max_color_diff: float) -> bool:
-    """Whether a pHash-near pair also agrees in colour. A greyscale copy of a colour picture is still the same
-    picture, so the check is skipped when either image is flagged ``grayscale``."""
+def confirmed_by_colour(a: dict, b: dict, max_color_diff: float,
+                        max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E) -> bool:
+    """Whether a pHash-near pair (``images`` rows) also agrees in colour: the whole picture's 8 x 8 signature
+    within ``max_color_diff`` (0..255) and the foreground's colour within ``max_foreground_delta_e`` (ΔE*ab; rows
+    without ``fg_signature``, e.g. an index built before it existed, skip this part). A greyscale copy of a colour
+    picture is still the same picture, so the check is skipped when either image is flagged ``grayscale``."""
     if "grayscale" in (a.get("flags") or []) or "grayscale" in (b.get("flags") or []):
         return True
-    return color_diff(a.get("color_signature"), b.get("color_signature")) <= max_color_diff
+    if color_diff(a.get("color_signature"), b.get("color_signature")) > max_color_diff:
+        return False
+    return foreground_delta_e(a.get("fg_signature"), b.get("fg_signature")) <= max_foreground_delta_e
 
 
-def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0) -> list[dict]:
-    """Cluster accepted images (rows of the ``images`` table) into duplicate groups.
+def cutout_pairs(images: list[dict]) -> list[tuple[int, int]]:
+    """Index pairs ``(i, j)`` of ``images`` (rows with ``fg_signature`` and ``block_codes``) where ``i`` is a
+    background-removed cut-out of ``j`` on the same canvas (see :mod:`lookbench_pipeline.foreground`). Images
+    flagged ``uniform`` take no part."""
+    ok = ["uniform" not in (r.get("flags") or []) for r in images]
+    cand = cutout_candidates([r.get("fg_signature") if o else None for r, o in zip(images, ok)],
+                             [r.get("block_codes") if o else None for r, o in zip(images, ok)])
+    return [(int(i), int(j)) for i, j in cand if cutout_match(images[i], images[j])]
+
+
+def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
+            max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E, cutouts: bool = True) -> list[dict]:
+    """Cluster accepted images (rows of the ``images`` table) into duplicate groups: pHash within ``threshold``
+    bits and confirmed by colour (:func:`confirmed_by_colour`), or (``cutouts``) a cut-out and its photograph
+    (:func:`cutout_pairs`).
 
     Returns one ``image_clusters`` row per input image: ``cluster_id`` (the representative's sha256),
     ``is_representative``, ``duplicate_kind`` (``unique`` for a singleton, ``near`` otherwise; exact byte
@@ -127,9 +153,12 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0) ->
     for i, j in candidate_pairs:
         if uf.find(i) == uf.find(j):
             continue
-        if not confirmed_by_colour(images[i], images[j], max_color_diff):
+        if not confirmed_by_colour(images[i], images[j], max_color_diff, max_foreground_delta_e):
             continue
         uf.union(int(i), int(j))
+    if cutouts:
+        for i, j in cutout_pairs(images):
+            uf.union(i, j)
     groups: dict[int, list[int]] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), []).append(i)

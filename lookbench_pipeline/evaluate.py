@@ -33,6 +33,7 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from . import schemas
+from .foreground import MAX_FOREGROUND_DELTA_E
 from .embcache import file_pack_load, file_pack_save, published_image
 from .embed import (BACKEND_MODULES, EmbedderUnavailable, EmbeddingCache, ModelSpec, load_embedder,
                     load_registry, resolve_spec)
@@ -469,7 +470,7 @@ def score_subset(qv: np.ndarray, gv: np.ndarray, codes: LabelCodes, ks: Sequence
 
 
 def contamination_flags(queries: pa.Table, index: pa.Table, threshold: int = 6, max_color_diff: float = 32.0,
-                        ) -> dict[str, str]:
+                        max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E) -> dict[str, str]:
     """Query images of a published release that match a legacy benchmark of the contamination index (exact
     sha256, or pHash within ``threshold`` bits and colour-confirmed, as at release time), for an index updated
     after publication. Matches against releases (``release:*`` sources) do not count: a release is not
@@ -490,7 +491,7 @@ def contamination_flags(queries: pa.Table, index: pa.Table, threshold: int = 6, 
         row = _row("query", r["sample_id"], None, r["image"]["bytes"], "", None)
         if row is not None:
             rows.append(row)
-    found = find_contamination(pa.Table.from_pylist(rows), legacy, threshold, max_color_diff)
+    found = find_contamination(pa.Table.from_pylist(rows), legacy, threshold, max_color_diff, max_foreground_delta_e)
     return {r["image_sha256"]: r["source"] for r in found.to_pylist()}
 
 
@@ -527,7 +528,7 @@ def _resolve_legacy_path(src: Any, data_dir: Path | None) -> Path:
 def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = (), cache_dir: Path | None = None,
                    ks: Sequence[int] = DEFAULT_KS, cutoff: date | str | None = None, registry: bool = False,
                    legacy: Sequence[Any] = (), data_dir: Path | None = None,
-                   contamination_index: pa.Table | None = None, contamination_match: tuple[int, float] = (6, 32.0),
+                   contamination_index: pa.Table | None = None, contamination_match: tuple[float, ...] = (6, 32.0),
                    model_cutoffs: Mapping[str, str] | None = None,
                    n_examples: int = 6, seed: int = 0, progress: bool = False, cuda: bool | None = None,
                    embedders_given: Mapping[str, Any] | None = None, subsets: Sequence[str] | None = None,
@@ -816,7 +817,7 @@ def _paired_tests(rows: list[dict], per_query: dict, pooled_ids: dict, seed: int
 
 def evaluate_configured(settings: Any, store: ObjectStore, version: str, *, data_dir: Path | None = None,
                         cache_dir: Path | None = None, contamination_index: pa.Table | None = None,
-                        contamination_match: tuple[int, float] = (6, 32.0), model_ids: Sequence[str] | None = None,
+                        contamination_match: tuple[float, ...] = (6, 32.0), model_ids: Sequence[str] | None = None,
                         cutoff: str | None = None, registry: bool | None = None, legacy: bool = True,
                         progress: bool = False, embedders_given: Mapping[str, Any] | None = None,
                         subsets: Sequence[str] | None = None) -> Evaluation:

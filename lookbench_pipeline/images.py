@@ -29,6 +29,7 @@ import numpy as np
 from PIL import Image, ImageCms, ImageOps
 
 from .config import ImageConfig
+from .foreground import block_codes, foreground_signature
 from .store import ObjectStore, original_key
 
 log = logging.getLogger(__name__)
@@ -362,7 +363,8 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             "image_sha256": sha, "store_key": original_key(sha), "format": dec.format,
             "width": dec.width, "height": dec.height, "n_frames": dec.n_frames,
             "flags": dec.flags, "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD,
-            "color_signature": color_signature(dec.rgb),
+            "color_signature": color_signature(dec.rgb), "fg_signature": foreground_signature(dec.rgb),
+            "block_codes": block_codes(dec.rgb),
         }
         return source, None, sha, info
 

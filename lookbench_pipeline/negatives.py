@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -136,6 +137,10 @@ class MiningConfig:
     backend: str = "numpy"
     hamming_threshold: int = 6
     max_color_diff: float = 32.0
+    # Distractor dedup errs toward "duplicate": a look-alike dropped costs one distractor, a recoloured copy of a
+    # query's picture kept as its negative is a false negative. So no foreground-colour check here by default
+    # (the release's own dedup uses dedup.max_foreground_delta_e); cut-outs are joined as everywhere.
+    max_foreground_delta_e: float = math.inf
     max_pool: int | None = None
     chunk: int = 512  # pool images read and embedded per step (bounds the bytes held in memory)
 
@@ -316,12 +321,12 @@ def mine(items: list[QueryItem], sources: list[LegacySource], window_images: pa.
         if ref["status"] != "accepted":
             dropped[wanted[ref["source"]]] = f"intake.{ref['reason']}"
     cand = [kept_rows[pool[j]["sha256"]] for j in selected if j not in dropped and pool[j]["sha256"] in kept_rows]
-    near = _near_window(cand, window_images, mcfg.hamming_threshold, mcfg.max_color_diff)
+    near = _near_window(cand, window_images, mcfg.hamming_threshold, mcfg.max_color_diff, mcfg.max_foreground_delta_e)
     by_sha = {pool[j]["sha256"]: j for j in selected}
     for sha in near:
         dropped[by_sha[sha]] = "near_duplicate_of_window_image"
     rest = [r for r in cand if r["image_sha256"] not in near]
-    for c in cluster(rest, mcfg.hamming_threshold, mcfg.max_color_diff):
+    for c in cluster(rest, mcfg.hamming_threshold, mcfg.max_color_diff, mcfg.max_foreground_delta_e):
         if not c["is_representative"]:
             dropped[by_sha[c["image_sha256"]]] = "near_duplicate_in_noise"
     for reason in dropped.values():
@@ -409,7 +414,8 @@ def _fetch(data: dict[str, bytes], key: str) -> bytes:
     return data[key]
 
 
-def _near_window(cand: list[dict], window_images: pa.Table, threshold: int, max_color_diff: float) -> set[str]:
+def _near_window(cand: list[dict], window_images: pa.Table, threshold: int, max_color_diff: float,
+                 max_foreground_delta_e: float = math.inf) -> set[str]:
     """sha256s of candidate images (rows like ``images``) within ``threshold`` pHash bits of a window image,
     colour-confirmed; images flagged ``uniform`` match nothing (all blank images share a hash)."""
     old = [r for r in window_images.to_pylist() if "uniform" not in (r.get("flags") or [])]
@@ -430,7 +436,8 @@ def _near_window(cand: list[dict], window_images: pa.Table, threshold: int, max_
     for a, b, _ in pairs:
         if a < n_u <= b:
             for k in members_new[a]:
-                if any(confirmed_by_colour(new[k], old[j], max_color_diff) for j in members_old[b - n_u]):
+                if any(confirmed_by_colour(new[k], old[j], max_color_diff, max_foreground_delta_e)
+                       for j in members_old[b - n_u]):
                     out.add(new[k]["image_sha256"])
     return out
 

@@ -147,7 +147,7 @@ def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_
 
 def stage_dedup(cfg: PipelineConfig, image_refs: pa.Table, images: pa.Table) -> tuple[pa.Table, dict[str, int]]:
     """Cluster exact and near duplicates; returns ``(image_clusters, counts)``."""
-    rows = dedup.cluster(images.to_pylist(), cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+    rows = dedup.cluster(images.to_pylist(), cfg.dedup.hamming_threshold, **cfg.dedup.match)
     table = schemas.from_rows(rows, schemas.IMAGE_CLUSTERS)
     counts = {
         "accepted_refs": sum(1 for r in image_refs.to_pylist() if r["status"] == "accepted"),
@@ -185,7 +185,7 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
     index, counts = cont.update_index(Path(cfg.data_dir) / "contamination" / "index.parquet", sources,
                                       store if cfg.contamination.include_published_releases else None,
                                       exclude_releases=same_window, cfg=cfg.images)
-    found = cont.find_contamination(images, index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+    found = cont.find_contamination(images, index, cfg.dedup.hamming_threshold, **cfg.dedup.match)
     counts = {**counts, "index_size": index.num_rows, "images": images.num_rows,
               "contaminated_images": len(set(found["image_sha256"].to_pylist())),
               "rate": cont.rates(images, found)}
@@ -504,7 +504,7 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     from . import aigen
     from .contamination import find_contamination
 
-    found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff)
+    found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, **cfg.dedup.match)
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
                              taxonomy=Taxonomy.load(cfg.taxonomy),
                              detections=aigen.regions_from_detections(detections) if detections is not None else None)
@@ -751,7 +751,8 @@ def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contam
     ev = evaluate_configured(
         cfg.evaluate, store, version, data_dir=data_dir, cache_dir=data_dir / "embeddings",
         contamination_index=contamination_index,
-        contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff), model_ids=model_ids,
+        contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e),
+        model_ids=model_ids,
         cutoff=cutoff, registry=registry, legacy=legacy, progress=progress)
     if not report:
         return ev, None

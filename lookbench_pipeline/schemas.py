@@ -162,6 +162,8 @@ IMAGES = pa.schema(
         ("phash", pa.string()),  # 64-bit pHash as 16 hex digits, method in phash_method
         ("phash_method", pa.string()),
         ("color_signature", pa.string()),  # 8x8 RGB thumbnail, 384 hex digits: pHash is colour-blind
+        ("fg_signature", pa.string()),  # foreground colour per cell of an 8x8 grid, 514 hex (lookbench_pipeline.foreground)
+        ("block_codes", pa.string()),  # 16x16 16-bit block codes, 1024 hex: finds a cut-out of a photo (foreground)
         ("first_seen_at", TS),
     ]
 )
@@ -185,6 +187,8 @@ CONTAMINATION_INDEX = pa.schema(
         ("phash", pa.string()),
         ("phash_method", pa.string()),
         ("color_signature", pa.string()),
+        ("fg_signature", pa.string()),  # as in IMAGES; null in rows indexed before it existed (re-indexed)
+        ("block_codes", pa.string()),
         ("flags", pa.list_(pa.string())),
         ("stamp", pa.string()),  # "size:mtime" of the file when indexed (incremental re-indexing)
     ]
@@ -197,7 +201,7 @@ CONTAMINATION = pa.schema(
         ("matched_path", pa.string()),
         ("matched_item_id", pa.string()),
         ("hamming", pa.int32()),  # pHash bits; 0 for an exact (sha256) match
-        ("kind", pa.string()),  # exact | near
+        ("kind", pa.string()),  # exact | near | cutout (one is a background-removed cut-out of the other)
     ]
 )
 

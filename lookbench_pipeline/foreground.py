@@ -1,0 +1,257 @@
+"""Foreground signatures: what dedup compares when the background must not decide.
+
+pHash and the 8 x 8 colour signature see the whole picture, so on a packshot the white background dominates: the
+red and the blue version of a small shirt on white get pHash distance 0-6 and a colour difference near 0. Two
+signatures here look at the foreground instead; both are computed at intake from the normalised image and kept on
+the ``images`` (and ``contamination_index``) rows.
+
+* :func:`foreground_signature`: an 8 x 8 grid over a 32 x 32 box-filtered thumbnail; per cell the share of
+  foreground pixels and their mean CIELAB colour. The background is the median colour of the thumbnail's outer
+  ring when that ring is uniform (at least :data:`UNIFORM_BORDER_SHARE` of it within :data:`BACKGROUND_DELTA_E`
+  of the median); a pixel is foreground when it is further than :data:`BACKGROUND_DELTA_E` from it. A photo with
+  a busy border (a street scene) has no estimable background: every pixel is foreground.
+  :func:`foreground_delta_e` compares two signatures (colour confirmation of a pHash-near pair).
+* :func:`block_codes`: a 128 x 128 greyscale thumbnail cut into 16 x 16 blocks of 8 x 8 pixels; a block's 16-bit code
+  says which of its 4 x 4 sub-squares (2 x 2 pixels each) are brighter than the block's mean; a flat block
+  (standard deviation below :data:`FLAT_BLOCK_STD` grey levels) has code 0. A background-removed cut-out keeps the
+  photograph's pixels where the subject is, so the blocks inside the subject keep their codes (within a few bits) while the pHash of
+  the whole picture changes. :func:`cutout_candidates` finds such pairs through an inverted index of
+  (block position, code), :func:`cutout_match` confirms one.
+
+Cut-outs are found when the cut-out keeps the photograph's canvas (same framing, any scale): what background
+removal tools write. A cut-out that was also re-cropped or re-centred is not found (documented limit).
+
+Colour difference: CIE 1976 ΔE*ab (Euclidean distance in CIELAB, D65 white, sRGB companding per IEC 61966-2-1);
+a ΔE*ab of about 2.3 is a "just noticeable difference" (Sharma, *Digital Color Imaging Handbook*, 2003, ch. 1).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from PIL import Image
+
+THUMB = 32
+"""Side (pixels) of the thumbnail the foreground signature is computed on."""
+GRID = 8
+"""Cells per side of the foreground signature (each cell is 4 x 4 thumbnail pixels)."""
+BACKGROUND_DELTA_E = 10.0
+"""ΔE*ab from the background colour above which a thumbnail pixel is foreground; also the tolerance of a uniform
+border. JPEG noise and soft shadows on a white sweep stay below it; a pale garment (ecru on white: ΔE*ab 12-15)
+is above it."""
+UNIFORM_BORDER_SHARE = 0.85
+"""Share of the outer ring's pixels within :data:`BACKGROUND_DELTA_E` of its median for the border to be a
+uniform background (a packshot, a cut-out); below it every pixel is foreground."""
+MAX_FOREGROUND_DELTA_E = 6.0
+"""Default most :func:`foreground_delta_e` for a pHash-near pair to be confirmed as one picture
+(``dedup.max_foreground_delta_e``). Measured on the real studio photos (benchmarks/dedup_quality.py): a JPEG
+re-encode at quality 60 and half size stays at 0-1.4; a recoloured garment is at 5.5-150 (most above 10)."""
+MIN_CELL_COVERAGE = 0.5
+"""Share of foreground pixels a cell needs in both images for its colour to be compared."""
+BLOCK_GRID = 16
+"""Blocks per side of the block codes (:func:`block_codes`)."""
+BLOCK_SIDE = 8 * BLOCK_GRID
+"""Side (pixels) of the greyscale thumbnail the block codes are computed on (blocks of 8 x 8 pixels)."""
+FLAT_BLOCK_STD = 4.0
+"""A block whose grey levels' standard deviation is below this (0..255 scale) is flat: code 0, never indexed."""
+HEADER_UNIFORM = 1
+"""Flag in the signature's first byte: the border was a uniform background (the image is a packshot or cut-out)."""
+
+
+def srgb_to_lab(rgb: np.ndarray) -> np.ndarray:
+    """sRGB (``uint8`` or float 0..255, shape ``(..., 3)``) -> CIELAB ``float32`` ``(..., 3)``: L* 0..100, a* and
+    b* about -128..127; D65 reference white (IEC 61966-2-1 companding, CIE 1976 L*a*b*)."""
+    c = np.asarray(rgb, dtype=np.float32) / 255.0
+    lin = np.where(c <= 0.04045, c / 12.92, ((c + 0.055) / 1.055) ** 2.4)
+    m = np.array([[0.4124564, 0.3575761, 0.1804375],
+                  [0.2126729, 0.7151522, 0.0721750],
+                  [0.0193339, 0.1191920, 0.9503041]], dtype=np.float32)
+    xyz = lin @ m.T / np.array([0.95047, 1.0, 1.08883], dtype=np.float32)
+    eps, kappa = 216 / 24389, 24389 / 27
+    f = np.where(xyz > eps, np.cbrt(xyz), (kappa * xyz + 16) / 116)
+    return np.stack([116 * f[..., 1] - 16, 500 * (f[..., 0] - f[..., 1]), 200 * (f[..., 1] - f[..., 2])], axis=-1)
+
+
+def _ring(a: np.ndarray) -> np.ndarray:
+    return np.concatenate([a[0], a[-1], a[1:-1, 0], a[1:-1, -1]])
+
+
+def foreground_mask(lab: np.ndarray) -> tuple[np.ndarray, bool]:
+    """Foreground of a CIELAB image ``(h, w, 3)``: ``(mask (h, w) bool, uniform_background)``; see the module
+    docstring for the rule."""
+    ring = _ring(lab)
+    bg = np.median(ring, axis=0)
+    if float(np.mean(np.linalg.norm(ring - bg, axis=-1) <= BACKGROUND_DELTA_E)) < UNIFORM_BORDER_SHARE:
+        return np.ones(lab.shape[:2], dtype=bool), False
+    return np.linalg.norm(lab - bg, axis=-1) > BACKGROUND_DELTA_E, True
+
+
+def foreground_signature(rgb: Image.Image) -> str:
+    """The foreground signature of a normalised RGB image: ``1 + 4 * 64`` bytes as 514 hex digits.
+
+    Byte 0: flags (:data:`HEADER_UNIFORM`). Then per cell of the 8 x 8 grid, row-major: foreground coverage
+    (0..255 = share of the cell's 16 thumbnail pixels), L* x 2.55, a* + 128, b* + 128 (each rounded and clipped to
+    0..255; the mean over the cell's foreground pixels, 0 when it has none).
+    """
+    small = np.asarray(rgb.convert("RGB").resize((THUMB, THUMB), Image.Resampling.BOX), dtype=np.float32)
+    lab = srgb_to_lab(small)
+    mask, uniform = foreground_mask(lab)
+    k = THUMB // GRID
+    m = mask.reshape(GRID, k, GRID, k).transpose(0, 2, 1, 3).reshape(GRID, GRID, k * k)
+    v = lab.reshape(GRID, k, GRID, k, 3).transpose(0, 2, 1, 3, 4).reshape(GRID, GRID, k * k, 3)
+    n = m.sum(axis=-1)
+    mean = (v * m[..., None]).sum(axis=2) / np.maximum(n, 1)[..., None]
+    cells = np.stack([n / (k * k) * 255, mean[..., 0] * 2.55, mean[..., 1] + 128, mean[..., 2] + 128], axis=-1)
+    body = np.clip(np.rint(cells), 0, 255).astype(np.uint8).reshape(-1)
+    return (bytes([HEADER_UNIFORM if uniform else 0]) + body.tobytes()).hex()
+
+
+def _cells(sig: str) -> tuple[int, np.ndarray, np.ndarray]:
+    """``(flags, coverage (64,) float 0..1, lab (64, 3) float)`` of a signature."""
+    b = np.frombuffer(bytes.fromhex(sig), dtype=np.uint8)
+    if b.size != 1 + 4 * GRID * GRID:
+        raise ValueError(f"foreground signature of {b.size} bytes, expected {1 + 4 * GRID * GRID}")
+    c = b[1:].reshape(GRID * GRID, 4).astype(np.float32)
+    return int(b[0]), c[:, 0] / 255, np.stack([c[:, 1] / 2.55, c[:, 2] - 128, c[:, 3] - 128], axis=-1)
+
+
+def foreground_delta_e(a: str | None, b: str | None) -> float:
+    """How far apart the foreground colours of two images are (ΔE*ab): the median over the grid cells where both
+    are at least :data:`MIN_CELL_COVERAGE` foreground; where no cell is (a garment a few thumbnail pixels wide),
+    the distance between the two foregrounds' mean colours; 0.0 when either signature is missing or either image
+    has no foreground (nothing to compare: the other checks decide). A re-encoded or resized copy stays at 0-2;
+    the red and blue version of one shirt are at 50 and more."""
+    if not a or not b:
+        return 0.0
+    _, ca, la = _cells(a)
+    _, cb, lb = _cells(b)
+    both = (ca >= MIN_CELL_COVERAGE) & (cb >= MIN_CELL_COVERAGE)
+    if both.any():
+        return float(np.median(np.linalg.norm(la[both] - lb[both], axis=-1)))
+    if ca.sum() == 0 or cb.sum() == 0:
+        return 0.0
+    mean_a, mean_b = (ca @ la) / ca.sum(), (cb @ lb) / cb.sum()
+    return float(np.linalg.norm(mean_a - mean_b))
+
+
+def has_uniform_background(sig: str | None) -> bool:
+    """Whether the signature's image had a uniform background (a packshot or a cut-out)."""
+    return bool(sig) and bool(int(sig[:2], 16) & HEADER_UNIFORM)
+
+
+# -------------------------------------------------------------------------------------------- cut-outs
+
+
+def block_codes(rgb: Image.Image) -> str:
+    """The 256 block codes of a normalised image, row-major, as 1024 hex digits (``uint16`` big-endian each); see
+    the module docstring. On an image with a uniform background (:func:`foreground_mask` on the thumbnail) only
+    the blocks wholly inside the foreground keep a code: what a cut-out shares with its photograph."""
+    small = np.asarray(rgb.convert("RGB").resize((BLOCK_SIDE, BLOCK_SIDE), Image.Resampling.BOX), dtype=np.float32)
+    g = small @ np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601 luma, as Pillow's "L"
+    n = BLOCK_GRID
+    blocks = g.reshape(n, 8, n, 8).transpose(0, 2, 1, 3)  # (block row, block col, y, x)
+    sub = blocks.reshape(n, n, 4, 2, 4, 2).mean(axis=(3, 5)).reshape(n, n, 16)
+    bits = sub > sub.mean(axis=-1, keepdims=True)
+    codes = (bits * (1 << np.arange(15, -1, -1))).sum(axis=-1).astype(np.uint16)
+    codes[blocks.reshape(n, n, 64).std(axis=-1) < FLAT_BLOCK_STD] = 0
+    mask, uniform = foreground_mask(srgb_to_lab(small))
+    if uniform:
+        codes[~mask.reshape(n, 8, n, 8).transpose(0, 2, 1, 3).reshape(n, n, 64).all(axis=-1)] = 0
+    return codes.reshape(-1).astype(">u2").tobytes().hex()
+
+
+def _codes(h: str) -> np.ndarray:
+    c = np.frombuffer(bytes.fromhex(h), dtype=">u2").astype(np.int64)
+    if c.size != BLOCK_GRID * BLOCK_GRID:
+        raise ValueError(f"{c.size} block codes, expected {BLOCK_GRID * BLOCK_GRID}")
+    return c
+
+
+MIN_INTERIOR_BLOCKS = 8
+"""A cut-out needs this many textured interior blocks (of 256) to be matched at all: a tiny subject says too
+little."""
+CODE_TOLERANCE = 3
+"""Bits (of 16) in which a block's code may differ and still count as the same block: re-encoding and rescaling
+move sub-squares near the block's mean across it. Measured on the real photos (benchmarks/dedup_quality.py): a
+cut-out and its photograph agree within 3 bits on 67-100% of the interior blocks, two different photographs on at
+most 50% (where the cut-out has four or more such blocks)."""
+MIN_SHARED_BLOCKS = 0.75
+"""Share of the cut-out's textured interior blocks whose code the photograph repeats (within
+:data:`CODE_TOLERANCE` bits) at the same position."""
+MAX_CUTOUT_DELTA_E = 6.0
+"""Median ΔE*ab over the cut-out's interior cells between the cut-out and the photograph."""
+MIN_PROBE_HITS = 2
+"""Index hits (same position, code within one bit) a pair needs to become a candidate."""
+MAX_POSTING = 64
+"""An (position, code) key shared by more images than this is too common to say anything (a stop word)."""
+
+_BITS = np.array([bin(i).count("1") for i in range(1 << 16)], dtype=np.uint8)
+
+
+def cutout_match(cut: dict, photo: dict) -> bool:
+    """Whether ``cut`` (an ``images`` row with ``fg_signature`` and ``block_codes``) is a background-removed cut-out
+    of ``photo``, kept on the same canvas: ``cut`` has a uniform background; at least :data:`MIN_INTERIOR_BLOCKS`
+    of its blocks are textured and inside its foreground; at least :data:`MIN_SHARED_BLOCKS` of those have the
+    same code in ``photo`` within :data:`CODE_TOLERANCE` bits; and the colours agree there (median ΔE*ab <=
+    :data:`MAX_CUTOUT_DELTA_E`, over the signature cells wholly inside its subject, when there are any)."""
+    sa, sb = cut.get("fg_signature"), photo.get("fg_signature")
+    ca, cb = cut.get("block_codes"), photo.get("block_codes")
+    if not (sa and sb and ca and cb) or not has_uniform_background(sa):
+        return False
+    a, b = _codes(ca), _codes(cb)
+    inner = a != 0  # a uniform-background image codes only its blocks inside the foreground (block_codes)
+    if int(inner.sum()) < MIN_INTERIOR_BLOCKS:
+        return False
+    if float(np.mean(_BITS[a[inner] ^ b[inner]] <= CODE_TOLERANCE)) < MIN_SHARED_BLOCKS:
+        return False
+    _, cov, la = _cells(sa)
+    _, _, lb = _cells(sb)
+    cells = cov >= 0.999  # signature cells wholly inside the cut-out's subject: the photograph's colour there
+    if not cells.any():
+        return True  # a slim subject: the codes alone decide
+    return float(np.median(np.linalg.norm(la[cells] - lb[cells], axis=-1))) <= MAX_CUTOUT_DELTA_E
+
+
+def cutout_candidates(fg_signatures: Sequence[str | None], codes: Sequence[str | None]) -> np.ndarray:
+    """Pairs ``(i, j)`` (``int64`` (m, 2), ``i`` the cut-out side, ``i != j``, sorted) worth confirming with
+    :func:`cutout_match`: ``i`` has a uniform background and at least :data:`MIN_INTERIOR_BLOCKS` textured interior
+    blocks, and at least :data:`MIN_PROBE_HITS` of them find ``j`` in an inverted index of every image's (block
+    position, code) keys, probed with the code and its 16 one-bit neighbours (multi-probe). Keys held by more than
+    :data:`MAX_POSTING` images are skipped. Cost: O(keys log keys) to build, 17 binary searches per probe."""
+    keys, owner = [], []
+    cut_keys, cut_owner = [], []
+    for i, (s, c) in enumerate(zip(fg_signatures, codes)):
+        if not s or not c:
+            continue
+        a = _codes(c)
+        pos = np.nonzero(a)[0]
+        keys.append(pos * 65536 + a[pos])
+        owner.append(np.full(len(pos), i, dtype=np.int64))
+        if has_uniform_background(s):
+            inner = pos
+            if len(inner) >= MIN_INTERIOR_BLOCKS:
+                probes = a[inner][:, None] ^ np.concatenate([[0], 1 << np.arange(16)])[None, :]  # (k, 17)
+                cut_keys.append((inner[:, None] * 65536 + probes).reshape(-1))
+                cut_owner.append(np.repeat(np.full(len(inner), i, dtype=np.int64), 17))
+    if not cut_keys:
+        return np.zeros((0, 2), dtype=np.int64)
+    k_all, o_all = np.concatenate(keys), np.concatenate(owner)
+    order = np.argsort(k_all, kind="stable")
+    k_all, o_all = k_all[order], o_all[order]
+    kc, oc = np.concatenate(cut_keys), np.concatenate(cut_owner)
+    lo, hi = np.searchsorted(k_all, kc, "left"), np.searchsorted(k_all, kc, "right")
+    ok = (hi > lo) & ((hi - lo) <= MAX_POSTING)
+    src, partner = [], []
+    for q, a, b in zip(oc[ok].tolist(), lo[ok].tolist(), hi[ok].tolist()):
+        others = o_all[a:b]
+        others = others[others != q]
+        src.append(np.full(len(others), q, dtype=np.int64))
+        partner.append(others)
+    if not src:
+        return np.zeros((0, 2), dtype=np.int64)
+    pairs = np.stack([np.concatenate(src), np.concatenate(partner)], axis=1)
+    if not len(pairs):
+        return np.zeros((0, 2), dtype=np.int64)
+    uniq, counts = np.unique(pairs, axis=0, return_counts=True)
+    return uniq[counts >= MIN_PROBE_HITS]

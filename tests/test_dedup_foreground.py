@@ -1,0 +1,119 @@
+"""Dedup that sees the garment (issue 16): colour variants of a small garment on a white packshot are not merged,
+a background-removed cut-out and its photograph are one cluster, and copies stay found. Every input goes through the
+intake (`images.take_in`) and `dedup.cluster` / `contamination.find_contamination` with the shipped configuration."""
+
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+
+from lookbench_pipeline import dedup, foreground
+from lookbench_pipeline.config import DedupConfig, ImageConfig
+from lookbench_pipeline.contamination import find_contamination
+from lookbench_pipeline import schemas
+from lookbench_pipeline.images import ImageRef, take_in
+from lookbench_pipeline.store import LocalStore
+from dedup_inputs import cutout, packshot, reencoded
+
+REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "images"
+SHIPPED = DedupConfig()
+T0 = datetime(2026, 6, 1, tzinfo=timezone.utc)
+
+
+def _intake(tmp_path, files: dict[str, bytes]) -> dict[str, dict]:
+    """name -> the ``images`` row the intake made of those bytes."""
+    refs = [ImageRef("drop_item", name, 0, name, "test", T0) for name in files]
+    res = take_in(refs, files.__getitem__, LocalStore(tmp_path / "store"), ImageConfig())
+    assert all(r["status"] == "accepted" for r in res.refs), res.refs
+    by_sha = {r["image_sha256"]: r for r in res.images}
+    return {r["owner_id"]: by_sha[r["image_sha256"]] for r in res.refs}
+
+
+def _clusters(rows: dict[str, dict]) -> dict[str, str]:
+    got = dedup.cluster(list({r["image_sha256"]: r for r in rows.values()}.values()), SHIPPED.hamming_threshold,
+                        **SHIPPED.match)
+    by_sha = {r["image_sha256"]: r["cluster_id"] for r in got}
+    return {name: by_sha[r["image_sha256"]] for name, r in rows.items()}
+
+
+def _ham(a: dict, b: dict) -> int:
+    return bin(int(a["phash"], 16) ^ int(b["phash"], 16)).count("1")
+
+
+@pytest.mark.parametrize("share", [0.15, 0.25])
+def test_colour_variants_of_a_small_garment_on_white_are_not_merged(tmp_path, share):
+    red, blue, green = (200, 30, 40), (35, 60, 190), (40, 140, 60)
+    rows = _intake(tmp_path, {"red": packshot(red, share), "blue": packshot(blue, share),
+                              "green": packshot(green, share), "red-copy": reencoded(packshot(red, share))})
+    # the input of the defect: pHash and the whole-picture colour check cannot tell the colours apart
+    assert _ham(rows["red"], rows["blue"]) <= SHIPPED.hamming_threshold
+    assert dedup.color_diff(rows["red"]["color_signature"], rows["blue"]["color_signature"]) <= SHIPPED.max_color_diff
+    c = _clusters(rows)
+    assert len({c["red"], c["blue"], c["green"]}) == 3, "each colour is its own picture"
+    assert c["red"] == c["red-copy"], "a resized, re-encoded copy is still the same picture"
+    assert foreground.foreground_delta_e(rows["red"]["fg_signature"], rows["red-copy"]["fg_signature"]) <= 2.0
+
+
+def test_pale_garment_on_white_has_a_foreground(tmp_path):
+    """An ecru shirt on white (ΔE*ab about 12 from the background) is still the foreground, not background."""
+    rows = _intake(tmp_path, {"ecru": packshot((240, 232, 214), 0.25), "grey": packshot((205, 205, 205), 0.25)})
+    assert foreground.has_uniform_background(rows["ecru"]["fg_signature"])
+    c = _clusters(rows)
+    assert c["ecru"] != c["grey"]
+
+
+def _street(n: int) -> list[Path]:
+    if not REAL.is_dir():
+        pytest.skip("../shared/realdata is not beside the checkout")
+    return sorted((REAL / "street").glob("street_schp_g*.jpg"))[:n]  # people in everyday scenes (busy backgrounds)
+
+
+def test_a_cutout_of_a_real_photo_and_the_photo_are_one_cluster(tmp_path):
+    photos = _street(3)
+    assert len(photos) == 3
+    files = {p.name: p.read_bytes() for p in photos}
+    cut, share = cutout(files[photos[0].name])
+    assert 0.1 < share < 0.6
+    files["cutout.png"] = cut
+    files["cutout-copy.jpg"] = reencoded(cut, 0.7, 85)  # the transparent PNG flattened to JPEG by someone else
+    rows = _intake(tmp_path, files)
+    assert "had_alpha" in rows["cutout.png"]["flags"]
+    assert _ham(rows["cutout.png"], rows[photos[0].name]) > SHIPPED.hamming_threshold, "pHash alone misses it"
+    c = _clusters(rows)
+    assert c["cutout.png"] == c[photos[0].name] == c["cutout-copy.jpg"]
+    assert len({c[p.name] for p in photos}) == 3, "the other photographs stay distinct"
+
+
+def test_a_cutout_of_a_legacy_photo_is_contamination(tmp_path):
+    photos = _street(2)
+    legacy = _intake(tmp_path / "legacy", {p.name: p.read_bytes() for p in photos})
+    index = schemas.from_rows([{**r, "source": "fashion200k", "path": n, "item_id": n, "stamp": "x"}
+                               for n, r in legacy.items()], schemas.CONTAMINATION_INDEX)
+    cut, _ = cutout(photos[1].read_bytes())
+    new = _intake(tmp_path / "new", {"cut": cut, "fresh": packshot((10, 120, 200), 0.4)})
+    found = find_contamination(schemas.from_rows(list(new.values()), schemas.IMAGES), index,
+                               SHIPPED.hamming_threshold, **SHIPPED.match).to_pylist()
+    assert [(r["image_sha256"], r["kind"], r["matched_path"]) for r in found] == [
+        (new["cut"]["image_sha256"], "cutout", photos[1].name)]
+
+
+def test_known_real_pairs_stay_found_and_nothing_else_merges(tmp_path):
+    """All real photos through the intake and the shipped rule: the hopper encodings are one cluster, the
+    byte-identical street pair one image, the garment and its wearer (different photos) stay apart."""
+    if not REAL.is_dir():
+        pytest.skip("../shared/realdata is not beside the checkout")
+    files = {f"{p.parent.name}/{p.name}": p.read_bytes()
+             for d in ("studio", "street", "odd") for p in sorted((REAL / d).iterdir())}
+    refs = [ImageRef("drop_item", n, 0, n, "test", T0) for n in files]
+    res = take_in(refs, files.__getitem__, LocalStore(tmp_path / "store"), ImageConfig())
+    sha_of = {r["owner_id"]: r["image_sha256"] for r in res.refs if r["status"] == "accepted"}
+    got = {r["image_sha256"]: r["cluster_id"]
+           for r in dedup.cluster(res.images, SHIPPED.hamming_threshold, **SHIPPED.match)}
+    clusters: dict[str, set[str]] = {}
+    for name, sha in sha_of.items():
+        clusters.setdefault(got[sha], set()).add(name)
+    multi = sorted(sorted(v) for v in clusters.values() if len(v) > 1)
+    hopper = sorted(n for n in sha_of if "pillow_hopper" in n)
+    assert len(hopper) == 7
+    assert multi == sorted([hopper, ["street/model-studio_catvton_049713_0.jpg",
+                                     "street/model-studio_ootd_049713_0.jpg"]])
