@@ -146,7 +146,17 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
     groups_by_hash: list[list[int]] = [[] for _ in range(len(uniq))]
     for k, u in zip(idx.tolist(), inverse.tolist()):
         groups_by_hash[u].append(k)
-    candidate_pairs = [(g[0], m) for g in groups_by_hash for m in g[1:]]
+    # Within a hash group every member is compared with one member of each colour-confirmed subgroup so far (the
+    # colour check is not transitive: a red and a blue shirt share a hash, and so do their copies).
+    candidate_pairs = []
+    for g in groups_by_hash:
+        heads: list[int] = []
+        for m in g:
+            agree = [h for h in heads if confirmed_by_colour(images[h], images[m], max_color_diff,
+                                                             max_foreground_delta_e)]
+            candidate_pairs += [(h, m) for h in agree]
+            if not agree:
+                heads.append(m)
     pairs = near_pairs_mih(uniq, threshold)
     for a, b, _ in pairs:
         candidate_pairs += [(i, j) for i in groups_by_hash[a] for j in groups_by_hash[b]]

@@ -45,7 +45,7 @@ UNIFORM_BORDER_SHARE = 0.85
 uniform background (a packshot, a cut-out); below it every pixel is foreground."""
 MAX_FOREGROUND_DELTA_E = 6.0
 """Default most :func:`foreground_delta_e` for a pHash-near pair to be confirmed as one picture
-(``dedup.max_foreground_delta_e``). Measured on the real studio photos (benchmarks/dedup_quality.py): a JPEG
+(``dedup.max_foreground_delta_e``). Measured on the real studio photos (benchmarks/dedup_realdata.py): a JPEG
 re-encode at quality 60 and half size stays at 0-1.4; a recoloured garment is at 5.5-150 (most above 10)."""
 MIN_CELL_COVERAGE = 0.5
 """Share of foreground pixels a cell needs in both images for its colour to be compared."""
@@ -77,26 +77,27 @@ def _ring(a: np.ndarray) -> np.ndarray:
     return np.concatenate([a[0], a[-1], a[1:-1, 0], a[1:-1, -1]])
 
 
-def foreground_mask(lab: np.ndarray) -> tuple[np.ndarray, bool]:
-    """Foreground of a CIELAB image ``(h, w, 3)``: ``(mask (h, w) bool, uniform_background)``; see the module
-    docstring for the rule."""
+def foreground_mask(lab: np.ndarray) -> tuple[np.ndarray, bool, np.ndarray]:
+    """Foreground of a CIELAB image ``(h, w, 3)``: ``(mask (h, w) bool, uniform_background, background Lab (3,))``;
+    see the module docstring for the rule."""
     ring = _ring(lab)
     bg = np.median(ring, axis=0)
     if float(np.mean(np.linalg.norm(ring - bg, axis=-1) <= BACKGROUND_DELTA_E)) < UNIFORM_BORDER_SHARE:
-        return np.ones(lab.shape[:2], dtype=bool), False
-    return np.linalg.norm(lab - bg, axis=-1) > BACKGROUND_DELTA_E, True
+        return np.ones(lab.shape[:2], dtype=bool), False, bg
+    return np.linalg.norm(lab - bg, axis=-1) > BACKGROUND_DELTA_E, True, bg
 
 
 def foreground_signature(rgb: Image.Image) -> str:
-    """The foreground signature of a normalised RGB image: ``1 + 4 * 64`` bytes as 514 hex digits.
+    """The foreground signature of a normalised RGB image: ``4 + 4 * 64`` bytes as 520 hex digits.
 
-    Byte 0: flags (:data:`HEADER_UNIFORM`). Then per cell of the 8 x 8 grid, row-major: foreground coverage
+    Byte 0: flags (:data:`HEADER_UNIFORM`); bytes 1-3: the background's colour (the border's median; L* x 2.55,
+    a* + 128, b* + 128). Then per cell of the 8 x 8 grid, row-major: foreground coverage
     (0..255 = share of the cell's 16 thumbnail pixels), L* x 2.55, a* + 128, b* + 128 (each rounded and clipped to
     0..255; the mean over the cell's foreground pixels, 0 when it has none).
     """
     small = np.asarray(rgb.convert("RGB").resize((THUMB, THUMB), Image.Resampling.BOX), dtype=np.float32)
     lab = srgb_to_lab(small)
-    mask, uniform = foreground_mask(lab)
+    mask, uniform, bg = foreground_mask(lab)
     k = THUMB // GRID
     m = mask.reshape(GRID, k, GRID, k).transpose(0, 2, 1, 3).reshape(GRID, GRID, k * k)
     v = lab.reshape(GRID, k, GRID, k, 3).transpose(0, 2, 1, 3, 4).reshape(GRID, GRID, k * k, 3)
@@ -104,15 +105,16 @@ def foreground_signature(rgb: Image.Image) -> str:
     mean = (v * m[..., None]).sum(axis=2) / np.maximum(n, 1)[..., None]
     cells = np.stack([n / (k * k) * 255, mean[..., 0] * 2.55, mean[..., 1] + 128, mean[..., 2] + 128], axis=-1)
     body = np.clip(np.rint(cells), 0, 255).astype(np.uint8).reshape(-1)
-    return (bytes([HEADER_UNIFORM if uniform else 0]) + body.tobytes()).hex()
+    head = np.clip(np.rint([bg[0] * 2.55, bg[1] + 128, bg[2] + 128]), 0, 255).astype(np.uint8)
+    return (bytes([HEADER_UNIFORM if uniform else 0]) + head.tobytes() + body.tobytes()).hex()
 
 
 def _cells(sig: str) -> tuple[int, np.ndarray, np.ndarray]:
     """``(flags, coverage (64,) float 0..1, lab (64, 3) float)`` of a signature."""
     b = np.frombuffer(bytes.fromhex(sig), dtype=np.uint8)
-    if b.size != 1 + 4 * GRID * GRID:
-        raise ValueError(f"foreground signature of {b.size} bytes, expected {1 + 4 * GRID * GRID}")
-    c = b[1:].reshape(GRID * GRID, 4).astype(np.float32)
+    if b.size != 4 + 4 * GRID * GRID:
+        raise ValueError(f"foreground signature of {b.size} bytes, expected {4 + 4 * GRID * GRID}")
+    c = b[4:].reshape(GRID * GRID, 4).astype(np.float32)
     return int(b[0]), c[:, 0] / 255, np.stack([c[:, 1] / 2.55, c[:, 2] - 128, c[:, 3] - 128], axis=-1)
 
 
@@ -135,6 +137,12 @@ def foreground_delta_e(a: str | None, b: str | None) -> float:
     return float(np.linalg.norm(mean_a - mean_b))
 
 
+def background_lab(sig: str) -> np.ndarray:
+    """The background colour (CIELAB ``(3,)``) recorded in a signature: the border's median colour."""
+    b = np.frombuffer(bytes.fromhex(sig[2:8]), dtype=np.uint8).astype(np.float32)
+    return np.array([b[0] / 2.55, b[1] - 128, b[2] - 128], dtype=np.float32)
+
+
 def has_uniform_background(sig: str | None) -> bool:
     """Whether the signature's image had a uniform background (a packshot or a cut-out)."""
     return bool(sig) and bool(int(sig[:2], 16) & HEADER_UNIFORM)
@@ -144,9 +152,10 @@ def has_uniform_background(sig: str | None) -> bool:
 
 
 def block_codes(rgb: Image.Image) -> str:
-    """The 256 block codes of a normalised image, row-major, as 1024 hex digits (``uint16`` big-endian each); see
-    the module docstring. On an image with a uniform background (:func:`foreground_mask` on the thumbnail) only
-    the blocks wholly inside the foreground keep a code: what a cut-out shares with its photograph."""
+    """The 256 block codes of a normalised image, row-major (``uint16`` big-endian each), then a 256-bit mask of
+    the blocks wholly inside the foreground of an image with a uniform background (:func:`foreground_mask` on the
+    thumbnail; all zero for a busy picture): what a cut-out shares with its photograph. 1088 hex digits; see the
+    module docstring."""
     small = np.asarray(rgb.convert("RGB").resize((BLOCK_SIDE, BLOCK_SIDE), Image.Resampling.BOX), dtype=np.float32)
     g = small @ np.array([0.299, 0.587, 0.114], dtype=np.float32)  # ITU-R BT.601 luma, as Pillow's "L"
     n = BLOCK_GRID
@@ -155,17 +164,28 @@ def block_codes(rgb: Image.Image) -> str:
     bits = sub > sub.mean(axis=-1, keepdims=True)
     codes = (bits * (1 << np.arange(15, -1, -1))).sum(axis=-1).astype(np.uint16)
     codes[blocks.reshape(n, n, 64).std(axis=-1) < FLAT_BLOCK_STD] = 0
-    mask, uniform = foreground_mask(srgb_to_lab(small))
-    if uniform:
-        codes[~mask.reshape(n, 8, n, 8).transpose(0, 2, 1, 3).reshape(n, n, 64).all(axis=-1)] = 0
-    return codes.reshape(-1).astype(">u2").tobytes().hex()
+    mask, uniform, _ = foreground_mask(srgb_to_lab(small))
+    inside = mask.reshape(n, 8, n, 8).transpose(0, 2, 1, 3).reshape(n, n, 64).all(axis=-1) & uniform
+    return (codes.reshape(-1).astype(">u2").tobytes() + np.packbits(inside.reshape(-1)).tobytes()).hex()
 
 
 def _codes(h: str) -> np.ndarray:
-    c = np.frombuffer(bytes.fromhex(h), dtype=">u2").astype(np.int64)
-    if c.size != BLOCK_GRID * BLOCK_GRID:
-        raise ValueError(f"{c.size} block codes, expected {BLOCK_GRID * BLOCK_GRID}")
-    return c
+    """The block codes ``(256,) int64`` of a :func:`block_codes` string."""
+    return _split(h)[0]
+
+
+def _inside(h: str) -> np.ndarray:
+    """Blocks ``(256,) bool`` wholly inside a uniform-background image's foreground."""
+    return _split(h)[1]
+
+
+def _split(h: str) -> tuple[np.ndarray, np.ndarray]:
+    b = bytes.fromhex(h)
+    n = BLOCK_GRID * BLOCK_GRID
+    if len(b) != 2 * n + n // 8:
+        raise ValueError(f"block codes of {len(b)} bytes, expected {2 * n + n // 8}")
+    return (np.frombuffer(b[:2 * n], dtype=">u2").astype(np.int64),
+            np.unpackbits(np.frombuffer(b[2 * n:], dtype=np.uint8)).astype(bool))
 
 
 MIN_INTERIOR_BLOCKS = 8
@@ -173,14 +193,21 @@ MIN_INTERIOR_BLOCKS = 8
 little."""
 CODE_TOLERANCE = 3
 """Bits (of 16) in which a block's code may differ and still count as the same block: re-encoding and rescaling
-move sub-squares near the block's mean across it. Measured on the real photos (benchmarks/dedup_quality.py): a
+move sub-squares near the block's mean across it. Measured on the real photos (benchmarks/dedup_realdata.py): a
 cut-out and its photograph agree within 3 bits on 67-100% of the interior blocks, two different photographs on at
 most 50% (where the cut-out has four or more such blocks)."""
 MIN_SHARED_BLOCKS = 0.75
 """Share of the cut-out's textured interior blocks whose code the photograph repeats (within
 :data:`CODE_TOLERANCE` bits) at the same position."""
 MAX_CUTOUT_DELTA_E = 6.0
-"""Median ΔE*ab over the cut-out's interior cells between the cut-out and the photograph."""
+"""Median ΔE*ab, over the signature cells wholly inside the cut-out's subject, between the cut-out and the
+photograph (a cell at the subject's edge mixes in the photograph's background, so only inner cells count)."""
+MIN_SILHOUETTE_IOU = 0.8
+"""A studio shot and a cut-out on the same backdrop colour must also share their outline: intersection over union
+of their silhouettes (signature cells at least half foreground). Measured: a cut-out and its studio photograph
+0.43-1.0 (GrabCut in a box also trims the subject; below 0.8 they are missed when the backdrop colour is the same),
+a shirt lying inside trousers' outline 0.74."""
+
 MIN_PROBE_HITS = 2
 """Index hits (same position, code within one bit) a pair needs to become a candidate."""
 MAX_POSTING = 64
@@ -193,24 +220,35 @@ def cutout_match(cut: dict, photo: dict) -> bool:
     """Whether ``cut`` (an ``images`` row with ``fg_signature`` and ``block_codes``) is a background-removed cut-out
     of ``photo``, kept on the same canvas: ``cut`` has a uniform background; at least :data:`MIN_INTERIOR_BLOCKS`
     of its blocks are textured and inside its foreground; at least :data:`MIN_SHARED_BLOCKS` of those have the
-    same code in ``photo`` within :data:`CODE_TOLERANCE` bits; and the colours agree there (median ΔE*ab <=
-    :data:`MAX_CUTOUT_DELTA_E`, over the signature cells wholly inside its subject, when there are any)."""
+    same (textured) code in ``photo`` within :data:`CODE_TOLERANCE` bits; the colours agree inside the subject
+    (median ΔE*ab <= :data:`MAX_CUTOUT_DELTA_E` over the signature cells wholly inside it); and, when ``photo`` has a
+    uniform background too (a studio shot), the backdrops differ (further apart than :data:`BACKGROUND_DELTA_E`) or
+    the outlines agree (:data:`MIN_SILHOUETTE_IOU`)."""
     sa, sb = cut.get("fg_signature"), photo.get("fg_signature")
     ca, cb = cut.get("block_codes"), photo.get("block_codes")
     if not (sa and sb and ca and cb) or not has_uniform_background(sa):
         return False
     a, b = _codes(ca), _codes(cb)
-    inner = a != 0  # a uniform-background image codes only its blocks inside the foreground (block_codes)
+    inner = _inside(ca) & (a != 0)
     if int(inner.sum()) < MIN_INTERIOR_BLOCKS:
         return False
-    if float(np.mean(_BITS[a[inner] ^ b[inner]] <= CODE_TOLERANCE)) < MIN_SHARED_BLOCKS:
+    same = (b[inner] != 0) & (_BITS[a[inner] ^ b[inner]] <= CODE_TOLERANCE)
+    if float(np.mean(same)) < MIN_SHARED_BLOCKS:
         return False
     _, cov, la = _cells(sa)
-    _, _, lb = _cells(sb)
-    cells = cov >= 0.999  # signature cells wholly inside the cut-out's subject: the photograph's colour there
-    if not cells.any():
-        return True  # a slim subject: the codes alone decide
-    return float(np.median(np.linalg.norm(la[cells] - lb[cells], axis=-1))) <= MAX_CUTOUT_DELTA_E
+    _, cov_b, lb = _cells(sb)
+    cells = cov >= 0.999
+    if cells.any() and float(np.median(np.linalg.norm(la[cells] - lb[cells], axis=-1))) > MAX_CUTOUT_DELTA_E:
+        return False  # (a slim subject with no inner cell: the codes alone decide)
+    if has_uniform_background(sb):
+        # A studio shot and its cut-out: the backdrop changed, or (same backdrop) the outline did, a little. Two
+        # packshots on one backdrop that agree only where they overlap are two garments printed with one pattern
+        # (a shirt lying inside trousers' outline), not a cut-out.
+        if float(np.linalg.norm(background_lab(sa) - background_lab(sb))) > BACKGROUND_DELTA_E:
+            return True
+        sil_a, sil_b = cov >= 0.5, cov_b >= 0.5
+        return float((sil_a & sil_b).sum()) >= MIN_SILHOUETTE_IOU * float((sil_a | sil_b).sum())
+    return True
 
 
 def cutout_candidates(fg_signatures: Sequence[str | None], codes: Sequence[str | None]) -> np.ndarray:
@@ -229,7 +267,7 @@ def cutout_candidates(fg_signatures: Sequence[str | None], codes: Sequence[str |
         keys.append(pos * 65536 + a[pos])
         owner.append(np.full(len(pos), i, dtype=np.int64))
         if has_uniform_background(s):
-            inner = pos
+            inner = np.nonzero(_inside(c) & (a != 0))[0]
             if len(inner) >= MIN_INTERIOR_BLOCKS:
                 probes = a[inner][:, None] ^ np.concatenate([[0], 1 << np.arange(16)])[None, :]  # (k, 17)
                 cut_keys.append((inner[:, None] * 65536 + probes).reshape(-1))

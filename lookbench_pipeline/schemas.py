@@ -162,8 +162,8 @@ IMAGES = pa.schema(
         ("phash", pa.string()),  # 64-bit pHash as 16 hex digits, method in phash_method
         ("phash_method", pa.string()),
         ("color_signature", pa.string()),  # 8x8 RGB thumbnail, 384 hex digits: pHash is colour-blind
-        ("fg_signature", pa.string()),  # foreground colour per cell of an 8x8 grid, 514 hex (lookbench_pipeline.foreground)
-        ("block_codes", pa.string()),  # 16x16 16-bit block codes, 1024 hex: finds a cut-out of a photo (foreground)
+        ("fg_signature", pa.string()),  # foreground colour per cell of an 8x8 grid, 520 hex (lookbench_pipeline.foreground)
+        ("block_codes", pa.string()),  # 16x16 16-bit block codes + inside-subject mask, 1088 hex: finds a cut-out of a photo (foreground)
         ("first_seen_at", TS),
     ]
 )

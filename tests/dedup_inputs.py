@@ -37,8 +37,11 @@ def packshot(colour: tuple[int, int, int], side_share: float = 0.25, size: int =
 
 
 def reencoded(data: bytes, scale: float = 0.5, quality: int = 60) -> bytes:
-    """A resized, re-encoded copy (what a mirror or another shop serves)."""
-    im = Image.open(io.BytesIO(data)).convert("RGB")
+    """A resized, re-encoded copy (what a mirror or another shop serves) of the picture as it is shown: decoded
+    the way the intake decodes it (EXIF orientation, colour profile, alpha on white, 16-bit scaled)."""
+    from lookbench_pipeline.images import decode
+
+    im = decode(data).rgb
     im = im.resize((max(1, round(im.width * scale)), max(1, round(im.height * scale))), Image.Resampling.LANCZOS)
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=quality)
@@ -66,3 +69,31 @@ def cutout(data: bytes, box: tuple[float, float, float, float] = (0.2, 0.05, 0.8
     buf = io.BytesIO()
     Image.fromarray(rgba, "RGBA").save(buf, "PNG")
     return buf.getvalue(), float(fg.mean())
+
+
+def dotted(shape: str, size: tuple[int, int] = (320, 400)) -> bytes:
+    """A grey garment (``trousers`` or ``shirt``, the demo shop's outlines, 280 px wide at (20, 60)) printed with
+    black dots on a grid fixed to the canvas, on white: two different garments whose patterns line up wherever they
+    overlap (what a renderer with one pattern gives; the shirt lies almost wholly inside the trousers' outline)."""
+    w, h = size
+    im = Image.new("RGB", size, (255, 255, 255))
+    mask = Image.new("L", size, 0)
+    d = ImageDraw.Draw(mask)
+    pt = lambda x, y: (20 + x * 280, 60 + y * 280)  # noqa: E731
+    if shape == "trousers":
+        d.polygon([pt(.28, .06), pt(.72, .06), pt(.76, .95), pt(.53, .95), pt(.5, .3), pt(.47, .95), pt(.24, .95)],
+                  fill=255)
+    else:
+        d.polygon([pt(.3, .12), pt(.7, .12), pt(.72, .82), pt(.28, .82)], fill=255)
+        d.polygon([pt(.3, .12), pt(.08, .38), pt(.18, .41), pt(.32, .35)], fill=255)
+        d.polygon([pt(.7, .12), pt(.92, .38), pt(.82, .41), pt(.68, .35)], fill=255)
+        d.ellipse([*pt(.42, .06), *pt(.58, .18)], fill=0)
+    pat = Image.new("RGB", size, (128, 128, 132))
+    dp = ImageDraw.Draw(pat)
+    for y in range(9, h, 18):
+        for x in range(9 + (y // 18 % 2) * 9, w, 18):
+            dp.ellipse([x - 4, y - 4, x + 4, y + 4], fill=(15, 15, 15))
+    im.paste(pat, mask=mask)
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=92)
+    return buf.getvalue()

@@ -13,7 +13,7 @@ from lookbench_pipeline.contamination import find_contamination
 from lookbench_pipeline import schemas
 from lookbench_pipeline.images import ImageRef, take_in
 from lookbench_pipeline.store import LocalStore
-from dedup_inputs import cutout, packshot, reencoded
+from dedup_inputs import cutout, dotted, packshot, reencoded
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "images"
 SHIPPED = DedupConfig()
@@ -60,6 +60,17 @@ def test_pale_garment_on_white_has_a_foreground(tmp_path):
     assert foreground.has_uniform_background(rows["ecru"]["fg_signature"])
     c = _clusters(rows)
     assert c["ecru"] != c["grey"]
+
+
+def test_two_garments_printed_on_one_pattern_grid_are_not_a_cutout_pair(tmp_path):
+    """Trousers and a shirt with the same dots on the same canvas grid agree block for block and colour for colour
+    where they overlap, and the shirt lies almost wholly inside the trousers (the demo's legacy tree has such a
+    pair): two packshots are one picture only if their outlines agree too."""
+    rows = _intake(tmp_path, {"trousers": dotted("trousers"), "shirt": dotted("shirt")})
+    assert not foreground.cutout_match(rows["trousers"], rows["shirt"])
+    assert not foreground.cutout_match(rows["shirt"], rows["trousers"])
+    c = _clusters(rows)
+    assert c["trousers"] != c["shirt"]
 
 
 def _street(n: int) -> list[Path]:
