@@ -874,8 +874,11 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                 p["sku"] = sku
                 p.setdefault("_sources", {})["sku"] = f"{p['extracted_from']}:{key}" if key != "url" else "url"
     skus = [p["sku"] for p in products if p.get("sku")]
+    shared: tuple[str | None, str | None] = (None, None)  # the main item's declared id, when its colours share it
     for p in products:  # an id shared by colour variants (the page's, the group's) is the group's, not an item's
         if p.get("sku") and skus.count(p["sku"]) > 1:
+            if p is products[0]:
+                shared = (p["sku"], (p.get("_sources") or {}).get("sku"))
             p["group_id"] = p.get("group_id") or p["sku"]
             own = [(k, v) for k, v in p.get("_ids") or [] if v != p["sku"] and sum(
                 v in [w for _, w in q.get("_ids") or []] for q in products) == 1]
@@ -886,7 +889,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         if p["variant_id"]:
             p.setdefault("_sources", {})["variant_id"] = p["_sources"].get("sku")
     if products:
-        _page_reference(sel, products[0])
+        _page_reference(sel, products[0], shared)
     index = _page_renditions(sel, html, base)
     out = []
     for p in products:
@@ -910,21 +913,25 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     return out
 
 
-def _page_reference(sel: Selector, main: dict[str, Any]) -> None:
-    """Make the product reference the page prints under a label the main item's ``sku``; in place.
+def _page_reference(sel: Selector, main: dict[str, Any], shared: tuple[str | None, str | None]) -> None:
+    """Make the main item's ``sku`` the product reference the page states; in place.
 
-    ``sku`` is the shop's reference of the product as the page states it: the code after "Ref." / "SKU" /
-    "Product code" / "Art.-Nr." … (``pagetext.labelled_identifier``; a "Model #" is a manufacturer's number and is
-    skipped), else the item's structured identifier. The printed reference is often not the item's own id: it may
-    be the model's, shared by all its colours ("Black - 1002/710"), or the code of the size the page shows first,
-    which is why identity does not rest on it: ``variant_id``, decided before (``_collapse``,
-    ``_colour_identity``, ``choose_identifier``), stays the item's id at colour granularity and is what
-    ``product_key`` hashes. Only the main item takes the page's reference: the page prints it for the product it
-    sells, not for the other colours or products it lists."""
-    ref = labelled_identifier(sel, model_numbers=False)
+    ``sku`` is the shop's reference of the product as the page states it: the code the page prints after a label
+    ("Ref." / "SKU" / "Product code" / "Art.-Nr." …: ``pagetext.labelled_identifier``; a "Model #" is a
+    manufacturer's number and is skipped), else the identifier chosen for the main item (``choose_identifier``:
+    one the URL carries first) when the page's colours share it and it became their ``group_id`` (``shared``:
+    ``(value, source)``, or Nones), else the item's own identifier. The page's reference is often not the
+    item's own id: it may be the model's, shared by all its colours ("Black - 1002/710", a URL's model number), or
+    the code of the size the page shows first, which is why identity does not rest on it: ``variant_id``, decided
+    before (``_collapse``, ``_colour_identity``, ``choose_identifier``, a shared id made the group's), stays the
+    item's id at colour granularity and is what ``product_key`` hashes. Only the main item takes the page's
+    reference: the page states it for the product it sells, not for the other colours or products it lists."""
+    ref, source = labelled_identifier(sel, model_numbers=False), "visible:label"
+    if not ref and shared[0]:
+        ref, source = shared
     if ref and ref != main.get("sku"):
         main["sku"] = ref
-        main.setdefault("_sources", {})["sku"] = "visible:label"
+        main.setdefault("_sources", {})["sku"] = source
 
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
