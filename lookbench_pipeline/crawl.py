@@ -334,7 +334,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     products: dict[str, dict] = {}
     url_to_pid: dict[str, str] = {}
     for it in out.of_kind("product"):
-        pid = product_key(out.site, it["url"], it.get("sku"), it.get("color"))
+        # an item of a feed written before variant_id existed: its sku was its id
+        pid = product_key(out.site, it["url"], it.get("variant_id", it.get("sku")), it.get("color"))
         crawled = _ts(it["crawled_at"])
         url_to_pid.setdefault(path_key(out.site, it["url"]), pid)
         if pid in products:

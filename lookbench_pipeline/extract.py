@@ -20,8 +20,9 @@ from w3lib.html import get_base_url, replace_entities
 from w3lib.url import canonicalize_url
 
 from .config import LookRules, ProductRules
-from .pagetext import (buy_control, is_placeholder, normalise_availability, page_images, price_candidates,
-                       shopify_analytics_product, state_documents, state_products, url_identifier, visible_product)
+from .pagetext import (buy_control, is_placeholder, labelled_identifier, normalise_availability, page_images,
+                       price_candidates, shopify_analytics_product, state_documents, state_products, url_identifier,
+                       visible_product)
 from .renditions import _SUFFIX as _SHOPIFY_SUFFIX
 from .renditions import RenditionIndex, image_urls_in, is_full_size  # noqa: F401  (is_full_size: public here too)
 
@@ -792,18 +793,23 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
             (``jsonld_parse_error``, ``jsonld_too_deep``, ``jsonld_empty``), so a page with no product says why.
 
     Returns:
-        One dict per item, the page's main item first (``main_product``). Keys: title, description, brand, sku,
-        price (float), currency, color, material, category_text, image_urls (absolute, each picture once as its
-        largest rendition), availability (schema.org short name: ``InStock``, ``OutOfStock``…, or None),
-        group_id (the model the colour variant belongs to), facets (schema.org ``additionalProperty`` name/value
-        pairs, or None), extracted_from (the source of the item), field_sources
-        (``[{name: field, value: source}]``: where each field came from).
+        One dict per item, the page's main item first (``main_product``). Keys: title, description, brand, sku
+        (the shop's reference as the page states it: for the main item the code the page prints after a "Ref." /
+        "SKU" / "Product code" label, ``_page_reference``, else the structured identifier; it may be the model's,
+        shared by its colours), variant_id (the item's own identifier at colour granularity, which
+        ``product_key`` hashes: see "How item identity is decided" below), price (float), currency, color,
+        material, category_text, image_urls (absolute, each picture once as its largest rendition), availability
+        (schema.org short name: ``InStock``, ``OutOfStock``…, or None), group_id (the model the colour variant
+        belongs to), facets (schema.org ``additionalProperty`` name/value pairs, or None), extracted_from (the
+        source of the item), field_sources (``[{name: field, value: source}]``: where each field came from).
 
     Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, platform JSON
     (Shopify's analytics object) and inline state JSON, OpenGraph, the site's rules, the visible page
     (``pagetext``). Items come from the structured sources; the main item's empty fields are filled from the lower
     ones, and its price and availability are reconciled with the page's buy box (``_buy_box``). How item identity
-    is decided: ``_collapse`` and ``_colour_identity``.
+    is decided: ``_collapse`` and ``_colour_identity``, then ``choose_identifier`` (one the URL carries first) and
+    an identifier shared by several colours made their ``group_id``; the result is ``variant_id``. Only then does
+    the main item's ``sku`` take the page's printed reference (``_page_reference``).
     """
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
@@ -868,13 +874,22 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                 p["sku"] = sku
                 p.setdefault("_sources", {})["sku"] = f"{p['extracted_from']}:{key}" if key != "url" else "url"
     skus = [p["sku"] for p in products if p.get("sku")]
+    shared: tuple[str | None, str | None] = (None, None)  # the main item's declared id, when its colours share it
     for p in products:  # an id shared by colour variants (the page's, the group's) is the group's, not an item's
         if p.get("sku") and skus.count(p["sku"]) > 1:
+            if p is products[0]:
+                shared = (p["sku"], (p.get("_sources") or {}).get("sku"))
             p["group_id"] = p.get("group_id") or p["sku"]
             own = [(k, v) for k, v in p.get("_ids") or [] if v != p["sku"] and sum(
                 v in [w for _, w in q.get("_ids") or []] for q in products) == 1]
             p["sku"] = own[0][1] if own else None
             p.setdefault("_sources", {})["sku"] = f"{p['extracted_from']}:{own[0][0]}" if own else None
+    for p in products:  # identity is decided: the item's own id at colour granularity (product_key's basis)
+        p["variant_id"] = p.get("sku")
+        if p["variant_id"]:
+            p.setdefault("_sources", {})["variant_id"] = p["_sources"].get("sku")
+    if products:
+        _page_reference(sel, products[0], shared)
     index = _page_renditions(sel, html, base)
     out = []
     for p in products:
@@ -896,6 +911,27 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                               if k != "extracted_from" and sources[k] and p.get(k) not in (None, "", [])]
         out.append(p)
     return out
+
+
+def _page_reference(sel: Selector, main: dict[str, Any], shared: tuple[str | None, str | None]) -> None:
+    """Make the main item's ``sku`` the product reference the page states; in place.
+
+    ``sku`` is the shop's reference of the product as the page states it: the code the page prints after a label
+    ("Ref." / "SKU" / "Product code" / "Art.-Nr." …: ``pagetext.labelled_identifier``; a "Model #" is a
+    manufacturer's number and is skipped), else the identifier chosen for the main item (``choose_identifier``:
+    one the URL carries first) when the page's colours share it and it became their ``group_id`` (``shared``:
+    ``(value, source)``, or Nones), else the item's own identifier. The page's reference is often not the
+    item's own id: it may be the model's, shared by all its colours ("Black - 1002/710", a URL's model number), or
+    the code of the size the page shows first, which is why identity does not rest on it: ``variant_id``, decided
+    before (``_collapse``, ``_colour_identity``, ``choose_identifier``, a shared id made the group's), stays the
+    item's id at colour granularity and is what ``product_key`` hashes. Only the main item takes the page's
+    reference: the page states it for the product it sells, not for the other colours or products it lists."""
+    ref, source = labelled_identifier(sel, model_numbers=False), "visible:label"
+    if not ref and shared[0]:
+        ref, source = shared
+    if ref and ref != main.get("sku"):
+        main["sku"] = ref
+        main.setdefault("_sources", {})["sku"] = source
 
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
@@ -1042,18 +1078,19 @@ def canonical(url: str) -> str:
     return canonicalize_url(url)
 
 
-def product_key(site: str, url: str, sku: str | None, color: str | None = None) -> str:
-    """The stable product id (sha1 hex) of one sellable item: of ``site`` and the sku; without a sku, of the URL
-    path and query and the colour (colour variants on one page are distinct items; a product without a colour
-    keeps the id it always had).
+def product_key(site: str, url: str, variant_id: str | None, color: str | None = None) -> str:
+    """The stable product id (sha1 hex) of one sellable item: of ``site`` and its ``variant_id`` (the item's own id
+    at colour granularity, ``extract_products``; not its ``sku``, which may be the model's reference, shared by
+    its colours); without one, of the URL path and query and the colour (colour variants on one page are distinct
+    items; a product without a colour keeps the id it always had).
 
     The host and port are not part of it, so a replayed or re-served copy of a site keeps its product ids.
     """
     import hashlib
     from urllib.parse import urlsplit
 
-    if sku:
-        basis = f"{site}\x00sku\x00{sku}"
+    if variant_id:  # "sku" in the basis: the ids made before variant_id was split from sku stay the same
+        basis = f"{site}\x00sku\x00{variant_id}"
     else:
         parts = urlsplit(canonical(url))
         basis = f"{site}\x00path\x00{parts.path}?{parts.query}"
@@ -1086,7 +1123,8 @@ def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
     the Shopify product id is every colour's ``group_id``. Size variants of one colour stay one item. Without a
     colour option the product is one item. Fields: title, ``body_html`` as text, ``vendor`` as brand,
     ``product_type`` as category text. Shopify's product JSON carries no currency (it is the shop's), so
-    ``currency`` is None. The product URL is ``<shop origin>/products/<handle>``.
+    ``currency`` is None. The product URL is ``<shop origin>/products/<handle>``. ``variant_id`` is the sku (the
+    JSON states no other reference).
     """
     from urllib.parse import urlsplit
 
@@ -1150,6 +1188,7 @@ def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
                 "group_id": str(p["id"]) if len(groups) > 1 and p.get("id") else None,
                 "extracted_from": "shopify-json",
             }
+            item["variant_id"] = item["sku"]  # the JSON states no separate reference: the sku is the item's id
             item["field_sources"] = [{"name": k, "value": "shopify-json"} for k in sorted(item)
                                      if k not in ("url", "extracted_from") and item[k] not in (None, "", [])]
             out.append(item)

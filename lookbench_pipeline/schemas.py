@@ -59,13 +59,14 @@ BOX = pa.list_(pa.float32(), 4)
 
 PRODUCTS = pa.schema(
     [
-        ("product_id", pa.string()),  # stable id: sha1 of site + sku (or URL path), independent of host/port
+        ("product_id", pa.string()),  # stable id: sha1 of site + variant_id (or URL path), independent of host/port
         ("site", pa.string()),
         ("url", pa.string()),
         ("title", pa.string()),
         ("description", pa.string()),
         ("brand", pa.string()),
-        ("sku", pa.string()),
+        ("sku", pa.string()),  # the shop's reference as the page states it ("Ref. 1002/710"); may be the model's
+        ("variant_id", pa.string()),  # the item's own id at colour granularity: what product_id is made of
         ("price", pa.float64()),
         ("currency", pa.string()),  # ISO 4217 where known, else the symbol as printed
         ("color", pa.string()),

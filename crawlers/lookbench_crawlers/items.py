@@ -10,7 +10,8 @@ class ProductItem(scrapy.Item):
     title = scrapy.Field()
     description = scrapy.Field()
     brand = scrapy.Field()
-    sku = scrapy.Field()
+    sku = scrapy.Field()  # the shop's reference as the page states it (may be the model's, shared by its colours)
+    variant_id = scrapy.Field()  # the item's own id at colour granularity: the basis of its product_id
     price = scrapy.Field()
     currency = scrapy.Field()
     color = scrapy.Field()
