@@ -9,7 +9,15 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from dagster import ConfigurableIOManager, InputContext, MultiPartitionsDefinition, OutputContext
 
+from lookbench_pipeline import schemas
 from lookbench_pipeline.config import load_config
+
+
+def _read(p: Path, asset: str) -> pa.Table:
+    """A stored table, upgraded to its asset's current schema when it was written before columns were added
+    (:func:`lookbench_pipeline.schemas.upgrade`): earlier weeks' partitions stay readable after an upgrade."""
+    t = pq.read_table(p)
+    return schemas.upgrade(t, schemas.TABLES[asset]) if asset in schemas.TABLES else t
 
 
 def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:
@@ -20,7 +28,7 @@ def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:
 def read_stored_table(data_dir: Path, asset: str, partition_key: str) -> pa.Table | None:
     """A partition's stored table, or None when that partition was never materialised."""
     p = stored_path(data_dir, asset, partition_key).with_suffix(".parquet")
-    return pq.read_table(p) if p.is_file() else None
+    return _read(p, asset) if p.is_file() else None
 
 
 class TableIOManager(ConfigurableIOManager):
@@ -64,11 +72,11 @@ class TableIOManager(ConfigurableIOManager):
                 if not p.is_file():
                     raise FileNotFoundError(f"{context.asset_key.to_user_string()} partition {key} has no stored "
                                             f"value at {p}; materialize it first")
-                tables.append(pq.read_table(p))
-            return pa.concat_tables(tables) if tables else None
+                tables.append(_read(p, context.asset_key.path[-1]))
+            return pa.concat_tables(tables, promote_options="default") if tables else None
         path = self._path(context)
         if path.with_suffix(".parquet").is_file():
-            return pq.read_table(path.with_suffix(".parquet"))
+            return _read(path.with_suffix(".parquet"), context.asset_key.path[-1])
         if path.with_suffix(".json").is_file():
             return json.loads(path.with_suffix(".json").read_text())
         raise FileNotFoundError(f"{context.asset_key.to_user_string()} has no stored value at {path}.*; "

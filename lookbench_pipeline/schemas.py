@@ -529,6 +529,18 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
         raise SchemaError(f"cannot cast to schema: {exc}") from exc
 
 
+def upgrade(table: pa.Table, schema: pa.Schema) -> pa.Table:
+    """A stored table written before columns were added to ``schema`` (e.g. a weekly crawl partition of an earlier
+    version: ``products`` without ``variant_id``, ``images`` without ``fg_signature``), with each missing column of
+    ``schema`` appended as nulls of its type, so old and new partitions concatenate and readers find every column.
+    Columns the table has are left as they are; a table with all of them is returned unchanged. Consumers treat the
+    nulls as "not recorded" (e.g. dedup skips the foreground check for an image without ``fg_signature``)."""
+    missing = [f for f in schema if f.name not in table.column_names]
+    for f in missing:
+        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
+
+
 def from_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:
     """Build a table of ``schema`` from dict rows; absent keys become null.
 
