@@ -166,9 +166,10 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
         if not confirmed_by_colour(images[i], images[j], max_color_diff, max_foreground_delta_e):
             continue
         uf.union(int(i), int(j))
-    if cutouts:
-        for i, j in cutout_pairs(images):
-            uf.union(i, j)
+    if cutouts:  # among one member of each cluster so far: near-copies are joined already
+        reps = [i for i in range(n) if uf.find(i) == i]
+        for i, j in cutout_pairs([images[k] for k in reps]):
+            uf.union(reps[i], reps[j])
     groups: dict[int, list[int]] = {}
     for i in range(n):
         groups.setdefault(uf.find(i), []).append(i)

@@ -251,45 +251,90 @@ def cutout_match(cut: dict, photo: dict) -> bool:
     return True
 
 
+_KEYS = (BLOCK_GRID * BLOCK_GRID) << 16
+"""Distinct (block position, code) keys: the size of the index's direct-address table."""
+MAX_PROBED_BLOCKS = 16
+"""Blocks of a cut-out probed in the index: its textured inside blocks whose codes the fewest images share (the most
+telling ones), so the search costs at most 17 x 16 lookups and 17 x 16 x :data:`MAX_POSTING` pairs per cut-out."""
+
+
+def _matrix(codes: Sequence[str | None]) -> tuple[np.ndarray, np.ndarray]:
+    """``(codes (n, 256) uint16, inside (n, 256) bool)`` of many :func:`block_codes` strings (zeros for None)."""
+    n, m = len(codes), BLOCK_GRID * BLOCK_GRID
+    raw = np.zeros((n, 2 * m + m // 8), dtype=np.uint8)
+    for i, c in enumerate(codes):
+        if c:
+            b = np.frombuffer(bytes.fromhex(c), dtype=np.uint8)
+            if b.size != raw.shape[1]:
+                raise ValueError(f"block codes of row {i}: {b.size} bytes, expected {raw.shape[1]}")
+            raw[i] = b
+    code = raw[:, : 2 * m].copy().view(">u2").astype(np.uint16)
+    return code, np.unpackbits(raw[:, 2 * m :], axis=1).astype(bool)
+
+
+PROBE_CHUNK = 8192
+"""Cut-outs probed at a time (bounds the probe arrays: 17 x 16 keys each)."""
+
+
 def cutout_candidates(fg_signatures: Sequence[str | None], codes: Sequence[str | None]) -> np.ndarray:
     """Pairs ``(i, j)`` (``int64`` (m, 2), ``i`` the cut-out side, ``i != j``, sorted) worth confirming with
-    :func:`cutout_match`: ``i`` has a uniform background and at least :data:`MIN_INTERIOR_BLOCKS` textured interior
-    blocks, and at least :data:`MIN_PROBE_HITS` of them find ``j`` in an inverted index of every image's (block
-    position, code) keys, probed with the code and its 16 one-bit neighbours (multi-probe). Keys held by more than
-    :data:`MAX_POSTING` images are skipped. Cost: O(keys log keys) to build, 17 binary searches per probe."""
-    keys, owner = [], []
-    cut_keys, cut_owner = [], []
-    for i, (s, c) in enumerate(zip(fg_signatures, codes)):
-        if not s or not c:
+    :func:`cutout_match`: ``i`` has a uniform background and at least :data:`MIN_INTERIOR_BLOCKS` textured inside
+    blocks, and at least :data:`MIN_PROBE_HITS` of its :data:`MAX_PROBED_BLOCKS` rarest ones find ``j`` in an
+    inverted index of every image's (block position, code) keys, probed with the code and its 16 one-bit neighbours
+    (multi-probe). Keys held by more than :data:`MAX_POSTING` images are skipped.
+
+    Cost (vectorised): the index is a direct-address table of the 2^24 keys (offsets, 134 MB) over every textured
+    block (at most 256 per image, 4 bytes each), grouped by a two-pass radix sort; then, :data:`PROBE_CHUNK`
+    cut-outs at a time, at most ``17 * MAX_PROBED_BLOCKS`` lookups and ``17 * MAX_PROBED_BLOCKS * MAX_POSTING``
+    pairs per cut-out. Time and memory grow linearly with the images (BENCHMARKS.md, "The cut-out search at
+    scale")."""
+    n = len(codes)
+    code, inside = _matrix([c if s else None for s, c in zip(fg_signatures, codes)])
+    uniform = np.array([has_uniform_background(s) for s in fg_signatures], dtype=bool)
+    # The index as a direct-address table: a key (position: 8 bits, code: 16 bits) is its own slot, so a lookup is
+    # two reads of `offsets`, not a binary search (a binary search per probe was 2/3 of the time at 30,000 images).
+    rows, cols = np.nonzero(code)
+    rows = rows.astype(np.int32)
+    vals = code[rows, cols]
+    cols = cols.astype(np.uint8)
+    counts = np.bincount(cols.astype(np.int32) * 65536 + vals, minlength=_KEYS)
+    offsets = np.zeros(_KEYS + 1, dtype=np.int64)
+    np.cumsum(counts, out=offsets[1:])
+    # owners grouped by key: a two-pass LSD radix sort (numpy sorts 16- and 8-bit integers by radix, stably)
+    order = np.argsort(vals, kind="stable")
+    order = order[np.argsort(cols[order], kind="stable")]
+    o_all = rows[order]
+    del rows, cols, vals, order
+    inner = inside & (code != 0) & uniform[:, None]
+    cut = np.nonzero(inner.sum(axis=1) >= MIN_INTERIOR_BLOCKS)[0]
+    flips = np.concatenate([[0], 1 << np.arange(16)])
+    found = []
+    for s in range(0, len(cut), PROBE_CHUNK):
+        ids = cut[s : s + PROBE_CHUNK]
+        # each cut-out's textured inside blocks, the rarest first (ties by position)
+        r, c = np.nonzero(inner[ids])
+        r = ids[r]
+        key = c.astype(np.int64) * 65536 + code[r, c]
+        o = np.lexsort((c, counts[key], r))
+        r, key = r[o], key[o]
+        first = np.searchsorted(r, r, "left")
+        keep = (np.arange(len(r)) - first) < MAX_PROBED_BLOCKS
+        r, key = r[keep], key[keep]
+        kc = ((key >> 16)[:, None] << 16 | ((key & 0xFFFF)[:, None] ^ flips[None, :])).reshape(-1)
+        oc = np.repeat(r, len(flips))
+        lo, hi = offsets[kc], offsets[kc + 1]
+        ok = (hi > lo) & ((hi - lo) <= MAX_POSTING)
+        lo, hi, oc = lo[ok], hi[ok], oc[ok]
+        lengths = hi - lo
+        total = int(lengths.sum())
+        if total == 0:
             continue
-        a = _codes(c)
-        pos = np.nonzero(a)[0]
-        keys.append(pos * 65536 + a[pos])
-        owner.append(np.full(len(pos), i, dtype=np.int64))
-        if has_uniform_background(s):
-            inner = np.nonzero(_inside(c) & (a != 0))[0]
-            if len(inner) >= MIN_INTERIOR_BLOCKS:
-                probes = a[inner][:, None] ^ np.concatenate([[0], 1 << np.arange(16)])[None, :]  # (k, 17)
-                cut_keys.append((inner[:, None] * 65536 + probes).reshape(-1))
-                cut_owner.append(np.repeat(np.full(len(inner), i, dtype=np.int64), 17))
-    if not cut_keys:
+        partner = o_all[np.repeat(lo - (np.cumsum(lengths) - lengths), lengths) + np.arange(total)]
+        src = np.repeat(oc, lengths)
+        pid = src[src != partner].astype(np.int64) * n + partner[src != partner]
+        uniq, hits = np.unique(pid, return_counts=True)
+        found.append(uniq[hits >= MIN_PROBE_HITS])
+    if not found:
         return np.zeros((0, 2), dtype=np.int64)
-    k_all, o_all = np.concatenate(keys), np.concatenate(owner)
-    order = np.argsort(k_all, kind="stable")
-    k_all, o_all = k_all[order], o_all[order]
-    kc, oc = np.concatenate(cut_keys), np.concatenate(cut_owner)
-    lo, hi = np.searchsorted(k_all, kc, "left"), np.searchsorted(k_all, kc, "right")
-    ok = (hi > lo) & ((hi - lo) <= MAX_POSTING)
-    src, partner = [], []
-    for q, a, b in zip(oc[ok].tolist(), lo[ok].tolist(), hi[ok].tolist()):
-        others = o_all[a:b]
-        others = others[others != q]
-        src.append(np.full(len(others), q, dtype=np.int64))
-        partner.append(others)
-    if not src:
-        return np.zeros((0, 2), dtype=np.int64)
-    pairs = np.stack([np.concatenate(src), np.concatenate(partner)], axis=1)
-    if not len(pairs):
-        return np.zeros((0, 2), dtype=np.int64)
-    uniq, counts = np.unique(pairs, axis=0, return_counts=True)
-    return uniq[counts >= MIN_PROBE_HITS]
+    pid = np.concatenate(found)  # chunks hold disjoint cut-outs, each sorted: the whole is sorted
+    return np.stack([pid // n, pid % n], axis=1).astype(np.int64)
