@@ -321,7 +321,7 @@ def consumer_store(args: argparse.Namespace):
 def _release_source(args: argparse.Namespace, name: str):
     """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
     ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
-    from .release import resolve_version
+    from .release_reader import resolve_version
     from .store import ReleaseFolder
 
     if name != "latest" and (Path(name) / "manifest.json").is_file():
@@ -337,7 +337,7 @@ def _release_source(args: argparse.Namespace, name: str):
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
-    from .release import ReleaseIntegrityError, list_releases, read_manifest
+    from .release_reader import ReleaseIntegrityError, list_releases, read_manifest
     from .safepath import UnsafePathError
     from .store import StoreError
 
@@ -356,7 +356,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .release import read_manifest
+    from .release_reader import read_manifest
 
     store, version = _release_source(args, args.version)
     m = read_manifest(store, version)
@@ -420,7 +420,7 @@ def format_manifest(m: dict) -> str:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .release import pull, resolve_version
+    from .release_reader import pull, resolve_version
 
     store = consumer_store(args)
     version = resolve_version(store, args.version)
@@ -778,7 +778,7 @@ def main(argv: list[str] | None = None) -> int:
 
         configure(args.log_format, level=logging.INFO)  # INFO: progress records of long stages
         logging.getLogger("lookbench_pipeline").propagate = False
-    from .release import ReleaseIntegrityError
+    from .release_reader import ReleaseIntegrityError
     from .store import StoreError
 
     try:
