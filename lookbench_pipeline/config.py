@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -21,14 +22,31 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .foreground import MAX_FOREGROUND_DELTA_E
-
-PACKAGE_DATA = Path(__file__).parent / "data"
-DEFAULT_TAXONOMY = PACKAGE_DATA / "taxonomy_v2.yaml"
-DEMO_SITE = PACKAGE_DATA / "sites" / "demo.yaml"
+from .package_data import DEFAULT_TAXONOMY, DEMO_SITE, PACKAGE_DATA  # noqa: F401  (importable from here too)
 
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid (the message names the file and field)."""
+
+
+TEMPLATE_FIELDS = ("file_name", "stem", "image_id")
+"""The fields a drop annotation file's photo-name template may use (:mod:`lookbench_pipeline.label_import`)."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The fields a name template uses. Raises ValueError for a malformed template or a field other than
+    ``{file_name}``, ``{stem}``, ``{image_id}``."""
+    fields = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS:
+            raise ValueError(f"name template {template!r}: unknown field {{{name}}} (use {{file_name}}, {{stem}} or "
+                             "{image_id})")
+        fields.append(name)
+    if not fields:
+        raise ValueError(f"name template {template!r} uses no field: every entry would describe the same file")
+    return fields
 
 
 class _Strict(BaseModel):
@@ -200,8 +218,6 @@ class AnnotationFileConfig(_Strict):
     @field_validator("image_name")
     @classmethod
     def _templates(cls, v: list[str]) -> list[str]:
-        from .label_import import template_fields
-
         for t in v:
             template_fields(t)  # ValueError: malformed, an unknown field, or no field
         return v
