@@ -612,6 +612,9 @@ class CheckContext:
     taxonomy: Taxonomy
     detections: dict[str, list[dict]] | None = None  # request id -> detections matched to the reference item
     cache: dict[str, Any] = field(default_factory=dict)
+    # builds the image annotator of annotate.endpoint (the stage passes pipeline.vlm_annotator); needed only when
+    # aigen.check.annotator chooses the image model
+    vlm_annotator: Callable[[], Any] | None = None
 
 
 def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold: int, max_color_diff: float,
@@ -661,10 +664,8 @@ class VlmLabeller:
 
     families = False
 
-    def __init__(self, cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore):
-        from .pipeline import vlm_annotator
-
-        self.annotator = vlm_annotator(cfg, taxonomy)
+    def __init__(self, annotator: Any, store: ObjectStore):
+        self.annotator = annotator
         self.name = self.annotator.name
         self.store = store
 
@@ -686,12 +687,22 @@ class VlmLabeller:
         return out
 
 
-def labeller_for(cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore) -> PixelLabeller | VlmLabeller:
+def labeller_for(cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore,
+                 vlm_annotator: Callable[[], Any] | None = None) -> PixelLabeller | VlmLabeller:
     """``aigen.check.annotator``: ``vlm`` (or ``auto`` with ``annotate.endpoint`` set) labels generated images with
-    the same image model as the real items; ``pixel-colour`` (or ``auto`` without one) with the baseline."""
+    the same image model as the real items (the annotator ``vlm_annotator()`` builds: the caller passes the
+    factory, so this module does not reach up into the stages); ``pixel-colour`` (or ``auto`` without one) with
+    the baseline.
+
+    Raises:
+        ValueError: the image model is chosen and no ``vlm_annotator`` factory was given.
+    """
     choice = cfg.aigen.check.annotator
     if choice == "vlm" or (choice == "auto" and cfg.annotate.endpoint):
-        return VlmLabeller(cfg, taxonomy, store)
+        if vlm_annotator is None:
+            raise ValueError("aigen.check.annotator chose the image model (annotate.endpoint) but no annotator "
+                             "factory was passed (CheckContext.vlm_annotator)")
+        return VlmLabeller(vlm_annotator(), store)
     return PixelLabeller(taxonomy)
 
 
@@ -760,7 +771,7 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
         row["status"] = "rejected" if reason else None
         row["reason"] = reason
         rows.append(row)
-    labeller = labeller_for(cfg, ctx.taxonomy, ctx.store) if jobs else None
+    labeller = labeller_for(cfg, ctx.taxonomy, ctx.store, ctx.vlm_annotator) if jobs else None
     labels = labeller.label(jobs) if labeller else {}
     matches = {rid: m for rid, _, m in jobs}
     for row in rows:

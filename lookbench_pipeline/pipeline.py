@@ -168,7 +168,7 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
     """Update the contamination index and match the new images against it: ``(index, contamination, counts)``.
 
     Releases of the same window (earlier previews of this release) are not treated as leaks."""
-    from .release import list_releases, read_manifest
+    from .release_reader import list_releases, read_manifest
     from . import contamination as cont
     from . import demo_shop
 
@@ -505,9 +505,11 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     from .contamination import find_contamination
 
     found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, **cfg.dedup.match)
+    tax = Taxonomy.load(cfg.taxonomy)
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
-                             taxonomy=Taxonomy.load(cfg.taxonomy),
-                             detections=aigen.regions_from_detections(detections) if detections is not None else None)
+                             taxonomy=tax,
+                             detections=aigen.regions_from_detections(detections) if detections is not None else None,
+                             vlm_annotator=lambda: vlm_annotator(cfg, tax))
     rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
 
