@@ -515,9 +515,10 @@ AIGEN_SUBSETS = ("aigen_studio", "aigen_streetlook")
 
 class AigenEndpointConfig(_Strict):
     """An image-generation endpoint that speaks the OpenAI Images API (``POST /v1/images/edits`` with the reference
-    image, or ``/v1/images/generations``), reached with the ``openai`` client. ``base_url`` unset: the scripted
-    endpoint of :mod:`lookbench_pipeline.aigen_server` is started on 127.0.0.1 for the run (the demo), and its
-    pictures are recorded as drawn by it."""
+    image, or ``/v1/images/generations``), reached with the ``openai`` client. ``base_url`` unset: only the demo
+    (a site of kind ``demo``) generates, with the scripted endpoint of :mod:`lookbench_pipeline.demo.aigen_server`
+    started on 127.0.0.1 for the run, its pictures recorded as drawn by it; any other configuration is refused when
+    there is something to generate."""
 
     base_url: str | None = None  # e.g. http://gpu-host:8000/v1 ; the client appends /images/edits
     api_key_env: str = "OPENAI_API_KEY"  # the NAME of the environment variable holding the key, never the key
@@ -778,6 +779,11 @@ class PipelineConfig(BaseSettings):
 
     def site_configs(self) -> list[SiteConfig]:
         return [SiteConfig.from_yaml(p) for p in self.sites]
+
+    def demo_site(self) -> SiteConfig | None:
+        """The first site of kind ``demo`` (the embedded demo shop), or None: a configuration with one is the demo,
+        and only the demo may run the stand-ins (the scripted image endpoint, the demo legacy trees)."""
+        return next((s for s in self.site_configs() if s.kind == "demo"), None)
 
     @property
     def store_url(self) -> str:
