@@ -19,10 +19,10 @@ from collections import Counter
 
 import numpy as np
 
-from lookbench_pipeline import aigen_server
+from lookbench_pipeline.demo import aigen_server
 from lookbench_pipeline.aigen_check import PixelColourAnnotator, compare_attributes, locate, prepare_reference
 from lookbench_pipeline.config import AigenCheckConfig
-from lookbench_pipeline.demo_shop import packshot, plan
+from lookbench_pipeline.demo.shop import packshot, plan
 from lookbench_pipeline.embed import HsvHogEmbedder
 
 

@@ -27,7 +27,7 @@ from pathlib import Path
 import yaml
 
 from lookbench_pipeline.crawl import CRAWLERS_DIR, spider_command
-from lookbench_pipeline.demo_shop import write_js_pages
+from lookbench_pipeline.demo.shop import write_js_pages
 
 NOOP_SPIDER = '''
 import scrapy

@@ -19,7 +19,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from lookbench_pipeline import demo_shop
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.config import DemoDetectorConfig
 from lookbench_pipeline.detect import DEMO_CLASSES, Detector, demo_detector, prepare_offline
 from lookbench_pipeline.images import decode

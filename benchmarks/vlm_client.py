@@ -14,7 +14,7 @@ catalogue text, so two requests per item: attributes, then the judge), each item
 * 20% the real photos of ``--real`` (``studio``, ``street``; 0.05 to 5.6 MP, most 0.8 MP), each copy made distinct
   by a JPEG comment segment, as the same photo served by two shops would be.
 
-The server (``lookbench_pipeline.testing.scripted_openai``, its own process, 127.0.0.1) answers every chat
+The server (``lookbench_pipeline.demo.scripted_openai``, its own process, 127.0.0.1) answers every chat
 completion at once with a schema-valid object. Measured in each of ``--repeat`` rounds:
 
 * ``lookbench annotator``: ``annotate_images`` on the items — everything it does per item included: the store
@@ -214,7 +214,7 @@ def main() -> None:
     print(f"{a.n} images ({kinds}; median {statistics.median(w * h for w, h in mp) / 1e6:.2f} MP, "
           f"{sum(len(d) for _, d in images) / a.n / 1e3:.0f} kB mean), made in {time.perf_counter() - t:.0f} s; "
           f"{os.cpu_count()} CPUs; {conc} requests in flight (annotate.concurrency); load average {load():.1f}")
-    proc = subprocess.Popen([sys.executable, "-m", "lookbench_pipeline.testing.scripted_openai",
+    proc = subprocess.Popen([sys.executable, "-m", "lookbench_pipeline.demo.scripted_openai",
                              "--model", MODEL, "--no-inspect-images"], stdout=subprocess.PIPE, text=True)
     rows: dict[str, list[tuple[float, float, int, float]]] = {}
     try:

@@ -3,9 +3,11 @@
 Modules: ``schemas`` (every table's pyarrow schema), ``config`` (settings), ``store`` (object store), ``extract``
 (structured data), ``crawl`` (running the Scrapy spider, first-seen state), ``drops`` (image drop folders),
 ``images`` (intake), ``dedup``, ``taxonomy`` and ``annotate`` (labels), ``negatives`` (soft-negative distractors
-from Fashion200K), ``release`` (files, manifest, publishing), ``embed`` (retrieval models, embedding cache) and
+from Fashion200K), ``release`` (building and publishing a release; ``release_reader`` reads a published one),
+``embed`` (retrieval models, embedding cache) and
 ``search`` (exact top-k) and ``metrics`` and ``evaluate`` (scoring), ``scoring`` (your own model: precomputed
-embeddings, a function, the site's ``benchmark.json``), ``pipeline`` (the stages as functions), ``cli``.
+embeddings, a function, the site's ``benchmark.json``), ``pipeline`` (the stages as functions), ``cli``; ``demo``
+(the demo shop, its servers and test doubles: imported by the stages and tests only).
 
 ``lookbench_pipeline.score(release_folder, embed_fn)`` scores a model on a pulled release
 (:func:`lookbench_pipeline.scoring.score`); importing the package itself loads nothing else.

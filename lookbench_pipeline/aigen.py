@@ -21,8 +21,9 @@ Flow (each step a table of :mod:`lookbench_pipeline.schemas`; docs/AIGEN.md has 
   the server's ``Retry-After``) up to ``max_attempts``, then recorded as ``failed`` with the reason. ``job_file``
   writes the requests as JSONL (with the reference images) for an external generator and ingests its results from
   a drop folder: ``<request_id>.<png|jpg|webp>`` plus a sidecar ``<request_id>.json`` with at least ``model`` and
-  ``version``; requests without a result stay ``pending``. With no endpoint configured the scripted endpoint of
-  :mod:`lookbench_pipeline.aigen_server` is started on 127.0.0.1 for the run and says so.
+  ``version``; requests without a result stay ``pending``. With no endpoint configured the run is refused, unless
+  the configuration is the demo (a ``demo`` site): then the stage passes in the scripted endpoint of
+  :mod:`lookbench_pipeline.demo.aigen_server`, which is started on 127.0.0.1 for the run and says so.
 * **Provenance**: every result is kept under ``<data_dir>/aigen/results/<request_id>.json`` (file, sha256,
   generator model and version, seed, ``first_seen_at`` = when the pipeline first received it) and, with its image,
   in the object store (``records/aigen/``, :mod:`lookbench_pipeline.records`). A later run reuses it (nothing is
@@ -46,7 +47,7 @@ import os
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -56,10 +57,10 @@ import numpy as np
 import pyarrow as pa
 from PIL import Image
 
-from . import aigen_server, dedup, schemas
+from . import dedup, schemas
 from .aigen_check import (ANNOTATOR_PIXEL_COLOUR, COLOUR_ANCHORS, COLOUR_FAMILY, PixelColourAnnotator,
                           compare_attributes, locate, prepare_reference)
-from .config import AigenConfig, AigenEndpointConfig, PipelineConfig
+from .config import AigenConfig, AigenEndpointConfig, ConfigError, PipelineConfig
 from .images import ImageRef, ImageRejected, decode
 from .store import ObjectStore, StoreError, original_key
 from .taxonomy import Taxonomy
@@ -419,19 +420,41 @@ class EndpointBackend:
             return {r["request_id"]: o for r, o in zip(requests, outs)}
 
 
+@dataclass(frozen=True)
+class ScriptedEndpoint:
+    """A stand-in image endpoint the caller passes in (the demo's, :mod:`lookbench_pipeline.demo.aigen_server`):
+    ``start()`` serves it for a ``with`` block and gives an object with ``base_url``; ``model`` and ``version``
+    are what its pictures are recorded as drawn by."""
+
+    start: Callable[[], AbstractContextManager[Any]]
+    model: str
+    version: str
+
+
 @contextmanager
-def endpoint_for(ecfg: AigenEndpointConfig) -> Iterator[tuple[str, str, str, str | None, str]]:
+def endpoint_for(ecfg: AigenEndpointConfig, scripted: ScriptedEndpoint | None = None
+                 ) -> Iterator[tuple[str, str, str, str | None, str]]:
     """``(base_url, model, version, api_key, description)`` of the configured endpoint; without ``base_url`` the
-    scripted endpoint runs on 127.0.0.1 for the duration of the block."""
+    ``scripted`` endpoint (the demo's, passed in by the stage) runs on 127.0.0.1 for the duration of the block.
+
+    Raises:
+        ConfigError: no ``base_url`` is configured and no scripted endpoint was passed (the configuration is not
+            the demo): a missing image endpoint is an error, never silently a stand-in.
+    """
     if ecfg.base_url:
         yield (ecfg.base_url, ecfg.model, str(ecfg.model_version), os.environ.get(ecfg.api_key_env),
                f"endpoint {ecfg.base_url} model {ecfg.model}@{ecfg.model_version}")
         return
-    with aigen_server.scripted_endpoint() as srv:
+    if scripted is None:
+        raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
+                          "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
+                          "draws with the scripted endpoint")
+    with scripted.start() as srv:
+        # the same words as before the demo package existed: run logs and counts stay as they were
         desc = (f"no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint of "
                 f"lookbench_pipeline.aigen_server on {srv.base_url} draws the pictures (not a generative model)")
         log.warning("aigen: %s", desc)
-        yield srv.base_url, aigen_server.MODEL, aigen_server.VERSION, "scripted", desc
+        yield srv.base_url, scripted.model, scripted.version, "scripted", desc
 
 
 # ------------------------------------------------------------------------------------------------ job-file backend
@@ -513,11 +536,13 @@ def ingest_drop(requests: Sequence[dict], drop_dir: Path, known_ids: set[str],
 
 
 def generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window: Any,
-             now: datetime | None = None) -> tuple[list[dict], dict[str, Any]]:
+             now: datetime | None = None, scripted: ScriptedEndpoint | None = None
+             ) -> tuple[list[dict], dict[str, Any]]:
     """Fulfil every request (rows of ``generated_images``, one per request, in request order) with the configured
     backend, reusing results of earlier runs. A request of a window that has ended is not sent (``skipped``,
     ``window_closed``: its image could not be first seen inside the window). ``counts``: ``requests = generated +
-    failed + pending + skipped``."""
+    failed + pending + skipped``. ``scripted``: the stand-in endpoint used when no ``base_url`` is configured (the
+    demo's; without one that is a ConfigError, :func:`endpoint_for`)."""
     a = cfg.aigen
     now = now or _now()
     data = Path(cfg.data_dir) / "aigen"
@@ -548,7 +573,7 @@ def generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window
         outcomes[r["request_id"]] = Outcome("failed", "reference_unreadable", f"{r['reference_image_sha256']}")
     todo = [r for r in todo if r["reference_image_sha256"] in refs]
     if todo and a.backend == "endpoint":
-        with endpoint_for(a.endpoint) as (base_url, model, version, key, desc):
+        with endpoint_for(a.endpoint, scripted) as (base_url, model, version, key, desc):
             counts["endpoint"] = desc
             outcomes.update(EndpointBackend(a.endpoint, base_url, model, version, data / "images", key).run(todo, refs))
     elif a.backend == "job_file":
@@ -612,6 +637,9 @@ class CheckContext:
     taxonomy: Taxonomy
     detections: dict[str, list[dict]] | None = None  # request id -> detections matched to the reference item
     cache: dict[str, Any] = field(default_factory=dict)
+    # builds the image annotator of annotate.endpoint (the stage passes pipeline.vlm_annotator); needed only when
+    # aigen.check.annotator chooses the image model
+    vlm_annotator: Callable[[], Any] | None = None
 
 
 def _real_duplicates(gen_images: list[dict], real_images: list[dict], threshold: int, max_color_diff: float,
@@ -661,10 +689,8 @@ class VlmLabeller:
 
     families = False
 
-    def __init__(self, cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore):
-        from .pipeline import vlm_annotator
-
-        self.annotator = vlm_annotator(cfg, taxonomy)
+    def __init__(self, annotator: Any, store: ObjectStore):
+        self.annotator = annotator
         self.name = self.annotator.name
         self.store = store
 
@@ -686,12 +712,22 @@ class VlmLabeller:
         return out
 
 
-def labeller_for(cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore) -> PixelLabeller | VlmLabeller:
+def labeller_for(cfg: PipelineConfig, taxonomy: Taxonomy, store: ObjectStore,
+                 vlm_annotator: Callable[[], Any] | None = None) -> PixelLabeller | VlmLabeller:
     """``aigen.check.annotator``: ``vlm`` (or ``auto`` with ``annotate.endpoint`` set) labels generated images with
-    the same image model as the real items; ``pixel-colour`` (or ``auto`` without one) with the baseline."""
+    the same image model as the real items (the annotator ``vlm_annotator()`` builds: the caller passes the
+    factory, so this module does not reach up into the stages); ``pixel-colour`` (or ``auto`` without one) with
+    the baseline.
+
+    Raises:
+        ValueError: the image model is chosen and no ``vlm_annotator`` factory was given.
+    """
     choice = cfg.aigen.check.annotator
     if choice == "vlm" or (choice == "auto" and cfg.annotate.endpoint):
-        return VlmLabeller(cfg, taxonomy, store)
+        if vlm_annotator is None:
+            raise ValueError("aigen.check.annotator chose the image model (annotate.endpoint) but no annotator "
+                             "factory was passed (CheckContext.vlm_annotator)")
+        return VlmLabeller(vlm_annotator(), store)
     return PixelLabeller(taxonomy)
 
 
@@ -760,7 +796,7 @@ def check_generated(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Table
         row["status"] = "rejected" if reason else None
         row["reason"] = reason
         rows.append(row)
-    labeller = labeller_for(cfg, ctx.taxonomy, ctx.store) if jobs else None
+    labeller = labeller_for(cfg, ctx.taxonomy, ctx.store, ctx.vlm_annotator) if jobs else None
     labels = labeller.label(jobs) if labeller else {}
     matches = {rid: m for rid, _, m in jobs}
     for row in rows:

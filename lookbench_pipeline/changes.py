@@ -40,7 +40,7 @@ class ChangesError(RuntimeError):
 
 def previous_version(store: ObjectStore, version: str) -> str | None:
     """The newest published version older than ``version`` (``None`` when there is none)."""
-    from .release import list_releases
+    from .release_reader import list_releases
 
     older = [v for v in list_releases(store) if v < version]
     return older[-1] if older else None
@@ -53,7 +53,7 @@ def read_previous(store: ObjectStore, version: str) -> dict[tuple[str, str], pa.
     Raises:
         ChangesError: a file is missing or does not match the manifest.
     """
-    from .release import read_manifest, release_prefix
+    from .release_reader import read_manifest, release_prefix
     from .store import StoreError
 
     manifest = read_manifest(store, version)

@@ -77,27 +77,43 @@ endpoint's deliberate faults (lookbench_pipeline.aigen_server.default_plan) prod
 AIGEN_STEPS = ("generated_images", "aigen_intake", "generated_checks")
 
 
-def _run_job(config_path: str | None, partition: str | None, on_event=None) -> dict:
-    """Crawl every site and build the release of one window through Dagster (imported here only: the library
-    itself knows nothing of Dagster). Raises assets.runner.RunFailed with the failing step's message."""
-    from assets.runner import run_release
+BUILD_RUNNER_GROUP = "lookbench.build_runner"
+"""The entry-point group through which the build commands find the layer that runs a build (pyproject.toml:
+``runner = "assets.cli_runner:load"``, the Dagster release job). The library never imports that layer."""
+BUILD_RUNNER_DEFAULT = "assets.cli_runner:load"
+"""The entry point used when none is installed: a source checkout run from ``PYTHONPATH`` without ``pip install``
+has no entry-point metadata (the same value pyproject.toml declares)."""
 
+
+def _build_runner():
+    """The build runner (a module with ``run_release``, ``rebuild_window`` and ``RunFailed``) that the installed
+    ``lookbench.build_runner`` entry point's loader returns. Call it inside ``warnings.catch_warnings()``: the
+    loader filters the runner's own framework warnings there."""
+    from importlib.metadata import EntryPoint, entry_points
+
+    found = sorted(entry_points(group=BUILD_RUNNER_GROUP), key=lambda e: e.name)
+    ep = found[0] if found else EntryPoint("runner", BUILD_RUNNER_DEFAULT, BUILD_RUNNER_GROUP)
+    return ep.load()()
+
+
+def _run_job(runner, config_path: str | None, partition: str | None, on_event=None) -> dict:
+    """Crawl every site and build the release of one window through the build runner (the Dagster layer; the
+    library itself knows nothing of Dagster). Raises ``runner.RunFailed`` with the failing step's message."""
     if config_path:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(config_path).resolve())
-    return run_release(os.environ.get("LOOKBENCH_CONFIG"), partition, on_event=on_event)
+    return runner.run_release(os.environ.get("LOOKBENCH_CONFIG"), partition, on_event=on_event)
 
 
 def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -> int | dict:
-    """Run a build (``run(on_event)`` -> its summary) with a quiet terminal: a line per stage, a progress bar, each
-    warning once, while everything printed (Dagster's console, library chatter, ultralytics' training output)
-    goes to ``<data_dir>/logs/<command>-<UTC time>.log``; ``verbose``: everything on the terminal as it comes.
+    """Run a build (``run(runner, on_event)`` -> its summary, ``runner`` from :func:`_build_runner`) with a quiet
+    terminal: a line per stage, a progress bar, each warning once, while everything printed (Dagster's console,
+    library chatter, ultralytics' training output) goes to ``<data_dir>/logs/<command>-<UTC time>.log``;
+    ``verbose``: everything on the terminal as it comes.
     Dagster's Beta/Preview warnings (about Dagster's own API, nothing a user can act on) are not shown. In the demo
     (``demo``) the scripted image endpoint's deliberate faults and the expected warnings are labelled as such.
     Returns the summary, or exit code 1 after printing why the run failed."""
     import warnings
     from datetime import datetime, timezone
-
-    from dagster import BetaWarning, PreviewWarning
 
     from .logs import BuildTerminal, output_to_file
 
@@ -109,13 +125,12 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
                     "no garment-trained": "expected in the demo", "No garment-trained": "expected in the demo"}
     log_path = Path(cfg.data_dir) / "logs" / f"{command}-{datetime.now(timezone.utc):%Y%m%dT%H%M%SZ}.log"
     with warnings.catch_warnings():
-        warnings.filterwarnings("ignore", category=BetaWarning)
-        warnings.filterwarnings("ignore", category=PreviewWarning)
-        from assets.runner import RunFailed  # importing the asset definitions issues those warnings
+        runner = _build_runner()  # its loader filters Dagster's Beta/Preview warnings in this context
+        RunFailed = runner.RunFailed
 
         if verbose:
             try:
-                return run(None)
+                return run(runner, None)
             except RunFailed as exc:
                 print(str(exc), file=sys.stderr)
                 return 1
@@ -129,7 +144,7 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
             lib.addHandler(term)
             lib.setLevel(logging.INFO if level in (logging.NOTSET,) or level > logging.INFO else level)
             try:
-                summary = run(term.event)
+                summary = run(runner, term.event)
             except RunFailed as exc:
                 failure = exc
             finally:
@@ -259,7 +274,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     demo = getattr(args, "demo", False)
     summary = _build_terminal(cfg, "demo" if demo else "build", args.verbose,
-                              lambda on_event: _run_job(args.config, args.partition, on_event), demo=demo)
+                              lambda runner, on_event: _run_job(runner, args.config, args.partition, on_event),
+                              demo=demo)
     if isinstance(summary, int):
         return summary
     _print_build(summary, cfg.store_url, demo=demo and not cfg.drops)  # a drop's intake reasons are not faults
@@ -267,11 +283,9 @@ def cmd_build(args: argparse.Namespace) -> int:
 
 
 def cmd_backfill(args: argparse.Namespace) -> int:
-    """Rebuild a window from the archived crawls (``assets.runner.rebuild_window``) into this config's data_dir
-    and store (which must not hold crawl state yet)."""
+    """Rebuild a window from the archived crawls (the build runner's ``rebuild_window``) into this config's
+    data_dir and store (which must not hold crawl state yet)."""
     need_build_stack("backfill")
-    from assets.runner import rebuild_window
-
     from .windows import window_starting
 
     window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
@@ -279,7 +293,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     _check_build_inputs(cfg)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
-    summary = _build_terminal(cfg, "backfill", args.verbose, lambda on_event: rebuild_window(
+    summary = _build_terminal(cfg, "backfill", args.verbose, lambda runner, on_event: runner.rebuild_window(
         os.environ.get("LOOKBENCH_CONFIG"), args.partition, on_event=on_event))
     if isinstance(summary, int):
         return summary
@@ -321,7 +335,7 @@ def consumer_store(args: argparse.Namespace):
 def _release_source(args: argparse.Namespace, name: str):
     """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
     ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
-    from .release import resolve_version
+    from .release_reader import resolve_version
     from .store import ReleaseFolder
 
     if name != "latest" and (Path(name) / "manifest.json").is_file():
@@ -337,7 +351,7 @@ def _release_source(args: argparse.Namespace, name: str):
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
-    from .release import ReleaseIntegrityError, list_releases, read_manifest
+    from .release_reader import ReleaseIntegrityError, list_releases, read_manifest
     from .safepath import UnsafePathError
     from .store import StoreError
 
@@ -356,7 +370,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from .release import read_manifest
+    from .release_reader import read_manifest
 
     store, version = _release_source(args, args.version)
     m = read_manifest(store, version)
@@ -420,7 +434,7 @@ def format_manifest(m: dict) -> str:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from .release import pull, resolve_version
+    from .release_reader import pull, resolve_version
 
     store = consumer_store(args)
     version = resolve_version(store, args.version)
@@ -778,7 +792,7 @@ def main(argv: list[str] | None = None) -> int:
 
         configure(args.log_format, level=logging.INFO)  # INFO: progress records of long stages
         logging.getLogger("lookbench_pipeline").propagate = False
-    from .release import ReleaseIntegrityError
+    from .release_reader import ReleaseIntegrityError
     from .store import StoreError
 
     try:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import string
 from datetime import date
 from pathlib import Path
 from typing import Any, Literal
@@ -21,14 +22,31 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
 
 from .foreground import MAX_FOREGROUND_DELTA_E
-
-PACKAGE_DATA = Path(__file__).parent / "data"
-DEFAULT_TAXONOMY = PACKAGE_DATA / "taxonomy_v2.yaml"
-DEMO_SITE = PACKAGE_DATA / "sites" / "demo.yaml"
+from .package_data import DEFAULT_TAXONOMY, DEMO_SITE, PACKAGE_DATA  # noqa: F401  (importable from here too)
 
 
 class ConfigError(ValueError):
     """A configuration file or value is invalid (the message names the file and field)."""
+
+
+TEMPLATE_FIELDS = ("file_name", "stem", "image_id")
+"""The fields a drop annotation file's photo-name template may use (:mod:`lookbench_pipeline.label_import`)."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The fields a name template uses. Raises ValueError for a malformed template or a field other than
+    ``{file_name}``, ``{stem}``, ``{image_id}``."""
+    fields = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS:
+            raise ValueError(f"name template {template!r}: unknown field {{{name}}} (use {{file_name}}, {{stem}} or "
+                             "{image_id})")
+        fields.append(name)
+    if not fields:
+        raise ValueError(f"name template {template!r} uses no field: every entry would describe the same file")
+    return fields
 
 
 class _Strict(BaseModel):
@@ -200,8 +218,6 @@ class AnnotationFileConfig(_Strict):
     @field_validator("image_name")
     @classmethod
     def _templates(cls, v: list[str]) -> list[str]:
-        from .label_import import template_fields
-
         for t in v:
             template_fields(t)  # ValueError: malformed, an unknown field, or no field
         return v
@@ -499,9 +515,10 @@ AIGEN_SUBSETS = ("aigen_studio", "aigen_streetlook")
 
 class AigenEndpointConfig(_Strict):
     """An image-generation endpoint that speaks the OpenAI Images API (``POST /v1/images/edits`` with the reference
-    image, or ``/v1/images/generations``), reached with the ``openai`` client. ``base_url`` unset: the scripted
-    endpoint of :mod:`lookbench_pipeline.aigen_server` is started on 127.0.0.1 for the run (the demo), and its
-    pictures are recorded as drawn by it."""
+    image, or ``/v1/images/generations``), reached with the ``openai`` client. ``base_url`` unset: only the demo
+    (a site of kind ``demo``) generates, with the scripted endpoint of :mod:`lookbench_pipeline.demo.aigen_server`
+    started on 127.0.0.1 for the run, its pictures recorded as drawn by it; any other configuration is refused when
+    there is something to generate."""
 
     base_url: str | None = None  # e.g. http://gpu-host:8000/v1 ; the client appends /images/edits
     api_key_env: str = "OPENAI_API_KEY"  # the NAME of the environment variable holding the key, never the key
@@ -762,6 +779,11 @@ class PipelineConfig(BaseSettings):
 
     def site_configs(self) -> list[SiteConfig]:
         return [SiteConfig.from_yaml(p) for p in self.sites]
+
+    def demo_site(self) -> SiteConfig | None:
+        """The first site of kind ``demo`` (the embedded demo shop), or None: a configuration with one is the demo,
+        and only the demo may run the stand-ins (the scripted image endpoint, the demo legacy trees)."""
+        return next((s for s in self.site_configs() if s.kind == "demo"), None)
 
     @property
     def store_url(self) -> str:

@@ -177,7 +177,10 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     recorded origin. Without ``resume`` the crawl starts empty."""
     import uuid
 
-    from . import demo_shop, serve
+    # the static server and the demo shop live in the demo package (demo and replay sites are served on
+    # 127.0.0.1); this function is the one place crawl reaches into it
+    from .demo import serve
+    from .demo import shop as demo_shop
     from .warc import truncate_torn_tail
 
     site = SiteConfig.from_yaml(site_config_path)

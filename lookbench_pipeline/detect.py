@@ -1058,7 +1058,7 @@ def demo_detector(cache_dir: Path, scenes: int = 120, scene_seed: int = 1234, tr
     ``train``: :class:`~lookbench_pipeline.config.DetectorTrainConfig` fields (``model``, ``epochs``, ``imgsz``,
     ``batch``, ``val_fraction``, ``seed``, ``args``). Returns ``(weights, report, trained_now)``.
     """
-    from . import demo_shop
+    from .demo import shop as demo_shop  # the demo detector trains on looks the demo shop draws
     from .config import DEMO_SITE, SiteConfig
 
     site = SiteConfig.from_yaml(DEMO_SITE)

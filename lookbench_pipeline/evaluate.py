@@ -39,7 +39,7 @@ from .embed import (BACKEND_MODULES, EmbedderUnavailable, EmbeddingCache, ModelS
                     load_registry, resolve_spec)
 from .metrics import (LabelCodes, bootstrap_ci_many, evaluate_top, paired_bootstrap, topk_from_embeddings,
                       weighted_overall)
-from .release import SUBSETS, choose_subsets, read_file, read_manifest, release_prefix
+from .release_reader import SUBSETS, choose_subsets, read_file, read_manifest, release_prefix
 from .store import LocalStore, ObjectStore
 
 __all__ = ["EmbeddingCache", "Evaluation", "ModelEntry", "evaluate_legacy", "evaluate_release", "format_table",
@@ -366,7 +366,7 @@ def _vectors(emb: Any, cache: EmbeddingCache | None, f: ReleaseFile, progress: A
 def _verify_local(path: Path, expected: str, name: str, verified: dict[str, str]) -> None:
     import hashlib
 
-    from .release import ReleaseIntegrityError
+    from .release_reader import ReleaseIntegrityError
 
     st = path.stat()
     key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"

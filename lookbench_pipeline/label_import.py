@@ -41,7 +41,6 @@ import csv
 import json
 import math
 import re
-import string
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -51,7 +50,9 @@ from typing import TYPE_CHECKING, Any, Iterable, Sequence
 import yaml
 
 from .annotate import ANNOTATOR_TEXT, CatalogTextAnnotator, _pattern
-from .config import PACKAGE_DATA, ConfigError
+# template_fields validates a config field, so it lives in config (config must not import this module)
+from .config import TEMPLATE_FIELDS, ConfigError, template_fields  # noqa: F401
+from .package_data import PACKAGE_DATA
 from .taxonomy import Taxonomy, TaxonomyError
 
 if TYPE_CHECKING:
@@ -61,7 +62,6 @@ if TYPE_CHECKING:
 
 LABEL_SOURCES = PACKAGE_DATA / "label_sources.yaml"
 KINDS = ("vitonhd", "fashionpedia", "deepfashion2", "modanet")
-TEMPLATE_FIELDS = ("file_name", "stem", "image_id")
 PART_SUPERCATEGORIES = ("garment parts", "closures", "decorations")
 """Fashionpedia supercategories whose objects are parts of a garment, not garments."""
 FACETS_SCHEMA_ORG = "facets:schema.org"
@@ -739,22 +739,6 @@ def read_annotation_file(src: "AnnotationFileConfig", mapper: LabelMapper) -> An
 
 
 # ------------------------------------------------------------------------------------ photos of a drop
-
-
-def template_fields(template: str) -> list[str]:
-    """The fields a name template uses. Raises ValueError for a malformed template or a field other than
-    ``{file_name}``, ``{stem}``, ``{image_id}``."""
-    fields = []
-    for _, name, _, _ in string.Formatter().parse(template):
-        if name is None:
-            continue
-        if name not in TEMPLATE_FIELDS:
-            raise ValueError(f"name template {template!r}: unknown field {{{name}}} (use {{file_name}}, {{stem}} or "
-                             "{image_id})")
-        fields.append(name)
-    if not fields:
-        raise ValueError(f"name template {template!r} uses no field: every entry would describe the same file")
-    return fields
 
 
 def photo_names(g: Garment, templates: Sequence[str]) -> list[str]:

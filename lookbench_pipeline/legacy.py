@@ -165,7 +165,7 @@ def score_inshop(root: Path, embedder: Embedder, ks: tuple[int, ...] = (1, 5, 10
 def write_demo_inshop(root: Path, n_items: int = 24, seed: int = 11) -> None:
     """A small legacy benchmark in DeepFashion In-shop's format, drawn by the demo shop's garment generator
     (packshots as gallery, alternative shots as queries): the embedded default's legacy score."""
-    from . import demo_shop
+    from .demo import shop as demo_shop  # the demo legacy trees are drawn by the demo shop
 
     products, _ = demo_shop.plan(n_items, 0, seed)
     rows = []
@@ -188,7 +188,7 @@ def write_demo_fashion200k(root: Path, n_items: int = 30, n_single: int = 8, see
     generator, each product folder holding its alternative shot (``_0``) and packshot (``_1``) in the ``test``
     split; ``n_single`` further products with one image are distractors; a few ``train`` lines show that only the
     test split is scored. Returns ``{"products", "images"}``."""
-    from . import demo_shop
+    from .demo import shop as demo_shop  # the demo legacy trees are drawn by the demo shop
 
     products, _ = demo_shop.plan(n_items + n_single + 4, 0, seed)
     products = [p for p in products if p.category in demo_shop.FASHION200K_CATEGORY]

@@ -168,9 +168,9 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
     """Update the contamination index and match the new images against it: ``(index, contamination, counts)``.
 
     Releases of the same window (earlier previews of this release) are not treated as leaks."""
-    from .release import list_releases, read_manifest
+    from .release_reader import list_releases, read_manifest
     from . import contamination as cont
-    from . import demo_shop
+    from .demo import shop as demo_shop  # the demo legacy tree is drawn by the demo shop
 
     sources = []
     for src in cfg.contamination.sources:
@@ -368,7 +368,7 @@ def _agreement(text_labels: list, labels: list) -> dict[str, Any]:
 def _legacy_sources(cfg: PipelineConfig, sources: list) -> tuple[list, list[str]]:
     """``(sources, skipped)``: paths resolved under ``data_dir``; a demo source's tree is generated when missing,
     and skipped (named in ``skipped``) when no demo site is configured to generate it from."""
-    from . import demo_shop
+    from .demo import shop as demo_shop  # the demo legacy tree is drawn by the demo shop
 
     out, skipped = [], []
     for src in sources:
@@ -460,10 +460,17 @@ def stage_aigen_requests(cfg: PipelineConfig, products: pa.Table, drop_items: pa
 
 def stage_aigen_generate(cfg: PipelineConfig, requests: pa.Table, store: ObjectStore, window: Window,
                          now: datetime | None = None) -> tuple[pa.Table, dict[str, Any]]:
-    """Fulfil the generation requests with the configured backend (:func:`lookbench_pipeline.aigen.generate`)."""
+    """Fulfil the generation requests with the configured backend (:func:`lookbench_pipeline.aigen.generate`).
+    Without an image endpoint (``aigen.endpoint.base_url``) only the demo (a site of kind ``demo``) generates: with
+    the scripted endpoint of :mod:`lookbench_pipeline.demo.aigen_server`; any other configuration is refused."""
     from . import aigen
 
-    rows, counts = aigen.generate(cfg, requests, store, window, now)
+    scripted = None
+    if not cfg.aigen.endpoint.base_url and cfg.demo_site() is not None:
+        from .demo import aigen_server  # the demo's stand-in image endpoint, wired in here and nowhere else
+
+        scripted = aigen.ScriptedEndpoint(aigen_server.scripted_endpoint, aigen_server.MODEL, aigen_server.VERSION)
+    rows, counts = aigen.generate(cfg, requests, store, window, now, scripted)
     return schemas.from_rows(rows, schemas.GENERATED_IMAGES), counts
 
 
@@ -505,9 +512,11 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     from .contamination import find_contamination
 
     found = find_contamination(gen_images, contamination_index, cfg.dedup.hamming_threshold, **cfg.dedup.match)
+    tax = Taxonomy.load(cfg.taxonomy)
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
-                             taxonomy=Taxonomy.load(cfg.taxonomy),
-                             detections=aigen.regions_from_detections(detections) if detections is not None else None)
+                             taxonomy=tax,
+                             detections=aigen.regions_from_detections(detections) if detections is not None else None,
+                             vlm_annotator=lambda: vlm_annotator(cfg, tax))
     rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
 

@@ -26,12 +26,12 @@ import logging
 import secrets
 from collections.abc import Callable, Mapping
 
+from .release_reader import LATEST_KEY, ReleaseExistsError, ReleaseIntegrityError, release_prefix
 from .store import ObjectExistsError, ObjectStore, StoreError
 
 log = logging.getLogger(__name__)
 
 STAGING_ROOT = "releases/.staging"
-LATEST_KEY = "releases/latest"
 
 
 def staging_dirs(store: ObjectStore) -> dict[str, set[str]]:
@@ -67,8 +67,6 @@ def clean_staging(store: ObjectStore, version: str, published: set[str] | None =
 
 def verify(store: ObjectStore, key: str, sha256: str, size: int) -> None:
     """Read ``key`` back and compare sha256 and size. Raises ReleaseIntegrityError (or StoreError)."""
-    from .release import ReleaseIntegrityError
-
     back = store.get_bytes(key)
     if len(back) != size or hashlib.sha256(back).hexdigest() != sha256:
         raise ReleaseIntegrityError(f"{store.url}/{key}: read back {len(back)} bytes with sha256 "
@@ -105,8 +103,6 @@ def update_latest(store: ObjectStore, version: str) -> None:
 def remove_orphans(store: ObjectStore, version: str) -> int:
     """Delete the files under ``releases/<version>/`` when the version has no manifest (nothing published names
     them: a killed publish left them); returns how many. A published version is never touched. Raises StoreError."""
-    from .release import release_prefix
-
     prefix = release_prefix(version)
     if store.exists(f"{prefix}/manifest.json"):
         return 0
@@ -135,8 +131,6 @@ def publish_files(store: ObjectStore, version: str, files: Mapping[str, tuple[by
         ReleaseExistsError: another manifest appeared for this version meanwhile.
         StoreError: the store failed (retries exhausted); nothing of this version is visible then.
     """
-    from .release import ReleaseExistsError, release_prefix
-
     prefix = release_prefix(version)
     removed = clean_staging(store, version, published) + remove_orphans(store, version)
     if removed:

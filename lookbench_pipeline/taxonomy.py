@@ -18,7 +18,7 @@ from typing import Any
 
 import yaml
 
-from .config import DEFAULT_TAXONOMY
+from .package_data import DEFAULT_TAXONOMY
 
 
 class TaxonomyError(ValueError):

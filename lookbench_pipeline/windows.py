@@ -8,10 +8,20 @@ window starts the day after the closed window's last day.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from zoneinfo import ZoneInfo
 
-from .release import Window
+
+@dataclass
+class Window:
+    """The release's time window ``[start, end)`` of ``first_seen_at`` (UTC)."""
+
+    start: datetime
+    end: datetime
+
+    def __contains__(self, ts: datetime) -> bool:
+        return self.start <= ts < self.end
 
 
 def window_containing(ts: datetime, tz: str = "UTC") -> Window:

@@ -12,16 +12,18 @@ import pyarrow as pa
 import pytest
 from PIL import Image
 
-from lookbench_pipeline import aigen, aigen_server, schemas
+from lookbench_pipeline import aigen, schemas
 from lookbench_pipeline.aigen_check import (PixelColourAnnotator, compare_attributes, delta_e_cmc, locate,
                                             prepare_reference, srgb_to_lab)
 from lookbench_pipeline.config import AigenEndpointConfig, ConfigError, load_config
-from lookbench_pipeline.demo_shop import COLORS, alt_shot, packshot, plan
+from lookbench_pipeline.demo import aigen_server
+from lookbench_pipeline.demo.shop import COLORS, alt_shot, packshot, plan
 from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_generate, stage_aigen_intake,
                                          stage_aigen_requests, stage_attributes, stage_dedup, stage_images,
                                          stage_release, store_of)
 from lookbench_pipeline.release import SUBSET_TASK, Window, check_candidate
+from lookbench_pipeline.store import original_key
 from lookbench_pipeline.taxonomy import Taxonomy
 
 NOW = datetime.now(timezone.utc)
@@ -321,7 +323,7 @@ def test_release_gains_aigen_subsets(world, generated):
 def test_with_an_image_model_configured_generated_images_are_labelled_by_it(world, generated):
     """annotate.endpoint set: the same image model that labels the real items labels each generated image's
     located region, category included, and a category that is not the reference's is a rejection."""
-    from lookbench_pipeline.testing.scripted_openai import ScriptedOpenAI, default_answer
+    from lookbench_pipeline.demo.scripted_openai import ScriptedOpenAI, default_answer
 
     def answer(schema, body):
         out = default_answer(schema, body)
@@ -568,6 +570,30 @@ def test_aigen_config_is_strict(tmp_path, monkeypatch):
     y.write_text("aigen:\n  backend: job_file\n  drop_dir: results\n")
     monkeypatch.delenv("LOOKBENCH_AIGEN__ENDPOINT__BASE_URL")
     assert load_config(y).aigen.drop_dir == (tmp_path / "results").resolve()
+
+
+def test_a_missing_image_endpoint_is_an_error_unless_the_config_is_the_demo(world, tmp_path, caplog):
+    """Without aigen.endpoint.base_url only the demo (a site of kind demo) generates, with the scripted endpoint
+    the stage passes in; any other configuration is refused before anything is sent or recorded."""
+    (tmp_path / "shop.yaml").write_text("name: shop\nkind: web\nstart_urls: ['https://shop.example/']\n")
+    web = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")},
+                      sites=[str(tmp_path / "shop.yaml")], aigen={"endpoint": {"size": SIZE}})
+    assert web.demo_site() is None and load_config(None).demo_site() is not None
+    one = world.requests()[0].slice(0, 1)
+    store = store_of(web)  # the reference image only: no result of an earlier test to reuse
+    key = original_key(one.to_pylist()[0]["reference_image_sha256"])
+    store.put_bytes(key, world.store.get_bytes(key))
+    with pytest.raises(ConfigError, match="no image endpoint configured"):
+        stage_aigen_generate(web, one, store, WINDOW)
+    assert not (tmp_path / "data" / "aigen" / "results").exists()
+    with pytest.raises(ConfigError, match="aigen.endpoint.base_url"):
+        with aigen.endpoint_for(web.aigen.endpoint):
+            pass
+    demo = aigen.ScriptedEndpoint(aigen_server.scripted_endpoint, aigen_server.MODEL, aigen_server.VERSION)
+    with caplog.at_level("WARNING"), aigen.endpoint_for(web.aigen.endpoint, demo) as (url, model, version, key, desc):
+        assert url.startswith("http://127.0.0.1:") and (model, version, key) == (aigen_server.MODEL, "1", "scripted")
+        assert desc.startswith("no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint")
+    assert "the scripted endpoint" in caplog.text
 
 
 def test_generated_images_tables_have_their_schemas():

@@ -69,7 +69,7 @@ def no_network(monkeypatch):
     def no_server(*a, **k):
         raise AssertionError("the demo shop must not be served during a rebuild")
 
-    from lookbench_pipeline import serve
+    from lookbench_pipeline.demo import serve
     monkeypatch.setattr(serve, "serving", no_server)
 
 

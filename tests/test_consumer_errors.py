@@ -12,7 +12,7 @@ import pytest
 import yaml
 from release_factory import make_release
 
-from lookbench_pipeline import serve
+from lookbench_pipeline.demo import serve
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import ConfigError, load_config
 from lookbench_pipeline.release import ReleaseIntegrityError, publish, pull

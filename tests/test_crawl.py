@@ -6,7 +6,7 @@ from pathlib import Path
 import pyarrow.compute as pc
 import yaml
 
-from lookbench_pipeline import demo_shop, serve
+from lookbench_pipeline.demo import serve, shop as demo_shop
 from lookbench_pipeline.crawl import crawl_site, merge_catalog, run_spider
 
 

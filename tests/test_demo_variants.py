@@ -13,7 +13,7 @@ import pyarrow.parquet as pq
 import yaml
 from PIL import Image, ImageStat
 
-from lookbench_pipeline import demo_shop
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.extract import extract_products
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lookbench_pipeline import demo_shop
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.detect import (DEMO_CLASSES, Detector, DetectorError, LinkedItem, StreetImage,
                                        detect_street_images)
 from lookbench_pipeline.embed import HsvHogEmbedder

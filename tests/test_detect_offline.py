@@ -13,7 +13,7 @@ import sys
 import yaml
 from netguard_env import SELF_TEST, guarded_env, outbound_attempts
 
-from lookbench_pipeline import demo_shop
+from lookbench_pipeline.demo import shop as demo_shop
 
 DETECT = SELF_TEST + r"""
 import json, sys

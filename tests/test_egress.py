@@ -13,7 +13,7 @@ import yaml
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
-from lookbench_pipeline import serve
+from lookbench_pipeline.demo import serve
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.crawl import egress_allowances, run_spider
 from lookbench_pipeline.egress import EgressPolicy
@@ -159,7 +159,7 @@ def test_rendered_page_subresources_meet_the_egress_guard(tmp_path):
     chromium = shutil.which("chromium")
     if not chromium:
         pytest.skip("Debian's chromium is not installed (make chromium installs it when run as root)")
-    from lookbench_pipeline import demo_shop
+    from lookbench_pipeline.demo import shop as demo_shop
 
     root = tmp_path / "js"
     demo_shop.write_js_pages(root, 2)

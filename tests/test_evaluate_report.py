@@ -15,7 +15,8 @@ import pyarrow.parquet as pq
 import pytest
 from PIL import ImageOps
 
-from lookbench_pipeline import demo_shop, schemas
+from lookbench_pipeline import schemas
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.config import LegacySource
 from lookbench_pipeline.embed import BASELINE_ID
 from lookbench_pipeline.evaluate import ModelEntry, registry_entries, run_evaluation, unavailable_reason

@@ -13,7 +13,7 @@ import pytest
 import yaml
 from PIL import Image
 
-from lookbench_pipeline import demo_shop, serve
+from lookbench_pipeline.demo import serve, shop as demo_shop
 from lookbench_pipeline.config import ConfigError, SiteConfig
 from lookbench_pipeline.crawl import run_spider
 from lookbench_pipeline.extract import extract_products, parse_price, shopify_products

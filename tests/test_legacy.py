@@ -2,7 +2,7 @@
 
 import pytest
 
-from lookbench_pipeline import demo_shop
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.contamination import LegacyFormatError
 from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.legacy import read_inshop, score_inshop

@@ -14,7 +14,7 @@ import pyarrow.parquet as pq
 import pytest
 from release_factory import export_embeddings, make_release, with_noise
 
-from lookbench_pipeline import serve
+from lookbench_pipeline.demo import serve
 from lookbench_pipeline.evaluate import run_evaluation
 from lookbench_pipeline.release import publish
 from lookbench_pipeline.store import LocalStore, open_store

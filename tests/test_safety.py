@@ -10,7 +10,7 @@ import pytest
 import yaml
 from release_factory import make_release
 
-from lookbench_pipeline import demo_shop, serve
+from lookbench_pipeline.demo import serve, shop as demo_shop
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.crawl import run_spider

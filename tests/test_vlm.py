@@ -17,7 +17,7 @@ import pytest
 from PIL import Image
 
 from lookbench_pipeline.taxonomy import Taxonomy
-from lookbench_pipeline.testing.scripted_openai import FAULT_REASONS, ScriptedOpenAI, default_answer
+from lookbench_pipeline.demo.scripted_openai import FAULT_REASONS, ScriptedOpenAI, default_answer
 from lookbench_pipeline.vlm import (ImageItem, ImageRefused, ResponseCache, VlmAnnotator, VlmEndpointError,
                                     VlmJudge, acceptance_check, acceptance_rates, category_schema, prepare_image,
                                     qwen_resize_target, summarize)

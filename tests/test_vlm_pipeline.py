@@ -15,11 +15,12 @@ from assets.definitions import ALL_ASSETS, CRAWL_SELECTION
 from assets.io import TableIOManager
 from assets.partitions import crawl_key
 from assets.resources import LookbenchConfig
-from lookbench_pipeline import demo_shop, schemas
+from lookbench_pipeline import schemas
+from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import stage_attributes, store_of
 from lookbench_pipeline.release import list_releases, read_file, read_manifest
-from lookbench_pipeline.testing.scripted_openai import ScriptedOpenAI
+from lookbench_pipeline.demo.scripted_openai import ScriptedOpenAI
 from lookbench_pipeline.vlm import JUDGE_PROMPT_VERSION, PROMPT_VERSION
 
 MODEL = "Qwen/Qwen2.5-VL-72B-Instruct"
