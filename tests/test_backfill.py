@@ -104,9 +104,10 @@ def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, r
 
     assert rebuilt["replayed"] == {"demo": [archived.key]}
     assert m2["version"] == m1["version"] and m2["window"] == m1["window"]
-    assert m2["files"] == m1["files"], "every release file byte-identical (sha256)"
-    assert _counts(m2) == _counts(m1)
     store2 = store_of(load_config(rebuilt_cfg))
+    assert m2["files"] == m1["files"], ("every release file byte-identical (sha256); where they differ: "
+                                        + _differences(store1, store2, m1, m2))
+    assert _counts(m2) == _counts(m1)
     for key in m1["files"]:
         assert store2.get_bytes(f"releases/{m2['version']}/{key}") == store1.get_bytes(f"releases/{m1['version']}/{key}")
     # the replay answered every request from the archive and nothing else
@@ -115,6 +116,26 @@ def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, r
     assert not stats.get("lookbench/replay/network_attempts")
     # nothing was generated or first seen again: generated images and drop files came from the store's records
     assert sorted(store2.list("records/")) == sorted(store1.list("records/"))
+
+
+def _differences(store1, store2, m1, m2) -> str:
+    """Which columns (and first rows) of the differing release files differ: what a failure needs to be traced."""
+    out = []
+    for key in sorted(set(m1["files"]) | set(m2["files"])):
+        if m1["files"].get(key) == m2["files"].get(key):
+            continue
+        try:
+            a = pq.read_table(io.BytesIO(store1.get_bytes(f"releases/{m1['version']}/{key}"))).to_pylist()
+            b = pq.read_table(io.BytesIO(store2.get_bytes(f"releases/{m2['version']}/{key}"))).to_pylist()
+        except Exception as exc:  # a file missing on one side
+            out.append(f"{key}: {exc!r}")
+            continue
+        cols = sorted({c for ra, rb in zip(a, b) for c in ra if ra.get(c) != rb.get(c)})
+        rows = [i for i, (ra, rb) in enumerate(zip(a, b)) if ra != rb][:3]
+        detail = [(c, a[i].get(c) if c != "image" else "<bytes>", b[i].get(c) if c != "image" else "<bytes>")
+                  for i in rows for c in cols]
+        out.append(f"{key}: rows {len(a)} vs {len(b)}, columns {cols}, first differing rows {rows}: {detail!r:.1500}")
+    return "; ".join(out)
 
 
 def _counts(manifest):
