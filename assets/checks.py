@@ -35,14 +35,12 @@ TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
     "weekly_looks": (schemas.LOOKS, crawl_partitions),
     "weekly_crawl_log": (schemas.CRAWL_LOG, crawl_partitions),
     "weekly_image_downloads": (schemas.IMAGE_DOWNLOADS, crawl_partitions),
-    **{name: (schemas.TABLES[name], release_partitions)
-       for name in ("products", "looks", "crawl_log", "image_downloads", "drop_items", "image_refs", "images",
-                    "image_clusters", "contamination_index", "contamination", "annotations", "negatives")
-       if name in schemas.TABLES},
+    # every window asset named after its table in schemas.TABLES (the one owner of the binding), except the
+    # tables that are files of a release rather than asset values (the `release` asset's value is its manifest)
+    **{name: (schema, release_partitions) for name, schema in schemas.TABLES.items()
+       if name not in ("release", "release_changes", "scores")},
     "evaluation": (schemas.SCORES, release_partitions),
-    # the AI-generated subsets' tables
-    **{name: (schemas.TABLES[name], release_partitions)
-       for name in ("generation_requests", "generated_images", "generated_checks")},
+    # the AI-generated subsets' tables under their own asset names
     "aigen_image_refs": (schemas.IMAGE_REFS, release_partitions),
     "aigen_images": (schemas.IMAGES, release_partitions),
     "aigen_detections": (schemas.DETECTIONS, release_partitions),
