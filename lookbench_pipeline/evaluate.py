@@ -665,7 +665,9 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
             with _progress(progress, total=q.num_rows + g_meta.num_rows, desc=f"embedding {mid} {subset}",
                            unit="img") as bar:
                 qv = _vectors(emb, cache, q, bar)
-                gv = np.concatenate([_vectors(emb, cache, f, bar) for f in g_parts])
+                parts = [_vectors(emb, cache, f, bar) for f in g_parts]
+                gv = parts[0] if len(parts) == 1 else np.concatenate(parts)  # no copy without a noise part
+                del parts
             keep = np.nonzero(clean & _after(q.meta, m_cut))[0]
             if len(keep) == 0:
                 seen = q.column("first_seen_at") if q.num_rows else []
