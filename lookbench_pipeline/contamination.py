@@ -32,7 +32,7 @@ from . import schemas
 from .config import ImageConfig, LegacySource
 import numpy as np
 
-from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih
+from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih, popcount64
 from .foreground import MAX_FOREGROUND_DELTA_E, block_codes, foreground_signature
 from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
 from .release_reader import list_releases, read_file
@@ -287,12 +287,11 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
             continue
         found.append((i, j, 0 if exact else d, "exact" if exact else "near"))
     if cutouts:
-        both = new + old
-        for x, y in cutout_pairs(both):
-            i, j = (x, y - len(new)) if x < len(new) <= y else (y, x - len(new)) if y < len(new) <= x else (-1, -1)
-            if i >= 0:
-                d = bin(int(new[i]["phash"], 16) ^ int(old[j]["phash"], 16)).count("1")
-                found.append((i, j, d, "cutout"))
+        n = len(new)
+        for x, y in cutout_pairs(new + old, split=n):
+            i, j = (x, y - n) if x < n else (y, x - n)
+            d = int(popcount64(hex_to_u64([new[i]["phash"]]) ^ hex_to_u64([old[j]["phash"]]))[0])
+            found.append((i, j, d, "cutout"))
     for i, j, d, kind in found:
         a, b = new[i], old[j]
         key = (a["image_sha256"], b["source"])

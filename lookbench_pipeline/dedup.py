@@ -113,13 +113,16 @@ def confirmed_by_colour(a: dict, b: dict, max_color_diff: float,
     return foreground_delta_e(a.get("fg_signature"), b.get("fg_signature")) <= max_foreground_delta_e
 
 
-def cutout_pairs(images: list[dict]) -> list[tuple[int, int]]:
+def cutout_pairs(images: list[dict], split: int | None = None) -> list[tuple[int, int]]:
     """Index pairs ``(i, j)`` of ``images`` (rows with ``fg_signature`` and ``block_codes``) where ``i`` is a
     background-removed cut-out of ``j`` on the same canvas (see :mod:`lookbench_pipeline.foreground`). Images
-    flagged ``uniform`` take no part."""
+    flagged ``uniform`` take no part. With ``split``, only pairs across it (one index below, one at or above) are
+    confirmed and returned: new images against an index, not the index against itself."""
     ok = ["uniform" not in (r.get("flags") or []) for r in images]
     cand = cutout_candidates([r.get("fg_signature") if o else None for r, o in zip(images, ok)],
                              [r.get("block_codes") if o else None for r, o in zip(images, ok)])
+    if split is not None:
+        cand = cand[(cand[:, 0] < split) != (cand[:, 1] < split)]
     return [(int(i), int(j)) for i, j in cand if cutout_match(images[i], images[j])]
 
 
