@@ -14,9 +14,9 @@ the ``images`` (and ``contamination_index``) rows.
 * :func:`block_codes`: a 128 x 128 greyscale thumbnail cut into 16 x 16 blocks of 8 x 8 pixels; a block's 16-bit code
   says which of its 4 x 4 sub-squares (2 x 2 pixels each) are brighter than the block's mean; a flat block
   (standard deviation below :data:`FLAT_BLOCK_STD` grey levels) has code 0. A background-removed cut-out keeps the
-  photograph's pixels where the subject is, so the blocks inside the subject keep their codes (within a few bits) while the pHash of
-  the whole picture changes. :func:`cutout_candidates` finds such pairs through an inverted index of
-  (block position, code), :func:`cutout_match` confirms one.
+  photograph's pixels where the subject is, so the blocks inside the subject keep their codes (within a few bits)
+  while the pHash of the whole picture changes. :func:`cutout_candidates` finds such pairs through an inverted
+  index of (block position, code), :func:`cutout_match` confirms one.
 
 Cut-outs are found when the cut-out keeps the photograph's canvas (same framing, any scale): what background
 removal tools write. A cut-out that was also re-cropped or re-centred is not found (documented limit).
