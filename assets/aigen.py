@@ -10,7 +10,7 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, mul
 from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_detect, stage_aigen_generate,
                                          stage_aigen_intake, stage_aigen_requests)
 
-from .common import table_metadata
+from .common import observed, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -20,6 +20,7 @@ from .resources import LookbenchConfig
             "annotations": AssetIn()},
        description="What to generate: for chosen labelled items, a prompt from their category and attributes, "
                    "their gallery image as the reference, and a seed (studio shot and street outfit).")
+@observed
 def generation_requests(context: AssetExecutionContext, lookbench: LookbenchConfig, products: pa.Table,
                         drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
@@ -31,6 +32,7 @@ def generation_requests(context: AssetExecutionContext, lookbench: LookbenchConf
 @asset(partitions_def=release_partitions, group_name="aigen", compute_kind="openai",
        description="One row per request: the generated image (endpoint or job-file backend) with its provenance "
                    "(generator model and version, prompt, seed, reference, first_seen_at), or why there is none.")
+@observed
 def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
                      generation_requests: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
@@ -52,6 +54,7 @@ def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
     group_name="aigen",
     compute_kind="pillow",
 )
+@observed
 def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table):
     refs, images, counts = stage_aigen_intake(lookbench.load(), generated_images, lookbench.store())
     context.log.info(f"generated image intake: {counts}")
@@ -63,6 +66,7 @@ def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, gen
        description="Garments detected in the generated street outfits (each a look linking its reference item), "
                    "matched to the reference item: the regions the reference check looks at and the crops the "
                    "release publishes (schemas.DETECTIONS).")
+@observed
 def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
                      aigen_image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
@@ -76,6 +80,7 @@ def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig,
        description="Every generated image accepted or rejected with the reason: intake, duplicate of a real "
                    "image, contamination, and whether it still shows its reference product (attribute "
                    "agreement and embedding similarity above the configured thresholds).")
+@observed
 def generated_checks(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
                      aigen_image_refs: pa.Table, aigen_images: pa.Table, images: pa.Table, annotations: pa.Table,
                      contamination_index: pa.Table, aigen_detections: pa.Table) -> Output[pa.Table]:

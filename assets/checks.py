@@ -23,6 +23,7 @@ from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSev
 
 from lookbench_pipeline import quality, schemas
 from lookbench_pipeline.config import ChecksConfig
+from lookbench_pipeline.releases import Candidate
 
 from .partitions import crawl_partitions, release_partitions
 from .resources import LookbenchConfig
@@ -233,11 +234,12 @@ def annotation_acceptance_rate(context: AssetCheckExecutionContext, lookbench: L
         "checks.max_candidate_rejection_rate.", release_partitions)
 def candidate_counts(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict):
     cfg = lookbench.load().checks
-    rows = quality.per_subset_rows(value["files"])
-    with_queries = {s: r for s, r in rows.items() if f"{s}/query.parquet" in value["files"]}
+    cand = Candidate.from_dict(value)
+    rows = quality.per_subset_rows(cand.files)
+    with_queries = {s: r for s, r in rows.items() if f"{s}/query.parquet" in cand.files}
     bad = {s: r for s, r in with_queries.items()
            if not (cfg.queries_per_subset.holds(r["query"]) and cfg.gallery_per_subset.holds(r["gallery"]))}
-    c = value["counts"]
+    c = cand.counts
     rate = quality.ratio(c["rejected"], c["candidates"])
     return _result(context, cfg, bool(with_queries) and not bad and rate <= cfg.max_candidate_rejection_rate, ERROR,
                    rows_per_subset=rows, out_of_range=bad, rejection_rate=rate,
@@ -251,10 +253,11 @@ def no_contaminated_query(context: AssetCheckExecutionContext, lookbench: Lookbe
                           contamination: pa.Table):
     cfg = lookbench.load().checks
     leaked = set(contamination.column("image_sha256").to_pylist())
+    cand = Candidate.from_dict(value)
     found: dict[str, int] = {}
-    for key in value["files"]:
+    for key in cand.files:
         if key.endswith("/query.parquet"):
-            shas = pq.read_table(Path(value["folder"]) / key, columns=["image_sha256"]).column(0).to_pylist()
+            shas = pq.read_table(Path(cand.folder) / key, columns=["image_sha256"]).column(0).to_pylist()
             n = sum(1 for s in shas if s in leaked)
             if n:
                 found[key.split("/")[0]] = n
@@ -268,9 +271,10 @@ def published_files_match(context: AssetCheckExecutionContext, lookbench: Lookbe
                           candidate: dict):
     cfg = lookbench.load().checks
     pub = {k: v["rows"] for k, v in value["files"].items()}
-    cand = {k: v["rows"] for k, v in candidate["files"].items()}
+    checked = Candidate.from_dict(candidate)
+    cand = {k: v["rows"] for k, v in checked.files.items()}
     diff = sorted(k for k in pub.keys() | cand.keys() if pub.get(k) != cand.get(k))
-    return _result(context, cfg, not diff and value.get("version") == candidate.get("version"), ERROR,
+    return _result(context, cfg, not diff and value.get("version") == checked.version, ERROR,
                    version=value.get("version"), files=len(pub), differing=diff,
                    sha256={k: v["sha256"][:16] for k, v in value["files"].items()})
 

@@ -2,20 +2,16 @@
 release window's catalogue accumulated from the weekly crawls that overlap it."""
 
 
-from datetime import datetime, timezone
-from pathlib import Path
-
 from dagster import (AssetDep, AssetExecutionContext, AssetOut, Config, Failure, MetadataValue, MultiPartitionKey,
                      Output, multi_asset)
 
-from lookbench_pipeline.accumulate import WeeklyCrawl, accumulate
-from lookbench_pipeline.backfill import archived_crawls, fetch
-from lookbench_pipeline.pipeline import stage_crawl
+from lookbench_pipeline.accumulate import window_catalog
+from lookbench_pipeline.crawl_tables import CrawlTables
+from lookbench_pipeline.pipeline import CrawlWeekError, stage_crawl_week
 
 from .common import observed, table_metadata
 from .io import read_stored_table
-from .partitions import (crawl_partitions, crawls_in_window, release_partitions, week_of, week_partitions,
-                         weeks_in_window)
+from .partitions import RELEASE_TIMEZONE, crawl_partitions, crawls_in_window, release_partitions, weeks_in_window
 from .resources import LookbenchConfig
 
 WEEKLY = {"products": "weekly_products", "looks": "weekly_looks", "crawl_log": "weekly_crawl_log",
@@ -47,29 +43,11 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     cfg = lookbench.load()
     keys = context.partition_key.keys_by_dimension
     site, week = keys["site"], keys["week"]
-    by_name = {s.name: p for s, p in zip(cfg.site_configs(), cfg.sites)}
-    if site not in by_name:
-        raise Failure(description=f"site partition {site!r} has no site config; configured: {sorted(by_name)}")
-    run_dir = Path(cfg.data_dir) / "runs" / context.run.run_id
-    site_cfg = cfg.model_copy(update={"sites": [by_name[site]]})
-    store = lookbench.store()
-    if config.replay:
-        # an archive without a recorded week (written before weeks were recorded) belongs to its start's week
-        archived = [a for a in archived_crawls(store, site) if (a.week or week_of(a.started_at)) == week]
-        if not archived:
-            raise Failure(description=f"no archived crawl of {site} for week {week} in {store.url}/warc/{site}/")
-        res = None
-        for a in archived:  # a week crawled twice is replayed twice, in order; the partition is the last crawl
-            context.log.info(f"replaying {a.key} (crawl started {a.started_at.isoformat()})")
-            warc = fetch(store, a, run_dir / site / "archive" / a.run_id)
-            res = stage_crawl(site_cfg, run_dir / a.run_id, None, context.run.run_id, replay={site: [warc]})
-    else:
-        week_end = week_partitions.time_window_for_partition_key(week).end
-        if datetime.now(timezone.utc) >= week_end:
-            raise Failure(description=f"week {week} is over: a live crawl now would not observe it. Rebuild it "
-                                      "from its archived crawls (run config crawl: {config: {replay: true}}, or "
-                                      "`lookbench backfill`).")
-        res = stage_crawl(site_cfg, run_dir, store, context.run.run_id, archive_info={"week": week}, week=week)
+    try:
+        res = stage_crawl_week(cfg, site, week, cfg.layout.run_dir(context.run.run_id),
+                               context.run.run_id, lookbench.store(), replay=config.replay, tz=RELEASE_TIMEZONE)
+    except CrawlWeekError as exc:
+        raise Failure(description=str(exc)) from None
     c = res.counts[site]
     context.log.info(f"crawl {site} week {week}: {c}")
     pages = max(1, c.get("pages", 0))
@@ -117,20 +95,18 @@ def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
     cfg = lookbench.load()
     window = context.partition_key
     sites = [s.name for s in cfg.site_configs()]
-    crawls, missing = [], {}
-    for site in sites:
-        for week in weeks_in_window(window):
-            key = str(MultiPartitionKey({"week": week, "site": site}))
-            tables = {k: read_stored_table(cfg.data_dir, name, key) for k, name in WEEKLY.items()}
-            if any(t is None for t in tables.values()):
-                missing.setdefault(site, []).append(week)
-                continue
-            crawls.append(WeeklyCrawl(site=site, week=week, **tables))
-    if not crawls:
+
+    def read(site: str, week: str) -> CrawlTables | None:
+        key = str(MultiPartitionKey({"week": week, "site": site}))
+        tables = {k: read_stored_table(cfg.data_dir, name, key) for k, name in WEEKLY.items()}
+        return None if any(t is None for t in tables.values()) else CrawlTables(**tables)
+
+    try:
+        cat, missing = window_catalog(sites, weeks_in_window(window), read)
+    except LookupError:
         raise Failure(description=f"no weekly crawl of window {window} for sites {sites}: materialise crawl_job "
-                                  "partitions (week|site) first, or rebuild them from the archive")
-    cat = accumulate(crawls)
-    counts = {**cat.counts, "sites_without_crawl": [s for s in sites if s not in cat.counts["weeks_per_site"]]}
+                                  "partitions (week|site) first, or rebuild them from the archive") from None
+    counts = cat.counts
     context.log.info(f"window {window}: {cat.counts['crawls']} weekly crawls -> {cat.counts['products']} products,"
                      f" {cat.counts['looks']} looks; weeks without a crawl: "
                      f"{ {s: len(w) for s, w in missing.items()} }")

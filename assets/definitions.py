@@ -9,7 +9,7 @@ from dagster import (AssetSelection, Definitions, SensorEvaluationContext, Senso
 from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
-from .resources import LookbenchConfig
+from .resources import ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
               dedup.contamination_check, attributes.annotations, detect.detect_garments, negatives.negatives, aigen.generation_requests,
@@ -74,6 +74,8 @@ def build_defs(config_path: str | None = None) -> Definitions:
             raise ConfigError(f"{config_path}: timezone {tz!r}, but the partitions were defined in "
                               f"{RELEASE_TIMEZONE!r} when the code was imported; set LOOKBENCH_TIMEZONE={tz} "
                               "before starting Dagster")
+    # one resource per external system, typed and shown in the Launchpad; ``lookbench`` applies them
+    object_store, vllm, image_endpoint = ObjectStoreResource(), VllmEndpointResource(), ImageEndpointResource()
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
@@ -82,7 +84,11 @@ def build_defs(config_path: str | None = None) -> Definitions:
         schedules=[release_schedule, schedules.weekly_crawl],
         sensors=[register_sites],
         resources={
-            "lookbench": LookbenchConfig(config_path=config_path),
+            "lookbench": LookbenchConfig(config_path=config_path, object_store=object_store, vllm=vllm,
+                                         image_endpoint=image_endpoint),
+            "object_store": object_store,
+            "vllm": vllm,
+            "image_endpoint": image_endpoint,
             "io_manager": TableIOManager(config_path=config_path),
         },
     )

@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, MetadataValue, Out
 
 from lookbench_pipeline.pipeline import stage_detect
 
-from .common import table_metadata
+from .common import observed, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -27,6 +27,7 @@ from .resources import LookbenchConfig
     group_name="detect",
     compute_kind="ultralytics",
 )
+@observed
 def detect_garments(context: AssetExecutionContext, lookbench: LookbenchConfig, looks: pa.Table,
                     drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table):
     window, _ = window_and_version(context.partition_key)

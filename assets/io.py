@@ -11,6 +11,7 @@ from dagster import ConfigurableIOManager, InputContext, MultiPartitionsDefiniti
 
 from lookbench_pipeline import schemas
 from lookbench_pipeline.config import load_config
+from lookbench_pipeline.layout import DataLayout
 
 
 def _read(p: Path, asset: str) -> pa.Table:
@@ -22,7 +23,7 @@ def _read(p: Path, asset: str) -> pa.Table:
 
 def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:
     """Where :class:`TableIOManager` keeps a partition's value (without the ``.parquet`` / ``.json`` suffix)."""
-    return Path(data_dir) / "assets" / asset / TableIOManager._name(partition_key)
+    return DataLayout(Path(data_dir)).asset_dir(asset) / TableIOManager._name(partition_key)
 
 
 def read_stored_table(data_dir: Path, asset: str, partition_key: str) -> pa.Table | None:
@@ -35,7 +36,7 @@ class TableIOManager(ConfigurableIOManager):
     config_path: str | None = None
 
     def _base(self, context: OutputContext | InputContext) -> Path:
-        return Path(load_config(self.config_path).data_dir) / "assets" / "/".join(context.asset_key.path)
+        return load_config(self.config_path).layout.asset_dir("/".join(context.asset_key.path))
 
     @staticmethod
     def _name(key: str) -> str:

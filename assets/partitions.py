@@ -1,5 +1,8 @@
 """Partitions: semiannual release windows (1 January, 1 July), weekly crawls per site, and how they map.
 
+The calendar itself (when windows and weeks start, their keys, which weeks overlap a window) is
+``lookbench_pipeline.windows``; this module only builds Dagster's partition definitions from it.
+
 * ``release_partitions``: a window starts at local midnight of 1 January / 1 July in the configured time zone.
   ``end_offset=1`` makes the window that is still open materialisable (a preview of the coming release can be
   built at any time); the window that just closed is materialisable from its first minute after the boundary,
@@ -23,6 +26,9 @@ from dagster import (DynamicPartitionsDefinition, IdentityPartitionMapping, Mult
                      MultiPartitionsDefinition, MultiToSingleDimensionPartitionMapping,
                      TimeWindowPartitionsDefinition)
 
+from lookbench_pipeline.windows import (FIRST_WEEK, FIRST_WINDOW, KEY_FORMAT, WEEK_CRON, WINDOW_CRON, version_for,
+                                        week_key, weeks_overlapping, window_starting)
+
 
 def _configured_timezone() -> str:
     if os.environ.get("LOOKBENCH_TIMEZONE"):
@@ -39,16 +45,14 @@ def _configured_timezone() -> str:
 
 
 RELEASE_TIMEZONE = _configured_timezone()
-FIRST_WINDOW = "2025-01-01"
-FIRST_WEEK = "2024-12-30"  # the Monday of the week that contains the first window's start
 
 
 def make_release_partitions(timezone: str = RELEASE_TIMEZONE) -> TimeWindowPartitionsDefinition:
     """Semiannual windows starting at local midnight of 1 January and 1 July in ``timezone`` (an IANA name)."""
     return TimeWindowPartitionsDefinition(
-        cron_schedule="0 0 1 1,7 *",
+        cron_schedule=WINDOW_CRON,
         start=FIRST_WINDOW,
-        fmt="%Y-%m-%d",
+        fmt=KEY_FORMAT,
         timezone=timezone,
         end_offset=1,
     )
@@ -57,9 +61,9 @@ def make_release_partitions(timezone: str = RELEASE_TIMEZONE) -> TimeWindowParti
 def make_week_partitions(timezone: str = RELEASE_TIMEZONE) -> TimeWindowPartitionsDefinition:
     """Weeks starting at local midnight on Monday in ``timezone``; the current week is materialisable."""
     return TimeWindowPartitionsDefinition(
-        cron_schedule="0 0 * * 1",
+        cron_schedule=WEEK_CRON,
         start=FIRST_WEEK,
-        fmt="%Y-%m-%d",
+        fmt=KEY_FORMAT,
         timezone=timezone,
         end_offset=1,
     )
@@ -83,25 +87,19 @@ by_window = IdentityPartitionMapping()
 
 def window_and_version(partition_key: str):
     """The release window of a partition and the version a build of it now gets."""
-    from lookbench_pipeline.windows import version_for, window_starting
-
     window = window_starting(partition_key, RELEASE_TIMEZONE)
     return window, version_for(window, datetime.now(timezone.utc), RELEASE_TIMEZONE)
 
 
 def week_of(ts: datetime, tz: str = RELEASE_TIMEZONE) -> str:
     """The weekly crawl partition key (a Monday, ``YYYY-MM-DD``) whose week contains ``ts`` (an aware datetime)."""
-    parts = week_partitions if tz == RELEASE_TIMEZONE else make_week_partitions(tz)
-    return parts.get_partition_key_for_timestamp(ts.timestamp())
+    return week_key(ts, tz)
 
 
 def weeks_in_window(window_key: str, now: datetime | None = None) -> list[str]:
     """The weekly crawl partition keys that overlap release window ``window_key`` and exist at ``now``."""
-    w = release_partitions.time_window_for_partition_key(window_key)
-    now = now or datetime.now(timezone.utc)
-    return [k for k in week_partitions.get_partition_keys(current_time=now)
-            if week_partitions.time_window_for_partition_key(k).start < w.end
-            and week_partitions.time_window_for_partition_key(k).end > w.start]
+    return weeks_overlapping(window_starting(window_key, RELEASE_TIMEZONE), now or datetime.now(timezone.utc),
+                             RELEASE_TIMEZONE)
 
 
 def crawl_key(window: str, site: str, week: str | None = None, now: datetime | None = None) -> MultiPartitionKey:
@@ -113,7 +111,7 @@ def crawl_key(window: str, site: str, week: str | None = None, now: datetime | N
             archived crawls instead, ``lookbench backfill``), or ``week`` does not overlap the window.
     """
     now = now or datetime.now(timezone.utc)
-    w = release_partitions.time_window_for_partition_key(window)
+    w = window_starting(window, RELEASE_TIMEZONE)
     if week is None:
         if not (w.start <= now < w.end):
             raise ValueError(f"release window {window} is not open at {now.isoformat()}: a live crawl cannot "

@@ -2,15 +2,13 @@
 
 
 import pyarrow as pa
-from pathlib import Path
 
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn, Failure,
                      MetadataValue, Output, asset)
 
-from lookbench_pipeline.aigen import manifest_summary
-from lookbench_pipeline.pipeline import annotation_provenance, negatives_provenance, stage_publish, stage_release
-from lookbench_pipeline.release import (EmptyReleaseError, ReleaseExistsError, check_candidate, read_candidate,
-                                        write_candidate)
+from lookbench_pipeline.pipeline import stage_candidate, stage_publish
+from lookbench_pipeline.releases import Candidate, ReleaseExistsError, check_candidate, read_candidate
+from lookbench_pipeline.releases.publish import EmptyReleaseError
 
 from .common import md_table, rates, observed
 from .partitions import by_window, release_partitions, window_and_version
@@ -43,27 +41,22 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
                       detector: dict):
     cfg = lookbench.load()
     window, version = window_and_version(context.partition_key)
-    rel = stage_release(cfg, version, window, {
+    cand = stage_candidate(cfg, version, window, {
         "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
         "images": images, "clusters": image_clusters, "annotations": annotations,
         "contamination": contamination, "noise": negatives,
-        "generated_checks": generated_checks, "detections": detections}, lookbench.store())
-    summary = write_candidate(rel, Path(cfg.data_dir) / "candidates" / version)
-    summary["annotators"] = sorted({a for a in annotations.column("annotator").to_pylist() if a})
-    summary["negatives"] = negatives_provenance(cfg, negatives)
-    summary["annotation"] = annotation_provenance(annotations)
-    summary["aigen"] = manifest_summary(cfg, generated_checks)
-    summary["models"] = [detector] if detector.get("role") == "detector" else []  # the garment detector, if used
-    yield Output(summary, metadata={
-        "version": version, "query_rows": rel.counts["query_rows"],
-        "gallery_rows_distinct": rel.counts["gallery_rows_distinct"], "rejected": rel.counts["rejected"],
-        "candidates": rel.counts["candidates"], **rates(rel.counts),
-        "rejected_by_reason": MetadataValue.json(rel.counts["rejected_by_reason"]),
-        "files": MetadataValue.json(summary["files"]),
-        "preview": md_table([{"file": k, **v} for k, v in sorted(summary["files"].items())], ["file", "rows", "sha256"])})
+        "generated_checks": generated_checks, "detections": detections}, lookbench.store(), detector)
+    c = cand.counts
+    yield Output(cand.to_dict(), metadata={
+        "version": version, "query_rows": c["query_rows"],
+        "gallery_rows_distinct": c["gallery_rows_distinct"], "rejected": c["rejected"],
+        "candidates": c["candidates"], **rates(c),
+        "rejected_by_reason": MetadataValue.json(c["rejected_by_reason"]),
+        "files": MetadataValue.json(cand.files),
+        "preview": md_table([{"file": k, **v} for k, v in sorted(cand.files.items())], ["file", "rows", "sha256"])})
     # Blocking checks: a failed one stops `release` (the publish step) in the same run.
     for name, (passed, details) in check_candidate(
-            rel, overlap_allowed=cfg.checks.query_gallery_overlap_allowed).items():
+            cand.tables, overlap_allowed=cfg.checks.query_gallery_overlap_allowed).items():
         yield AssetCheckResult(check_name=name, passed=passed, severity=AssetCheckSeverity.ERROR,
                                metadata={k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v
                                          for k, v in details.items()})
@@ -76,12 +69,11 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
 def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_candidate: dict) -> Output[dict]:
     cfg = lookbench.load()
     store = lookbench.store()
-    rel = read_candidate(release_candidate)
+    cand = Candidate.from_dict(release_candidate)
+    rel = read_candidate(cand)
     version = rel.version
-    annotators = release_candidate.get("annotators", [])
     try:
-        extra = {k: release_candidate[k] for k in ("negatives", "annotation", "aigen", "models") if k in release_candidate}
-        manifest = stage_publish(cfg, rel, store, annotators, extra or None)
+        manifest = stage_publish(cfg, rel, store, cand.annotators, cand.provenance() or None)
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc
     state = "unchanged, already published" if manifest.get("already_published") else "published"

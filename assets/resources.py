@@ -1,21 +1,130 @@
-"""Resources: the pipeline configuration (and through it the object store)."""
+"""Resources: the pipeline configuration, and one resource per external system it talks to.
+
+* ``lookbench`` (:class:`LookbenchConfig`): the YAML file (or ``$LOOKBENCH_CONFIG``, or the embedded demo
+  defaults), parsed once per run and process (``setup_for_execution``, which Dagster calls once per run in each
+  process: once for the in-process executor, once per step process otherwise); every asset's ``load()`` and
+  ``store()`` in that run use the parsed ``PipelineConfig``, so a step does not re-read a file that might change
+  under it, and the settings are validated once.
+* ``object_store`` (:class:`ObjectStoreResource`), ``vllm`` (:class:`VllmEndpointResource`: the annotator and
+  its judge) and ``image_endpoint`` (:class:`ImageEndpointResource`: the AI-generation image endpoint): typed
+  settings of the external systems, shown in the Launchpad (Dagster UI -> a job -> Launchpad -> resources), so a
+  run can point at another bucket or model server without editing the YAML. Unset (null) fields keep the YAML's
+  value (or its ``LOOKBENCH_*`` environment variable's); a set field wins over both, as the most specific setting
+  of one run. ``lookbench`` applies them, so the library sees one ``PipelineConfig``.
+"""
 
 
-from dagster import ConfigurableResource
+from typing import Any
 
-from lookbench_pipeline.config import PipelineConfig, load_config
+from dagster import ConfigurableResource, InitResourceContext
+from pydantic import Field, PrivateAttr
+
+from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_error, load_config
 from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.store import ObjectStore
 
 
+def _override(cfg: PipelineConfig, section: str, values: dict[str, Any], path: tuple[str, ...] = ()) -> PipelineConfig:
+    """``cfg`` with the set ``values`` merged into its sub-model ``section`` (then ``path`` inside it), validated
+    by that sub-model's class. Raises ConfigError naming the resource field when a value is invalid."""
+    values = {k: v for k, v in values.items() if v is not None}
+    if not values:
+        return cfg
+    parents = [getattr(cfg, section)]
+    for p in path:
+        parents.append(getattr(parents[-1], p))
+    model = parents[-1]
+    try:
+        new = type(model).model_validate({**model.model_dump(), **values})
+    except Exception as exc:  # pydantic.ValidationError
+        raise ConfigError(f"resource settings {section}{''.join('.' + p for p in path)} {values}: "
+                          f"{describe_error(exc, type(model))}") from exc
+    for parent, name in zip(reversed(parents[:-1]), reversed(path)):
+        new = parent.model_copy(update={name: new})
+    return cfg.model_copy(update={section: new})
+
+
+class ObjectStoreResource(ConfigurableResource):
+    """The object store: releases, originals, derived crops, crawl archives (WARC), rebuild records."""
+
+    url: str | None = Field(default=None, description="A folder or s3://bucket/prefix (null: the YAML's store.url, "
+                                                      "default <data_dir>/store).")
+    endpoint_url: str | None = Field(default=None, description="An S3-compatible endpoint, e.g. http://minio:9000.")
+    region: str | None = Field(default=None, description="The S3 region (null: the YAML's, default us-east-1).")
+
+    def apply(self, cfg: PipelineConfig) -> PipelineConfig:
+        return _override(cfg, "store", {"url": self.url, "endpoint_url": self.endpoint_url, "region": self.region})
+
+
+class VllmEndpointResource(ConfigurableResource):
+    """The vision-language model server (vLLM's OpenAI-compatible API) that annotates attributes, and its judge."""
+
+    base_url: str | None = Field(default=None, description="The API base, e.g. http://gpu-host:8000/v1 (null: the "
+                                                           "YAML's annotate.endpoint; none there: catalogue text).")
+    model: str | None = Field(default=None, description="The served model name (null: the YAML's annotate.model).")
+    api_key_env: str | None = Field(default=None, description="The NAME of the environment variable with the key.")
+    judge_base_url: str | None = Field(default=None, description="The judge's API base (null: the annotator's).")
+    judge_model: str | None = Field(default=None, description="The judge's model (null: the annotator's).")
+
+    def apply(self, cfg: PipelineConfig) -> PipelineConfig:
+        cfg = _override(cfg, "annotate", {"endpoint": self.base_url, "model": self.model,
+                                          "api_key_env": self.api_key_env})
+        return _override(cfg, "annotate", {"endpoint": self.judge_base_url, "model": self.judge_model}, ("judge",))
+
+
+class ImageEndpointResource(ConfigurableResource):
+    """The image-generation endpoint (OpenAI Images API) that draws the AI-generated subsets."""
+
+    base_url: str | None = Field(default=None, description="The API base, e.g. http://gpu-host:8000/v1 (null: the "
+                                                           "YAML's aigen.endpoint.base_url).")
+    model: str | None = Field(default=None, description="The model name (null: the YAML's).")
+    model_version: str | None = Field(default=None, description="Checkpoint / revision the images are recorded "
+                                                                "as drawn by; required with base_url.")
+    api_key_env: str | None = Field(default=None, description="The NAME of the environment variable with the key.")
+
+    def apply(self, cfg: PipelineConfig) -> PipelineConfig:
+        return _override(cfg, "aigen", {"base_url": self.base_url, "model": self.model,
+                                        "model_version": self.model_version, "api_key_env": self.api_key_env},
+                         ("endpoint",))
+
+
 class LookbenchConfig(ConfigurableResource):
     """Where the pipeline's configuration comes from: a YAML file (``config_path``), else ``$LOOKBENCH_CONFIG``,
-    else the embedded demo defaults. Environment variables ``LOOKBENCH_*`` override either."""
+    else the embedded demo defaults, with the external systems' resource settings applied. Environment variables
+    ``LOOKBENCH_*`` override the file."""
 
     config_path: str | None = None
+    object_store: ObjectStoreResource | None = None  # None: the YAML's settings as they are
+    vllm: VllmEndpointResource | None = None
+    image_endpoint: ImageEndpointResource | None = None
+    _cfg: PipelineConfig | None = PrivateAttr(default=None)
+    _store: ObjectStore | None = PrivateAttr(default=None)
+
+    def _parse(self) -> PipelineConfig:
+        cfg = load_config(self.config_path)
+        for resource in (self.object_store, self.vllm, self.image_endpoint):
+            if resource is not None:
+                cfg = resource.apply(cfg)
+        return cfg
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        self._cfg = self._parse()
+        self._store = None
+
+    def teardown_after_execution(self, context: InitResourceContext) -> None:
+        self._cfg = self._store = None
 
     def load(self) -> PipelineConfig:
-        return load_config(self.config_path)
+        """The run's configuration, parsed at the run's start (outside a run, e.g. a sensor or a direct call:
+        parsed on each call).
+
+        Raises ConfigError: the file, the environment or a resource setting is not a valid configuration."""
+        return self._cfg if self._cfg is not None else self._parse()
 
     def store(self) -> ObjectStore:
-        return store_of(self.load())
+        """The object store of the run's configuration (one client per run and process)."""
+        if self._cfg is None:
+            return store_of(self.load())
+        if self._store is None:
+            self._store = store_of(self._cfg)
+        return self._store

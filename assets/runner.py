@@ -12,7 +12,7 @@ from pathlib import Path
 from dagster import DagsterInstance, ExecuteInProcessResult, MultiPartitionKey
 
 from .definitions import build_defs
-from .partitions import crawl_key, release_partitions, site_partitions, week_of
+from .partitions import RELEASE_TIMEZONE, crawl_key, release_partitions, site_partitions
 from .resources import LookbenchConfig
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
@@ -175,7 +175,7 @@ def rebuild_window(config_path: str | None = None, window: str | None = None,
         ValueError: the data directory already holds crawl state for a site, or a site has no archived crawl.
         RunFailed: a step failed.
     """
-    from lookbench_pipeline.backfill import archived_crawls
+    from lookbench_pipeline.backfill import replay_plan
 
     defs = build_defs(config_path)
     instance = _instance(instance)
@@ -185,18 +185,17 @@ def rebuild_window(config_path: str | None = None, window: str | None = None,
     end = release_partitions.time_window_for_partition_key(window).end
     sites = [s.name for s in cfg.site_configs()]
     for site in sites:
-        if (Path(cfg.data_dir) / "state" / site).exists():
-            raise ValueError(f"{cfg.data_dir}/state/{site} exists: rebuild into a fresh data_dir, so that the "
+        if cfg.layout.site_state(site).exists():
+            raise ValueError(f"{cfg.layout.site_state(site)} exists: rebuild into a fresh data_dir, so that the "
                              "archive alone decides first_seen_at")
     _register_sites(instance, sites)
     run_config = {**(QUIET if quiet else {}), "ops": {"crawl": {"config": {"replay": True}}}}
     crawl_runs, replayed = [], {}
     for site in sites:
-        archived = [a for a in archived_crawls(store, site) if a.started_at < end]
+        archived, weeks = replay_plan(store, site, end, RELEASE_TIMEZONE)
         if not archived:
             raise ValueError(f"no archived crawl of site {site} before {end.isoformat()} in {store.url}/warc/{site}/")
         replayed[site] = [a.key for a in archived]
-        weeks = list(dict.fromkeys(a.week or week_of(a.started_at) for a in archived))  # in order, each once
         for week in weeks:
             r = _execute(defs.resolve_job_def("crawl_job"), instance, on_event,
                          partition_key=MultiPartitionKey({"week": week, "site": site}), run_config=run_config)

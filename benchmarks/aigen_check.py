@@ -5,7 +5,7 @@
 For every garment of the demo shop (``demo_shop.plan(products, 0, seed)``, the packshot as the reference), the
 scripted endpoint's painter draws a studio shot and a street outfit three ways: faithful (``good``), another garment
 (``off_product``) and the same garment recoloured (``recolour``). Each picture goes through the check exactly as
-the pipeline runs it (``aigen_check.prepare_reference``, ``locate``, ``PixelColourAnnotator``,
+the pipeline runs it (``aigen.reference_check.prepare_reference``, ``locate``, ``PixelColourAnnotator``,
 ``compare_attributes``) against the garment's true colour and pattern, with the default thresholds. Printed: the
 acceptance rate per kind and drawing, the similarity quartiles, and the reasons of the faithful pictures that are
 rejected.
@@ -20,7 +20,8 @@ from collections import Counter
 import numpy as np
 
 from lookbench_pipeline.demo import aigen_server
-from lookbench_pipeline.aigen_check import PixelColourAnnotator, compare_attributes, locate, prepare_reference
+from lookbench_pipeline.aigen.reference_check import (PixelColourAnnotator, compare_attributes, locate,
+                                                      prepare_reference)
 from lookbench_pipeline.config import AigenCheckConfig
 from lookbench_pipeline.demo.shop import packshot, plan
 from lookbench_pipeline.embed import HsvHogEmbedder

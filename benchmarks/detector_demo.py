@@ -21,7 +21,8 @@ from pathlib import Path
 
 from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.config import DemoDetectorConfig
-from lookbench_pipeline.detect import DEMO_CLASSES, Detector, demo_detector, prepare_offline
+from lookbench_pipeline.demo.detector import DEMO_CLASSES, demo_detector
+from lookbench_pipeline.detect import Detector, prepare_offline
 from lookbench_pipeline.images import decode
 from lookbench_pipeline.taxonomy import Taxonomy
 

@@ -16,9 +16,9 @@ and attribute against a set of accepted values:
 
 Every ``peb_*`` page whose name ends in the first 10 hex digits of a ground-truth key is scored; its URL is the one
 the ground truth records (so URL identifiers can be used, as they were by the published systems). The page's
-prediction is the extractor's *main* product (``lookbench_pipeline.extract.main_product``). Besides the PEB fields
-the script reports the share of pages with a product, with a title and with a full-size image (an image URL whose
-declared rendition is at least ``extract.FULL_SIZE_MIN_SIDE`` pixels, or that declares no size at all).
+prediction is the extractor's *main* product (``lookbench_pipeline.extract.products.main_product``). Besides the PEB
+fields the script reports the share of pages with a product, with a title and with a full-size image (an image URL
+whose declared rendition is at least 500 pixels, ``renditions.is_full_size``, or that declares no size at all).
 
 The published figures on PEB's 140 pages (README of the benchmark, 2021) are printed beside ours; ``../shared`` holds
 72 of those pages, so ours are on a subset.

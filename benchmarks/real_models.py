@@ -37,7 +37,7 @@ def main() -> None:
     from lookbench_pipeline.config import DEFAULT_TAXONOMY
     from lookbench_pipeline.embed import load_embedder
     from lookbench_pipeline.images import decode
-    from lookbench_pipeline.person_regions import PersonRegionDetector
+    from lookbench_pipeline.detect.person_regions import PersonRegionDetector
     from lookbench_pipeline.taxonomy import Taxonomy
 
     torch.set_num_threads(args.threads)

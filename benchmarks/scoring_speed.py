@@ -38,13 +38,16 @@ from pathlib import Path
 import numpy as np
 import pyarrow as pa
 
-from lookbench_pipeline import evaluate, schemas
-from lookbench_pipeline.embcache import file_pack_save
+from lookbench_pipeline import schemas
 from lookbench_pipeline.embed import EmbeddingCache
+from lookbench_pipeline.embed.packs import file_pack_save
+from lookbench_pipeline.evaluate import run as evaluate  # where run_evaluation looks its names up
 from lookbench_pipeline.metrics import topk_from_embeddings
-from lookbench_pipeline.release import ReleaseTables, Window, publish
+from lookbench_pipeline.releases import ReleaseTables
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 from lookbench_pipeline.taxonomy import Taxonomy
+from lookbench_pipeline.windows import Window
 
 KS = [1, 5, 10, 20]
 MODEL = "bench/random-unit-vectors"

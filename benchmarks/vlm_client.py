@@ -4,7 +4,7 @@ with the bare ``openai`` client sending the same already-fitted bytes in the sam
     .venv/bin/python benchmarks/vlm_client.py [--n 400] [--repeat 3] [--real ../shared/realdata/images]
         [--cache /tmp/lookbench-vlm-bench]
 
-What is sent: the pipeline's annotator as ``pipeline.vlm_annotator`` builds it from the shipped configuration
+What is sent: the pipeline's annotator as ``vlm.attributes.annotator_from_config`` (``pipeline.vlm_annotator``) builds it from the shipped configuration
 (``annotate`` defaults: 16 requests in flight, judge enabled, ``max_image_tokens`` 1280, category from the
 catalogue text, so two requests per item: attributes, then the judge), each item's image read from an object store
 (``store.get_bytes(original_key(sha))``, a local folder) as the pipeline does. Images, ``--n`` per run, all distinct:

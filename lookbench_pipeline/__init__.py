@@ -3,7 +3,7 @@
 Modules: ``schemas`` (every table's pyarrow schema), ``config`` (settings), ``store`` (object store), ``extract``
 (structured data), ``crawl`` (running the Scrapy spider, first-seen state), ``drops`` (image drop folders),
 ``images`` (intake), ``dedup``, ``taxonomy`` and ``annotate`` (labels), ``negatives`` (soft-negative distractors
-from Fashion200K), ``release`` (building and publishing a release; ``release_reader`` reads a published one),
+from Fashion200K), ``releases`` (building and publishing a release; ``releases.reader`` reads a published one),
 ``embed`` (retrieval models, embedding cache) and
 ``search`` (exact top-k) and ``metrics`` and ``evaluate`` (scoring), ``scoring`` (your own model: precomputed
 embeddings, a function, the site's ``benchmark.json``), ``pipeline`` (the stages as functions), ``cli``; ``demo``

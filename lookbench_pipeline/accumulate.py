@@ -9,39 +9,24 @@ catalogue is their union, so an item seen in week 3 and gone by week 20 still be
 * ``crawl_log``: every page of every crawl, in crawl order;
 * ``image_downloads``: one row per image URL: the latest successful download, else the latest failure.
 
-The release then keeps what was first seen inside its window (``release.build`` rejects the rest as
+The release then keeps what was first seen inside its window (``releases.build.build`` rejects the rest as
 ``outside_window``).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 import pyarrow as pa
 
 from . import schemas
+from .crawl_tables import CrawlTables, WeeklyCrawl
+
+__all__ = ["CrawlTables", "WeeklyCrawl", "WindowCatalog", "accumulate", "window_catalog"]
 
 
-@dataclass
-class WeeklyCrawl:
-    """One weekly crawl partition's tables (``site``, ``week`` = the partition key, a Monday ``YYYY-MM-DD``)."""
-
-    site: str
-    week: str
-    products: pa.Table
-    looks: pa.Table
-    crawl_log: pa.Table
-    downloads: pa.Table
-
-
-@dataclass
-class WindowCatalog:
-    products: pa.Table
-    looks: pa.Table
-    crawl_log: pa.Table
-    downloads: pa.Table
-    counts: dict[str, Any]
+WindowCatalog = CrawlTables  # the name this module used before CrawlTables had one owner
 
 
 def _latest_by(rows_per_crawl: list[list[dict]], key: str) -> dict[str, dict]:
@@ -58,7 +43,7 @@ def _latest_by(rows_per_crawl: list[list[dict]], key: str) -> dict[str, dict]:
     return out
 
 
-def accumulate(crawls: list[WeeklyCrawl]) -> WindowCatalog:
+def accumulate(crawls: list[WeeklyCrawl]) -> CrawlTables:
     """The window catalogue of ``crawls`` (any order: they are sorted by site, then week).
 
     Counts: ``crawls`` (number of weekly partitions read), ``weeks_per_site``, ``products``, ``looks``, ``pages``,
@@ -90,7 +75,32 @@ def accumulate(crawls: list[WeeklyCrawl]) -> WindowCatalog:
         "products": len(products), "looks": len(looks), "pages": log.num_rows, "image_urls": len(downloads),
         "image_urls_downloaded": sum(1 for d in downloads if d["stored_path"]),
     }
-    return WindowCatalog(products=schemas.from_rows(products, schemas.PRODUCTS),
+    return CrawlTables(products=schemas.from_rows(products, schemas.PRODUCTS),
                          looks=schemas.from_rows(looks, schemas.LOOKS),
                          crawl_log=schemas.conform(log, schemas.CRAWL_LOG),
                          downloads=schemas.from_rows(downloads, schemas.IMAGE_DOWNLOADS), counts=counts)
+
+
+def window_catalog(sites: list[str], weeks: list[str],
+                   read: Callable[[str, str], CrawlTables | None]) -> tuple[CrawlTables, dict[str, list[str]]]:
+    """The catalogue of a window from its weekly crawl partitions: ``read(site, week)`` gives one partition's
+    tables, or None when that week was not crawled (skipped). Returns the catalogue (:func:`accumulate`'s counts
+    plus ``sites_without_crawl``) and the weeks without a crawl per site.
+
+    Raises:
+        LookupError: no site has any crawl in ``weeks``.
+    """
+    crawls, missing = [], {}
+    for site in sites:
+        for week in weeks:
+            tables = read(site, week)
+            if tables is None:
+                missing.setdefault(site, []).append(week)
+                continue
+            crawls.append(WeeklyCrawl(site=site, week=week, products=tables.products, looks=tables.looks,
+                                      crawl_log=tables.crawl_log, downloads=tables.downloads))
+    if not crawls:
+        raise LookupError(f"no weekly crawl for sites {sites} in weeks {weeks[:1]}..{weeks[-1:]}")
+    cat = accumulate(crawls)
+    cat.counts["sites_without_crawl"] = [s for s in sites if s not in cat.counts["weeks_per_site"]]
+    return cat, missing

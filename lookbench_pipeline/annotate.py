@@ -19,7 +19,10 @@ ANNOTATOR_TEXT = "catalog-text/1"
 
 @dataclass
 class Label:
-    """One item's labels: ``status`` is ``labelled`` or ``rejected`` (then ``reason`` says why)."""
+    """One item's labels: ``status`` is ``labelled`` or ``rejected`` (then ``reason`` says why).
+
+    :meth:`row` gives the first columns of ``schemas.ANNOTATIONS``; the image model's label
+    (``lookbench_pipeline.vlm.VlmLabel``) is a subclass that adds its fields and columns after these."""
 
     item_id: str
     status: str
@@ -121,3 +124,17 @@ def format_main_attribute(tax: Taxonomy, category: str | None, attrs: dict[str, 
     main_s = f"{main}: {attrs.get(main, tax.not_visible)}"
     other = "; ".join(f"{k}: {v}" for k, v in sorted(attrs.items()) if k != main)
     return main_s, other
+
+
+def label_counts(rows: list[dict]) -> dict[str, Any]:
+    """Counts of ``schemas.ANNOTATIONS`` rows: ``items = labelled + rejected + failed``, per reason
+    (``<status>.<reason>``) and per category (``category.<c>``)."""
+    counts: dict[str, Any] = {"items": len(rows), "labelled": 0, "rejected": 0, "failed": 0}
+    for r in rows:
+        counts[r["status"]] += 1
+        if r["reason"]:
+            counts[f"{r['status']}.{r['reason']}"] = counts.get(f"{r['status']}.{r['reason']}", 0) + 1
+        if r["category"]:
+            counts[f"category.{r['category']}"] = counts.get(f"category.{r['category']}", 0) + 1
+    assert counts["items"] == counts["labelled"] + counts["rejected"] + counts["failed"]
+    return counts

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .release_reader import SUBSETS, read_file, read_manifest
+from .releases.reader import SUBSETS, read_file, read_manifest
 from .store import ObjectStore
 
 VERDICTS = ("correct", "incorrect", "unsure")

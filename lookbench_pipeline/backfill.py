@@ -22,7 +22,8 @@ from datetime import datetime
 from pathlib import Path
 
 from .store import ObjectStore, StoreError, sha256_hex
-from .warc import read_warcinfo
+from .warc import read_warcinfo, warcinfo_record
+from .windows import week_key
 
 
 class ArchiveError(StoreError):
@@ -71,6 +72,43 @@ def archived_crawls(store: ObjectStore, site: str) -> list[ArchivedCrawl]:
                                  started_at=_parse_time(info["started-at"]), week=info.get("week"),
                                  base_url=info.get("base-url", ""), sha256=info.get("sha256")))
     return sorted(out, key=lambda a: (a.started_at, a.key))
+
+
+def archive_crawl(store: ObjectStore, warc: Path, info: dict[str, str]) -> str:
+    """Archive one crawl's WARC file as ``warc/<site>/<run-id>.warc.gz``, led by a ``warcinfo`` record of ``info``
+    (``site``, ``run-id``, ``base-url``, ``started-at`` UTC, the crawl partition's ``week``...), and describe it
+    in ``warc/<site>/<run-id>.json`` (the same fields, the key and the archive's ``sha256``): what
+    :func:`archived_crawls` lists and :func:`fetch` checks. An archive already in the store (a resumed run of a
+    crawl archived before a kill) is kept as it is: archives are written once. Returns the archive's key."""
+    key = f"warc/{info['site']}/{info['run-id']}.warc.gz"
+    if store.exists(key):
+        return key
+    data = warcinfo_record(info) + warc.read_bytes()
+    store.put_bytes(key, data, "application/warc")
+    store.put_bytes(key.removesuffix(".warc.gz") + ".json",
+                    json.dumps({**info, "key": key, "sha256": sha256_hex(data)}, indent=1, sort_keys=True).encode(),
+                    "application/json")
+    return key
+
+
+def archive_week(crawl: ArchivedCrawl, tz: str = "UTC") -> str:
+    """The weekly crawl partition (week key) an archived crawl belongs to: the week it recorded, else (archived
+    before weeks were recorded) the week of its start in ``tz``."""
+    return crawl.week or week_key(crawl.started_at, tz)
+
+
+def archived_in_week(store: ObjectStore, site: str, week: str, tz: str = "UTC") -> list[ArchivedCrawl]:
+    """The archived crawls of ``site`` that belong to ``week`` (:func:`archive_week`), oldest first: a week
+    crawled twice is replayed twice, in order, and its partition is the last crawl."""
+    return [a for a in archived_crawls(store, site) if archive_week(a, tz) == week]
+
+
+def replay_plan(store: ObjectStore, site: str, before: datetime, tz: str = "UTC") -> tuple[list[ArchivedCrawl],
+                                                                                           list[str]]:
+    """What a rebuild of a window ending at ``before`` replays for ``site``: its archived crawls that started
+    before then (oldest first) and their weeks, in order, each once."""
+    archived = [a for a in archived_crawls(store, site) if a.started_at < before]
+    return archived, list(dict.fromkeys(archive_week(a, tz) for a in archived))
 
 
 def fetch(store: ObjectStore, crawl: ArchivedCrawl, dest_dir: Path) -> Path:

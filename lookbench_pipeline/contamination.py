@@ -35,7 +35,7 @@ import numpy as np
 from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih, popcount64
 from .foreground import MAX_FOREGROUND_DELTA_E, block_codes, foreground_signature
 from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
-from .release_reader import list_releases, read_file
+from .releases.reader import list_releases, read_file
 from .store import ObjectStore
 
 log = logging.getLogger(__name__)
@@ -231,7 +231,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
 
 
 def _release_files(store: ObjectStore, version: str) -> list[tuple[str, str]]:
-    from .release_reader import read_manifest
+    from .releases.reader import read_manifest
 
     out = []
     for key in read_manifest(store, version)["files"]:

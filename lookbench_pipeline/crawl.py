@@ -1,5 +1,5 @@
-"""Running a site's crawl: serve the demo shop or the replayed pages when the site needs it, run the Scrapy
-``shop`` spider in a child process (Twisted's reactor cannot restart inside one process), and read its feed.
+"""Running a site's crawl: serve the demo shop or the replayed pages on 127.0.0.1 when the site needs it (with
+the local server the caller passes in), run the Scrapy ``shop`` spider in a child process (Twisted's reactor cannot restart inside one process), and read its feed.
 
 Then :func:`merge_catalog` turns the feed into the ``products``, ``looks`` and ``crawl_log`` tables, keeping
 ``first_seen_at`` from the previous state of the same site: the first crawl that saw an item sets it for good.
@@ -12,7 +12,8 @@ import logging
 import os
 import subprocess
 import sys
-from contextlib import ExitStack
+from collections.abc import Callable
+from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -22,7 +23,9 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import SiteConfig
+from .crawl_tables import CrawlTables
 from .extract import path_key, product_key
+from .layout import DataLayout, site_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -165,10 +168,12 @@ def repair_feed_tail(feed: Path) -> int:
 
 
 def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
-               resume: bool = False) -> CrawlOutput:
-    """Crawl one configured site. ``demo`` sites are generated under ``work_dir/site`` and ``replay`` sites served
-    from their ``pages_dir``, both on 127.0.0.1 for the duration of the crawl. ``cache_dir``: the site's HTTP
-    cache (conditional requests on re-crawls).
+               resume: bool = False, local_server: LocalServer | None = None) -> CrawlOutput:
+    """Crawl one configured site. ``demo`` and ``replay`` sites are served on 127.0.0.1 for the duration of the
+    crawl by ``local_server(site, work_dir)``, a context manager giving the base URL, which the caller passes in
+    (the stages pass :func:`lookbench_pipeline.demo.serve.local_site`: the demo shop generated under
+    ``work_dir/site``, a replay site's ``pages_dir``); this module imports nothing of the demo. ``cache_dir``: the
+    site's HTTP cache (conditional requests on re-crawls).
 
     ``resume``: ``work_dir`` belongs to one crawl (a week's, ``crawl_dir``), and a killed attempt left its feed,
     WARC and downloads there: a finished crawl (``finished.json``) is read back and not crawled again; an
@@ -177,10 +182,6 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     recorded origin. Without ``resume`` the crawl starts empty."""
     import uuid
 
-    # the static server and the demo shop live in the demo package (demo and replay sites are served on
-    # 127.0.0.1); this function is the one place crawl reaches into it
-    from .demo import serve
-    from .demo import shop as demo_shop
     from .warc import truncate_torn_tail
 
     site = SiteConfig.from_yaml(site_config_path)
@@ -202,14 +203,11 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     state.setdefault("bases", [])
     with ExitStack() as stack:
         base_url = ""
-        if site.kind == "demo":
-            root = work_dir / "site"
-            demo_shop.generate(root, site.demo_products, site.demo_looks, site.demo_seed, site.demo_colour_models)
-            base_url = stack.enter_context(serve.serving(serve.static_resolver(root))).base_url
-        elif site.kind == "replay":
-            if not site.pages_dir or not site.pages_dir.is_dir():
-                raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
-            base_url = stack.enter_context(serve.serving(serve.replay_resolver(site.pages_dir))).base_url
+        if site.kind in ("demo", "replay"):
+            if local_server is None:
+                raise CrawlError(f"{site.kind} site {site.name} is served on 127.0.0.1 by the server the caller "
+                                 "passes (local_server=lookbench_pipeline.demo.serve.local_site)")
+            base_url = stack.enter_context(local_server(site, work_dir))
         state["bases"] = [b for b in state["bases"] if b != base_url] + [base_url]
         attempts_file.write_text(json.dumps(state, indent=1))
         feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, cache_dir=cache_dir,
@@ -232,9 +230,9 @@ def _read_crawl(site: SiteConfig, feed: Path, logf: Path, state: dict, reused: b
 
 
 def crawl_dir(data_dir: Path, week: str, site: str) -> Path:
-    """The folder of one week's crawl of one site (``data_dir/crawls/<week>/<site>``): the same for every attempt,
-    so a killed build or Dagster run resumes it (``crawl_site(resume=True)``)."""
-    return Path(data_dir) / "crawls" / week / site
+    """The folder of one week's crawl of one site (``data_dir/crawls/<week>/<site>``, :meth:`DataLayout.crawl_dir`):
+    the same for every attempt, so a killed build or Dagster run resumes it (``crawl_site(resume=True)``)."""
+    return DataLayout(Path(data_dir)).crawl_dir(week, site)
 
 
 def replay_site(site_config_path: Path, warc_paths: list[Path], base_url: str, work_dir: Path,
@@ -313,13 +311,10 @@ def _unchanged_since(prev: dict, row: dict, crawled: datetime) -> datetime:
     return crawled
 
 
-@dataclass
-class Catalog:
-    products: pa.Table
-    looks: pa.Table
-    crawl_log: pa.Table
-    downloads: pa.Table
-    counts: dict[str, int]
+LocalServer = Callable[[SiteConfig, Path], AbstractContextManager[str]]
+"""Serves a ``demo`` or ``replay`` site on 127.0.0.1 for a ``with`` block and gives its base URL."""
+
+Catalog = CrawlTables  # the name this module used before CrawlTables had one owner
 
 
 def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
@@ -329,7 +324,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     crawl; ``crawled_at`` is the crawl that fetched the current content (kept while the content is unchanged). An item seen on several pages in one crawl is one row (the first page wins, later pages add images).
     The state keeps items not seen in this crawl, so an item that comes back keeps its first time.
     """
-    sdir = state_dir / out.site
+    sdir = site_state_dir(state_dir, out.site)
     sdir.mkdir(parents=True, exist_ok=True)
     prev_p = _previous(sdir / "products.parquet", "product_id")
     prev_l = _previous(sdir / "looks.parquet", "look_id")

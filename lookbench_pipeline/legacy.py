@@ -12,6 +12,10 @@ score beside its live LookBench score (the gap the LookBench paper is about).
   docs/METRICS.md: the ``test`` split only; each product with at least two images gives one query (its first
   image in path order) and every other test image is the gallery; positives share the product id; products with
   one image are distractors.
+
+The small demo trees in these formats (``write_demo_inshop``, ``write_demo_fashion200k``) are drawn by the demo shop
+and live in :mod:`lookbench_pipeline.demo.legacy`; their old names here still work for one release (a
+DeprecationWarning), resolved when first used, so this module imports nothing of the demo.
 """
 
 from __future__ import annotations
@@ -26,9 +30,10 @@ import numpy as np
 
 from .contamination import LegacyFormatError
 from .contamination import _fashion200k as _fashion200k_images  # one parser of the format
-from .embcache import load_rgb
 from .embed import Embedder, EmbeddingCache
+from .embed.packs import load_rgb
 from .images import ImageRejected
+from .layout import DataLayout
 from .metrics import topk_from_embeddings
 
 KINDS = ("deepfashion_inshop", "fashion200k")
@@ -80,6 +85,17 @@ def read_legacy(kind: str, root: Path) -> tuple[list[tuple[Path, str]], list[tup
     if kind == "fashion200k":
         return read_fashion200k(root)
     raise ValueError(f"legacy scoring supports {', '.join(KINDS)}, not {kind!r}")
+
+
+def source_path(src: Any, data_dir: Path | None) -> Path:
+    """The path of a legacy source (a ``LegacySource`` config): a relative one is under ``data_dir``. Raises
+    ValueError for a relative path without ``data_dir``."""
+    path = Path(src.path)
+    if not path.is_absolute():
+        if data_dir is None:
+            raise ValueError(f"legacy source {src.name}: relative path {path} needs data_dir")
+        path = DataLayout(Path(data_dir)).resolve(path)
+    return path
 
 
 def score_legacy(kind: str, root: Path, embedder: Embedder, ks: Sequence[int] = (1, 5, 10, 20),
@@ -162,52 +178,18 @@ def score_inshop(root: Path, embedder: Embedder, ks: tuple[int, ...] = (1, 5, 10
     return out
 
 
-def write_demo_inshop(root: Path, n_items: int = 24, seed: int = 11) -> None:
-    """A small legacy benchmark in DeepFashion In-shop's format, drawn by the demo shop's garment generator
-    (packshots as gallery, alternative shots as queries): the embedded default's legacy score."""
-    from .demo import shop as demo_shop  # the demo legacy trees are drawn by the demo shop
-
-    products, _ = demo_shop.plan(n_items, 0, seed)
-    rows = []
-    for n, p in enumerate(products):
-        item = f"id_{n:08d}"
-        for view, status, im in (("1_front", "gallery", demo_shop.packshot(p)),
-                                 ("2_side", "query", demo_shop.alt_shot(p))):
-            rel = f"img/WOMEN/{p.category}/{item}/{view}.jpg"
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            im.save(root / rel, quality=90)
-            rows.append(f"{rel} {item} {status}")
-    (root / "Eval").mkdir(parents=True, exist_ok=True)
-    (root / "Eval" / "list_eval_partition.txt").write_text(
-        f"{len(rows)}\nimage_name item_id evaluation_status\n" + "\n".join(rows) + "\n", encoding="utf-8")
+_MOVED_TO_DEMO = ("write_demo_inshop", "write_demo_fashion200k")
 
 
-def write_demo_fashion200k(root: Path, n_items: int = 30, n_single: int = 8, seed: int = 13) -> dict[str, int]:
-    """A small legacy benchmark in Fashion200K's format for scoring (the contamination demo tree,
-    ``demo_shop.write_fashion200k``, has one image per product and so no positives): garments of the demo shop's
-    generator, each product folder holding its alternative shot (``_0``) and packshot (``_1``) in the ``test``
-    split; ``n_single`` further products with one image are distractors; a few ``train`` lines show that only the
-    test split is scored. Returns ``{"products", "images"}``."""
-    from .demo import shop as demo_shop  # the demo legacy trees are drawn by the demo shop
+def __getattr__(name: str) -> Any:
+    """The demo writers' old names (one release): a DeprecationWarning, then the function from
+    :mod:`lookbench_pipeline.demo.legacy`. Imported by name at first use (``importlib``), so that this production
+    module has no import of the demo (pyproject.toml's import rules)."""
+    if name not in _MOVED_TO_DEMO:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+    import warnings
 
-    products, _ = demo_shop.plan(n_items + n_single + 4, 0, seed)
-    products = [p for p in products if p.category in demo_shop.FASHION200K_CATEGORY]
-    lines: dict[str, list[str]] = defaultdict(list)
-    n_images = 0
-    for n, p in enumerate(products):
-        pid = 73_000_000 + n
-        top, sub = demo_shop.FASHION200K_CATEGORY[p.category]
-        split = "train" if n >= n_items + n_single else "test"
-        # the alternative shot first (``_0``, the query by the protocol), the packshot second (its positive)
-        shots = [demo_shop.alt_shot(p), demo_shop.packshot(p)] if n < n_items or split == "train" else \
-            [demo_shop.packshot(p)]
-        for v, im in enumerate(shots):
-            rel = f"women/{sub}/{sub}_{p.category}/{pid}/{pid}_{v}.jpeg"
-            (root / rel).parent.mkdir(parents=True, exist_ok=True)
-            im.save(root / rel, quality=85)
-            lines[f"{top}_{split}"].append(f"{rel}\t0.9{n % 10}00\t{p.title.lower()}")
-            n_images += 1
-    (root / "labels").mkdir(parents=True, exist_ok=True)
-    for name, ls in sorted(lines.items()):
-        (root / "labels" / f"{name}_detect_all.txt").write_text("\n".join(ls) + "\n", encoding="utf-8")
-    return {"products": len(products), "images": n_images}
+    warnings.warn(f"{__name__}.{name} moved to lookbench_pipeline.demo.legacy; import it from there",
+                  DeprecationWarning, stacklevel=2)
+    return getattr(importlib.import_module("lookbench_pipeline.demo.legacy"), name)

@@ -279,6 +279,7 @@ class BuildTerminal(logging.Handler):
         self.bar_stage: str | None = None
         self.failed: list[str] = []
         self.check_steps: set[str] = set()
+        self.materialized: set[str] = set()  # steps that materialized an asset: always listed
         self.library_messages: set[str] = set()  # the library's own records, which Dagster may also relay
         self.checks = {"passed": 0, "failed": 0}
 
@@ -333,6 +334,8 @@ class BuildTerminal(logging.Handler):
             elif level >= logging.INFO and step not in self.summary and message.strip() \
                     and message not in self.library_messages:
                 self.summary[step] = message  # the step's own first summary (not a relayed progress record)
+        elif kind == "ASSET_MATERIALIZATION" and step:
+            self.materialized.add(step)
         elif kind in ("ASSET_CHECK_EVALUATION", "CHECK_FAILED"):
             if step:
                 self.check_steps.add(step)
@@ -347,7 +350,7 @@ class BuildTerminal(logging.Handler):
             self.checks = {"passed": 0, "failed": 0}
         elif kind == "STEP_SUCCESS" and step:
             self._close_bar()
-            if step in self.check_steps and step not in self.summary:
+            if step in self.check_steps and step not in self.summary and step not in self.materialized:
                 return  # an asset check's own step: counted, not listed
             took = time.monotonic() - self.started.get(step, time.monotonic())
             note = self.notes.get(step)

@@ -44,6 +44,8 @@ from .contamination import SourceImage, iter_source
 from .dedup import cluster, confirmed_by_colour, hex_to_u64, near_pairs_mih
 from .embed import Embedder, EmbeddingCache
 from .images import ImageRef, ImageRejected, decode, take_in
+# noise_rows moved to the release build (its only user); importable from here for one release
+from .releases.build import noise_rows  # noqa: F401
 from .search import topk
 from .store import ObjectStore, original_key
 from .taxonomy import Taxonomy
@@ -441,11 +443,3 @@ def _near_window(cand: list[dict], window_images: pa.Table, threshold: int, max_
                     out.add(new[k]["image_sha256"])
     return out
 
-
-def noise_rows(negatives: pa.Table) -> list[dict]:
-    """One row per distinct distractor of a ``negatives`` table (first occurrence), sorted by sha256: what the
-    release's ``noise`` gallery holds."""
-    rows: dict[str, dict] = {}
-    for r in negatives.to_pylist():
-        rows.setdefault(r["distractor_sha256"], r)
-    return [rows[k] for k in sorted(rows)]

@@ -1,33 +1,41 @@
 """The stages of a release build as plain functions over tables: what each Dagster asset calls, and what a test or
 a notebook can call without Dagster. Each returns its tables and a ``counts`` dict that reconciles
-(``in = kept + rejected``)."""
+(``in = kept + rejected``).
+
+One ``stage_*`` per asset (about 25 lines each, a little over 500 in all): it reads the configuration, calls its
+stage's package and returns tables and counts. Factories and provenance live in their packages
+(``vlm.attributes``, ``detect.street``, ``provenance``, ``backfill``); only the demo's wiring (the scripted image
+endpoint, the demo detector, the demo legacy trees) is here, because the stages are the one place allowed to import
+``lookbench_pipeline.demo`` (docs/ARCHITECTURE.md, "Import rules")."""
 
 from __future__ import annotations
 
-import json
 import logging
-import subprocess
-import time
-from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import pyarrow as pa
 
 from . import __version__, crawl, dedup, drops, schemas
-from .annotate import CatalogTextAnnotator
+from .annotate import CatalogTextAnnotator, label_counts
 from .config import PipelineConfig
-from .drops import subsets_of
-from .images import PHASH_METHOD, ImageRef, SourceReader, take_in
-from .release import ReleaseTables, Window, build, publish
+from .crawl_tables import CrawlTables
+from .detect.street import STREET_SUBSETS, DetectResult  # noqa: F401 (STREET_SUBSETS: its old home)
+from .images import ImageRef, SourceReader, take_in
+from .provenance import (aigen_summary, annotation_provenance, code_version, negatives_provenance,  # noqa: F401
+                         provenance, publish_provenance)
+from .releases.build import build
+from .releases.candidate import Candidate, ReleaseTables, make_candidate
+from .releases.publish import publish
 from .store import ObjectStore, configured_store
 from .taxonomy import Taxonomy
-
-if TYPE_CHECKING:
-    from . import vlm
+from .vlm.attributes import annotator_from_config, label_images
+from .windows import Window
 
 log = logging.getLogger(__name__)
+
+vlm_annotator = annotator_from_config  # the name this module used (tests, notebooks)
 
 
 def store_of(cfg: PipelineConfig) -> ObjectStore:
@@ -38,18 +46,12 @@ def _concat(tables: list[pa.Table], schema: pa.Schema) -> pa.Table:
     return pa.concat_tables(tables) if tables else schemas.empty(schema)
 
 
-@dataclass
-class CrawlResult:
-    products: pa.Table
-    looks: pa.Table
-    crawl_log: pa.Table
-    downloads: pa.Table
-    counts: dict[str, Any]
+CrawlResult = CrawlTables  # the name this module used before CrawlTables had one owner
 
 
 def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = None,
                 run_id: str = "run", archive_info: dict[str, str] | None = None,
-                replay: dict[str, list[Path]] | None = None, week: str | None = None) -> CrawlResult:
+                replay: dict[str, list[Path]] | None = None, week: str | None = None) -> CrawlTables:
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
     WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
     ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
@@ -59,19 +61,18 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     ``replay``: per site name, archived WARC files to crawl from instead of the network
     (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none.
 
-    ``week``: a live crawl of that week runs in ``crawl.crawl_dir(data_dir, week, site)`` and resumes there after a
+    ``week``: a live crawl of that week runs in ``cfg.layout.crawl_dir(week, site)`` and resumes there after a
     kill (a finished week is read back, not crawled again); its archive is keyed by the crawl's own id (the same
     for every attempt), and an archive already in the store is not uploaded again."""
-    import json
+    from .backfill import archive_crawl
+    from .demo.serve import local_site  # demo and replay sites are served on 127.0.0.1 for their crawl
+    from .warc import read_warcinfo
 
-    from .store import sha256_hex
-    from .warc import read_warcinfo, warcinfo_record
-
-    parts: dict[str, list[pa.Table]] = {"products": [], "looks": [], "crawl_log": [], "downloads": []}
+    cats: list[CrawlTables] = []
     counts: dict[str, Any] = {}
     for path in cfg.sites:
         site = crawl.SiteConfig.from_yaml(path)
-        state = Path(cfg.data_dir) / "state"
+        state = cfg.layout.state
         started = datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         if replay is not None:
             warcs = replay.get(site.name) or []
@@ -80,41 +81,70 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             info = read_warcinfo(warcs[0])
             out = crawl.replay_site(Path(path), warcs, info.get("base-url", ""), run_dir / site.name, cfg.user_agent)
         else:
-            work = crawl.crawl_dir(Path(cfg.data_dir), week, site.name) if week else run_dir / site.name
-            out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=state / site.name / "httpcache",
-                                   resume=week is not None)
+            work = cfg.layout.crawl_dir(week, site.name) if week else run_dir / site.name
+            out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=cfg.layout.http_cache(site.name),
+                                   resume=week is not None, local_server=local_site)
             started = out.started_at or started
         cat = crawl.merge_catalog(out, state)
-        for k in parts:
-            parts[k].append(getattr(cat, k))
+        cats.append(cat)
         counts[site.name] = cat.counts
         warc = out.feed.parent / "crawl.warc.gz"
-        archive_id = (out.crawl_id if week and replay is None else None) or run_id
-        key = f"warc/{site.name}/{archive_id}.warc.gz"
-        if store is not None and warc.is_file() and replay is None and store.exists(key):
-            counts[site.name]["warc"] = key  # a resumed run of a crawl that was archived before the kill
-        elif store is not None and warc.is_file() and replay is None:
-            info = {"software": f"lookbench-pipeline/{__version__}", "site": site.name, "run-id": archive_id,
-                    "base-url": out.base_url, "recorded-origin": site.recorded_origin or "",
-                    "started-at": started, **(archive_info or {})}
-            data = warcinfo_record(info) + warc.read_bytes()
-            store.put_bytes(key, data, "application/warc")
-            store.put_bytes(key.removesuffix(".warc.gz") + ".json",
-                            json.dumps({**info, "key": key, "sha256": sha256_hex(data)}, indent=1,
-                                       sort_keys=True).encode(), "application/json")
-            counts[site.name]["warc"] = key
+        if store is not None and warc.is_file() and replay is None:
+            archive_id = (out.crawl_id if week else None) or run_id
+            counts[site.name]["warc"] = archive_crawl(
+                store, warc, {"software": f"lookbench-pipeline/{__version__}", "site": site.name,
+                              "run-id": archive_id, "base-url": out.base_url,
+                              "recorded-origin": site.recorded_origin or "", "started-at": started,
+                              **(archive_info or {})})
         if replay is not None:
             counts[site.name]["replayed_from"] = [str(p) for p in replay[site.name]]
-    return CrawlResult(
-        products=_concat(parts["products"], schemas.PRODUCTS), looks=_concat(parts["looks"], schemas.LOOKS),
-        crawl_log=_concat(parts["crawl_log"], schemas.CRAWL_LOG),
-        downloads=_concat(parts["downloads"], schemas.IMAGE_DOWNLOADS), counts=counts)
+    return CrawlTables.concat(cats, counts)
+
+
+class CrawlWeekError(ValueError):
+    """A weekly crawl partition cannot be materialised: its site is not configured, a live crawl of a week that
+    is over, or a replay of a week with no archived crawl (the message says which and what to do)."""
+
+
+def stage_crawl_week(cfg: PipelineConfig, site: str, week: str, run_dir: Path, run_id: str,
+                     store: ObjectStore, replay: bool = False, tz: str = "UTC",
+                     now: datetime | None = None) -> CrawlTables:
+    """One weekly crawl partition (``week`` × ``site``): a live crawl of the current week (:func:`stage_crawl`,
+    archived with its week), or with ``replay`` the site's archived crawls of that week replayed in order from
+    the store (the backfill of a past week; the partition is the last of them).
+
+    Raises:
+        CrawlWeekError: ``site`` has no site config; a live crawl of a week that ended before ``now`` (it would
+            not observe that week); a replay of a week without an archived crawl.
+        ArchiveError: an archived crawl is corrupt.
+    """
+    from .backfill import archived_in_week, fetch
+    from .windows import week_bounds
+
+    by_name = {s.name: p for s, p in zip(cfg.site_configs(), cfg.sites)}
+    if site not in by_name:
+        raise CrawlWeekError(f"site partition {site!r} has no site config; configured: {sorted(by_name)}")
+    site_cfg = cfg.model_copy(update={"sites": [by_name[site]]})
+    if replay:
+        archived = archived_in_week(store, site, week, tz)
+        if not archived:
+            raise CrawlWeekError(f"no archived crawl of {site} for week {week} in {store.url}/warc/{site}/")
+        res = None
+        for a in archived:  # a week crawled twice is replayed twice, in order; the partition is the last crawl
+            log.info("replaying %s (crawl started %s)", a.key, a.started_at.isoformat())
+            warc = fetch(store, a, run_dir / site / "archive" / a.run_id)
+            res = stage_crawl(site_cfg, run_dir / a.run_id, None, run_id, replay={site: [warc]})
+        return res
+    if (now or datetime.now(timezone.utc)) >= week_bounds(week, tz).end:
+        raise CrawlWeekError(f"week {week} is over: a live crawl now would not observe it. Rebuild it from its "
+                             "archived crawls (run config crawl: {config: {replay: true}}, or `lookbench backfill`).")
+    return stage_crawl(site_cfg, run_dir, store, run_id, archive_info={"week": week}, week=week)
 
 
 def stage_drops(cfg: PipelineConfig, now: datetime, store: ObjectStore | None = None) -> pa.Table:
     """List the images of every configured image drop; ``store``: where their first-seen records are kept (read
     and extended: :class:`lookbench_pipeline.records.DropState`)."""
-    return _concat([drops.scan(d, Path(cfg.data_dir) / "state", now, store) for d in cfg.drops],
+    return _concat([drops.scan(d, cfg.layout.state, now, store) for d in cfg.drops],
                    schemas.DROP_ITEMS)
 
 
@@ -168,13 +198,13 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
     """Update the contamination index and match the new images against it: ``(index, contamination, counts)``.
 
     Releases of the same window (earlier previews of this release) are not treated as leaks."""
-    from .release_reader import list_releases, read_manifest
+    from .releases.reader import list_releases, read_manifest
     from . import contamination as cont
     from .demo import shop as demo_shop  # the demo legacy tree is drawn by the demo shop
 
     sources = []
     for src in cfg.contamination.sources:
-        path = src.path if src.path.is_absolute() else Path(cfg.data_dir) / src.path
+        path = cfg.layout.resolve(src.path)
         if src.demo and not path.exists():
             demo = next((s for s in cfg.site_configs() if s.kind == "demo"), None)
             if demo is not None:
@@ -182,7 +212,7 @@ def stage_contamination(cfg: PipelineConfig, images: pa.Table, store: ObjectStor
         sources.append(src.model_copy(update={"path": path}))
     same_window = {v for v in list_releases(store)
                    if read_manifest(store, v)["window"]["start"] == window.start.isoformat()}
-    index, counts = cont.update_index(Path(cfg.data_dir) / "contamination" / "index.parquet", sources,
+    index, counts = cont.update_index(cfg.layout.contamination_index, sources,
                                       store if cfg.contamination.include_published_releases else None,
                                       exclude_releases=same_window, cfg=cfg.images)
     found = cont.find_contamination(images, index, cfg.dedup.hamming_threshold, **cfg.dedup.match)
@@ -232,137 +262,20 @@ def stage_attributes(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tab
     extra, imported = label_import.candidates(cfg.drops, mapper, products, drop_items, image_refs)
     if not cfg.annotate.endpoint:
         rows, sources = label_import.apply([lb.row() for lb in text_labels], extra, mapper)
-        counts = _label_counts(rows)
+        counts = label_counts(rows)
         counts["annotator"] = ann.name
         counts["taxonomy_version"] = tax.version
         counts.update(imported=imported, sources=sources)
         return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
     if image_refs is None or store is None:
         raise ValueError("annotate.endpoint is set: stage_attributes needs image_refs and the object store")
-    table, counts = _vlm_attributes(cfg, tax, text_labels, drop_items, image_refs, store)
+    table, counts = label_images(cfg, tax, text_labels, drop_items, image_refs, store)
     if not extra:
         return table, counts
     rows, sources = label_import.apply(table.to_pylist(), extra, mapper)
     counts = {k: v for k, v in counts.items() if not k.startswith(("category.", "labelled.", "rejected.", "failed."))}
-    counts.update(_label_counts(rows), imported=imported, sources=sources)
+    counts.update(label_counts(rows), imported=imported, sources=sources)
     return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
-
-
-def _label_counts(rows: list[dict]) -> dict[str, Any]:
-    counts: dict[str, Any] = {"items": len(rows), "labelled": 0, "rejected": 0, "failed": 0}
-    for r in rows:
-        counts[r["status"]] += 1
-        if r["reason"]:
-            counts[f"{r['status']}.{r['reason']}"] = counts.get(f"{r['status']}.{r['reason']}", 0) + 1
-        if r["category"]:
-            counts[f"category.{r['category']}"] = counts.get(f"category.{r['category']}", 0) + 1
-    assert counts["items"] == counts["labelled"] + counts["rejected"] + counts["failed"]
-    return counts
-
-
-def vlm_annotator(cfg: PipelineConfig, tax: Taxonomy) -> "vlm.VlmAnnotator":
-    """The image annotator (and judge) ``cfg.annotate`` describes. Raises ValueError when ``endpoint`` is unset."""
-    import os
-
-    from . import vlm
-
-    a = cfg.annotate
-    if not a.endpoint:
-        raise ValueError("annotate.endpoint is not set")
-    judge = None
-    if a.judge.enabled:
-        judge = vlm.VlmJudge(a.judge.endpoint or a.endpoint, a.judge.model or a.model,
-                             os.environ.get(a.judge.api_key_env or a.api_key_env))
-    cache = a.cache or Path("annotate/vlm_cache.sqlite")
-    cache = cache if cache.is_absolute() else Path(cfg.data_dir) / cache
-    return vlm.VlmAnnotator(
-        a.endpoint, a.model, tax, api_key=os.environ.get(a.api_key_env), judge=judge, on_reject=a.judge.on_reject,
-        cache=cache, concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries,
-        backoff_s=a.backoff_s, max_backoff_s=a.max_backoff_s, max_model_len=a.max_model_len,
-        max_image_tokens=a.max_image_tokens, temperature=a.temperature, max_tokens=a.max_tokens, seed=a.seed,
-        extra_body=a.extra_body)
-
-
-def _vlm_attributes(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_items: pa.Table,
-                    image_refs: pa.Table, store: ObjectStore) -> tuple[pa.Table, dict[str, Any]]:
-    from . import vlm
-    from .store import original_key
-
-    accepted: dict[tuple[str, str], list[dict]] = {}
-    for r in image_refs.to_pylist():
-        if r["status"] == "accepted":
-            accepted.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
-    drop_refs: dict[str, list[tuple[int, str, str]]] = {}  # item_id -> (gallery first, path, sha)
-    for d in drop_items.to_pylist():
-        for r in accepted.get(("drop", d["drop_image_id"]), []):
-            drop_refs.setdefault(d["item_id"], []).append((d["role"] != "gallery", d["path"], r["image_sha256"]))
-
-    def loader(sha: str):
-        return lambda: store.get_bytes(original_key(sha))
-
-    use_text_category = cfg.annotate.category_from == "text"
-    items, no_image = [], []
-    for tl in text_labels:
-        refs = accepted.get(("product", tl.item_id))
-        if refs:
-            sha = min(refs, key=lambda r: r["position"])["image_sha256"]
-        elif tl.item_id in drop_refs:
-            sha = min(drop_refs[tl.item_id])[2]
-        else:
-            no_image.append(tl.item_id)
-            continue
-        items.append(vlm.ImageItem(tl.item_id, loader(sha), sha256=sha,
-                                   category=tl.category if use_text_category and tl.category else None))
-    annotator = vlm_annotator(cfg, tax)
-    started = time.monotonic()
-    try:
-        from .logs import Progress
-
-        with Progress("attribute annotation", len(items), "items") as prog:
-            labels = annotator.annotate_images(items, progress=lambda done, total: prog.set(done))
-    finally:
-        annotator.cache.close()
-    rows = [lb.row() for lb in labels]
-    for item_id in no_image:
-        rows.append({"item_id": item_id, "status": "rejected", "reason": "no_accepted_image", "category": None,
-                     "attributes": [], "annotator": annotator.name, "taxonomy_version": tax.version,
-                     "model": annotator.model, "prompt_version": vlm.PROMPT_VERSION, "requests": 0})
-    counts = _label_counts(rows)
-    run = vlm.summarize(labels, started)
-    counts.update({"annotator": annotator.name, "taxonomy_version": tax.version, "model": annotator.model,
-                   "server_version": next((lb.server_version for lb in labels if lb.server_version), None),
-                   "prompt_version": vlm.PROMPT_VERSION, "requests": run["requests"],
-                   "cache_hits": run["cache_hits"], "seconds": run["seconds"]})
-    if annotator.judge is not None:
-        rates = vlm.acceptance_rates(rows)
-        counts.update({"judge_model": annotator.judge.model, "judge_prompt_version": vlm.JUDGE_PROMPT_VERSION,
-                       "judge_on_reject": annotator.on_reject, "acceptance": rates,
-                       "acceptance_rate": rates["overall"]})
-    counts["agreement_with_catalog_text"] = _agreement(text_labels, labels)
-    return schemas.from_rows(rows, schemas.ANNOTATIONS), counts
-
-
-def _agreement(text_labels: list, labels: list) -> dict[str, Any]:
-    """How often the image model agrees with the catalogue-text baseline: on the category (items both labelled)
-    and per attribute (where both carry a value)."""
-    by_id = {lb.item_id: lb for lb in labels if lb.status == "labelled"}
-    cat_n = cat_ok = 0
-    attr_n: dict[str, int] = {}
-    attr_ok: dict[str, int] = {}
-    for tl in text_labels:
-        lb = by_id.get(tl.item_id)
-        if tl.status != "labelled" or lb is None:
-            continue
-        cat_n += 1
-        cat_ok += tl.category == lb.category
-        if tl.category != lb.category:
-            continue
-        for a, v in tl.attributes.items():
-            if a in lb.attributes:
-                attr_n[a] = attr_n.get(a, 0) + 1
-                attr_ok[a] = attr_ok.get(a, 0) + (lb.attributes[a] == v)
-    return {"category": round(cat_ok / cat_n, 4) if cat_n else None, "items_compared": cat_n,
-            "by_attribute": {a: round(attr_ok[a] / n, 4) for a, n in sorted(attr_n.items())}}
 
 
 def _legacy_sources(cfg: PipelineConfig, sources: list) -> tuple[list, list[str]]:
@@ -372,7 +285,7 @@ def _legacy_sources(cfg: PipelineConfig, sources: list) -> tuple[list, list[str]
 
     out, skipped = [], []
     for src in sources:
-        path = src.path if src.path.is_absolute() else Path(cfg.data_dir) / src.path
+        path = cfg.layout.resolve(src.path)
         if src.demo and not path.exists():
             demo = next((s for s in cfg.site_configs() if s.kind == "demo"), None)
             if demo is None:
@@ -401,7 +314,7 @@ def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tabl
         return schemas.empty(schemas.NEGATIVES), {"enabled": False, "skipped_demo_sources": skipped}
     embedder = load_embedder(nc.model, device=nc.device, batch_size=nc.batch_size)
     info = embedder.info()
-    cache = EmbeddingCache(Path(cfg.data_dir) / "embeddings", info)
+    cache = EmbeddingCache(cfg.layout.embeddings, info)
     items = query_items(products, drop_items, image_refs, annotations, window)
     mcfg = MiningConfig(band=tuple(nc.band), per_query=nc.per_query, candidates=nc.candidates,
                         same_category_only=nc.same_category_only, backend=nc.backend,
@@ -412,37 +325,6 @@ def stage_negatives(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Tabl
               "candidates": nc.candidates, "sources": [s.name for s in sources], "skipped_demo_sources": skipped,
               "embedding_cache": {"hits": cache.hits, "misses": cache.misses}}
     return res.negatives, counts
-
-
-def negatives_provenance(cfg: PipelineConfig, negatives: pa.Table, counts: dict[str, Any] | None = None
-                         ) -> dict[str, Any]:
-    """What the manifest says about the noise gallery: the mining model (id, revision, input size, embedding
-    size, weights checksum, as ``embed`` reports it), the thresholds and the counts."""
-    nc = cfg.negatives
-    has_demo = any(s.kind == "demo" for s in cfg.site_configs())
-    usable = [s for s in nc.sources if not (s.demo and not has_demo and not
-                                            (s.path if s.path.is_absolute() else Path(cfg.data_dir) / s.path).exists())]
-    if not usable or (counts is not None and not counts.get("enabled")):
-        return {"enabled": False}
-    from .embed import resolve_spec
-
-    model = dict((counts or {}).get("model") or {})
-    if not model:
-        spec = resolve_spec(nc.model)
-        model = {"model_id": spec.id, "backend": spec.backend, "input_size": spec.input_size, "dim": spec.dim,
-                 "training_cutoff": spec.training_cutoff}
-        if negatives.num_rows:
-            first = negatives.slice(0, 1).to_pylist()[0]
-            model.update(model_id=first["model"], revision=first["model_revision"],
-                         input_size=first["model_input_size"], dim=first["model_dim"],
-                         weights_sha256=first["model_weights_sha256"])
-    kinds = negatives["kind"].to_pylist() if negatives.num_rows else []
-    return {"enabled": True, "model": model, "band": list(nc.band), "per_query": nc.per_query,
-            "candidates": nc.candidates, "same_category_only": nc.same_category_only, "search_backend": nc.backend,
-            "sources": [{"name": s.name, "kind": s.kind} for s in usable],
-            "dedup": {"hamming_threshold": cfg.dedup.hamming_threshold, "max_color_diff": cfg.dedup.max_color_diff},
-            "pairs": negatives.num_rows, "pairs_by_kind": {k: kinds.count(k) for k in ("soft", "ambiguous", "easy")},
-            "distractors": len(set(negatives["distractor_sha256"].to_pylist())) if negatives.num_rows else 0}
 
 
 def stage_aigen_requests(cfg: PipelineConfig, products: pa.Table, drop_items: pa.Table, image_refs: pa.Table,
@@ -516,27 +398,16 @@ def stage_aigen_check(cfg: PipelineConfig, generated: pa.Table, gen_refs: pa.Tab
     ctx = aigen.CheckContext(annotations=annotations, real_images=images, contamination=found, store=store,
                              taxonomy=tax,
                              detections=aigen.regions_from_detections(detections) if detections is not None else None,
-                             vlm_annotator=lambda: vlm_annotator(cfg, tax))
+                             vlm_annotator=lambda: annotator_from_config(cfg, tax))
     rows, counts = aigen.check_generated(cfg, generated, gen_refs, gen_images, ctx)
     return schemas.from_rows(rows, schemas.GENERATED_CHECKS), counts
-
-
-STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
-"""Subsets whose queries are street looks: with detection on, each detected item of such an image is a query."""
-
-
-@dataclass
-class DetectResult:
-    detections: pa.Table
-    detector: dict[str, Any]  # Detector.info() (what the manifest records); {"enabled": False} or {"used": False}
-    counts: dict[str, Any]
 
 
 def load_detector(cfg: PipelineConfig):
     """The configured garment detector (:class:`lookbench_pipeline.detect.Detector`), set up offline. With
     ``detect.weights: demo`` the demo detector is trained first when it is not cached (about a minute on a CPU);
     ``detect.weights: person-regions`` gives the person-region fallback
-    (:class:`lookbench_pipeline.person_regions.PersonRegionDetector`, same interface).
+    (:class:`lookbench_pipeline.detect.person_regions.PersonRegionDetector`, same interface).
 
     Raises:
         lookbench_pipeline.detect.DetectorError: weights not found or a class mapping that does not fit.
@@ -545,7 +416,7 @@ def load_detector(cfg: PipelineConfig):
 
     d = cfg.detect
     if d.weights == "person-regions":
-        from .person_regions import PersonRegionDetector
+        from .detect.person_regions import PersonRegionDetector
 
         return PersonRegionDetector(d.classes, Taxonomy.load(cfg.taxonomy).categories, conf=d.conf, iou=d.iou,
                                     max_det=d.max_det, keypoint_conf=d.person_regions.keypoint_conf,
@@ -554,10 +425,12 @@ def load_detector(cfg: PipelineConfig):
     detect.prepare_offline(cache, d.offline)
     report: dict[str, Any] = {}
     if d.weights == "demo":
-        weights, report, trained = detect.demo_detector(cache, d.demo.scenes, d.demo.seed, d.demo.train.model_dump(),
-                                                        d.device, d.offline)
+        from .demo.detector import DEMO_CLASSES, demo_detector  # trained on looks the demo shop draws
+
+        weights, report, trained = demo_detector(cache, d.demo.scenes, d.demo.seed, d.demo.train.model_dump(),
+                                                 d.device, d.offline)
         report = {**report, "trained_now": trained}
-        classes = d.classes or detect.DEMO_CLASSES
+        classes = d.classes or DEMO_CLASSES
     else:
         weights = detect.resolve_weights(d.weights, weights_file=d.weights_file, revision=d.revision,
                                          offline=d.offline)
@@ -578,74 +451,15 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
     """
     if not cfg.detect.enabled:
         return DetectResult(schemas.empty(schemas.DETECTIONS), {"enabled": False}, {"enabled": False})
-    from . import detect
-    from .embed import load_embedder
-    from .images import decode
-    from .store import derived_key, original_key, sha256_hex
+    from .detect.street import detect_and_match, street_images
 
-    refs: dict[tuple[str, str], list[dict]] = {}
-    for r in image_refs.to_pylist():
-        if r["status"] == "accepted":
-            refs.setdefault((r["owner_type"], r["owner_id"]), []).append(r)
-    for v in refs.values():
-        v.sort(key=lambda r: r["position"])
-    category = {a["item_id"]: a["category"] for a in annotations.to_pylist() if a["status"] == "labelled"}
-    gallery_sha: dict[str, str] = {}  # item -> its gallery picture (a product's packshot, a drop's gallery image)
-    for (owner_type, owner_id), rs in refs.items():
-        if owner_type == "product":
-            gallery_sha[owner_id] = rs[0]["image_sha256"]
-    drops = drop_items.to_pylist()
-    for d in sorted(drops, key=lambda d: d["path"]):
-        if d["role"] == "gallery" and refs.get(("drop", d["drop_image_id"])):
-            gallery_sha.setdefault(d["item_id"], refs[("drop", d["drop_image_id"])][0]["image_sha256"])
-    skipped: dict[str, int] = {}
-    street: list[detect.StreetImage] = []
-
-    def add(owner_type: str, owner_id: str, first_seen: datetime, items: list[str]) -> None:
-        if first_seen not in window:
-            skipped["outside_window"] = skipped.get("outside_window", 0) + 1
-        elif not refs.get((owner_type, owner_id)):
-            skipped["image_not_accepted"] = skipped.get("image_not_accepted", 0) + 1
-        else:
-            linked = [detect.LinkedItem(i, category[i]) for i in dict.fromkeys(items) if i in category]
-            street.append(detect.StreetImage(owner_type, owner_id, refs[(owner_type, owner_id)][0]["image_sha256"],
-                                             linked))
-
-    for lk in looks.to_pylist():
-        add("look", lk["look_id"], lk["first_seen_at"], list(lk["product_ids"] or []))
-    for d in drops:
-        if d["role"] == "query" and any(p in STREET_SUBSETS for p in subsets_of(d["subset"])):
-            add("drop", d["drop_image_id"], d["first_seen_at"], [d["item_id"]])
-
+    street, gallery_sha, skipped = street_images(looks, drop_items, image_refs, annotations, window)
     if not street:  # nothing to detect: the detector is not loaded (nor trained)
         return DetectResult(schemas.empty(schemas.DETECTIONS), {"enabled": True, "used": False},
                             {"images": 0, **{f"skipped.{k}": v for k, v in sorted(skipped.items())}})
     detector = load_detector(cfg)
-
-    def load(sha: str):
-        return decode(store.get_bytes(original_key(sha)), cfg.images).rgb
-
-    def put_crop(data: bytes) -> str:
-        sha = sha256_hex(data)
-        if not store.exists(derived_key(sha)):
-            store.put_bytes(derived_key(sha), data, "image/jpeg")
-        return sha
-
-    embedder = load_embedder("baseline/hsv-hog-v1")
-    wanted = sorted({it.item_id for s in street for it in s.linked if it.item_id in gallery_sha})
-    by_item = {}
-    for start in range(0, len(wanted), 64):  # a chunk of gallery pictures decoded at a time
-        chunk = wanted[start:start + 64]
-        by_item.update(zip(chunk, embedder.embed([load(gallery_sha[i]) for i in chunk])))
-    for s in street:
-        for it in s.linked:
-            it.embedding = by_item.get(it.item_id)
-    from .logs import Progress
-
-    with Progress("garment detection", len({s.image_sha256 for s in street}), "images") as prog:
-        rows, counts = detect.detect_street_images(detector, street, load, put_crop, embedder.embed,
-                                                   cfg.detect.min_box_side_px, cfg.detect.min_match_similarity,
-                                                   progress=lambda done, total: prog.set(done))
+    rows, counts = detect_and_match(detector, street, gallery_sha, store, cfg.images, cfg.detect.min_box_side_px,
+                                    cfg.detect.min_match_similarity)
     counts = {**counts, **{f"skipped.{k}": v for k, v in sorted(skipped.items())},
               "detector_sha256": detector.sha256, "detector_trained_now": bool(detector.report.get("trained_now"))}
     return DetectResult(schemas.from_rows(rows, schemas.DETECTIONS), detector.info(), counts)
@@ -653,7 +467,7 @@ def stage_detect(cfg: PipelineConfig, looks: pa.Table, drop_items: pa.Table, ima
 
 def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
                   store: ObjectStore) -> ReleaseTables:
-    """Form the release's query and gallery files (see :mod:`lookbench_pipeline.release`). Street looks use the
+    """Form the release's query and gallery files (see :mod:`lookbench_pipeline.releases.build`). Street looks use the
     ``detections`` table when detection is enabled, else the documented fallback (one whole-image query per linked
     product)."""
     tables = dict(tables)
@@ -663,78 +477,37 @@ def stage_release(cfg: PipelineConfig, version: str, window: Window, tables: dic
                  gallery_min_side_px=cfg.images.gallery_min_side_px, **tables)
 
 
-def code_version() -> str:
-    """The package version and, when run from a git checkout, the commit (``0.1.0+g1a2b3c4``)."""
-    try:
-        sha = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent,
-                             capture_output=True, text=True, timeout=5).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        sha = ""
-    return f"{__version__}+g{sha}" if sha else __version__
-
-
-def aigen_summary(cfg: PipelineConfig) -> dict[str, Any]:
+def stage_candidate(cfg: PipelineConfig, version: str, window: Window, tables: dict[str, pa.Table],
+                    store: ObjectStore, detector: dict[str, Any] | None = None) -> Candidate:
+    """The release candidate: the release built (:func:`stage_release`) and kept under
+    ``<data_dir>/candidates/<version>`` for the checks, with the provenance its manifest will carry
+    (:func:`releases.candidate.make_candidate`). ``tables`` as :func:`stage_release` takes them; ``detector``: the
+    ``detector`` asset. The provenance comes from here, not from ``releases`` (its functions sit in modules that
+    read releases: importing them there would be a cycle)."""
     from .aigen import manifest_summary
 
-    return manifest_summary(cfg)
-
-
-def _source_entry(site: Any) -> dict[str, Any]:
-    """A site as a release's sources list it: name, where (its recorded origin or first start URL), licence."""
-    where = site.recorded_origin or (site.start_urls[0] if site.start_urls else None)
-    return {"name": site.name, "url": site.source or where, "license": site.license}
-
-
-def provenance(cfg: PipelineConfig, annotators: list[str]) -> dict[str, Any]:
-    tax = Taxonomy.load(cfg.taxonomy)
-    return {
-        "code_version": code_version(),
-        "annotators": sorted(set(annotators)),
-        "taxonomy_version": tax.version,
-        "dedup": {"method": PHASH_METHOD, "hamming_threshold": cfg.dedup.hamming_threshold},
-        "sites": [crawl.SiteConfig.from_yaml(p).name for p in cfg.sites],
-        "drops": [d.name for d in cfg.drops],
-        "site_sources": [_source_entry(crawl.SiteConfig.from_yaml(p)) for p in cfg.sites],
-        "drop_sources": [{"name": d.name, "license": d.license, "source": d.source} for d in cfg.drops],
-        "aigen": aigen_summary(cfg),
-        "models": [],
-    }
-
-
-def annotation_provenance(annotations: pa.Table) -> dict[str, Any]:
-    """What produced a release's labels, for its manifest: the annotators, and for image-model labels the models,
-    server (vLLM) versions, prompt versions and sampling parameters, the judge models and the judge's acceptance
-    rates. Read from the labelled rows of the ``annotations`` table."""
-    from . import vlm
-
-    rows = [r for r in annotations.to_pylist() if r["status"] == "labelled"]
-
-    def distinct(col: str) -> list:
-        return sorted({r.get(col) for r in rows if r.get(col) is not None})
-
-    out: dict[str, Any] = {"annotators": distinct("annotator"), "labelled_items": len(rows)}
-    if any(r.get("model") for r in rows):
-        out.update({"models": distinct("model"), "server_versions": distinct("server_version"),
-                    "prompt_versions": distinct("prompt_version"),
-                    "sampling": [json.loads(s) for s in distinct("sampling")]})
-    if any(r.get("judge_model") for r in rows):
-        out.update({"judge_models": distinct("judge_model"), "judge_server_versions": distinct("judge_server_version"),
-                    "judge_prompt_versions": distinct("judge_prompt_version"),
-                    "acceptance": vlm.acceptance_rates(rows)})
-    return out
+    rel = stage_release(cfg, version, window, tables, store)
+    return make_candidate(rel, cfg.layout.candidate_dir(version), annotations=tables["annotations"],
+                          negatives=negatives_provenance(cfg, tables["noise"]),
+                          annotation=annotation_provenance(tables["annotations"]),
+                          aigen=manifest_summary(cfg, tables["generated_checks"]), detector=detector)
 
 
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],
                   extra_provenance: dict[str, Any] | None = None) -> dict[str, Any]:
-    extra = dict(extra_provenance or {})
-    models = list(extra.pop("models", []))  # e.g. the garment detector
-    neg = extra.get("negatives") or {}
-    if neg.get("model"):  # the manifest names every model whose embeddings shaped the release
-        models.append({"role": "negatives_mining", **neg["model"]})
-    prov = provenance(cfg, annotators)
-    prov["models"] = prov.get("models", []) + models
-    return publish(rel, store, {**prov, **extra}, now=datetime.now(timezone.utc), card=cfg.card.model_dump(),
-                   taxonomy=cfg.taxonomy)
+    """Publish a checked candidate (:func:`releases.publish.publish`) with its provenance
+    (:func:`provenance.publish_provenance`); returns the manifest."""
+    return publish(rel, store, publish_provenance(cfg, annotators, extra_provenance), now=datetime.now(timezone.utc),
+                   card=cfg.card.model_dump(), taxonomy=cfg.taxonomy)
+
+
+def write_demo_legacy_trees(cfg: PipelineConfig) -> list[Path]:
+    """Write the demo legacy benchmarks the evaluation scores (``cfg.evaluate.legacy`` sources with ``demo: true``)
+    that are missing, before it scores them: the evaluation stage and ``lookbench evaluate`` call this. The paths
+    written (lookbench_pipeline.demo.legacy.write_demo_trees)."""
+    from .demo.legacy import write_demo_trees  # the demo legacy trees are drawn by the demo shop
+
+    return write_demo_trees(cfg.evaluate.legacy, cfg.layout.root)
 
 
 def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contamination_index: pa.Table | None = None,
@@ -756,14 +529,15 @@ def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contam
     from .evaluate import evaluate_configured
     from .report import report_name, write_report
 
-    data_dir = Path(cfg.data_dir)
+    if legacy:
+        write_demo_legacy_trees(cfg)
     ev = evaluate_configured(
-        cfg.evaluate, store, version, data_dir=data_dir, cache_dir=data_dir / "embeddings",
+        cfg.evaluate, store, version, data_dir=cfg.layout.root, cache_dir=cfg.layout.embeddings,
         contamination_index=contamination_index,
         contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e),
         model_ids=model_ids,
         cutoff=cutoff, registry=registry, legacy=legacy, progress=progress)
     if not report:
         return ev, None
-    out = Path(report_dir) if report_dir else data_dir / "reports" / report_name(ev)
+    out = Path(report_dir) if report_dir else cfg.layout.report_dir(report_name(ev))
     return ev, write_report(ev, out, store if report_to_store else None)

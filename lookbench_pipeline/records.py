@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
-from .publishing import put_new
-from .store import ObjectStore, StoreError, sha256_hex
+from .layout import drop_state_file
+from .store import ObjectStore, StoreError, put_new, sha256_hex
 
 PREFIX = "records"
 FORMAT = 1
@@ -167,7 +167,7 @@ class DropState:
         import pyarrow.parquet as pq
 
         self.drop, self.store = drop, store
-        self.file = Path(state_dir) / "drops" / f"{drop}.parquet"
+        self.file = drop_state_file(state_dir, drop)
         self.local = ({r["drop_image_id"]: r for r in pq.read_table(self.file).to_pylist()}
                       if self.file.is_file() else {})
         self.stored = read_drop_first_seen(store, drop) if store is not None else {}

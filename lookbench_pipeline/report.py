@@ -29,7 +29,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .evaluate import Evaluation
-from .release_reader import SUBSETS
+from .releases.reader import SUBSETS
 from .scoring import site_benchmark
 from .store import ObjectStore
 

@@ -239,7 +239,7 @@ class FunctionEmbedder:
         self._dim: int | None = None
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
-        from .embcache import published_image
+        from .embed.packs import published_image
 
         ids, shas = f.column("sample_id"), f.column("image_sha256")
         todo = [i for i in range(f.num_rows) if (ids[i], shas[i]) not in self.memo]

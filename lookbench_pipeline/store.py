@@ -403,6 +403,22 @@ class HttpStore:
     put_bytes = put_new = delete = copy = _read_only
 
 
+def put_new(store: ObjectStore, key: str, data: bytes, content_type: str) -> bool:
+    """Create ``key`` only if it does not exist (stores without ``put_new`` fall back to exists + put).
+    Returns False when it already existed (its content is left alone)."""
+    fn = getattr(store, "put_new", None)
+    if fn is None:
+        if store.exists(key):
+            return False
+        store.put_bytes(key, data, content_type)
+        return True
+    try:
+        fn(key, data, content_type)
+        return True
+    except ObjectExistsError:
+        return False
+
+
 def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east-1",
                checksum_mode: str = "when_required", anonymous: bool = False, create: bool = True,
                **s3_options) -> ObjectStore:

@@ -1,4 +1,11 @@
-"""Release windows: semiannual, starting on 1 January and 1 July (UTC by default, or a configured time zone).
+"""The calendar: semiannual release windows and the weekly crawl weeks (UTC by default, or a configured time zone).
+
+This module is the one owner of both: the Dagster partitions (``assets/partitions.py``) are built from its
+constants (``WINDOW_CRON``, ``WEEK_CRON``, ``FIRST_WINDOW``, ``FIRST_WEEK``) and its functions
+(``window_starting``, ``week_key``, ``weeks_overlapping``); ``tests/test_partitions.py`` checks that the two agree
+around every boundary, in zones with daylight saving time.
+
+Release windows start on 1 January and 1 July, at local midnight.
 
 A release covers the items first seen in ``[start, end)`` of its window. Its version is ``v{YYYYMMDD}`` of the day
 it is cut: the window's last day (31 December or 30 June) once the window is over, else the day of the build (a
@@ -9,8 +16,15 @@ window starts the day after the closed window's last day.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from datetime import datetime, timezone
+from datetime import date, datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
+
+# Release windows start at local midnight of 1 January and 1 July; crawl weeks at local midnight on Monday.
+WINDOW_CRON = "0 0 1 1,7 *"
+WEEK_CRON = "0 0 * * 1"
+KEY_FORMAT = "%Y-%m-%d"  # a window's or a week's key: its first local day
+FIRST_WINDOW = "2025-01-01"
+FIRST_WEEK = "2024-12-30"  # the Monday of the week that contains the first window's start
 
 
 @dataclass
@@ -47,7 +61,52 @@ def window_starting(start_key: str, tz: str = "UTC") -> Window:
 
 def version_for(window: Window, now: datetime, tz: str = "UTC") -> str:
     """``v{YYYYMMDD}``: the window's last day once it is over, else ``now``'s day (both in ``tz``)."""
-    from datetime import timedelta
-
     day = (window.end.astimezone(ZoneInfo(tz)) - timedelta(days=1)) if now >= window.end else now
     return "v" + day.astimezone(ZoneInfo(tz)).strftime("%Y%m%d")
+
+
+def week_start(ts: datetime, tz: str = "UTC") -> datetime:
+    """The start (UTC) of the crawl week that contains ``ts`` (an aware datetime): local midnight of its Monday
+    in ``tz`` (an IANA name)."""
+    z = ZoneInfo(tz)
+    local = ts.astimezone(z).date()
+    monday = local - timedelta(days=local.weekday())
+    return datetime(monday.year, monday.month, monday.day, tzinfo=z).astimezone(timezone.utc)
+
+
+def week_key(ts: datetime, tz: str = "UTC") -> str:
+    """The key (``YYYY-MM-DD`` of the local Monday) of the crawl week that contains ``ts`` (an aware datetime):
+    the ``week`` of a weekly crawl partition."""
+    return week_start(ts, tz).astimezone(ZoneInfo(tz)).strftime(KEY_FORMAT)
+
+
+def week_bounds(key: str, tz: str = "UTC") -> Window:
+    """The week ``[Monday 00:00, next Monday 00:00)`` local, in UTC, of week key ``key``.
+
+    Raises ValueError when ``key`` is not a date or not a Monday.
+    """
+    d = datetime.strptime(key, KEY_FORMAT).date()
+    if d.weekday() != 0:
+        raise ValueError(f"crawl weeks start on a Monday, not {key}")
+    z = ZoneInfo(tz)
+    nxt = d + timedelta(days=7)
+    return Window(datetime(d.year, d.month, d.day, tzinfo=z).astimezone(timezone.utc),
+                  datetime(nxt.year, nxt.month, nxt.day, tzinfo=z).astimezone(timezone.utc))
+
+
+def weeks_overlapping(window: Window, until: datetime, tz: str = "UTC") -> list[str]:
+    """The keys, oldest first, of the crawl weeks that overlap ``window`` and have begun by ``until`` (the week
+    that contains ``until`` included: it can be crawled now), counting from ``FIRST_WEEK``."""
+    first = datetime.strptime(FIRST_WEEK, KEY_FORMAT).date()
+    last = datetime.strptime(week_key(until, tz), KEY_FORMAT).date()
+    lo = datetime.strptime(week_key(window.start, tz), KEY_FORMAT).date()
+    d: date = max(first, lo)
+    keys = []
+    while d <= last:
+        w = week_bounds(d.strftime(KEY_FORMAT), tz)
+        if w.start >= window.end:
+            break
+        if w.end > window.start:
+            keys.append(d.strftime(KEY_FORMAT))
+        d += timedelta(days=7)
+    return keys

@@ -130,7 +130,7 @@ def demo_detector():
     """The demo detector (weights path, training report), trained once per session into the shared cache: the
     same one every demo build of the session uses."""
     from lookbench_pipeline.config import DemoDetectorConfig
-    from lookbench_pipeline.detect import demo_detector as train_demo
+    from lookbench_pipeline.demo.detector import demo_detector as train_demo
 
     d = DemoDetectorConfig()
     weights, report, _ = train_demo(Path(os.environ["LOOKBENCH_DETECT__CACHE_DIR"]), d.scenes, d.seed,

@@ -12,9 +12,10 @@ import pyarrow.parquet as pq
 from PIL import Image
 
 from lookbench_pipeline import schemas
-from lookbench_pipeline.embcache import published_image
 from lookbench_pipeline.embed import HsvHogEmbedder
-from lookbench_pipeline.release import ReleaseTables, Window
+from lookbench_pipeline.embed.packs import published_image
+from lookbench_pipeline.releases import ReleaseTables
+from lookbench_pipeline.windows import Window
 
 WINDOW = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
 CATEGORIES = ["top", "dress", "skirt"]

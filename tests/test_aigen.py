@@ -13,8 +13,8 @@ import pytest
 from PIL import Image
 
 from lookbench_pipeline import aigen, schemas
-from lookbench_pipeline.aigen_check import (PixelColourAnnotator, compare_attributes, delta_e_cmc, locate,
-                                            prepare_reference, srgb_to_lab)
+from lookbench_pipeline.aigen.reference_check import (PixelColourAnnotator, compare_attributes, delta_e_cmc,
+                                                      locate, prepare_reference, srgb_to_lab)
 from lookbench_pipeline.config import AigenEndpointConfig, ConfigError, load_config
 from lookbench_pipeline.demo import aigen_server
 from lookbench_pipeline.demo.shop import COLORS, alt_shot, packshot, plan
@@ -22,9 +22,10 @@ from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_generate, stage_aigen_intake,
                                          stage_aigen_requests, stage_attributes, stage_dedup, stage_images,
                                          stage_release, store_of)
-from lookbench_pipeline.release import SUBSET_TASK, Window, check_candidate
+from lookbench_pipeline.releases import SUBSET_TASK, check_candidate
 from lookbench_pipeline.store import original_key
 from lookbench_pipeline.taxonomy import Taxonomy
+from lookbench_pipeline.windows import Window
 
 NOW = datetime.now(timezone.utc)
 WINDOW = Window(NOW - timedelta(days=30), NOW + timedelta(days=30))
@@ -298,7 +299,8 @@ def test_release_gains_aigen_subsets(world, generated):
     import datasets
     import mlcroissant as mlc
 
-    from lookbench_pipeline.release import publish, pull
+    from lookbench_pipeline.releases import pull
+    from lookbench_pipeline.releases.publish import publish
     from lookbench_pipeline.store import LocalStore
 
     store = LocalStore(world.tmp / "published")

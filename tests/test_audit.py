@@ -13,8 +13,10 @@ from PIL import Image
 
 from lookbench_pipeline import cli, schemas
 from lookbench_pipeline.audit import sample_release, score, stratified_precision, wilson_interval
-from lookbench_pipeline.release import ReleaseTables, Window, publish
+from lookbench_pipeline.releases import ReleaseTables
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
+from lookbench_pipeline.windows import Window
 
 
 def test_wilson_interval_known_values():

@@ -13,7 +13,7 @@ from assets.resources import LookbenchConfig
 from lookbench_pipeline import quality, schemas
 from lookbench_pipeline.config import ConfigError, load_config
 from lookbench_pipeline.pipeline import store_of
-from lookbench_pipeline.release import list_releases
+from lookbench_pipeline.releases import list_releases
 
 
 def test_schema_mismatches():

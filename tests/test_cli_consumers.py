@@ -10,11 +10,11 @@ import pytest
 import yaml
 from release_factory import make_release
 
-from lookbench_pipeline import release_docs
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import store_of
-from lookbench_pipeline.release import publish
+from lookbench_pipeline.releases import docs as release_docs
+from lookbench_pipeline.releases.publish import publish
 
 V1, V2 = "v20260301", "v20260701"
 DOCS = {"README.md", "croissant.json", "CHANGES.md", "changes.parquet", *release_docs.PATHS}

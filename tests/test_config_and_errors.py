@@ -116,8 +116,10 @@ def test_huge_png_header_is_a_decompression_bomb():
 
 def test_empty_release_is_not_published(tmp_path):
     from lookbench_pipeline import schemas
-    from lookbench_pipeline.release import EmptyReleaseError, ReleaseTables, Window, publish
+    from lookbench_pipeline.releases import ReleaseTables
+    from lookbench_pipeline.releases.publish import EmptyReleaseError, publish
     from lookbench_pipeline.store import LocalStore
+    from lookbench_pipeline.windows import Window
 
     w = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
     rel = ReleaseTables("v20260630", w, {("real_studio_flat", "gallery"): schemas.empty(schemas.RELEASE)},

@@ -15,7 +15,8 @@ from release_factory import make_release
 from lookbench_pipeline.demo import serve
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import ConfigError, load_config
-from lookbench_pipeline.release import ReleaseIntegrityError, publish, pull
+from lookbench_pipeline.releases import ReleaseIntegrityError, pull
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.safepath import UnsafePathError
 from lookbench_pipeline.store import LocalStore
 

@@ -8,6 +8,7 @@ import yaml
 
 from lookbench_pipeline.demo import serve, shop as demo_shop
 from lookbench_pipeline.crawl import crawl_site, merge_catalog, run_spider
+from lookbench_pipeline.demo.serve import local_site
 
 
 def _items(n_products: int = 12) -> int:
@@ -47,9 +48,9 @@ def test_demo_crawl_finds_everything_and_obeys_robots(tmp_path):
 
 def test_first_seen_kept_across_runs(tmp_path):
     site = _site(tmp_path)
-    out1 = crawl_site(site, tmp_path / "run1", "test-bot")
+    out1 = crawl_site(site, tmp_path / "run1", "test-bot", local_server=local_site)
     cat1 = merge_catalog(out1, tmp_path / "state")
-    out2 = crawl_site(site, tmp_path / "run2", "test-bot")
+    out2 = crawl_site(site, tmp_path / "run2", "test-bot", local_server=local_site)
     cat2 = merge_catalog(out2, tmp_path / "state")
     f1 = dict(zip(cat1.products["product_id"].to_pylist(), cat1.products["first_seen_at"].to_pylist()))
     f2 = dict(zip(cat2.products["product_id"].to_pylist(), cat2.products["first_seen_at"].to_pylist()))
@@ -162,10 +163,10 @@ def test_killed_crawl_resumes_to_the_same_products(tmp_path):
 
 def test_disappeared_products_are_marked(tmp_path):
     site = _site(tmp_path)
-    out1 = crawl_site(site, tmp_path / "run1", "test-bot")
+    out1 = crawl_site(site, tmp_path / "run1", "test-bot", local_server=local_site)
     merge_catalog(out1, tmp_path / "state")
     # the shop drops a product: remove its page from the second crawl's feed as if it were gone
-    out2 = crawl_site(site, tmp_path / "run2", "test-bot")
+    out2 = crawl_site(site, tmp_path / "run2", "test-bot", local_server=local_site)
     gone_sku = "DEMO-0000"
     out2.items = [i for i in out2.items if i.get("sku") != gone_sku]
     cat2 = merge_catalog(out2, tmp_path / "state")

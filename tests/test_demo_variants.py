@@ -50,7 +50,7 @@ def test_colour_variants_stay_apart_in_the_release(demo_config):
     colours of a model share its group_id, and a colour's query has only that colour's images as positives."""
     from lookbench_pipeline.config import load_config
     from lookbench_pipeline.pipeline import store_of
-    from lookbench_pipeline.release import list_releases, read_file
+    from lookbench_pipeline.releases import list_releases, read_file
 
     site = yaml.safe_load((demo_config.parent / "demo.yaml").read_text())
     assert site["demo_colour_models"] >= 1  # the shipped demo site sells colour variants

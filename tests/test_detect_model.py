@@ -8,8 +8,8 @@ import numpy as np
 import pytest
 
 from lookbench_pipeline.demo import shop as demo_shop
-from lookbench_pipeline.detect import (DEMO_CLASSES, Detector, DetectorError, LinkedItem, StreetImage,
-                                       detect_street_images)
+from lookbench_pipeline.demo.detector import DEMO_CLASSES
+from lookbench_pipeline.detect import Detector, DetectorError, LinkedItem, StreetImage, detect_street_images
 from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.images import decode
 from lookbench_pipeline.store import LocalStore, derived_key, sha256_hex
@@ -142,7 +142,7 @@ def test_a_cached_demo_detector_is_reused(demo_detector):
     import os
 
     from lookbench_pipeline.config import DemoDetectorConfig
-    from lookbench_pipeline.detect import demo_detector as train_demo
+    from lookbench_pipeline.demo.detector import demo_detector as train_demo
 
     d = DemoDetectorConfig()
     weights, report, trained = train_demo(Path(os.environ["LOOKBENCH_DETECT__CACHE_DIR"]), d.scenes, d.seed,

@@ -321,3 +321,34 @@ def test_weights_by_path_or_hugging_face_id_offline(tmp_path, monkeypatch):
     assert resolve_weights("someone/df2-yolo").name == "df2.pt"
     with pytest.raises(DetectorError, match="not in the local Hugging Face cache"):
         resolve_weights("someone/other-model", weights_file="best.pt")
+
+
+def test_moved_names_still_import_with_a_deprecation_warning():
+    """For one release: ``lookbench_pipeline.person_regions`` hands back ``detect.person_regions`` itself, and the
+    demo detector's names, now in ``lookbench_pipeline.demo.detector``, are still found on ``detect``; both warn.
+    Importing the detect package loads nothing of the demo package."""
+    import importlib
+    import subprocess
+    import sys
+    import warnings
+
+    from lookbench_pipeline.demo import detector as demo_detector
+    from lookbench_pipeline.detect import person_regions
+
+    sys.modules.pop("lookbench_pipeline.person_regions", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        assert importlib.import_module("lookbench_pipeline.person_regions") is person_regions
+        from lookbench_pipeline.detect import DEMO_CLASSES, DEMO_RECIPE, demo_detector as train_demo
+    assert (train_demo, DEMO_CLASSES, DEMO_RECIPE) == (demo_detector.demo_detector, demo_detector.DEMO_CLASSES,
+                                                      demo_detector.DEMO_RECIPE)
+    moved = [str(w.message) for w in caught if issubclass(w.category, DeprecationWarning)]
+    assert any("lookbench_pipeline.detect.person_regions" in m for m in moved)
+    assert all(any(f"detect.{n} moved to lookbench_pipeline.demo.detector" in m for m in moved)
+               for n in ("DEMO_CLASSES", "DEMO_RECIPE", "demo_detector"))
+    with pytest.raises(AttributeError):
+        importlib.import_module("lookbench_pipeline.detect").no_such_name  # noqa: B018
+    code = ("import sys, lookbench_pipeline.detect; "
+            "print(sorted(m for m in sys.modules if m.startswith('lookbench_pipeline.demo')))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == "[]", proc.stdout + proc.stderr

@@ -17,11 +17,14 @@ from PIL import ImageOps
 
 from lookbench_pipeline import schemas
 from lookbench_pipeline.demo import shop as demo_shop
+from lookbench_pipeline.demo.legacy import write_demo_trees
 from lookbench_pipeline.config import LegacySource
 from lookbench_pipeline.embed import BASELINE_ID
 from lookbench_pipeline.evaluate import ModelEntry, registry_entries, run_evaluation, unavailable_reason
-from lookbench_pipeline.release import ReleaseTables, Window, publish
+from lookbench_pipeline.releases import ReleaseTables
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
+from lookbench_pipeline.windows import Window
 
 VERSION = "v20260630"
 
@@ -81,7 +84,7 @@ def evaluation(release_store):
     """One full evaluation, shared by the tests below: the baseline, a model whose weights are not here, the
     fallback registry; both legacy formats; a contamination index holding a copy of one query."""
     from lookbench_pipeline import contamination
-    from lookbench_pipeline.release import read_file
+    from lookbench_pipeline.releases import read_file
 
     store, root = release_store
     leak = root / "leaked"
@@ -92,6 +95,9 @@ def evaluation(release_store):
                                           [LegacySource(name="leaky", kind="folder", path=leak)])
     legacy = [LegacySource(name="inshop", kind="deepfashion_inshop", path=Path("legacy/inshop"), demo=True),
               LegacySource(name="f200k", kind="fashion200k", path=Path("legacy/f200k"), demo=True)]
+    with pytest.raises(ValueError, match="demo tree"):  # the demo writes its trees; the evaluation only reads
+        run_evaluation(store, VERSION, [], None, (1,), legacy=legacy, data_dir=root)
+    assert write_demo_trees(legacy, root) == [root / "legacy/inshop", root / "legacy/f200k"]
     ev = run_evaluation(store, VERSION, [BASELINE_ID, "no-such-org/no-such-model"], root / "emb", (1, 5, 10, 20),
                         registry=True, legacy=legacy, data_dir=root, contamination_index=index, n_examples=3)
     return ev, store, root
@@ -154,7 +160,7 @@ def test_legacy_scores_beside_live(evaluation):
 
 
 def _first_seen_after(store, cut: date) -> dict[str, int]:
-    from lookbench_pipeline.release import read_file
+    from lookbench_pipeline.releases import read_file
 
     ts = datetime(cut.year, cut.month, cut.day, tzinfo=timezone.utc)
     out = {s: sum(t >= ts for t in read_file(store, VERSION, s, "query")["first_seen_at"].to_pylist())
@@ -169,10 +175,10 @@ def test_cutoffs(release_store, monkeypatch):
     expected = _first_seen_after(store, date(2026, 4, 1))
     assert {r["subset"]: r["n_queries"] for r in rows} == expected and 0 < expected["overall"] < 32
     assert {r["cutoff"] for r in rows} == {"2026-04-01"}
-    # a model's declared training cutoff, from the registry
-    from lookbench_pipeline import evaluate
+    # a model's declared training cutoff, from the registry (patched where run_evaluation looks it up)
+    from lookbench_pipeline.evaluate import run
 
-    monkeypatch.setattr(evaluate, "registry_entries",
+    monkeypatch.setattr(run, "registry_entries",
                         lambda: [ModelEntry(BASELINE_ID, training_cutoff=date(2026, 6, 1))])
     ev = run_evaluation(store, VERSION, [BASELINE_ID], root / "emb", (1,), cutoff="model", n_examples=0)
     assert {r["n_queries"] for r in ev.scores.to_pylist() if r["subset"] == "overall"} == \
@@ -342,8 +348,8 @@ def test_two_models_paired_test_and_report(release_store, tmp_path, monkeypatch)
     paired bootstrap compares them on the same queries, and the report shows both."""
     from PIL import ImageFilter
 
-    from lookbench_pipeline import evaluate
     from lookbench_pipeline.embed import HsvHogEmbedder
+    from lookbench_pipeline.evaluate import run
     from lookbench_pipeline.report import leaderboard_table, render_html
 
     class Blurred(HsvHogEmbedder):
@@ -355,9 +361,9 @@ def test_two_models_paired_test_and_report(release_store, tmp_path, monkeypatch)
         def info(self):
             return {**super().info(), "model_id": self.model_id}
 
-    real_load, real_reason = evaluate.load_embedder, evaluate.unavailable_reason
-    monkeypatch.setattr(evaluate, "load_embedder", lambda m: Blurred() if m == Blurred.model_id else real_load(m))
-    monkeypatch.setattr(evaluate, "unavailable_reason",
+    real_load, real_reason = run.load_embedder, run.unavailable_reason  # where run_evaluation looks them up
+    monkeypatch.setattr(run, "load_embedder", lambda m: Blurred() if m == Blurred.model_id else real_load(m))
+    monkeypatch.setattr(run, "unavailable_reason",
                         lambda e, cuda=None: None if e.model_id == Blurred.model_id else real_reason(e, cuda))
     store, root = release_store
     ev = run_evaluation(store, VERSION, [Blurred.model_id, BASELINE_ID], root / "emb", (1, 5, 10, 20), n_examples=2)
@@ -379,7 +385,7 @@ def test_rescoring_from_the_cache_reads_no_image_and_files_are_verified(release_
     import json
 
     from lookbench_pipeline import evaluate
-    from lookbench_pipeline.release import ReleaseIntegrityError
+    from lookbench_pipeline.releases import ReleaseIntegrityError
 
     src_store, root = release_store
     shutil.copytree(root / "store", tmp_path / "store")

@@ -31,7 +31,8 @@ def test_inshop_scoring(tmp_path):
 
 
 def test_fashion200k_scoring_from_its_own_format(tmp_path):
-    from lookbench_pipeline.legacy import read_fashion200k, score_legacy, write_demo_fashion200k
+    from lookbench_pipeline.demo.legacy import write_demo_fashion200k
+    from lookbench_pipeline.legacy import read_fashion200k, score_legacy
 
     info = write_demo_fashion200k(tmp_path, n_items=10, n_single=3)
     labels = sorted(p.name for p in (tmp_path / "labels").iterdir())
@@ -74,3 +75,17 @@ def test_fashion200k_format_errors(tmp_path):
         read_fashion200k(tmp_path)
     with pytest.raises(ValueError, match="deepfashion2"):
         read_legacy("deepfashion2", tmp_path)
+
+
+def test_the_demo_writers_old_names_still_work_with_a_deprecation_warning():
+    """The demo trees' writers moved to lookbench_pipeline.demo.legacy; for one release the old names in
+    lookbench_pipeline.legacy hand them back with a DeprecationWarning (resolved at first use: the module itself
+    imports nothing of the demo)."""
+    import lookbench_pipeline.legacy as legacy
+    from lookbench_pipeline.demo import legacy as demo_legacy
+
+    for name in ("write_demo_inshop", "write_demo_fashion200k"):
+        with pytest.warns(DeprecationWarning, match="lookbench_pipeline.demo.legacy"):
+            assert getattr(legacy, name) is getattr(demo_legacy, name)
+    with pytest.raises(AttributeError):
+        legacy.write_demo_nothing

@@ -171,7 +171,7 @@ def test_build_terminal_lines_checks_and_each_warning_once():
         term.event("STEP_SUCCESS", "images_schema", logging.DEBUG, "")
         term.event("STEP_START", "generated_images", logging.DEBUG, "")
         with stage_context("generated_images"):
-            logging.getLogger("lookbench_pipeline.aigen").warning(
+            logging.getLogger("lookbench_pipeline.aigen.backends").warning(
                 "aigen: no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint draws them")
         term.event("LOG", "generated_images", logging.WARNING,  # the same warning, from the library and the asset
                    "aigen: no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint draws them")
@@ -193,3 +193,19 @@ def test_build_terminal_lines_checks_and_each_warning_once():
     assert warned == ["  warning (expected in the demo): aigen: no image endpoint configured (aigen.endpoint.base_url): "
                       "the scripted endpoint draws them", "  warning: check release/counts failed (ERROR)"]
     assert "\x1b" not in out.getvalue() + err.getvalue()
+
+
+def test_a_step_that_materialized_an_asset_is_listed_even_without_its_summary():
+    """A step that ran asset checks beside its asset is an asset's step, not a check's: it gets its line (and note)
+    even when no summary message of its own reached the terminal."""
+    from lookbench_pipeline.logs import BuildTerminal
+
+    out, err = io.StringIO(), io.StringIO()
+    term = BuildTerminal(out, err, width=100, notes={"generated_checks": "with deliberate demo faults"})
+    for kind in ("STEP_START", "ASSET_MATERIALIZATION", "ASSET_CHECK_EVALUATION", "STEP_SUCCESS"):
+        term.event(kind, "generated_checks", logging.DEBUG, "")
+    for kind in ("STEP_START", "ASSET_CHECK_EVALUATION", "STEP_SUCCESS"):
+        term.event(kind, "images_schema", logging.DEBUG, "")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("  done generated_checks")
+    assert lines[0].endswith("[with deliberate demo faults]")

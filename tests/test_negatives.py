@@ -17,10 +17,12 @@ from lookbench_pipeline.config import LegacySource, load_config
 from lookbench_pipeline.contamination import LegacyFormatError, iter_source, update_index
 from lookbench_pipeline.embed import EmbeddingCache
 from lookbench_pipeline.images import ImageRef, take_in
-from lookbench_pipeline.negatives import MiningConfig, QueryItem, agreement, label_pool_item, mine, noise_rows
-from lookbench_pipeline.release import ReleaseTables, Window, _noise_gallery, check_candidate
+from lookbench_pipeline.negatives import MiningConfig, QueryItem, agreement, label_pool_item, mine
+from lookbench_pipeline.releases import ReleaseTables, check_candidate
+from lookbench_pipeline.releases.build import _noise_gallery, noise_rows
 from lookbench_pipeline.store import LocalStore
 from lookbench_pipeline.taxonomy import Taxonomy
+from lookbench_pipeline.windows import Window
 
 TAX = Taxonomy.load()
 T0 = datetime(2026, 8, 1, tzinfo=timezone.utc)

@@ -33,3 +33,38 @@ def test_windows_span_a_dst_change():
     w = window_starting("2026-01-01", "Europe/Amsterdam")  # contains the March switch to summer time
     assert w.start == datetime(2025, 12, 31, 23, 0, tzinfo=timezone.utc)  # midnight CET = 23:00 UTC
     assert w.end == datetime(2026, 6, 30, 22, 0, tzinfo=timezone.utc)  # midnight CEST = 22:00 UTC
+
+
+@pytest.mark.parametrize("tz", ["UTC", "Europe/Amsterdam", "America/New_York", "Asia/Kolkata", "Pacific/Auckland"])
+def test_the_calendar_and_dagsters_partitions_agree(tz):
+    """windows.py is the one calendar; the Dagster partitions are built from it and must agree with it: the week
+    of every instant (hours around DST changes and boundaries included) and the weeks that overlap each window."""
+    import random
+
+    from assets.partitions import make_week_partitions
+    from lookbench_pipeline.windows import FIRST_WEEK, week_bounds, week_key, weeks_overlapping
+
+    weeks, windows_ = make_week_partitions(tz), make_release_partitions(tz)
+    rng = random.Random(7)
+    t0 = datetime(2025, 1, 1, tzinfo=timezone.utc).timestamp()
+    instants = [t0 + rng.uniform(0, 3 * 365 * 86400) for _ in range(400)]
+    z = ZoneInfo(tz)
+    for day in ("2025-03-30", "2025-10-26", "2026-03-08", "2026-11-01", "2026-04-05", "2026-09-27",
+                "2026-01-01", "2026-07-01", "2025-12-29"):
+        d = datetime.strptime(day, "%Y-%m-%d").replace(tzinfo=z)
+        instants += [(d + timedelta(minutes=m)).timestamp() for m in range(-90, 26 * 60, 37)]
+    for t in instants:
+        ts = datetime.fromtimestamp(t, timezone.utc)
+        key = week_key(ts, tz)
+        assert key == weeks.get_partition_key_for_timestamp(t), ts
+        b, dw = week_bounds(key, tz), weeks.time_window_for_partition_key(key)
+        assert (b.start, b.end) == (dw.start, dw.end)
+    for now in (datetime(2025, 5, 3, 12, tzinfo=timezone.utc), datetime(2026, 12, 2, 13, tzinfo=timezone.utc),
+                datetime(2027, 8, 1, tzinfo=timezone.utc)):
+        for wk in windows_.get_partition_keys(current_time=now):
+            w = windows_.time_window_for_partition_key(wk)
+            expected = [k for k in weeks.get_partition_keys(current_time=now)
+                        if weeks.time_window_for_partition_key(k).start < w.end
+                        and weeks.time_window_for_partition_key(k).end > w.start]
+            assert weeks_overlapping(window_starting(wk, tz), now, tz) == expected, (wk, now)
+    assert weeks.get_partition_keys(current_time=datetime(2025, 1, 1, tzinfo=timezone.utc))[0] == FIRST_WEEK

@@ -9,7 +9,7 @@ from assets.io import TableIOManager
 from assets.resources import LookbenchConfig
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import store_of
-from lookbench_pipeline.release import list_releases, read_file
+from lookbench_pipeline.releases import list_releases, read_file
 
 
 class _Both:
@@ -179,7 +179,8 @@ def test_release_candidate_checks_run_and_block():
     from datetime import datetime, timezone
 
     from lookbench_pipeline import schemas
-    from lookbench_pipeline.release import ReleaseTables, Window, check_candidate
+    from lookbench_pipeline.releases import ReleaseTables, check_candidate
+    from lookbench_pipeline.windows import Window
 
     w = Window(datetime(2026, 1, 1, tzinfo=timezone.utc), datetime(2026, 7, 1, tzinfo=timezone.utc))
     row = {"image": {"bytes": b"x", "path": "a.jpg"}, "item_ID": "A", "category": "top", "sample_id": "s1",
@@ -231,7 +232,7 @@ def _check_street_looks(cfg, store, version, manifest, mats):
     from PIL import Image
 
     from lookbench_pipeline.pipeline import stage_release
-    from lookbench_pipeline.release import Window
+    from lookbench_pipeline.windows import Window
 
     q = read_file(store, version, "real_streetlook", "query").to_pylist()
     assert q and all(r["look_id"] and r["item_index"] is not None and r["box"] is not None for r in q)

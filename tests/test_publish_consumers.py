@@ -16,10 +16,11 @@ import pytest
 import yaml
 from release_factory import make_release
 
-from lookbench_pipeline import release_docs
 from lookbench_pipeline.embed import load_embedder
 from lookbench_pipeline.evaluate import EmbeddingCache, evaluate_release
-from lookbench_pipeline.release import all_files, publish, pull
+from lookbench_pipeline.releases import docs as release_docs
+from lookbench_pipeline.releases import all_files, pull
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 
 V1, V2 = "v20260301", "v20260701"

@@ -13,9 +13,9 @@ import pytest
 from fault_proxy import FaultProxy
 from release_factory import make_release
 
-from lookbench_pipeline.publishing import STAGING_ROOT
-from lookbench_pipeline.release import (ReleaseIntegrityError, all_files, list_releases, publish, pull,
-                                        read_manifest)
+from lookbench_pipeline.releases import ReleaseIntegrityError, all_files, list_releases, pull, read_manifest
+from lookbench_pipeline.releases.publish import publish
+from lookbench_pipeline.releases.publishing import STAGING_ROOT
 from lookbench_pipeline.store import LocalStore, S3Store, StoreError
 
 V1, V2 = "v20260301", "v20260701"

@@ -7,10 +7,10 @@ import duckdb
 import pytest
 from dagster import DagsterInstance
 
-from lookbench_pipeline import release_docs
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import store_of
-from lookbench_pipeline.release import ReleaseIntegrityError, list_releases, pull
+from lookbench_pipeline.releases import docs as release_docs
+from lookbench_pipeline.releases import ReleaseIntegrityError, list_releases, pull
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -25,7 +25,7 @@ from lookbench_pipeline.embed import (EmbedderUnavailable, ModelSpec, ModelSpecE
                                       load_registry)
 from lookbench_pipeline.evaluate import Evaluation, ModelEntry, unavailable_reason
 from lookbench_pipeline.images import decode
-from lookbench_pipeline.person_regions import CLASSES, FILES, body_regions
+from lookbench_pipeline.detect.person_regions import CLASSES, FILES, body_regions
 from lookbench_pipeline.pipeline import load_detector
 from lookbench_pipeline.report import leaderboard_markdown, render_html
 from lookbench_pipeline.schemas import SCORES, empty

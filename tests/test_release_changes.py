@@ -10,8 +10,9 @@ import pyarrow.parquet as pq
 import pytest
 from release_factory import make_release
 
-from lookbench_pipeline import changes, schemas
-from lookbench_pipeline.release import ReleaseExistsError, all_files, publish, pull, read_manifest
+from lookbench_pipeline import schemas
+from lookbench_pipeline.releases import ReleaseExistsError, all_files, changes, pull, read_manifest
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 
 V1, V2, V3 = "v20251231", "v20260630", "v20261231"

@@ -12,9 +12,10 @@ import pytest
 import yaml
 from release_factory import make_release
 
-from lookbench_pipeline import release_docs
 from lookbench_pipeline.config import DEFAULT_TAXONOMY
-from lookbench_pipeline.release import publish, pull
+from lookbench_pipeline.releases import docs as release_docs
+from lookbench_pipeline.releases import pull
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 
 V1, V2 = "v20260301", "v20260701"

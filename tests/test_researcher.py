@@ -16,7 +16,7 @@ from release_factory import export_embeddings, make_release, with_noise
 
 from lookbench_pipeline.demo import serve
 from lookbench_pipeline.evaluate import run_evaluation
-from lookbench_pipeline.release import publish
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore, open_store
 
 V1, V2 = "v20260301", "v20260701"

@@ -16,7 +16,8 @@ from lookbench_pipeline.config import load_config
 from lookbench_pipeline.crawl import run_spider
 from lookbench_pipeline.optout import directives, page_optout
 from lookbench_pipeline.pipeline import store_of
-from lookbench_pipeline.release import publish, pull
+from lookbench_pipeline.releases import pull
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.safepath import UnsafePathError, check_key, resolve_inside
 
 V1 = "v20260301"

@@ -16,7 +16,8 @@ import lookbench_pipeline
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.embed import HsvHogEmbedder
 from lookbench_pipeline.evaluate import run_evaluation
-from lookbench_pipeline.release import pull, publish
+from lookbench_pipeline.releases import pull
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.scoring import EmbeddingsError, NothingScoredError, site_benchmark
 from lookbench_pipeline.store import LocalStore
 

@@ -7,9 +7,11 @@ import pyarrow as pa
 import pytest
 
 from lookbench_pipeline import schemas
-from lookbench_pipeline.release import (ReleaseExistsError, ReleaseIntegrityError, ReleaseTables, Window,
-                                        list_releases, publish, read_file, read_manifest)
+from lookbench_pipeline.releases import (ReleaseExistsError, ReleaseIntegrityError, ReleaseTables, list_releases,
+                                         read_file, read_manifest)
+from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore, S3Store, StoreError, open_store
+from lookbench_pipeline.windows import Window
 
 
 def _release(version="v20260701", label="top"):
@@ -75,7 +77,7 @@ def test_bad_keys_and_urls(tmp_path):
 def test_a_drop_image_refused_at_intake_keeps_its_intake_reason_in_the_release(tmp_path):
     """A dropped photo that the intake refused is rejected at the release with the intake's reason
     (``intake:<reason>``, as for AI-generated images), not a generic one; counts reconcile."""
-    from lookbench_pipeline.release import build
+    from lookbench_pipeline.releases.build import build
     from lookbench_pipeline.taxonomy import Taxonomy
 
     t = datetime(2026, 8, 1, tzinfo=timezone.utc)
@@ -101,7 +103,7 @@ def test_a_gallery_thumbnail_below_the_gallery_minimum_is_rejected(tmp_path):
     """A gallery picture whose short side is under images.gallery_min_side_px (200 px by default) is a thumbnail:
     rejected ``gallery_too_small``; a full-size picture of another item is kept; counts reconcile."""
     from lookbench_pipeline.config import ImageConfig
-    from lookbench_pipeline.release import build
+    from lookbench_pipeline.releases.build import build
     from lookbench_pipeline.taxonomy import Taxonomy
 
     t = datetime(2026, 8, 1, tzinfo=timezone.utc)
@@ -133,3 +135,61 @@ def test_a_gallery_thumbnail_below_the_gallery_minimum_is_rejected(tmp_path):
                 gallery_min_side_px=ImageConfig().gallery_min_side_px)
     assert [r["reason"] for r in rel.rejected] == ["gallery_too_small"]
     assert rel.counts["candidates"] == 2
+
+
+def test_a_candidate_round_trips_through_its_summary(tmp_path):
+    """make_candidate writes the candidate folder and returns a Candidate whose summary (the release_candidate
+    asset's value) reads back to the same candidate and the same tables; write_candidate's candidate.json is
+    unchanged by the provenance."""
+    import json
+
+    from lookbench_pipeline.releases import Candidate, make_candidate, read_candidate, write_candidate
+
+    rel = _release()
+    annotations = pa.table({"annotator": ["b", None, "a", "b"]})
+    cand = make_candidate(rel, tmp_path / "c", annotations=annotations, negatives={"enabled": False},
+                          annotation={"annotators": ["a"]}, aigen={"enabled": False},
+                          detector={"role": "detector", "weights": "w"})
+    d = cand.to_dict()
+    assert set(d) == {"version", "window", "folder", "files", "counts", "annotators", "negatives", "annotation",
+                      "aigen", "models"}
+    assert d["annotators"] == ["a", "b"] and d["models"] == [{"role": "detector", "weights": "w"}]
+    back = Candidate.from_dict(json.loads(json.dumps(d)))
+    assert back == cand and back.to_dict() == d and back.tables is None
+    assert back.provenance() == {k: d[k] for k in ("negatives", "annotation", "aigen", "models")}
+    read = read_candidate(back)
+    assert read.version == rel.version and read.window == rel.window
+    assert {k: t.equals(rel.files[k]) for k, t in read.files.items()} == {k: True for k in rel.files}
+    # the candidate folder's own summary is write_candidate's, without the provenance
+    written = json.loads((tmp_path / "c" / "candidate.json").read_text())
+    assert written == json.loads(json.dumps(write_candidate(rel, tmp_path / "c2") | {"folder": str(tmp_path / "c")}))
+    # a summary recorded without the provenance sections gives a candidate without them
+    assert Candidate.from_dict(written).provenance() == {}
+    assert make_candidate(rel, tmp_path / "c3", annotations=annotations, negatives={}, annotation={}, aigen={},
+                          detector={"role": "none"}).models == []
+
+
+def test_the_old_release_module_still_exports_its_names_with_a_deprecation_warning():
+    """``lookbench_pipeline.release`` (split into the releases package) keeps its public names for one release."""
+    import importlib
+    import sys
+    import warnings
+
+    from lookbench_pipeline.releases import build, candidate, publish, reader
+
+    sys.modules.pop("lookbench_pipeline.release", None)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        old = importlib.import_module("lookbench_pipeline.release")
+    assert any(issubclass(w.category, DeprecationWarning) and "lookbench_pipeline.releases" in str(w.message)
+               for w in caught)
+    assert old.build is build.build and old.publish is publish.publish and old.Window is Window
+    assert old.EmptyReleaseError is publish.EmptyReleaseError and old.DOC_TYPES is publish.DOC_TYPES
+    for name in ("ReleaseTables", "PARQUET_OPTS", "REJECTED", "parquet_bytes", "write_candidate", "read_candidate",
+                 "check_candidate"):
+        assert getattr(old, name) is getattr(candidate, name)
+    for name in ("LATEST_KEY", "MAX_FILE_BYTES", "STREET_SUBSETS", "SUBSET_TASK", "SUBSETS", "ReleaseExistsError",
+                 "ReleaseIntegrityError", "all_files", "check_manifest", "choose_subsets", "list_releases", "pull",
+                 "read_file", "read_manifest", "read_manifest_bytes", "read_range", "release_prefix",
+                 "resolve_version"):
+        assert getattr(old, name) is getattr(reader, name)

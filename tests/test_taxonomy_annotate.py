@@ -112,3 +112,15 @@ def test_attributes_and_lookbench_columns(tax):
     assert other == "color: blue; material: linen; pattern: striped; sleeve_length: long"
     assert tax.validate_labels("shirt", label.attributes) == []
     assert CatalogTextAnnotator(tax).annotate("y").reason == "no_text"
+
+
+def test_the_package_data_files_ship_and_are_the_defaults():
+    """lookbench_pipeline.package_data names the files shipped in the package; the settings and the taxonomy
+    take their defaults from it."""
+    from lookbench_pipeline import package_data
+    from lookbench_pipeline.config import DEFAULT_TAXONOMY, load_config
+
+    for path in (package_data.DEFAULT_TAXONOMY, package_data.DEMO_SITE):
+        assert path.is_file() and path.is_relative_to(package_data.PACKAGE_DATA)
+    assert DEFAULT_TAXONOMY == package_data.DEFAULT_TAXONOMY
+    assert [str(p) for p in load_config(None).sites] == [str(package_data.DEMO_SITE)]

@@ -15,7 +15,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from lookbench_pipeline import schemas
-from lookbench_pipeline.release import parquet_bytes
+from lookbench_pipeline.releases import parquet_bytes
 
 SCHEMA = pa.schema([("id", pa.string()), ("first_seen_at", schemas.TS)])
 

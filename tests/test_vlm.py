@@ -181,7 +181,7 @@ def _mean_diff(a, b) -> float:
 
 @pytest.mark.parametrize("orientation", [1, 2, 3, 4, 5, 6, 7, 8])
 def test_fast_jpeg_decode_orients_like_the_intake(orientation):
-    """The libjpeg-turbo path (vlm._jpeg_pixels) shows a JPEG with any EXIF orientation as images.decode does
+    """The libjpeg-turbo path (vlm.fit._jpeg_pixels) shows a JPEG with any EXIF orientation as images.decode does
     (Pillow's exif_transpose), and the fitted size is the processor's size of the oriented image."""
     import numpy as np
 
@@ -489,10 +489,11 @@ def test_fitted_images_are_made_once_per_image_and_budget(tax, monkeypatch):
     together share the preparation), and a later run of the same annotator fits nothing again; a crop of the same
     photo is a different fitted image."""
     from lookbench_pipeline import vlm
+    from lookbench_pipeline.vlm import annotator as vlm_annotator
 
     calls = []
     real = vlm.prepare_image
-    monkeypatch.setattr(vlm, "prepare_image", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
+    monkeypatch.setattr(vlm_annotator, "prepare_image", lambda *a, **k: calls.append(a[1:]) or real(*a, **k))
     photo = _encoded(_photo(1500, 2000), "JPEG", quality=90)
     with ScriptedOpenAI(MODEL) as srv:
         ann = annotator(srv.url, tax, judge=VlmJudge(srv.url, MODEL))

@@ -19,7 +19,7 @@ from lookbench_pipeline import schemas
 from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.pipeline import stage_attributes, store_of
-from lookbench_pipeline.release import list_releases, read_file, read_manifest
+from lookbench_pipeline.releases import list_releases, read_file, read_manifest
 from lookbench_pipeline.demo.scripted_openai import ScriptedOpenAI
 from lookbench_pipeline.vlm import JUDGE_PROMPT_VERSION, PROMPT_VERSION
 

@@ -160,3 +160,30 @@ def replay_resolver(pages_dir: Path) -> Callable[[str, str], tuple[bytes | None,
         return None, ""
 
     return resolve
+
+
+@contextmanager
+def local_site(site: Any, work_dir: Path) -> Iterator[str]:
+    """Serve a ``demo`` or ``replay`` site (a :class:`lookbench_pipeline.config.SiteConfig`) on 127.0.0.1 for a
+    ``with`` block and give its base URL: the demo shop generated under ``work_dir/site``; a replay site's saved
+    pages from its ``pages_dir``. What the stages pass to :func:`lookbench_pipeline.crawl.crawl_site`.
+
+    Raises:
+        lookbench_pipeline.crawl.CrawlError: a replay site's ``pages_dir`` is not a folder.
+        ValueError: the site is neither ``demo`` nor ``replay``.
+    """
+    from ..crawl import CrawlError
+    from . import shop as demo_shop
+
+    if site.kind == "demo":
+        root = work_dir / "site"
+        demo_shop.generate(root, site.demo_products, site.demo_looks, site.demo_seed, site.demo_colour_models)
+        resolver = static_resolver(root)
+    elif site.kind == "replay":
+        if not site.pages_dir or not site.pages_dir.is_dir():
+            raise CrawlError(f"replay site {site.name}: pages_dir {site.pages_dir} is not a folder")
+        resolver = replay_resolver(site.pages_dir)
+    else:
+        raise ValueError(f"site {site.name} of kind {site.kind} is not served locally")
+    with serving(resolver) as srv:
+        yield srv.base_url

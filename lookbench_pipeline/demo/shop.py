@@ -1,5 +1,6 @@
 """The embedded demo shop: a small fashion site the project generates itself, so the default build needs no
-outside data.
+outside data. (Over 500 lines on purpose: one deterministic generator of the catalogue, its pictures and its pages
+from one seed; the drawing, the plan and the pages share its random stream, so they stay in one module.)
 
 Garments are drawn procedurally (a silhouette per category, filled with a colour and a pattern), so every product's
 category and attributes are known and the evaluation table means something. Each product has two photos:

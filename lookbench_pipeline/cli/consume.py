@@ -1,0 +1,266 @@
+"""The consumers' commands: ``releases``, ``info``, ``pull``, ``evaluate``: reading and scoring a published release
+from a folder, an S3 bucket or an http(s) mirror. They run in the base install (no Dagster, no Scrapy)."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from datetime import date
+from pathlib import Path
+
+from ..config import load_config
+from .common import EXIT_ERROR, EXIT_OK, UsageError
+
+def consumer_store(args: argparse.Namespace):
+    """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
+    ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
+    configuration's."""
+    from ..store import configured_store, open_store
+
+    if getattr(args, "store", None):
+        return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+    if args.endpoint_url or args.anon:
+        raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
+    import importlib.util
+
+    if not (args.config or os.environ.get("LOOKBENCH_CONFIG")) and importlib.util.find_spec("scrapy") is None:
+        # the consumer install: no pipeline here whose store could be meant
+        raise UsageError("name the store to read: --store URL (a folder, s3://bucket/prefix with --anon for a public "
+                         "bucket, or an http(s):// mirror)")
+    return configured_store(load_config(args.config))
+
+
+def _release_source(args: argparse.Namespace, name: str):
+    """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
+    ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
+    from ..releases.reader import resolve_version
+    from ..store import ReleaseFolder
+
+    if name != "latest" and (Path(name) / "manifest.json").is_file():
+        folder = ReleaseFolder(name)
+        return folder, folder.version
+    if "/" in name or os.sep in name or Path(name).is_dir():
+        raise UsageError(f"{name}: not a release folder (no manifest.json in it) and not a version (vYYYYMMDD or "
+                         "latest)")
+    store = consumer_store(args)
+    # a version that is not published (or not a version name) is reported by read_manifest, with the published
+    # versions and the closest one
+    return store, resolve_version(store, name) if name == "latest" else name
+
+
+def cmd_releases(args: argparse.Namespace) -> int:
+    from ..releases.reader import ReleaseIntegrityError, list_releases, read_manifest
+    from ..safepath import UnsafePathError
+    from ..store import StoreError
+
+    store = consumer_store(args)
+    versions = list_releases(store)
+    if not versions:
+        print(f"no releases in {store.url}")
+    for v in versions:
+        try:
+            read_manifest(store, v)
+        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
+            print(f"warning: {v} is left out: {exc}", file=sys.stderr)
+            continue
+        print(v)
+    return 0
+
+
+def cmd_info(args: argparse.Namespace) -> int:
+    from ..releases.reader import read_manifest
+
+    store, version = _release_source(args, args.version)
+    m = read_manifest(store, version)
+    if args.json:
+        print(json.dumps(m, indent=2, sort_keys=True))
+    else:
+        print(format_manifest(m))
+    return 0
+
+
+def _count(v: object) -> int:
+    """A manifest count: an integer, or the sum of a per-file ``{file: n}`` object (anything else counts 0)."""
+    if isinstance(v, bool):
+        return 0
+    if isinstance(v, int):
+        return v
+    if isinstance(v, dict):
+        return sum(_count(x) for x in v.values() if not isinstance(x, dict))
+    return 0
+
+
+def format_manifest(m: dict) -> str:
+    """A release manifest (checked by ``release.check_manifest``) as a person reads it: version, window, build,
+    rows per subset and role, the files' total size, label sources, what changed since the previous version."""
+    files = {**m.get("files", {}), **m.get("metadata_files", {})}
+    w = m.get("window") if isinstance(m.get("window"), dict) else {}
+    lines = [f"{m.get('name', 'LookBench')} {m.get('version')}  window {w.get('start', '?')} to {w.get('end', '?')} "
+             f"(end exclusive)  built {m.get('built_at', '?')}"
+             + (f"  code {m['code_version']}" if m.get("code_version") else "")]
+    subsets: dict[str, dict[str, int]] = {}
+    for key, meta in sorted(m.get("files", {}).items()):
+        subset, _, name = key.partition("/")
+        if name.endswith(".parquet"):
+            subsets.setdefault(subset, {})[name.removesuffix(".parquet")] = int(meta.get("rows") or 0)
+    if subsets:
+        width = max(len(s) for s in subsets)
+        lines.append(f"\n{'subset'.ljust(width)}  {'query':>7}  {'gallery':>7}")
+        for sub, roles in subsets.items():
+            lines.append(f"{sub.ljust(width)}  {roles.get('query', 0):>7}  {roles.get('gallery', 0):>7}")
+    total = sum(int(v.get("bytes") or 0) for v in files.values())
+    lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
+    c = m.get("counts") if isinstance(m.get("counts"), dict) else {}
+    if c:
+        reasons = c.get("rejected_by_reason") if isinstance(c.get("rejected_by_reason"), dict) else {}
+        lines.append(f"candidates {_count(c.get('candidates'))}, rejected {_count(c.get('rejected'))}"
+                     + (f" ({', '.join(f'{k} {_count(v)}' for k, v in sorted(reasons.items()))})" if reasons else ""))
+    if m.get("taxonomy_version"):
+        lines.append(f"taxonomy {m['taxonomy_version']}")
+    if isinstance(m.get("annotators"), list) and m["annotators"]:
+        lines.append(f"annotators: {', '.join(map(str, m['annotators']))}")
+    ch = m.get("changes") if isinstance(m.get("changes"), dict) else {}
+    if ch.get("previous_version"):
+        # the manifest counts items per file (an item is in a subset's query and in every subset's gallery)
+        added, retired = (ch.get(k) if isinstance(ch.get(k), dict) else {} for k in ("items_added", "items_retired"))
+        per_file = ", ".join(f"{f} +{_count(added.get(f))} -{_count(retired.get(f))}"
+                             for f in sorted(set(added) | set(retired)))
+        lines.append(f"since {ch['previous_version']}, items added / retired per file: {per_file or 'none'} "
+                     "(CHANGES.md)")
+    lines.append("(--json prints the whole manifest)")
+    return "\n".join(lines)
+
+
+def cmd_pull(args: argparse.Namespace) -> int:
+    from ..releases.reader import pull, resolve_version
+
+    store = consumer_store(args)
+    version = resolve_version(store, args.version)
+    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
+    folder = Path(args.dest) / version
+    print(f"{len(files)} files of {version} verified and written under {folder}")
+    if args.look_bench:
+        # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
+        # that name (relative to the working directory) before the Hub.
+        link = Path(args.dest) / "srpone" / "look-bench"
+        link.parent.mkdir(parents=True, exist_ok=True)
+        if link.is_symlink() or link.exists():
+            if not link.is_symlink():
+                raise ValueError(f"{link} exists and is not a link; move it away first")
+            link.unlink()
+        link.symlink_to(Path("..") / version, target_is_directory=True)
+        print(f"{link} -> {folder}: from {args.dest}, look_bench.utils.load_lookbench_dataset(\"<subset>\") "
+              "loads this release")
+    return 0
+
+
+def _user_cache() -> Path:
+    """Where a consumer's embedding cache lives: ``$XDG_CACHE_HOME/lookbench/embeddings`` (``~/.cache`` when
+    unset)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "lookbench" / "embeddings"
+
+
+def _print_reasons(ev, named: list[str]) -> None:
+    """Why models were not scored, on stderr: each named model (and each model left unscored on a subset) with
+    its reason; the registry's models that cannot run here on one line, grouped by reason."""
+    from collections import Counter
+
+    from ..scoring import nothing_scored_reasons
+
+    unnamed = [s for s in ev.skipped if s["model"] not in named]
+    shown = type(ev)(ev.release, ev.ks, ev.scores, [s for s in ev.skipped if s["model"] in named],
+                     unscored=ev.unscored)
+    for line in nothing_scored_reasons(shown):
+        print(line, file=sys.stderr)
+    if unnamed:
+        why = Counter(s["reason"].split(";")[0].split(" (")[0] for s in unnamed)
+        print(f"skipped {len(unnamed)} registry models that cannot run here ("
+              + ", ".join(f"{r}: {n}" for r, n in why.most_common()) + "); --model ID scores one and says why",
+              file=sys.stderr)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score models on a release (a pulled folder or a version in a store). Exit codes: 0 every model asked
+    for was scored; 1 nothing was scored, or a model named with --model / --embeddings was not (the reasons on
+    stderr), or an error; 2 a configuration or usage error."""
+    import pyarrow.parquet as pq
+
+    from ..config import EvaluateConfig
+    from ..evaluate import evaluate_configured, format_table
+    from ..scoring import PrecomputedEmbeddings, site_benchmark
+
+    if (args.release_path is None) == (args.release is None):
+        raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
+                         "(--release vYYYYMMDD|latest)")
+    for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", args.training_cutoff)):
+        if value and not (flag == "--cutoff" and value == "model"):
+            try:
+                date.fromisoformat(value)
+            except ValueError as exc:
+                raise UsageError(f"{flag} must be a date YYYY-MM-DD{' or model' if flag == '--cutoff' else ''}, "
+                                 f"got {value!r}") from exc
+    if args.ids and not args.embeddings:
+        raise UsageError("--ids goes with --embeddings FILE.npy")
+    if (args.name or args.training_cutoff) and not args.embeddings:
+        raise UsageError("--name and --training-cutoff go with --embeddings")
+    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
+        if value and not Path(value).resolve().parent.is_dir():
+            raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
+    store, version = _release_source(args, args.release_path or args.release)
+    # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
+    # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
+    # default settings without legacy benchmarks (their data is not part of a release), cache in the user's.
+    pipeline_mode = bool(args.config) or not (args.release_path or args.store)
+    index = None
+    if pipeline_mode:
+        cfg = load_config(args.config)
+        settings, data_dir = cfg.evaluate, cfg.layout.root
+        cache = Path(args.cache) if args.cache else cfg.layout.embeddings
+        match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
+        index_path = cfg.layout.contamination_index
+        index = pq.read_table(index_path) if index_path.is_file() else None
+        if index is None and settings.exclude_contaminated:
+            print(f"note: no contamination index at {index_path}: queries not re-checked", file=sys.stderr)
+        legacy = not args.no_legacy
+        if legacy:
+            from ..pipeline import write_demo_legacy_trees
+
+            write_demo_legacy_trees(cfg)
+    else:
+        settings, data_dir, match = EvaluateConfig(legacy=[]), None, (6, 32.0)
+        cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
+    given = {}
+    if args.embeddings:
+        tc = date.fromisoformat(args.training_cutoff) if args.training_cutoff else None
+        emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
+        given[emb.name] = emb
+    named = list(dict.fromkeys([*(args.model or []), *given]))
+    # models named on the command line (or embeddings) are scored alone; otherwise the config's, plus the registry's
+    ev = evaluate_configured(settings, store, version, data_dir=data_dir, cache_dir=cache,
+                             contamination_index=index, contamination_match=match,
+                             model_ids=args.model or ([] if given else None), cutoff=args.cutoff,
+                             registry=False if named else None, legacy=legacy, progress=not args.quiet,
+                             embedders_given=given, subsets=args.subset or None)
+    _print_reasons(ev, named)
+    if ev.scores.num_rows == 0:
+        print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
+        return EXIT_ERROR
+    print(format_table(ev.scores))
+    if args.output:
+        pq.write_table(ev.scores, args.output)
+    if args.benchmark_json:
+        Path(args.benchmark_json).write_text(json.dumps(site_benchmark(ev.scores), indent=2) + "\n")
+    if args.report:
+        from ..report import write_report
+
+        report = write_report(ev, Path(args.report))
+        print(f"\nreport: {report['html']} (leaderboard: {report['dir'] / 'leaderboard.md'})")
+    scored = set(ev.scores.column("model").to_pylist())
+    missing = [m for m in named if m not in scored]
+    if missing:
+        print(f"error: not scored: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
+        return EXIT_ERROR
+    return EXIT_OK

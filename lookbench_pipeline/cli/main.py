@@ -1,0 +1,172 @@
+"""The argument parser and the dispatch: which function runs each command, and how an error becomes an exit code
+(0 success, 1 an error, 2 a usage or configuration error)."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+
+from ..config import ConfigError
+from .build import cmd_backfill, cmd_build, cmd_demo
+from .common import EXIT_ERROR, EXIT_USAGE, UsageError
+from .consume import cmd_evaluate, cmd_info, cmd_pull, cmd_releases
+from .tools import cmd_audit_export, cmd_audit_score, cmd_detector_train
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
+    sub = parser.add_subparsers(dest="command", required=True)
+    verbose_help = ("print everything as it comes (Dagster's console, library and training output) instead of a "
+                    "line per stage; without it that goes to <data_dir>/logs/")
+    p = sub.add_parser("demo", help="build a release from the embedded demo shop and print its evaluation")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
+    p.set_defaults(fn=cmd_demo)
+    p = sub.add_parser("build", help="run the release job for one release window")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
+    p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
+    p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
+    p.set_defaults(fn=cmd_build)
+    p = sub.add_parser("backfill", help="rebuild a release window from the crawl archive, without the network")
+    p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")
+    p.add_argument("--partition", required=True, help="window start, YYYY-01-01 or YYYY-07-01")
+    p.add_argument("--verbose", action="store_true", help=verbose_help)
+    p.set_defaults(fn=cmd_backfill)
+    def store_options(p: argparse.ArgumentParser) -> None:
+        p.add_argument("--store", metavar="URL", help="read this store instead of the configuration's: a folder, "
+                       "s3://bucket/prefix, or an http(s):// mirror of one")
+        p.add_argument("--endpoint-url", help="with an s3:// --store: the S3 endpoint (MinIO, R2, a local server)")
+        p.add_argument("--anon", action="store_true", help="with an s3:// --store: unsigned requests (a public bucket)")
+
+    p = sub.add_parser("releases", help="list published versions")
+    p.add_argument("--config")
+    store_options(p)
+    p.set_defaults(fn=cmd_releases)
+    p = sub.add_parser("info", help="summary of a release's manifest")
+    p.add_argument("version", help="vYYYYMMDD, latest, or a pulled release folder")
+    p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    p.add_argument("--config")
+    store_options(p)
+    p.set_defaults(fn=cmd_info)
+    p = sub.add_parser("pull", help="download a release with sha256 verification")
+    p.add_argument("version", help="vYYYYMMDD, or latest")
+    p.add_argument("--subset", action="append", help="only this subset (repeatable)")
+    p.add_argument("--dest", default="lookbench-releases", help="folder to write into (default: %(default)s)")
+    p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument("--look-bench", action="store_true",
+                   help="also link DEST/srpone/look-bench to the release, for look-bench's loader run from DEST")
+    p.add_argument("--config")
+    store_options(p)
+    p.set_defaults(fn=cmd_pull)
+    p = sub.add_parser("evaluate", help="score retrieval models (or your own embeddings) on a release",
+                       description="Score models on a release: a pulled release folder (DIR), or a version in a "
+                                   "store (--release). Exit codes: 0 every model asked for was scored; 1 nothing was "
+                                   "scored, a named model was not, or an error; 2 a configuration or usage error.")
+    p.add_argument("release_path", nargs="?", metavar="DIR",
+                   help="a pulled release folder (lookbench pull writes DEST/<version>/), or a version")
+    p.add_argument("--release", help="a published version, vYYYYMMDD or latest, in the store (--store, else the "
+                                     "configuration's)")
+    p.add_argument("--model", action="append",
+                   help="model id (repeatable); default: the config's models and every registry model that can run")
+    p.add_argument("--embeddings", action="append", metavar="FILE",
+                   help="your model's embeddings keyed by the release's sample_id (repeatable): Parquet with columns "
+                        "sample_id and embedding (fixed_size_list<float32>[d]), .npz with arrays sample_id and "
+                        "embedding, or .npy (n, d) with --ids")
+    p.add_argument("--ids", metavar="FILE", help="with a .npy --embeddings: one sample_id per line, in row order")
+    p.add_argument("--name", help="with --embeddings: the model's name in the scores (default: the file's stem)")
+    p.add_argument("--training-cutoff", metavar="YYYY-MM-DD",
+                   help="with --embeddings: your model's training cutoff, for --cutoff model")
+    p.add_argument("--subset", action="append", help="score only this subset (repeatable)")
+    p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or 'model' "
+                                    "for each model's declared training cutoff")
+    p.add_argument("--report", metavar="DIR", help="write the leaderboard (Parquet, Markdown, the site's "
+                                                   "benchmark.json) and the HTML report here")
+    p.add_argument("--output", help="also write the scores as Parquet here")
+    p.add_argument("--benchmark-json", metavar="FILE",
+                   help="also write the scores in the LookBench site's benchmark.json shape here")
+    p.add_argument("--no-legacy", action="store_true", help="do not score the configured legacy benchmarks")
+    p.add_argument("--cache", metavar="DIR", help="embedding cache (default: <data_dir>/embeddings with a "
+                                                  "configuration, else ~/.cache/lookbench/embeddings)")
+    p.add_argument("--quiet", action="store_true", help="no progress bars")
+    p.add_argument("--config", help="pipeline YAML file (its evaluate settings, store, contamination index)")
+    store_options(p)
+    p.set_defaults(fn=cmd_evaluate)
+    p = sub.add_parser("audit", help="human audit of a release's attribute labels")
+    asub = p.add_subparsers(dest="audit_command", required=True)
+    a = asub.add_parser("export", help="a stratified sample (category x attribute) with a review form")
+    a.add_argument("version")
+    a.add_argument("--out", required=True, help="folder for audit.csv, index.html and the images")
+    a.add_argument("--per-stratum", type=int, default=20, help="labels per (category, attribute) (default: 20)")
+    a.add_argument("--seed", type=int, default=0)
+    a.add_argument("--config")
+    a.set_defaults(fn=cmd_audit_export)
+    a = asub.add_parser("score", help="estimated precision from a CSV with verdicts")
+    a.add_argument("csv")
+    a.add_argument("--json", action="store_true", help="print the result as JSON")
+    a.set_defaults(fn=cmd_audit_score)
+    p = sub.add_parser("detector", help="garment detector tools")
+    dsub = p.add_subparsers(dest="detector_command", required=True)
+    p = dsub.add_parser("train", help="train a YOLO garment detector from COCO-style annotations (no network)",
+                        description="Converts DeepFashion2 / Fashionpedia / ModaNet annotations (COCO-style JSON, "
+                                    "ModaNet snaps, or a DeepFashion2 folder) to a YOLO data set, trains with "
+                                    "ultralytics and reports mAP50 and mAP50-95 on a held-out split.")
+    p.add_argument("--annotations", action="append", required=True,
+                   help="annotation file (or DeepFashion2 annos/ folder); repeatable")
+    p.add_argument("--images", action="append", required=True, help="image folder (one, or one per --annotations)")
+    p.add_argument("--image-name", action="append",
+                   help="file name template: {file_name}, {stem}, {image_id} (default {file_name})")
+    p.add_argument("--format", action="append", choices=["auto", "coco", "modanet-snaps", "deepfashion2"])
+    p.add_argument("--classes", help="YAML mapping 'source category: detector class' (null or absent drops it)")
+    p.add_argument("--out", required=True, help="output folder: dataset/, detector.pt, report.json")
+    p.add_argument("--model", help="ultralytics model YAML (from scratch) or local .pt (default yolov8n.yaml)")
+    p.add_argument("--epochs", type=int)
+    p.add_argument("--imgsz", type=int)
+    p.add_argument("--batch", type=int)
+    p.add_argument("--val-fraction", type=float)
+    p.add_argument("--seed", type=int)
+    p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, 0, cuda:1 ...")
+    p.add_argument("--arg", action="append", help="more ultralytics training arguments, key=value (repeatable)")
+    p.add_argument("--config", help="pipeline YAML (for detect.cache_dir and detect.offline)")
+    p.set_defaults(fn=cmd_detector_train)
+    parser.add_argument("--debug", action="store_true", help="show full tracebacks")
+    parser.add_argument("--log-format", choices=["text", "json"],
+                        help="the library's log records as text or JSON lines with run id and stage "
+                             "(default: $LOOKBENCH_LOG_FORMAT, else text)")
+    args = parser.parse_args(argv)
+    root = logging.getLogger()
+    before = list(root.handlers)
+    logging.basicConfig(level=logging.WARNING, format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    for h in root.handlers:
+        if h not in before:
+            # warnings only: the library's INFO records (progress) reach the terminal through Dagster's console
+            # logger (dagster.yaml's python_logs) or through --log-format's handler, never twice
+            h.setLevel(logging.WARNING)
+    if args.log_format or os.environ.get("LOOKBENCH_LOG_FORMAT"):
+        from ..logs import configure
+
+        configure(args.log_format, level=logging.INFO)  # INFO: progress records of long stages
+        logging.getLogger("lookbench_pipeline").propagate = False
+    from ..releases.reader import ReleaseIntegrityError
+    from ..store import StoreError
+
+    try:
+        return args.fn(args)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except BrokenPipeError:  # `lookbench info … | head`: the reader left; no error to report
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_ERROR
+    except (StoreError, ReleaseIntegrityError, ValueError, OSError) as exc:
+        if getattr(args, "debug", False):
+            raise
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except Exception as exc:  # anything else: one line, the traceback with --debug
+        if getattr(args, "debug", False):
+            raise
+        print(f"error: {type(exc).__name__}: {exc} (run with --debug for the traceback)", file=sys.stderr)
+        return 1

@@ -1,0 +1,111 @@
+"""The bottom of the settings package: the error type, the strict base model, the subset names, the name-template
+fields of annotation files, and reading a YAML file and describing a validation error (shared by the site files
+and the pipeline file). Imports nothing of the package."""
+
+from __future__ import annotations
+
+import string
+from pathlib import Path
+from typing import Any
+
+import yaml
+from pydantic import BaseModel, ConfigDict
+
+
+class ConfigError(ValueError):
+    """A configuration file or value is invalid (the message names the file and field)."""
+
+
+TEMPLATE_FIELDS = ("file_name", "stem", "image_id")
+"""The fields a drop annotation file's photo-name template may use (:mod:`lookbench_pipeline.label_import`)."""
+
+
+def template_fields(template: str) -> list[str]:
+    """The fields a name template uses. Raises ValueError for a malformed template or a field other than
+    ``{file_name}``, ``{stem}``, ``{image_id}``."""
+    fields = []
+    for _, name, _, _ in string.Formatter().parse(template):
+        if name is None:
+            continue
+        if name not in TEMPLATE_FIELDS:
+            raise ValueError(f"name template {template!r}: unknown field {{{name}}} (use {{file_name}}, {{stem}} or "
+                             "{image_id})")
+        fields.append(name)
+    if not fields:
+        raise ValueError(f"name template {template!r} uses no field: every entry would describe the same file")
+    return fields
+
+
+class _Strict(BaseModel):
+    """Unknown keys are errors at every level: a typo must not silently fall back to a default."""
+
+    model_config = ConfigDict(extra="forbid")
+
+
+SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook")
+
+
+def _read_yaml(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        raise ConfigError(f"config file not found: {path}")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except yaml.YAMLError as exc:
+        raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    return data
+
+
+def _model_at(cls: Any, loc: tuple) -> Any:
+    """The pydantic model class a validation error location points into (``("images", "bogus")`` -> the class
+    of ``images``), or None."""
+    import typing
+
+    for part in loc:
+        if isinstance(part, int):
+            continue
+        fields = getattr(cls, "model_fields", None)
+        if not fields or part not in fields:
+            return None
+        ann = fields[part].annotation
+        for _ in range(4):  # unwrap list[X], X | None, dict[str, X]
+            args = [a for a in typing.get_args(ann) if a is not type(None)]
+            if isinstance(ann, type) and hasattr(ann, "model_fields"):
+                break
+            if not args:
+                break
+            ann = args[-1]
+        cls = ann
+    return cls if hasattr(cls, "model_fields") else None
+
+
+def describe_error(exc: Exception, cls: Any) -> str:
+    """A pydantic validation error as one line per problem, ``field.path: message (got …)``; an unknown field
+    names the closest known one (difflib) and the known fields. Other exceptions: their text."""
+    import difflib
+
+    errors = getattr(exc, "errors", None)
+    try:
+        items = errors() if callable(errors) else None
+    except Exception:  # not a pydantic ValidationError
+        items = None
+    if not items:
+        return str(exc)
+    lines = []
+    for e in items:
+        loc = tuple(e.get("loc", ()))
+        where = ".".join(f"[{p}]" if isinstance(p, int) else str(p) for p in loc).replace(".[", "[") or "(top level)"
+        msg = str(e.get("msg", "invalid"))
+        if e.get("type") == "extra_forbidden" and loc:
+            parent = _model_at(cls, loc[:-1])
+            known = sorted(parent.model_fields) if parent is not None else []
+            near = difflib.get_close_matches(str(loc[-1]), known, n=1)
+            hint = f"did you mean {near[0]}? " if near else ""
+            lines.append(f"{where}: unknown field ({msg}); {hint}known: {', '.join(known)}" if known
+                         else f"{where}: unknown field ({msg})")
+            continue
+        got = e.get("input")
+        shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"
+        lines.append(f"{where}: {msg}{shown}")
+    return "; ".join(lines)

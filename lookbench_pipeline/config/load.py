@@ -1,0 +1,95 @@
+"""Loading the pipeline file: :func:`load_config` reads the YAML file, resolves its relative paths against its
+folder, applies overrides and the environment, and turns every failure into a :class:`ConfigError` that names the
+file, field or variable."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+from .base import ConfigError, _read_yaml, describe_error
+from .env import _env_vars_of, warn_unknown_env
+from .model import PipelineConfig
+
+
+_PATH_KEYS = ("data_dir", "taxonomy")
+
+
+def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineConfig:
+    """Load the pipeline configuration.
+
+    Args:
+        path: a YAML file; ``None`` uses ``$LOOKBENCH_CONFIG`` if set, else the embedded demo defaults.
+        overrides: field values that win over the file (not over the environment).
+
+    Raises:
+        ConfigError: the file is missing or invalid.
+    """
+    path = path or os.environ.get("LOOKBENCH_CONFIG")
+    data: dict[str, Any] = {}
+    try:
+        data = _read_and_resolve(path) if path else {}
+    except (KeyError, TypeError, AttributeError) as exc:
+        raise ConfigError(f"{path}: malformed configuration ({type(exc).__name__}: {exc}); see README.md") from exc
+    data.update(overrides)
+    warn_unknown_env()
+    try:
+        return PipelineConfig(**data)
+    except ConfigError:
+        raise
+    except Exception as exc:  # pydantic.ValidationError; pydantic_settings.SettingsError (an unparsable variable)
+        env = _env_vars_of(exc)
+        where = ", ".join(f"environment variable {k}={v!r}" for k, v in env) if env else (path or "defaults")
+        raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
+
+
+def _read_and_resolve(path: str | Path) -> dict[str, Any]:
+    """Read a config file and resolve its relative paths against its folder (shape errors surface as
+    KeyError / TypeError / AttributeError, turned into ConfigError by the caller)."""
+    path = Path(path)
+    data = _read_yaml(path)
+    base = path.parent.resolve()
+    for key in _PATH_KEYS:
+        if key in data:
+            data[key] = str(_resolve(base, data[key]))
+    if isinstance(data.get("sites"), list):
+        data["sites"] = [str(_resolve(base, s)) for s in data["sites"]]
+    if isinstance(data.get("drops"), list):
+        for drop in data["drops"]:
+            if "path" not in drop:
+                raise KeyError(f"drop {drop.get('name', '?')!r} has no 'path'")
+            drop["path"] = str(_resolve(base, drop["path"]))
+            if drop.get("items_csv"):
+                drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+            for ann in drop.get("annotations") or []:
+                for key in ("path", "categories"):
+                    if isinstance(ann, dict) and ann.get(key):
+                        ann[key] = str(_resolve(base, ann[key]))
+    aigen = data.get("aigen") or {}
+    if isinstance(aigen, dict):
+        for key in ("job_dir", "drop_dir"):
+            if aigen.get(key):
+                aigen[key] = str(_resolve(base, aigen[key]))
+    for section, key in (("contamination", "sources"), ("evaluate", "legacy"), ("negatives", "sources")):
+        for src in (data.get(section) or {}).get(key, []):
+            src["path"] = str(_resolve(base, src["path"]))
+    detect = data.get("detect")
+    if isinstance(detect, dict):
+        if detect.get("cache_dir"):
+            detect["cache_dir"] = str(_resolve(base, detect["cache_dir"]))
+        w = detect.get("weights")
+        if isinstance(w, str) and w not in ("demo", "person-regions") and \
+                (base / os.path.expandvars(w)).expanduser().exists():
+            detect["weights"] = str(_resolve(base, w))  # a local file; otherwise a Hugging Face model id
+    store = data.get("store") or {}
+    if not isinstance(store, dict):
+        raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")
+    if store.get("url") and "://" not in store["url"]:
+        store["url"] = str(_resolve(base, store["url"]))
+    return data
+
+
+def _resolve(base: Path, p: str | Path) -> Path:
+    p = Path(os.path.expandvars(str(p))).expanduser()
+    return p if p.is_absolute() else (base / p).resolve()

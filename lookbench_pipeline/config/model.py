@@ -1,0 +1,164 @@
+"""The pipeline file's model: :class:`PipelineConfig`, everything one release build needs, its cross-field
+checks (site files, drop folders, the taxonomy's categories) and the paths derived from it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pydantic import Field, field_validator, model_validator
+from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, SettingsConfigDict
+
+from ..layout import DataLayout
+from ..package_data import DEFAULT_TAXONOMY, DEMO_SITE
+from .inference import AigenConfig, AnnotateConfig, DetectConfig
+from .sections import (CardConfig, ChecksConfig, ContaminationConfig, DedupConfig, DropConfig, EvaluateConfig,
+                       ImageConfig, NegativesConfig, StoreConfig)
+from .sites import SiteConfig
+
+
+class PipelineConfig(BaseSettings):
+    """Everything one release build needs."""
+
+    model_config = SettingsConfigDict(env_prefix="LOOKBENCH_", env_nested_delimiter="__", extra="forbid")
+
+    data_dir: Path = Path("data")
+    store: StoreConfig = Field(default_factory=StoreConfig)
+    sites: list[Path] = Field(default_factory=lambda: [DEMO_SITE])
+    drops: list[DropConfig] = Field(default_factory=list)
+    taxonomy: Path = DEFAULT_TAXONOMY
+    images: ImageConfig = Field(default_factory=ImageConfig)
+    dedup: DedupConfig = Field(default_factory=DedupConfig)
+    contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
+    negatives: NegativesConfig = Field(default_factory=NegativesConfig)
+    evaluate: EvaluateConfig = Field(default_factory=EvaluateConfig)
+    card: CardConfig = Field(default_factory=CardConfig)
+    annotate: AnnotateConfig = Field(default_factory=AnnotateConfig)
+    checks: ChecksConfig = Field(default_factory=ChecksConfig)
+    aigen: AigenConfig = Field(default_factory=AigenConfig)
+    detect: DetectConfig = Field(default_factory=DetectConfig)
+    user_agent: str = "LookBenchBot/0.1 (+https://github.com/lookbench/lookbench-pipeline; research benchmark crawler)"
+    timezone: str = "UTC"
+
+    @field_validator("sites", "drops", mode="before")
+    @classmethod
+    def _must_be_list(cls, v: Any) -> Any:
+        if isinstance(v, (str, dict)):
+            raise ValueError("must be a list (one '- item' per entry)")
+        return v
+
+    @field_validator("sites")
+    @classmethod
+    def _sites_exist(cls, v: list[Path]) -> list[Path]:
+        out = []
+        for p in v:
+            p = Path(p).resolve()
+            if not p.is_file():
+                raise ValueError(f"site config not found: {p}")
+            out.append(p)
+        return out
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo
+
+        try:
+            ZoneInfo(v)
+        except (KeyError, ValueError, OSError) as exc:  # ZoneInfoNotFoundError is a KeyError; "../x" a ValueError
+            raise ValueError(f"timezone {v!r} is not an IANA time zone name (e.g. UTC, Europe/Berlin)") from exc
+        return v
+
+    @field_validator("data_dir", "taxonomy")
+    @classmethod
+    def _absolute(cls, v: Path) -> Path:
+        return Path(v).expanduser().resolve()
+
+    @classmethod
+    def settings_customise_sources(
+        cls,
+        settings_cls: type[BaseSettings],
+        init_settings: PydanticBaseSettingsSource,
+        env_settings: PydanticBaseSettingsSource,
+        dotenv_settings: PydanticBaseSettingsSource,
+        file_secret_settings: PydanticBaseSettingsSource,
+    ) -> tuple[PydanticBaseSettingsSource, ...]:
+        return (env_settings, init_settings)
+
+    @model_validator(mode="after")
+    def _check_inputs(self) -> "PipelineConfig":
+        names = set()
+        for site in self.site_configs():  # raises ConfigError on an invalid site file
+            if site.name in names:
+                raise ValueError(f"two site files are named {site.name!r}")
+            names.add(site.name)
+            if site.kind == "replay" and (not site.pages_dir or not Path(site.pages_dir).is_dir()):
+                raise ValueError(f"replay site {site.name!r}: pages_dir {site.pages_dir} is not a folder")
+        if self.drops and not self.sites:
+            raise ValueError("sites is empty but drops are configured: at least one site is needed, because the "
+                             "release job reads the window's weekly crawls (drop-only builds are not supported; "
+                             "see README.md, Configuration)")
+        for d in self.drops:
+            if not Path(d.path).is_dir():
+                raise ValueError(f"drop {d.name!r}: {d.path} is not a folder")
+            if d.items_csv is not None and not Path(d.items_csv).is_file():
+                raise ValueError(f"drop {d.name!r}: items_csv {d.items_csv} is not a file")
+            for sub in d.subfolders:
+                if not (Path(d.path) / sub).is_dir():
+                    raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
+            for i, a in enumerate(d.annotations):
+                for key in ("path", "categories"):
+                    p = getattr(a, key)
+                    if p is not None and not Path(p).is_file():
+                        raise ValueError(f"drop {d.name!r}: annotations[{i}] ({a.kind}) {key} {p} is not a file")
+        if self.aigen.check.annotator == "vlm" and not self.annotate.endpoint:
+            raise ValueError("aigen.check.annotator 'vlm' needs annotate.endpoint (the image model's server)")
+        if self.aigen.categories:
+            from ..taxonomy import Taxonomy
+
+            unknown = sorted(set(self.aigen.categories) - set(Taxonomy.load(self.taxonomy).categories))
+            if unknown:
+                raise ValueError(f"aigen.categories: {unknown} are not categories of the taxonomy {self.taxonomy}")
+        self._check_detect()
+        return self
+
+    def _check_detect(self) -> None:
+        """The detector's class mapping names taxonomy categories only (checked against the model at load)."""
+        if not self.detect.enabled or not self.detect.classes:
+            return
+        from ..taxonomy import Taxonomy
+
+        known = set(Taxonomy.load(self.taxonomy).categories)
+        for cls_name, cats in self.detect.classes.items():
+            unknown = [c for c in cats if c not in known]
+            if unknown:
+                raise ValueError(f"detect.classes[{cls_name!r}]: {unknown} not in the taxonomy {self.taxonomy} "
+                                 f"(categories: {sorted(known)})")
+
+    @property
+    def layout(self) -> DataLayout:
+        """Where each kind of file lives under ``data_dir`` (:class:`lookbench_pipeline.layout.DataLayout`)."""
+        return DataLayout(Path(self.data_dir))
+
+    @property
+    def detector_cache_dir(self) -> Path:
+        """Where trained detectors and ultralytics' settings live (``detect.cache_dir`` or
+        ``<data_dir>/detector``)."""
+        return Path(self.detect.cache_dir or self.layout.detector).resolve()
+
+    def site_configs(self) -> list[SiteConfig]:
+        return [SiteConfig.from_yaml(p) for p in self.sites]
+
+    def demo_site(self) -> SiteConfig | None:
+        """The first site of kind ``demo`` (the embedded demo shop), or None: a configuration with one is the demo,
+        and only the demo may run the stand-ins (the scripted image endpoint, the demo legacy trees)."""
+        return next((s for s in self.site_configs() if s.kind == "demo"), None)
+
+    @property
+    def store_url(self) -> str:
+        url = self.store.url
+        if url is None:
+            return str(self.layout.store)
+        if "://" in url:
+            return url
+        return str(Path(url) if Path(url).is_absolute() else (Path.cwd() / url))

@@ -1,0 +1,294 @@
+"""The sections of the pipeline file for the data side of a build: where things are stored, drop folders and
+their annotation files, image intake, dedup, legacy benchmarks and contamination, soft negatives, evaluation, the
+dataset card and the asset checks' thresholds."""
+
+from __future__ import annotations
+
+from datetime import date
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, field_validator, model_validator
+
+from ..foreground import MAX_FOREGROUND_DELTA_E
+from .base import SUBSET_NAMES, _Strict, template_fields
+
+
+class StoreConfig(_Strict):
+    """Where releases and original image bytes live: a local folder, or ``s3://bucket/prefix``."""
+
+    url: str | None = None  # default: <data_dir>/store
+    endpoint_url: str | None = None
+    region: str = "us-east-1"
+    # Stores that reject boto3's newer default checksum trailers need "when_required".
+    checksum_mode: Literal["when_supported", "when_required"] = "when_required"
+    # S3: objects above this many bytes are uploaded and copied in parts of multipart_chunksize (>= 5 MiB)
+    multipart_threshold: int = Field(default=8 * 1024 * 1024, ge=1)
+    multipart_chunksize: int = Field(default=8 * 1024 * 1024, ge=5 * 1024 * 1024)
+
+
+class AnnotationFileConfig(_Strict):
+    """A data set's own annotation file that describes photos of a drop (lookbench_pipeline.label_import).
+
+    ``kind``: ``vitonhd`` (VITON-HD garment tags), ``fashionpedia`` (COCO-style, with ``categories`` = its
+    ``category_attributes_descriptions.json``, the ontology the taxonomy's Fashionpedia ids refer to),
+    ``deepfashion2`` (COCO-style) or ``modanet`` (snaps or COCO-style, with ``categories`` = its
+    ``categories.tsv``). ``image_name``: one or more ``str.format`` templates that turn an entry into a file name
+    relative to the drop folder, with ``{file_name}``, ``{stem}`` (file name without extension) and
+    ``{image_id}`` (e.g. ``studio/ootd_{file_name}``). ``view`` (vitonhd): whose box the label keeps, the garment
+    photo's (``cloth``) or the person photo's (``image``). Relative paths are relative to the config file.
+    """
+
+    kind: Literal["vitonhd", "fashionpedia", "deepfashion2", "modanet"]
+    path: Path
+    image_name: list[str] = Field(min_length=1)
+    categories: Path | None = None
+    view: Literal["cloth", "image"] = "cloth"
+
+    @field_validator("image_name", mode="before")
+    @classmethod
+    def _one_or_more(cls, v: Any) -> Any:
+        return [v] if isinstance(v, str) else v
+
+    @field_validator("image_name")
+    @classmethod
+    def _templates(cls, v: list[str]) -> list[str]:
+        for t in v:
+            template_fields(t)  # ValueError: malformed, an unknown field, or no field
+        return v
+
+    @model_validator(mode="after")
+    def _kind_options(self) -> "AnnotationFileConfig":
+        if self.kind == "modanet" and self.categories is None:
+            raise ValueError("a modanet file needs 'categories': ModaNet's categories.tsv (its ids name the categories)")
+        if self.kind == "fashionpedia" and self.categories is None:
+            raise ValueError("a fashionpedia file needs 'categories': Fashionpedia's category_attributes_descriptions"
+                             ".json, the ontology whose attribute ids the taxonomy maps (a file's own ids may be "
+                             "numbered otherwise, as the sample's are)")
+        if self.kind != "vitonhd" and self.view != "cloth":
+            raise ValueError(f"'view' is a vitonhd option, not one of {self.kind}")
+        if self.kind in ("vitonhd", "deepfashion2") and self.categories is not None:
+            raise ValueError(f"'categories' is a fashionpedia / modanet option, not one of {self.kind}")
+        return self
+
+
+class DropConfig(_Strict):
+    """A folder of images that enters the pipeline without a crawl (real photos, AI-generated images).
+
+    ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
+    An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
+    description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets).
+    ``annotations`` lists data sets' own annotation files that describe the drop's photos
+    (:class:`AnnotationFileConfig`); their labels come first (docs/ANNOTATION.md, "Imported labels"). An image
+    that neither an annotation, nor facets, nor its title or description labels is rejected ``not_labelled`` at
+    the release (a VLM annotator labels from pixels).
+    """
+
+    name: str
+    path: Path
+    subfolders: dict[str, str] = Field(min_length=1)
+    items_csv: Path | None = None
+    annotations: list[AnnotationFileConfig] = Field(default_factory=list)
+    # What a release says of this drop (docs/SOURCES.md inside the release): the licence of its pictures and where
+    # they come from. Unset: "not declared".
+    license: str | None = None
+    source: str | None = None
+
+    @field_validator("subfolders")
+    @classmethod
+    def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        for sub, target in v.items():
+            subset, _, role = target.partition(":")
+            if subset not in SUBSET_NAMES or role not in ("query", "gallery"):
+                raise ValueError(f"subfolder {sub!r} maps to {target!r}; expected '<subset>:<query|gallery>' with "
+                                 f"a subset in {list(SUBSET_NAMES)}")
+        return v
+
+
+class ImageConfig(_Strict):
+    min_side_px: int = 32  # intake: below this an image is not a picture at all (rejected too_small)
+    # A gallery image's short side must be at least this (pixels; rejected gallery_too_small): retrieval models read
+    # 224 x 224 inputs (CLIP ViT-B/16 and EfficientNet-Lite0 at 224, the registry's smallest), so a shorter side is
+    # a thumbnail the model would enlarge (a shop's 78-156 px swatches and strip images), not the item's photo.
+    gallery_min_side_px: int = 200
+    max_pixels: int = 64_000_000  # decompression-bomb guard, checked before decoding
+    max_bytes: int = 50_000_000
+    fetch_workers: int = 8
+
+
+class DedupConfig(_Strict):
+    hamming_threshold: int = 6  # pHash bits; <= this is a near duplicate
+    max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
+    # ΔE*ab of the foreground's colours (the garment, not the packshot background) to confirm a near pair; the
+    # default and its measurement: lookbench_pipeline.foreground.MAX_FOREGROUND_DELTA_E
+    max_foreground_delta_e: float = Field(default=MAX_FOREGROUND_DELTA_E, ge=0)
+    cutouts: bool = True  # a background-removed cut-out and its photograph are one cluster (foreground.cutout_match)
+
+    @property
+    def match(self) -> dict[str, Any]:
+        """The near-duplicate rule as keyword arguments of ``dedup.cluster`` / ``contamination.find_contamination``
+        (everything after the pHash ``threshold``)."""
+        return {"max_color_diff": self.max_color_diff, "max_foreground_delta_e": self.max_foreground_delta_e,
+                "cutouts": self.cutouts}
+
+
+class LegacySource(_Strict):
+    """A legacy benchmark on disk, read in its own format (see lookbench_pipeline.contamination).
+
+    A relative ``path`` is under ``data_dir``. ``demo: true`` generates a small Fashion200K-format tree there
+    (with two leaked demo-shop images) when it does not exist: the embedded default's legacy benchmark.
+    """
+
+    name: str
+    kind: Literal["fashion200k", "fashion200k_parquet", "deepfashion_inshop", "deepfashion2", "folder"]
+    path: Path
+    demo: bool = False
+
+
+def _demo_legacy() -> list[LegacySource]:
+    return [LegacySource(name="fashion200k-demo", kind="fashion200k", path=Path("legacy/fashion200k-demo"),
+                         demo=True)]
+
+
+class ContaminationConfig(_Strict):
+    sources: list[LegacySource] = Field(default_factory=_demo_legacy)
+    include_published_releases: bool = True
+
+
+def _demo_inshop() -> list[LegacySource]:
+    return [LegacySource(name="deepfashion-inshop-demo", kind="deepfashion_inshop",
+                         path=Path("legacy/deepfashion-inshop-demo"), demo=True)]
+
+
+class NegativesConfig(_Strict):
+    """Soft-negative mining (lookbench_pipeline.negatives): distractors from Fashion200K that look like a query
+    item but are not it become the release's ``noise`` gallery. ``sources: []`` turns it off.
+
+    ``band``: cosine similarity ``[low, high]`` a distractor must lie in (``high`` is the near-duplicate level);
+    ``per_query``: distractors per query item; ``candidates``: pool images searched per item image before the
+    band and same-product filters; ``model``: the mining model (a registry id, see lookbench_pipeline.embed);
+    ``backend``: exact top-k search by ``numpy`` (BLAS, chunked) or ``faiss``; ``max_pool``: read at most this
+    many pool images (all when null).
+    """
+
+    sources: list[LegacySource] = Field(default_factory=_demo_legacy)
+    model: str = "baseline/hsv-hog-v1"
+    band: tuple[float, float] = (0.55, 0.95)
+    per_query: int = Field(default=5, ge=1)
+    candidates: int = Field(default=50, ge=1)
+    same_category_only: bool = False
+    max_pool: int | None = Field(default=None, ge=1)
+    backend: Literal["numpy", "faiss"] = "numpy"
+    device: str | None = None
+    batch_size: int = Field(default=32, ge=1)
+
+    @field_validator("band")
+    @classmethod
+    def _band(cls, v: tuple[float, float]) -> tuple[float, float]:
+        if not (-1.0 <= v[0] < v[1] <= 1.0):
+            raise ValueError(f"band must be [low, high] with -1 <= low < high <= 1, got {list(v)}")
+        return v
+
+    @field_validator("sources")
+    @classmethod
+    def _kinds(cls, v: list[LegacySource]) -> list[LegacySource]:
+        for s in v:
+            if s.kind not in ("fashion200k", "fashion200k_parquet"):
+                raise ValueError(f"negatives source {s.name!r}: kind must be fashion200k or fashion200k_parquet, "
+                                 f"not {s.kind}")
+        return v
+
+    @model_validator(mode="after")
+    def _enough(self) -> "NegativesConfig":
+        if self.candidates < self.per_query:
+            raise ValueError(f"candidates ({self.candidates}) must be >= per_query ({self.per_query})")
+        return self
+
+
+def _demo_fashion200k_eval() -> LegacySource:
+    return LegacySource(name="fashion200k-eval-demo", kind="fashion200k", path=Path("legacy/fashion200k-eval-demo"),
+                        demo=True)
+
+
+class EvaluateConfig(_Strict):
+    """The evaluation asset / ``lookbench evaluate`` (lookbench_pipeline.evaluate, docs/METRICS.md)."""
+
+    models: list[str] = Field(default_factory=lambda: ["baseline/hsv-hog-v1"])
+    # also score every model of the model registry that can run here (the others are listed as skipped)
+    registry: bool = True
+    # legacy benchmarks scored beside the live release (kinds deepfashion_inshop, fashion200k); relative paths
+    # under data_dir; demo trees are generated when missing
+    legacy: list[LegacySource] = Field(default_factory=lambda: [*_demo_inshop(), _demo_fashion200k_eval()])
+    ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])  # Recall@K and nDCG@K
+    ndcg_k: int = 5
+    # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
+    # training cutoff (model_cutoffs, else the registry)
+    cutoff: str | None = None
+    model_cutoffs: dict[str, str] = Field(default_factory=dict)  # model id -> YYYY-MM-DD
+    exclude_contaminated: bool = True  # re-check queries against the current contamination index
+    report_examples: int = 6  # queries per subset shown with each model's top-5 in the HTML report
+
+    @field_validator("cutoff")
+    @classmethod
+    def _cutoff(cls, v: str | None) -> str | None:
+        if v is not None and v != "model":
+            date.fromisoformat(v)  # ValueError: not a date
+        return v
+
+    @field_validator("model_cutoffs")
+    @classmethod
+    def _model_cutoffs(cls, v: dict[str, str]) -> dict[str, str]:
+        for d in v.values():
+            date.fromisoformat(d)
+        return v
+
+
+class CardConfig(_Strict):
+    """What a release's dataset card (README.md) and croissant.json say about terms and citation
+    (``lookbench_pipeline.releases.card.CardInfo``; unset fields keep its defaults). ``license`` is a Hugging Face
+    licence id, or ``other`` with ``license_name`` / ``license_link``."""
+
+    license: str | None = None
+    license_name: str | None = None
+    license_link: str | None = None
+    license_text: str | None = None
+    homepage: str | None = None
+    citation: str | None = None
+    publisher: str | None = None
+
+
+class Bounds(_Strict):
+    """An expected range; ``None`` leaves that side open."""
+
+    min: float | None = None
+    max: float | None = None
+
+    def holds(self, value: float) -> bool:
+        return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
+
+
+class ChecksConfig(_Strict):
+    """Thresholds of the asset checks (``assets/checks.py``). Rates are fractions in [0, 1]; counts are rows.
+
+    ``severity`` overrides a check's default severity by check name (``error`` fails the check and, for a
+    blocking check, stops the assets downstream of it in the same run, the publish step included; ``warn``
+    records the failure and lets the run go on).
+    """
+
+    products_per_crawl: Bounds = Field(default_factory=lambda: Bounds(min=1))  # one site's weekly crawl
+    max_page_rejection_rate: float = 0.5  # rejected pages / pages handled, one weekly crawl
+    max_download_failure_rate: float = 0.5  # image URLs not downloaded / image URLs, one weekly crawl
+    products_per_window: Bounds = Field(default_factory=lambda: Bounds(min=1))  # the window's catalogue
+    max_image_rejection_rate: float = 0.5  # rejected image references / references
+    max_near_duplicate_rate: float = 0.5  # near-duplicate images / distinct images
+    max_contamination_rate: float = 0.2  # images matching a legacy benchmark or earlier release / images
+    min_annotation_acceptance_rate: float = 0.5  # labelled / items the annotator could judge (the annotator's or
+    # judge's acceptance); items rejected for a reason in annotation_not_attempted had nothing to judge from
+    # (no_text) or are not garments of the taxonomy at all (no_category_match: a shop's perfume, a general store's
+    # electronics), so they say nothing about label quality; they are counted apart in the check's metadata
+    annotation_not_attempted: list[str] = Field(default_factory=lambda: ["no_text", "no_category_match"])
+    queries_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))  # subsets that have queries
+    gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
+    max_candidate_rejection_rate: float = 0.95  # rejected candidates / candidates of the release
+    query_gallery_overlap_allowed: list[str] = Field(default_factory=list)  # subsets where it is intended
+    severity: dict[str, Literal["error", "warn"]] = Field(default_factory=dict)

@@ -1,0 +1,232 @@
+"""Reading garment annotation files for training: COCO-style files (Fashionpedia, ModaNet's COCO release,
+DeepFashion2 converted to COCO), ModaNet's per-photo snaps and DeepFashion2's per-image files, into
+:class:`AnnotatedImage` records; COCO segmentations (polygons, RLE) to boxes."""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from .core import DetectorError
+
+
+@dataclass
+class AnnotationSource:
+    """One annotation file and the folder of its images.
+
+    ``image_name`` turns an image record into a file name under ``images``: a ``str.format`` template with
+    ``{file_name}``, ``{stem}`` (file name without extension) and ``{image_id}`` (e.g.
+    ``"street_fashionpedia_{file_name}"``, or ``"{image_id}.jpg"`` for ModaNet, whose records have no file name).
+    ``format``: ``coco`` (Fashionpedia, ModaNet's COCO release, DeepFashion2 converted to COCO), ``modanet-snaps``
+    (ModaNet's per-photo ``[{image_id, items: [...]}]``), ``deepfashion2`` (a folder of DeepFashion2's per-image
+    JSON files, ``item1``, ``item2``… with ``bounding_box`` = ``[x1, y1, x2, y2]``), or ``auto``.
+    """
+
+    annotations: Path
+    images: Path
+    image_name: str = "{file_name}"
+    format: str = "auto"
+
+
+MODANET_CATEGORIES = {1: "bag", 2: "belt", 3: "boots", 4: "footwear", 5: "outer", 6: "dress", 7: "sunglasses",
+                      8: "pants", 9: "top", 10: "shorts", 11: "skirt", 12: "headwear", 13: "scarf & tie"}
+"""ModaNet's 13 categories by the ids its annotation files use (eBay/modanet README; its raw
+``categories.tsv`` numbers the same list from 0)."""
+
+DEEPFASHION2_CATEGORIES = {1: "short sleeve top", 2: "long sleeve top", 3: "short sleeve outwear",
+                           4: "long sleeve outwear", 5: "vest", 6: "sling", 7: "shorts", 8: "trousers", 9: "skirt",
+                           10: "short sleeve dress", 11: "long sleeve dress", 12: "vest dress", 13: "sling dress"}
+"""DeepFashion2's 13 categories (``category_id`` / ``category_name`` of its per-image files)."""
+
+
+@dataclass
+class AnnotatedImage:
+    """One image of an annotation file: ``boxes`` are ``(category name, [x1, y1, x2, y2])`` in the pixels of the
+    file as annotated; ``size`` is the annotated ``(width, height)`` when the file gives one."""
+
+    key: str
+    path: Path
+    size: tuple[int, int] | None
+    boxes: list[tuple[str, list[float]]]
+
+
+def _num(v: Any) -> Any:
+    """Numbers that some conversions store as strings (``"[103, 80, 601, 669]"``) back to numbers."""
+    if isinstance(v, str):
+        try:
+            return json.loads(v)
+        except ValueError:
+            return v
+    return v
+
+
+def rle_counts(s: str) -> list[int]:
+    """Decode a COCO compressed RLE string (pycocotools ``rleFrString``: 5 bits per character, offset 48,
+    continuation bit 0x20, sign bit 0x10, counts after the second stored as differences)."""
+    counts: list[int] = []
+    p = 0
+    while p < len(s):
+        x, k, more = 0, 0, True
+        while more:
+            c = ord(s[p]) - 48
+            x |= (c & 0x1F) << (5 * k)
+            more = bool(c & 0x20)
+            p += 1
+            k += 1
+            if not more and (c & 0x10):
+                x |= -1 << (5 * k)
+        if len(counts) > 2:
+            x += counts[-2]
+        counts.append(x)
+    return counts
+
+
+def segmentation_box(seg: Any) -> list[float] | None:
+    """``[x1, y1, x2, y2]`` of a COCO segmentation: polygons (lists of x, y), or RLE (``{"size": [h, w],
+    "counts": [...] or "..."}``, column-major runs starting with background, as pycocotools ``toBbox``)."""
+    seg = _num(seg)
+    if isinstance(seg, list) and seg:
+        xs = [float(v) for poly in seg for v in _num(poly)[0::2]]
+        ys = [float(v) for poly in seg for v in _num(poly)[1::2]]
+        return [min(xs), min(ys), max(xs), max(ys)] if xs and ys else None
+    if isinstance(seg, dict) and "counts" in seg and "size" in seg:
+        h = int(seg["size"][0])
+        counts = rle_counts(seg["counts"]) if isinstance(seg["counts"], str) else [int(c) for c in seg["counts"]]
+        pos, x1, y1, x2, y2 = 0, math.inf, math.inf, -1, -1
+        for j, n in enumerate(counts):
+            if j % 2 == 1 and n > 0:  # a run of foreground pixels, indices pos .. pos + n - 1
+                first, last = pos, pos + n - 1
+                x1, x2 = min(x1, first // h), max(x2, last // h)
+                if first // h == last // h:
+                    y1, y2 = min(y1, first % h), max(y2, last % h)
+                else:  # the run wraps from one column's bottom to a later column's top: every row is covered
+                    y1, y2 = 0, h - 1
+            pos += n
+        return [float(x1), float(y1), float(x2 + 1), float(y2 + 1)] if x2 >= 0 else None
+    return None
+
+
+def _image_file(src: AnnotationSource, file_name: str | None, image_id: Any) -> Path:
+    fname = file_name or ""
+    name = src.image_name.format(file_name=fname, stem=Path(fname).stem, image_id=image_id)
+    return Path(src.images) / name
+
+
+def read_annotations(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    """Read one annotation source. Returns ``(images, rejected, category_order)``: the images with their boxes,
+    the annotations that could not be used (``{"source", "id", "reason"}``: ``crowd``, ``no_box``,
+    ``unknown_category``, ``unknown_image``), and the category names in the file's id order.
+
+    Raises:
+        DetectorError: the file cannot be read or its format is not recognised.
+    """
+    path = Path(src.annotations)
+    fmt = src.format
+    if path.is_dir():
+        fmt = "deepfashion2" if fmt == "auto" else fmt
+        data: Any = None
+    else:
+        try:
+            data = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DetectorError(f"{path}: not a readable JSON annotation file: {exc}") from exc
+        if fmt == "auto":
+            if isinstance(data, dict) and "annotations" in data and "images" in data:
+                fmt = "coco"
+            elif isinstance(data, list) and data and isinstance(data[0], dict) and "items" in data[0]:
+                fmt = "modanet-snaps"
+            else:
+                raise DetectorError(f"{path}: not a COCO-style file (images, annotations, categories), ModaNet snaps "
+                                    "or a DeepFashion2 folder")
+    if fmt == "coco":
+        return _read_coco(src, data)
+    if fmt == "modanet-snaps":
+        return _read_modanet_snaps(src, data)
+    if fmt == "deepfashion2":
+        return _read_deepfashion2(src)
+    raise DetectorError(f"{path}: unknown annotation format {fmt!r} (coco, modanet-snaps, deepfashion2, auto)")
+
+
+def _xywh(b: Any) -> list[float] | None:
+    b = _num(b)
+    if isinstance(b, list) and len(b) == 4:
+        x, y, w, h = (float(v) for v in b)
+        return [x, y, x + w, y + h]
+    return None
+
+
+def _read_coco(src: AnnotationSource, data: dict) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    name = str(src.annotations)
+    cats = {c["id"]: str(c["name"]) for c in data.get("categories") or []}
+    order = [cats[k] for k in sorted(cats)]
+    imgs = {im["id"]: im for im in data["images"]}
+    boxes: dict[Any, list] = {k: [] for k in imgs}
+    rejected = []
+    for a in data["annotations"]:
+        aid = a.get("id")
+        if a.get("image_id") not in imgs:
+            rejected.append({"source": name, "id": aid, "reason": "unknown_image"})
+        elif _num(a.get("iscrowd", 0)):
+            rejected.append({"source": name, "id": aid, "reason": "crowd"})
+        elif a.get("category_id") not in cats:
+            rejected.append({"source": name, "id": aid, "reason": "unknown_category"})
+        else:
+            box = _xywh(a.get("bbox")) or segmentation_box(a.get("segmentation"))
+            if box is None:
+                rejected.append({"source": name, "id": aid, "reason": "no_box"})
+            else:
+                boxes[a["image_id"]].append((cats[a["category_id"]], box))
+    out = []
+    for iid, im in imgs.items():
+        size = (int(im["width"]), int(im["height"])) if im.get("width") and im.get("height") else None
+        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, im.get("file_name"), iid), size, boxes[iid]))
+    return out, rejected, order
+
+
+def _read_modanet_snaps(src: AnnotationSource, data: list) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    name = str(src.annotations)
+    out, rejected = [], []
+    for snap in data:
+        iid = snap["image_id"]
+        bs = []
+        for j, it in enumerate(snap.get("items") or []):
+            cid = it.get("category_id")
+            box = _xywh(it.get("bbox")) or segmentation_box(it.get("segmentation"))
+            if _num(it.get("iscrowd", 0)):
+                rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "crowd"})
+            elif cid not in MODANET_CATEGORIES:
+                rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "unknown_category"})
+            elif box is None:
+                rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "no_box"})
+            else:
+                bs.append((MODANET_CATEGORIES[cid], box))
+        fname = Path(snap["snap_url"]).name if snap.get("snap_url") else None
+        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, fname, iid), None, bs))
+    return out, rejected, [MODANET_CATEGORIES[k] for k in sorted(MODANET_CATEGORIES)]
+
+
+def _read_deepfashion2(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    folder = Path(src.annotations)
+    out, rejected = [], []
+    for f in sorted(folder.glob("*.json")):
+        try:
+            d = json.loads(f.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise DetectorError(f"{f}: not a readable DeepFashion2 annotation file: {exc}") from exc
+        bs = []
+        for k in sorted((k for k in d if re.fullmatch(r"item\d+", k)), key=lambda k: int(k[4:])):
+            it = d[k]
+            cid = it.get("category_id")
+            box = _num(it.get("bounding_box"))
+            if cid not in DEEPFASHION2_CATEGORIES:
+                rejected.append({"source": str(f), "id": k, "reason": "unknown_category"})
+            elif not (isinstance(box, list) and len(box) == 4):
+                rejected.append({"source": str(f), "id": k, "reason": "no_box"})
+            else:
+                bs.append((DEEPFASHION2_CATEGORIES[cid], [float(v) for v in box]))
+        out.append(AnnotatedImage(f"{folder}#{f.stem}", _image_file(src, f"{f.stem}.jpg", f.stem), None, bs))
+    return out, rejected, [DEEPFASHION2_CATEGORIES[k] for k in sorted(DEEPFASHION2_CATEGORIES)]

@@ -1,0 +1,139 @@
+"""Image URLs of a page and of its structured data: ``srcset`` candidates (``parse_srcset``), an element's best
+image URL (``_best_attr``) and a rule's (``page_image_urls``, with ``select``, which applies a CSS or XPath rule),
+absolute URLs each once (``_absolute``), and each picture as the largest rendition the page offers
+(``_page_renditions``, ``_full_size``; ``lookbench_pipeline.renditions``). Imports no sibling."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any
+from urllib.parse import urljoin, urlsplit, urlunsplit
+
+from parsel import Selector
+from w3lib.html import replace_entities
+
+from ..renditions import _SUFFIX as _SHOPIFY_SUFFIX
+from ..renditions import RenditionIndex, image_urls_in
+
+
+def parse_srcset(value: str) -> list[tuple[str, float]]:
+    """Candidates of a ``srcset`` as ``(url, width-or-density)``, following the HTML standard's parser: a URL is
+    a run of non-space characters (commas inside it, as CDN URLs have, are kept; trailing commas end it), then
+    an optional ``<n>w`` or ``<n>x`` descriptor. A candidate without a descriptor counts as ``1x``."""
+    out, i, n = [], 0, len(value)
+    while i < n:
+        while i < n and (value[i].isspace() or value[i] == ","):
+            i += 1
+        j = i
+        while j < n and not value[j].isspace():
+            j += 1
+        url = value[i:j]
+        i = j
+        descriptor = ""
+        if url.endswith(","):
+            url = url.rstrip(",")
+        else:
+            k = i
+            depth = 0
+            while k < n and (value[k] != "," or depth):
+                depth += {"(": 1, ")": -1}.get(value[k], 0)
+                k += 1
+            descriptor = value[i:k].strip()
+            i = k + 1
+        if not url:
+            continue
+        size = 1.0
+        m = re.fullmatch(r"(\d+(?:\.\d+)?)([wxh])", descriptor)
+        if m:
+            size = float(m.group(1)) * (1.0 if m.group(2) == "w" else 1000.0 if m.group(2) == "x" else 1.0)
+        out.append((url, size))
+    return out
+
+
+def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
+    """The best URL of every element ``css`` selects (``img`` or ``source``): the largest ``srcset`` /
+    ``data-srcset`` candidate, else ``data-src`` (lazy loading), else ``src``; ``data:`` placeholders ignored;
+    resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work)."""
+    if "::" in css or "/@" in css:  # a rule that already names the attribute or text
+        return _absolute([u for u in select(sel, css).getall() if u and not u.strip().startswith("data:")], base)
+    return _absolute([_best_attr(el) for el in select(sel, css)], base)
+
+
+def _image_urls(v: Any) -> list[str]:
+    out: list[str] = []
+    for x in v if isinstance(v, list) else [v]:
+        if isinstance(x, str):
+            out.append(x.strip())
+        elif isinstance(x, dict):
+            u = x.get("contentUrl") or x.get("url") or x.get("@id")
+            out.extend(_image_urls(u) if u is not None else [])
+    return [u for u in out if u and not u.startswith("data:")]
+
+
+def _absolute(urls: Iterable[str], base: str) -> list[str]:
+    """Absolute http(s) URLs, each once, in order; HTML entities left in a URL by JSON-LD (``&amp;``) decoded."""
+    seen, out = set(), []
+    for u in urls:
+        if not isinstance(u, str) or not u.strip():
+            continue  # an empty src would resolve to the page itself
+        a = urljoin(base, replace_entities(u.strip()) if "&" in u else u.strip())
+        if a.startswith(("http://", "https://")) and a not in seen:
+            seen.add(a)
+            out.append(a)
+    return out
+
+
+def select(sel: Selector, rule: str):
+    """Apply a rule: XPath when it starts with ``/`` or ``(``, else CSS (``::text`` / ``::attr(x)`` allowed)."""
+    return sel.xpath(rule) if rule.lstrip().startswith(("/", "(")) else sel.css(rule)
+
+
+def _page_renditions(sel: Selector, html: str, base: str) -> RenditionIndex:
+    """Every image rendition the page names: ``srcset`` / ``data-srcset`` candidates with their width
+    descriptors, ``src`` / ``data-src``-style attributes, and image URLs written in scripts and JSON."""
+    index = RenditionIndex()
+    for el in sel.xpath("//img | //source | //a[@data-zoom-image] | //*[@data-srcset]"):
+        for attr in ("srcset", "data-srcset"):
+            val = el.attrib.get(attr)
+            if val:
+                for u, size in parse_srcset(val):
+                    if not u.startswith("data:"):
+                        index.add(urljoin(base, u), size if size and size < 1000 or size % 1000 else None)
+        for attr in ("src", "data-src", "data-lazy-src", "data-original", "data-zoom-image", "data-large"):
+            u = (el.attrib.get(attr) or "").strip()
+            if u and not u.startswith("data:"):
+                index.add(urljoin(base, u))
+    for u in image_urls_in(html):
+        index.add(urljoin(base, u))
+    return index
+
+
+def _full_size(urls: list[str], index: RenditionIndex) -> list[str]:
+    """Each picture once, as the largest rendition the page offers (``renditions``); a Shopify size suffix
+    (``_200x``) with no larger rendition on the page is dropped, which Shopify's CDN serves as the original."""
+    out = []
+    for u in index.collapse(urls):
+        m = _SHOPIFY_SUFFIX.search(urlsplit(u).path)
+        if m and ("/cdn/shop/" in u or "/s/files/" in u):
+            parts = urlsplit(u)
+            u = urlunsplit(parts._replace(path=parts.path[:m.start()] + parts.path[m.end():]))
+        out.append(u)
+    return list(dict.fromkeys(out))
+
+
+def _best_attr(el: Selector) -> str:
+    """The best image URL of one element: the largest ``srcset`` / ``data-srcset`` candidate, else ``data-src``
+    and the other lazy-loading attributes, else a non-``data:`` ``src``; empty when none."""
+    cands = []
+    for attr in ("srcset", "data-srcset"):
+        v = el.attrib.get(attr)
+        if v:
+            cands += [c for c in parse_srcset(v) if not c[0].startswith("data:")]
+    if cands:
+        return max(cands, key=lambda c: c[1])[0]
+    for attr in ("data-src", "data-lazy-src", "data-original", "src"):
+        v = (el.attrib.get(attr) or "").strip()
+        if v and not v.startswith("data:"):
+            return v
+    return ""

@@ -1,0 +1,53 @@
+"""``extract_look``: a "shop the look" block (its picture and the products it links) by the site's rules."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from parsel import Selector
+from w3lib.html import get_base_url
+
+from ..config import LookRules
+from .images import _absolute, _best_attr, select
+
+
+def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any] | None:
+    """Extract a "shop the look" block: ``{image_url, product_urls}`` or ``None`` when the page has none.
+
+    A rule that selects elements rather than an attribute (no ``::attr(...)``) takes the element's best image URL
+    (``srcset``, then lazy-loading ``data-src``, then ``src``; ``data:`` placeholders skipped) or its ``href``,
+    never its HTML; a selected ``data:`` URL falls back to the element's lazy-loading attributes."""
+    if isinstance(html, bytes):
+        html = html.decode("utf-8", errors="replace")
+    base = get_base_url(html, url)
+    sel = Selector(text=html)
+    imgs = _look_image(sel, rules.image, base)
+    products = _rule_urls(sel, rules.products, base, ("href", "data-href", "data-url"))
+    if not imgs or not products:
+        return None
+    return {"image_url": imgs[0], "product_urls": products}
+
+
+def _look_image(sel: Selector, rule: str, base: str) -> list[str]:
+    m = re.search(r"::attr\(([^)]+)\)\s*$", rule)
+    if m:  # an attribute rule: if it names a data: placeholder, read the element's lazy-loading attributes
+        element_rule = rule[: m.start()]
+        urls = []
+        for el, value in zip(select(sel, element_rule), select(sel, rule).getall()):
+            urls.append(value if value and not value.strip().startswith("data:") else _best_attr(el))
+        return _absolute([u for u in urls if u], base)
+    if "::" in rule or "/@" in rule or rule.rstrip().endswith("text()"):
+        return _absolute([u for u in select(sel, rule).getall() if u and not u.strip().startswith("data:")], base)
+    return _absolute([_best_attr(el) for el in select(sel, rule)], base)
+
+
+def _rule_urls(sel: Selector, rule: str, base: str, attrs: tuple[str, ...]) -> list[str]:
+    if "::" in rule or "/@" in rule or rule.rstrip().endswith("text()"):
+        return _absolute(select(sel, rule).getall(), base)
+    out = []
+    for el in select(sel, rule):
+        v = next((el.attrib[a] for a in attrs if el.attrib.get(a)), "")
+        if v and not v.startswith(("javascript:", "data:", "mailto:")):
+            out.append(v)
+    return _absolute(out, base)

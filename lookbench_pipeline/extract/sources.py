@@ -1,0 +1,355 @@
+"""The product sources, each giving items in one shape (``_sources`` says where each field came from): schema.org
+nodes of JSON-LD, microdata and RDFa (``_schema_products``: ``ProductGroup`` variants, per-offer colours),
+OpenGraph, the site's rules, inline state JSON and Shopify's analytics object, the visible page (``pagetext``),
+and Shopify's product JSON (``shopify_products``); ``decode_html`` decodes a page's bytes."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from parsel import Selector
+
+from ..config import ProductRules
+from ..pagetext import (normalise_availability, shopify_analytics_product, state_documents, state_products,
+                        visible_product)
+from ..renditions import RenditionIndex
+from .identity import _group_id, _identifiers, clean_value
+from .images import _absolute, _full_size, _image_urls, page_image_urls, select
+from .jsonld import _first, _text, _types, _walk
+from .offers import _offer_availability, _offer_colour, _offer_price, _offers, parse_price
+
+_PRODUCT_TYPES = {"product", "productgroup", "individualproduct", "productmodel"}
+
+
+def _property_values(v: Any) -> list[dict[str, str]] | None:
+    """schema.org ``additionalProperty`` (PropertyValue ``name`` or ``propertyID``, ``value``): the shop's own
+    attribute facets as ``[{name, value}]``, None without any (mapped onto the taxonomy by label_import)."""
+    out = []
+    for pv in v if isinstance(v, list) else [v]:
+        if isinstance(pv, dict):
+            name = _text(pv.get("name") or pv.get("propertyID"))
+            for val in pv.get("value") if isinstance(pv.get("value"), list) else [pv.get("value")]:
+                if name and _text(val):
+                    out.append({"name": name, "value": _text(val)})
+    return out or None
+
+
+def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
+    props = node.get("properties", node) if syntax == "rdfa-raw" else node
+    offers = _offers(props.get("offers"))
+    price, currency = _offer_price(offers)
+    brand = props.get("brand") or props.get("manufacturer")
+    ids = _identifiers(props, offers)
+    sku, sku_key = ids[0][1] if ids else None, ids[0][0] if ids else None
+    title = _text(props.get("name"))
+    p = {
+        "title": clean_value("title", title),
+        "description": _text(props.get("description")),
+        "brand": clean_value("brand", _text(brand)),
+        "sku": sku,
+        "price": price,
+        "currency": currency,
+        "color": clean_value("color", _text(props.get("color"))),
+        "material": clean_value("material", _text(props.get("material"))),
+        "category_text": _text(props.get("category")),
+        "facets": _property_values(props.get("additionalProperty")),
+        "image_urls": _image_urls(props.get("image")),
+        "availability": _offer_availability(offers),
+        "group_id": _group_id(props),
+        "offer_url": _text(_first([o.get("url") for o in offers if isinstance(o.get("url"), str)] or [None]))
+        or _text(props.get("url") if isinstance(props.get("url"), str) else None),
+        "extracted_from": syntax,
+        "_ids": ids,
+        "_size": _text(props.get("size")),
+    }
+    p["_sources"] = {k: syntax for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+    if sku_key and sku_key != "sku":
+        p["_sources"]["sku"] = f"{syntax}:{sku_key}"
+    return p
+
+
+def _split_offer_colours(p: dict, node: dict, syntax: str) -> list[dict]:
+    """A Product whose offers carry different colours (``offers[].color`` or ``offers[].itemOffered.color``) is
+    one item per colour, each with that colour's offers, sku, price, availability and images."""
+    offers = _offers(node.get("offers"))
+    by_colour: dict[str, list[dict]] = {}
+    for o in offers:
+        c = _offer_colour(o)
+        if c:
+            by_colour.setdefault(c.lower(), []).append(o)
+    if len(by_colour) < 2:
+        return [p]
+    out = []
+    for group in by_colour.values():
+        item = _first(group[0].get("itemOffered"))
+        child = {**node, "offers": group, "color": _offer_colour(group[0])}
+        if isinstance(item, dict):
+            for k in ("sku", "image", "name", "gtin13", "mpn"):
+                if item.get(k):
+                    child[k] = item[k]
+        q = _from_schema_node(child, syntax)
+        q["group_id"] = q["group_id"] or p["sku"] or p["title"]
+        out.append(q)
+    return out
+
+
+def _schema_products(data: Any, syntax: str) -> list[dict[str, Any]]:
+    """Products of one syntax's tree, one per sellable item: a ``ProductGroup``'s ``hasVariant`` children inherit
+    the group's name, brand, description and images and carry its ``productGroupID`` as ``group_id``; every other
+    Product node is an item of its own (per-offer colours split)."""
+    out: list[dict[str, Any]] = []
+    seen: set[int] = set()
+    for node in _walk(data):
+        if id(node) in seen or not (_types(node) & _PRODUCT_TYPES):
+            continue
+        seen.add(id(node))
+        variants = [v for v in (node.get("hasVariant") if isinstance(node.get("hasVariant"), list)
+                                else [node.get("hasVariant")]) if isinstance(v, dict)]
+        if variants:
+            group = _from_schema_node(node, syntax)
+            gid = _text(node.get("productGroupID")) or group["sku"] or _text(node.get("@id")) or group["title"]
+            for v in variants:
+                seen.update(id(x) for x in _walk(v))
+                child = _from_schema_node(v, syntax)
+                for k in ("title", "brand", "description", "material", "category_text", "price", "currency",
+                          "availability", "color"):
+                    if child.get(k) in (None, "") and group.get(k) not in (None, ""):
+                        child[k] = group[k]
+                        child["_sources"][k] = f"{syntax}:group"
+                if not child["image_urls"]:
+                    child["image_urls"] = group["image_urls"]
+                child["group_id"] = child["group_id"] or gid
+                if child["title"] or child["sku"]:
+                    out.append(child)
+            continue
+        p = _from_schema_node(node, syntax)
+        if p["title"] or p["sku"]:
+            out.extend(_split_offer_colours(p, node, syntax))
+    return out
+
+
+def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
+    og: dict[str, list[str]] = {}
+    for item in items:
+        for k, v in item.items():
+            if k.startswith("@"):
+                continue
+            og.setdefault(k, []).extend(v if isinstance(v, list) else [v])
+    types = [str(t) for item in items for t in (item.get("@type") if isinstance(item.get("@type"), list)
+                                                 else [item.get("@type")]) if t]
+    otype = " ".join([*(og.get("og:type") or []), *types]).lower()
+    has_price = any(k in og for k in ("product:price:amount", "og:price:amount"))
+    if "product" not in otype and not has_price:
+        return None
+    amount = (og.get("product:price:amount") or og.get("og:price:amount") or [None])[0]
+    cur = (og.get("product:price:currency") or og.get("og:price:currency") or [None])[0]
+    price, currency = parse_price(amount, cur)
+    p = {
+        "title": _text(og.get("og:title")),
+        "description": _text(og.get("og:description")),
+        "brand": clean_value("brand", _text(og.get("product:brand") or og.get("og:brand"))),
+        "sku": clean_value("sku", _text(og.get("product:retailer_item_id") or og.get("product:sku"))),
+        "price": price,
+        "currency": currency,
+        "color": clean_value("color", _text(og.get("product:color"))),
+        "material": _text(og.get("product:material")),
+        "category_text": _text(og.get("product:category")),
+        "image_urls": _image_urls(og.get("og:image", [])),
+        "availability": normalise_availability(_text(og.get("product:availability") or og.get("og:availability"))),
+        "group_id": _text(og.get("product:item_group_id")),
+        "offer_url": None,
+        "extracted_from": "opengraph",
+    }
+    p["_sources"] = {k: "opengraph" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+    return p
+
+
+def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
+    """Decode a page's bytes; returns ``(text, encoding)``.
+
+    Order: a byte-order mark; then the HTTP ``charset`` and the page's own ``<meta charset>``: when they
+    disagree, the one under which the bytes decode strictly wins, UTF-8 first (a header that says ISO-8859-1 on a
+    UTF-8 page is a common server default; the reverse, a UTF-8 header on Latin-1 bytes, fails strict UTF-8);
+    when neither is declared, w3lib's detection.
+    """
+    from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, html_to_unicode, read_bom
+
+    bom, _ = read_bom(body)
+    header = http_content_type_encoding(content_type) if content_type else None
+    meta = html_body_declared_encoding(body)
+    if not bom and header and meta and header != meta:
+        # ordered, deterministic: UTF-8 first (if declared), then the header's, then the meta's
+        for enc in sorted([header, meta], key=lambda e: e.replace("_", "-") not in ("utf-8", "utf8")):
+            try:
+                return body.decode(enc), enc
+            except (UnicodeDecodeError, LookupError):
+                continue
+    enc, text = html_to_unicode(content_type, body)
+    return text, enc
+
+
+def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str, Any] | None:
+    if not rules.title:
+        return None
+    def get(rule: str | None) -> str | None:
+        return _text(select(sel, rule).get()) if rule else None
+    title = get(rules.title)
+    if not title:
+        return None
+    price, currency = parse_price(get(rules.price))
+    p = {
+        "title": title,
+        "description": get(rules.description),
+        "brand": clean_value("brand", get(rules.brand)),
+        "sku": clean_value("sku", get(rules.sku)),
+        "price": price,
+        "currency": currency,
+        "color": None,
+        "material": None,
+        "category_text": None,
+        "image_urls": page_image_urls(sel, rules.images, base) if rules.images else [],
+        "availability": None,
+        "group_id": None,
+        "offer_url": None,
+        "extracted_from": "rules",
+    }
+    p["_sources"] = {k: "rules" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+    return p
+
+
+def _from_state(sel: Selector, url: str, title_hint: str | None, low_html: str = "") -> dict[str, Any] | None:
+    """The page's own product in its inline state JSON: a platform's own object about the page's product first
+    (Shopify's analytics ``meta``, ``pagetext.shopify_analytics_product``: source ``platform-json``); else the
+    best product-like object of the state documents, trusted only when its identifier is in the URL or its name is
+    the page's title (state documents also carry recommendations and recently viewed items). ``low_html``: the
+    page lower-cased (the Shopify object is looked for only where its name occurs)."""
+    shop = shopify_analytics_product(sel, url) if "shopifyanalytics" in low_html else None
+    if shop:
+        price, currency = parse_price(shop["price"], shop["currency"])
+        p = {"title": clean_value("title", shop["title"]), "description": None,
+             "brand": clean_value("brand", shop["brand"], title_hint), "sku": clean_value("sku", shop["sku"]),
+             "price": price, "currency": currency, "color": None, "material": None, "category_text": None,
+             "image_urls": [], "availability": None, "group_id": None, "offer_url": None,
+             "extracted_from": "platform-json"}
+        p["_sources"] = {k: "platform-json" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+        return p
+    for cand in state_products(state_documents(sel), url, title_hint)[:1]:
+        if not ((cand["sku"] and cand["sku"] in url) or (title_hint and cand["title"].lower() == title_hint.lower())):
+            return None
+        price, currency = parse_price(cand["price"], cand["currency"])
+        p = {"title": clean_value("title", cand["title"]), "description": None,
+             "brand": clean_value("brand", cand["brand"], title_hint), "sku": clean_value("sku", cand["sku"]),
+             "price": price, "currency": currency, "color": None, "material": None, "category_text": None,
+             "image_urls": cand["image_urls"], "availability": cand["availability"], "group_id": None,
+             "offer_url": None, "extracted_from": "state-json"}
+        p["_sources"] = {k: "state-json" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
+        return p
+    return None
+
+
+def _from_visible(sel: Selector, url: str, main: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The visible page as a product; with ``main`` (the structured main item) only the fields it may take from
+    the visible page and lacks are looked for."""
+    need = None
+    if main is not None:
+        need = {f for f, k in (("sku", "sku"), ("availability", "availability"), ("price_text", "price"))
+                if main.get(k) in (None, "")}
+        if main.get("currency") in (None, "") and main.get("price") is None:
+            need.add("price_text")
+    v = visible_product(sel, url, need)
+    price, currency = parse_price(v["price_text"]) if v["price_text"] else (None, None)
+    p = {"title": clean_value("title", v["title"]), "description": None, "brand": None,
+         "sku": clean_value("sku", v["sku"]), "price": price, "currency": currency, "color": None, "material": None,
+         "category_text": None, "image_urls": [v["image_url"]] if v["image_url"] else [],
+         "availability": v["availability"], "group_id": None, "offer_url": None, "extracted_from": "visible"}
+    p["_sources"] = {k: "visible" for k, val in p.items() if val not in (None, "", []) and not k.startswith("_")}
+    if p["sku"]:
+        p["_sources"]["sku"] = f"visible:{v['sku_source']}"
+    return p
+
+
+_COLOUR_OPTION = {"color", "colour", "farbe", "couleur", "colore", "kleur", "färg", "farve", "farge", "cor", "kolor",
+                  "väri", "цвет"}
+
+
+def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
+    """Products from a Shopify JSON document: the public ``/products.json`` (``{"products": [...]}``) or
+    ``/products/<handle>.json`` (``{"product": {...}}``), which share the Admin API's product shape.
+
+    One item per colour: when the product has a colour option (``Color`` / ``Colour`` / ``Farbe``…), its variants
+    are grouped by that option's value, each group an item with its first variant's sku and price, ``InStock`` when
+    any of its variants is ``available``, and its own images (those whose ``variant_ids`` name one of its variants,
+    or a variant's ``image_id`` / ``featured_image``; all of the product's images when none is tied to a variant);
+    the Shopify product id is every colour's ``group_id``. Size variants of one colour stay one item. Without a
+    colour option the product is one item. Fields: title, ``body_html`` as text, ``vendor`` as brand,
+    ``product_type`` as category text. Shopify's product JSON carries no currency (it is the shop's), so
+    ``currency`` is None. The product URL is ``<shop origin>/products/<handle>``. ``variant_id`` is the sku (the
+    JSON states no other reference).
+    """
+    from urllib.parse import urlsplit
+
+    from w3lib.html import remove_tags
+
+    if isinstance(doc, list):  # a bare list of products (the Admin API fixtures' form)
+        nodes = doc
+    elif isinstance(doc, dict):
+        nodes = doc.get("products") if "products" in doc else [doc.get("product")] if "product" in doc else []
+    else:
+        nodes = []
+    parts = urlsplit(url)
+    origin = f"{parts.scheme}://{parts.netloc}"
+    out = []
+    for p in nodes or []:
+        if not isinstance(p, dict) or not p.get("title"):
+            continue
+        variants = [v for v in p.get("variants") or [] if isinstance(v, dict)]
+        images = [i for i in p.get("images") or [] if isinstance(i, dict) and isinstance(i.get("src"), str) and i["src"]]
+        colour_pos = None
+        for n, opt in enumerate(p.get("options") or [], start=1):
+            if isinstance(opt, dict) and str(opt.get("name", "")).strip().lower() in _COLOUR_OPTION:
+                colour_pos = opt.get("position") if isinstance(opt.get("position"), int) else n
+        groups: dict[str, list[dict]] = {}
+        if colour_pos is not None:
+            for v in variants:
+                c = _text(v.get(f"option{colour_pos}"))
+                groups.setdefault(c or "", []).append(v)
+        if len(groups) < 2:
+            groups = {"": variants}
+        base_url = f"{origin}/products/{p['handle']}" if isinstance(p.get("handle"), str) and p["handle"] else url
+        for colour, vs in groups.items():
+            v0 = vs[0] if vs else {}
+            ids = {v.get("id") for v in vs}
+            own = [i["src"] for i in images if ids & set(i.get("variant_ids") or [])]
+            own += [i["src"] for v in vs for i in images if v.get("image_id") is not None and i.get("id") == v.get("image_id")]
+            own += [v["featured_image"]["src"] for v in vs if isinstance(v.get("featured_image"), dict)
+                    and isinstance(v["featured_image"].get("src"), str)]
+            price, _ = parse_price(v0.get("price"))
+            avail = [v.get("available") for v in vs if isinstance(v.get("available"), bool)]
+            colour_value = colour or None
+            if colour_value is None and colour_pos is not None:
+                colour_value = _text(next((o.get("values") for o in p.get("options") or []
+                                           if isinstance(o, dict) and str(o.get("name", "")).strip().lower()
+                                           in _COLOUR_OPTION), None))
+            item = {
+                "url": base_url,
+                "title": _text(p.get("title")),
+                "description": _text(remove_tags(str(p.get("body_html") or ""))),
+                "brand": clean_value("brand", _text(p.get("vendor"))),
+                "sku": clean_value("sku", _text(v0.get("sku"))) or (
+                    (str(v0["id"]) if len(groups) > 1 and v0.get("id") else None) or (str(p["id"]) if p.get("id") else None)),
+                "price": price,
+                "currency": None,
+                "color": colour_value,
+                "material": None,
+                "category_text": _text(p.get("product_type")),
+                "image_urls": _full_size(_absolute(list(dict.fromkeys(own)) or [i["src"] for i in images], url),
+                                         RenditionIndex()),
+                "availability": ("InStock" if any(avail) else "OutOfStock") if avail else None,
+                "group_id": str(p["id"]) if len(groups) > 1 and p.get("id") else None,
+                "extracted_from": "shopify-json",
+            }
+            item["variant_id"] = item["sku"]  # the JSON states no separate reference: the sku is the item's id
+            item["field_sources"] = [{"name": k, "value": "shopify-json"} for k in sorted(item)
+                                     if k not in ("url", "extracted_from") and item[k] not in (None, "", [])]
+            out.append(item)
+    return out

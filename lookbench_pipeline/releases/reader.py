@@ -1,0 +1,371 @@
+"""Reading a published LookBench release: the consumer's side of the store layout that
+:mod:`lookbench_pipeline.releases.publish` writes (``releases/v{YYYYMMDD}/...``, ``manifest.json`` written last,
+``releases/latest``).
+
+Listing versions, reading and checking a manifest, reading one file with its sha256 checked, and pulling a release
+(or some of its subsets) to a folder. The bottom of :mod:`lookbench_pipeline.releases`: this module imports only the
+store and the path checks (never a sibling), so everything that reads releases (contamination, changes,
+evaluation, the audit, the report, the CLI) sits below the release builder; :mod:`lookbench_pipeline.releases`
+re-exports these names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import os
+import re
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
+from ..store import ObjectStore, StoreError
+
+SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
+STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
+SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
+               "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
+               "noise": ("distractor", "n/a")}
+
+LATEST_KEY = "releases/latest"
+"""The key naming the newest published version (written after its manifest)."""
+
+
+class ReleaseExistsError(RuntimeError):
+    """A release version is already published with different content; versions are immutable."""
+
+
+class ReleaseIntegrityError(RuntimeError):
+    """A file read back from the store does not have the sha256 or size that was written."""
+
+
+def release_prefix(version: str) -> str:
+    return f"releases/{version}"
+
+
+def all_files(manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Every file of a release with its ``sha256`` and ``bytes``: the data files and the metadata files."""
+    return {**manifest["files"], **manifest.get("metadata_files", {})}
+
+
+MAX_FILE_BYTES = 1 << 40
+"""The largest file size a manifest may state (1 TiB): far above any release file (a 60,000-image gallery is a few
+GB), so that a hostile or corrupt count is refused before a download is planned around it."""
+_SHA256 = re.compile(r"^[0-9a-f]{64}$")
+
+
+def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
+    """``m`` when it is a release manifest of ``version``: an object with a ``files`` object (and optionally a
+    ``metadata_files`` object) whose ``version`` is ``version`` (the folder it was read from), every file key a
+    safe relative path (:func:`safepath.check_key`, never ``manifest.json`` itself, never in both lists), every
+    entry ``{"sha256": 64 lowercase hex digits, "bytes": an integer 0 .. MAX_FILE_BYTES, "rows": an integer >= 0
+    when present}`` (booleans are not integers here).
+
+    A manifest comes from a store or a mirror that someone else controls: ``pull``, ``info`` and ``evaluate`` all
+    read it through this check, so a hostile entry is a one-line error, never a raw ``AttributeError``.
+
+    Raises:
+        ReleaseIntegrityError: any of the above does not hold (the message names the file and the field).
+        UnsafePathError: a file key is not a safe relative path.
+    """
+    if not (isinstance(m, dict) and isinstance(m.get("files"), dict)
+            and isinstance(m.get("metadata_files", {}), dict)):
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {where} is not a release manifest "
+                                    "(an object with a 'files' object)")
+    if m.get("version") != version:
+        shown = repr(m.get("version"))
+        shown = shown if len(shown) <= 40 else shown[:37] + "..."
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {where} names version {shown}, not {version} "
+                                    "(the folder it was read from)")
+    both = set(m["files"]) & set(m.get("metadata_files", {}))
+    if both:
+        raise ReleaseIntegrityError(f"{version}: manifest.json lists {sorted(both)[0]!r} both as a data file and "
+                                    "as a metadata file")
+    for k, meta in all_files(m).items():
+        if k == "manifest.json":
+            raise UnsafePathError(f"{version}: the manifest lists manifest.json itself")
+        try:
+            check_key(k)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{version}: refused: the manifest names a file outside the release: "
+                                  f"{exc}") from None
+
+        def whole(v: Any, hi: int | None = None) -> bool:
+            return isinstance(v, int) and not isinstance(v, bool) and v >= 0 and (hi is None or v <= hi)
+
+        bad = (None if isinstance(meta, dict) else "the entry is not an object") or \
+            (None if whole(meta.get("bytes"), MAX_FILE_BYTES) else
+             f"bytes {meta.get('bytes')!r:.40} is not a whole number of bytes from 0 to {MAX_FILE_BYTES}") or \
+            (None if isinstance(meta.get("sha256"), str) and _SHA256.match(meta["sha256"]) else
+             f"sha256 {meta.get('sha256')!r:.80} is not 64 lowercase hex digits") or \
+            (None if "rows" not in meta or whole(meta["rows"]) else
+             f"rows {meta.get('rows')!r:.40} is not a whole number")
+        if bad:
+            raise ReleaseIntegrityError(f"{version}/{k}: manifest entry refused: {bad}")
+    return m
+
+
+def list_releases(store: ObjectStore) -> list[str]:
+    """Published versions (those with a manifest), oldest first. Folders whose name is not a release version
+    (``vYYYYMMDD``, :func:`safepath.check_version`) are not versions and are left out."""
+    out = set()
+    for key in store.list("releases/"):
+        parts = key.split("/")
+        if len(parts) == 3 and parts[2] == "manifest.json" and not parts[1].startswith("."):
+            try:
+                out.add(check_version(parts[1]))
+            except UnsafePathError:
+                continue
+    return sorted(out)
+
+
+def resolve_version(store: ObjectStore, version: str) -> str:
+    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name).
+
+    Raises:
+        StoreError: ``latest`` was asked for and the store has none.
+        UnsafePathError: the name (given or read from the store) is not a release version.
+    """
+    if version == "latest":
+        if not store.exists(LATEST_KEY):
+            raise StoreError(f"{store.url} has no releases/latest (`lookbench releases` lists its versions)")
+        version = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
+    return check_version(version)
+
+
+def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
+    """The error for a version the store does not have: the published versions and the closest one (difflib);
+    for a store that cannot be listed (an http mirror), the version ``releases/latest`` names."""
+    import difflib
+
+    try:
+        have = list_releases(store)
+    except StoreError:  # a static mirror cannot be listed: say what it does have
+        try:
+            latest = check_version(store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip())
+        except (StoreError, UnsafePathError):
+            latest = None
+        listed = (f"it cannot be listed; its releases/latest is {latest}" if latest
+                  else "it cannot be listed and has no releases/latest")
+        hint = f"; did you mean {latest}?" if latest and difflib.get_close_matches(version, [latest], n=1) else ""
+        return StoreError(f"release {version} was not found at {store.url}{why}{hint} ({listed})")
+    near = difflib.get_close_matches(version, have, n=1)
+    hint = f"; did you mean {near[0]}?" if near else ""
+    listed = f"published: {', '.join(have)}" if have else "it has no published release"
+    return StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
+
+
+def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
+    """The manifest of a published version, checked by :func:`check_manifest`.
+
+    Raises:
+        StoreError: the version is not published (the message lists the published versions and the closest).
+        ReleaseIntegrityError, UnsafePathError: the manifest is not JSON or not a valid manifest of ``version``.
+    """
+    try:
+        check_version(version)
+        exists = store.exists(f"{release_prefix(version)}/manifest.json")
+    except UnsafePathError as exc:
+        exists, why = False, f" ({exc})"
+    else:
+        why = ""
+    return read_manifest_bytes(store, version, exists, why)[1]
+
+
+def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = None, why: str = ""
+                        ) -> tuple[bytes, dict[str, Any]]:
+    """``(the stored bytes, the checked manifest)`` of a published version (see :func:`read_manifest`)."""
+    if exists is None:
+        exists = store.exists(f"{release_prefix(check_version(version))}/manifest.json")
+    if not exists:
+        raise _not_published(store, version, why)
+    key = f"{release_prefix(version)}/manifest.json"
+    raw = store.get_bytes(key)
+    try:
+        m = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not JSON ({exc})") from None
+    return raw, check_manifest(m, version, store.url)
+
+
+def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True) -> pa.Table:
+    """Read one release file, checking its sha256 against the manifest.
+
+    Raises:
+        ReleaseIntegrityError: the bytes do not match the manifest.
+    """
+    key = f"{subset}/{role}.parquet"
+    data = store.get_bytes(f"{release_prefix(version)}/{key}")
+    if verify:
+        expected = read_manifest(store, version)["files"][key]["sha256"]
+        if hashlib.sha256(data).hexdigest() != expected:
+            raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
+    return pq.read_table(io.BytesIO(data))
+
+
+def choose_subsets(have: list[str], asked: list[str], what: str) -> list[str]:
+    """``asked`` when every name is one of ``have``. Raises ValueError naming each unknown subset with the closest
+    known one (difflib) and the known ones."""
+    import difflib
+
+    unknown = [s for s in dict.fromkeys(asked) if s not in have]
+    if unknown:
+        parts = []
+        for s in unknown:
+            near = difflib.get_close_matches(s, have, n=1)
+            parts.append(f"{s!r}" + (f" (did you mean {near[0]}?)" if near else ""))
+        raise ValueError(f"{what} has no subset {', '.join(parts)}; its subsets: {', '.join(have) or 'none'}")
+    return list(dict.fromkeys(asked))
+
+
+def _open_part(path: Path, append: bool) -> Any:
+    """A ``.part`` file opened for writing without following a symbolic link (one planted there would send the
+    download elsewhere). Raises UnsafePathError for a link."""
+    flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
+    if path.is_symlink():
+        raise UnsafePathError(f"{path} is a symbolic link")
+    return os.fdopen(os.open(path, flags, 0o644), "ab" if append else "wb")
+
+
+def _fetch(store: ObjectStore, key: str, target: Path, size: int, sha256: str, bar: Any) -> None:
+    """Download ``key`` to ``target`` through ``target.part``: resumed from a ``.part`` an interrupted pull left
+    (its bytes hashed first), streamed (never more than ``size`` bytes accepted), then checked for size and
+    sha256 and renamed into place. A resumed file that does not verify is downloaded once more from the start.
+    Raises ReleaseIntegrityError (the ``.part`` is removed), StoreError."""
+    part = target.with_name(target.name + ".part")
+    for attempt in (0, 1):
+        h = hashlib.sha256()
+        start = 0
+        if attempt == 0 and part.is_file() and not part.is_symlink() and part.stat().st_size <= size:
+            with part.open("rb") as fh:
+                for block in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(block)
+                    start += len(block)
+        resumed = start > 0
+        if bar is not None and start:
+            bar.update(start)
+        done = start
+        with _open_part(part, append=resumed) as out:
+            if done < size:
+                for chunk in read_range(store, key, done):
+                    if done + len(chunk) > size:
+                        part.unlink(missing_ok=True)
+                        raise ReleaseIntegrityError(f"{key}: the store sent more than the manifest's {size} bytes")
+                    out.write(chunk)
+                    h.update(chunk)
+                    done += len(chunk)
+                    if bar is not None:
+                        bar.update(len(chunk))
+        if done == size and h.hexdigest() == sha256:
+            part.replace(target)
+            return
+        part.unlink(missing_ok=True)
+        if bar is not None:
+            bar.update(-done)
+        if not resumed:
+            raise ReleaseIntegrityError(f"{key}: downloaded bytes do not match the manifest ({done} bytes with "
+                                        f"sha256 {h.hexdigest()[:16]}…, expected {size} bytes with {sha256[:16]}…)")
+
+
+def read_range(store: ObjectStore, key: str, start: int = 0, chunk: int = 1 << 20) -> Any:
+    """The bytes of ``key`` from offset ``start`` on, in chunks (the store's ``read_range`` when it streams, else
+    its ``get_bytes`` sliced)."""
+    fn = getattr(store, "read_range", None)
+    if fn is not None:
+        yield from fn(key, start, chunk)
+        return
+    data = store.get_bytes(key)
+    for s in range(start, len(data), chunk):
+        yield data[s : s + chunk]
+
+
+def _is_file(path: Path, size: int, sha256: str) -> bool:
+    if not (path.is_file() and not path.is_symlink() and path.stat().st_size == size):
+        return False
+    h = hashlib.sha256()
+    with path.open("rb") as fh:
+        for block in iter(lambda: fh.read(1 << 22), b""):
+            h.update(block)
+    return h.hexdigest() == sha256
+
+
+def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
+         progress: bool = True) -> list[Path]:
+    """Download a published release (or some of its subsets; ``version`` may be ``latest``) into
+    ``dest/<version>/``, verifying every file's sha256 and size against the manifest before it is moved into
+    place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
+    ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along.
+
+    Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
+    pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
+    a rerun of the same command finishes the pull. Every byte is checked before a file takes its name. The
+    progress bar (tqdm, on stderr) counts bytes.
+
+    Returns:
+        the paths of the release's files under ``dest/<version>/`` (without the manifest).
+    Raises:
+        StoreError: the version is not published.
+        ReleaseIntegrityError: a downloaded file does not match the manifest (nothing is left for it), or the
+            manifest is not valid (:func:`check_manifest`).
+        UnsafePathError: the version name, a key of the manifest, or ``dest/<version>`` itself would write outside
+            ``dest`` (through a symbolic link or a path) — nothing is written then.
+        ValueError: an unknown subset was asked for, ``dest`` is not a folder, or the disk has too little room.
+    """
+    dest = Path(dest)
+    if dest.exists() and not dest.is_dir():
+        raise ValueError(f"destination {dest} exists and is not a folder")
+    version = resolve_version(store, version)
+    raw_manifest, manifest = read_manifest_bytes(store, version)
+    every = all_files(manifest)
+    out = resolve_inside(dest, version)  # dest/<version> itself must not be a link out of dest
+    # Every key the manifest names is checked before anything is written: a store or mirror controls the manifest
+    # and must not make a pull write outside dest (absolute, network, drive, '..' and symbolic-link paths refused).
+    for k in every:
+        try:
+            resolve_inside(out, k)
+        except UnsafePathError as exc:
+            raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
+                                  f"{out}: {exc}") from None
+    data_keys = sorted(manifest["files"])
+    if subsets:
+        subsets = choose_subsets(sorted({k.split("/")[0] for k in data_keys}), subsets, version)
+        data_keys = [k for k in data_keys if k.split("/")[0] in subsets]
+    keys = data_keys + sorted(manifest.get("metadata_files", {}))
+    need = sum(every[k]["bytes"] for k in keys)
+    have_room = shutil.disk_usage(next(p for p in [out, *out.parents] if p.exists())).free
+    present = sum(p.stat().st_size for k in keys for p in [out / k] if p.is_file() and not p.is_symlink())
+    if need - present > have_room:
+        raise ValueError(f"{version}: the files need {need / 1e9:.2f} GB ({(need - present) / 1e9:.2f} GB still to "
+                         f"download) but {out} has {have_room / 1e9:.2f} GB free")
+    bar = None
+    if progress:
+        from tqdm import tqdm
+
+        bar = tqdm(total=need, unit="B", unit_scale=True, desc=f"pull {version}")
+    written = []
+    try:
+        for k in keys:
+            meta = every[k]
+            target = resolve_inside(out, k)  # again: a link may have appeared since the check above
+            if _is_file(target, meta["bytes"], meta["sha256"]):
+                if bar is not None:
+                    bar.update(meta["bytes"])
+            else:
+                target.parent.mkdir(parents=True, exist_ok=True)
+                resolve_inside(out, k)  # and after creating its folders
+                _fetch(store, f"{release_prefix(version)}/{k}", target, meta["bytes"], meta["sha256"], bar)
+            written.append(target)
+    finally:
+        if bar is not None:
+            bar.close()
+    out.mkdir(parents=True, exist_ok=True)
+    target = resolve_inside(out, "manifest.json")
+    with _open_part(target.with_name("manifest.json.part"), append=False) as fh:
+        fh.write(raw_manifest)
+    target.with_name("manifest.json.part").replace(target)
+    return written

@@ -1,0 +1,63 @@
+"""The Dagster resources: the configuration parsed once per run, and the external systems' typed settings
+(object store, vLLM endpoint, image endpoint) applied over the YAML."""
+
+import pytest
+from dagster import build_init_resource_context
+
+import assets.resources as resources
+from assets.resources import (ImageEndpointResource, LookbenchConfig, ObjectStoreResource,
+                              VllmEndpointResource)
+from lookbench_pipeline.config import ConfigError
+
+
+def test_the_configuration_is_parsed_once_per_run(monkeypatch):
+    calls = []
+    real = resources.load_config
+    monkeypatch.setattr(resources, "load_config", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = LookbenchConfig()
+    ctx = build_init_resource_context()
+    res.setup_for_execution(ctx)
+    first = res.load()
+    assert res.load() is first and res.store() is res.store()
+    assert len(calls) == 1
+    res.teardown_after_execution(ctx)
+    res.load()
+    assert len(calls) == 2  # outside a run: parsed on each call, as before
+
+
+def test_resource_settings_win_over_the_yaml_and_unset_ones_keep_it(tmp_path):
+    plain = LookbenchConfig().load()
+    cfg = LookbenchConfig(object_store=ObjectStoreResource(url="s3://bucket/prefix", endpoint_url="http://minio:9000"),
+                          vllm=VllmEndpointResource(base_url="http://gpu:8000/v1", judge_model="judge-7b"),
+                          image_endpoint=ImageEndpointResource(base_url="http://gpu:9000/v1", model_version="r1")
+                          ).load()
+    assert (cfg.store.url, cfg.store.endpoint_url, cfg.store.region) == ("s3://bucket/prefix", "http://minio:9000",
+                                                                        plain.store.region)
+    assert cfg.annotate.endpoint == "http://gpu:8000/v1" and cfg.annotate.model == plain.annotate.model
+    assert cfg.annotate.judge.model == "judge-7b" and cfg.annotate.judge.endpoint is None
+    assert (cfg.aigen.endpoint.base_url, cfg.aigen.endpoint.model_version) == ("http://gpu:9000/v1", "r1")
+    assert cfg.aigen.endpoint.model == plain.aigen.endpoint.model
+    # no settings: the YAML as it is
+    assert LookbenchConfig(object_store=ObjectStoreResource(), vllm=VllmEndpointResource()).load() == plain
+
+
+def test_an_invalid_resource_setting_is_a_config_error_naming_it():
+    with pytest.raises(ConfigError, match=r"aigen\.endpoint .*model_version is required"):
+        LookbenchConfig(image_endpoint=ImageEndpointResource(base_url="http://gpu:9000/v1")).load()
+
+
+def test_the_definitions_bind_one_resource_per_external_system():
+    from assets.definitions import build_defs
+
+    defs = build_defs()
+    assert {"lookbench", "object_store", "vllm", "image_endpoint", "io_manager"} <= set(defs.resources)
+    lb = defs.resources["lookbench"]
+    assert lb.object_store is defs.resources["object_store"] and lb.vllm is defs.resources["vllm"]
+
+
+def test_a_resource_setting_wins_over_the_environment_and_an_unset_one_keeps_it(monkeypatch, tmp_path):
+    monkeypatch.setenv("LOOKBENCH_STORE__URL", str(tmp_path / "from-env"))
+    assert LookbenchConfig().load().store.url == str(tmp_path / "from-env")
+    assert LookbenchConfig(object_store=ObjectStoreResource()).load().store.url == str(tmp_path / "from-env")
+    run = LookbenchConfig(object_store=ObjectStoreResource(url="s3://run-bucket/prefix")).load()
+    assert run.store.url == "s3://run-bucket/prefix"
