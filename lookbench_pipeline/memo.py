@@ -37,7 +37,6 @@ DIGEST_VERSION = 1
 """Bumped when a digest's definition changes, so that records of the old definition never match."""
 
 _PACKAGE = Path(__file__).resolve().parent
-_SOURCE_SUFFIXES = (".py", ".yaml", ".yml", ".json", ".csv", ".txt", ".toml")
 
 
 class _HashSink:
@@ -133,8 +132,9 @@ def files_digest(paths: Iterable[Path | str | None]) -> str:
 
 
 def _source_files(folder: Path) -> Iterable[Path]:
+    """Every file of ``folder`` but Python's byte-code caches (sources, templates, package data)."""
     for f in _walk(folder):
-        if f.suffix in _SOURCE_SUFFIXES and "__pycache__" not in f.parts:
+        if "__pycache__" not in f.parts and f.suffix not in (".pyc", ".pyo"):
             yield f
 
 
