@@ -145,8 +145,8 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
 
         def reused(context, record, values) -> list[Output]:
             by, at = record.extra.get("computed_by", record.run_id), record.extra.get("computed_at", record.recorded_at)
-            context.log.info(f"skipped: inputs, code and configuration unchanged since run {by[:8]} ({at}); "
-                             "its stored output reused")
+            context.log.info(f"skipped: unchanged since run {by[:8]} ({at}), stored result reused (inputs, code "
+                             "and configuration as then)")
             outs = []
             mds = _metadata(record)
             for name in names:

@@ -103,6 +103,8 @@ def test_materialize_whole_graph_twice(demo_config):
     _check_street_looks(cfg, store, version, m1, mats)
 
     # second run, nothing new: first_seen_at kept, the release is a byte-identical no-op
+    stored = {a: (cfg.data_dir / "assets" / a / "2026-07-01.parquet").read_bytes()
+              for a in ("detections", "generated_images", "generated_checks", "evaluation")}
     r2 = _materialize(demo_config, instance)
     assert r2.success
     m2 = r2.output_for_node("release")
@@ -119,6 +121,7 @@ def test_materialize_whole_graph_twice(demo_config):
     assert {mats2[a]["lookbench/reused_from_run"].value for a in reused} == {r1.release.run_id}
     assert mats2["evaluation"]["report"] == mats["evaluation"]["report"]
     assert r2.output_for_node("evaluation").equals(scores)
+    assert all((cfg.data_dir / "assets" / a / "2026-07-01.parquet").read_bytes() == b for a, b in stored.items())
     assert r2.release.output_for_node("detect_garments", "detections").equals(
         r1.release.output_for_node("detect_garments", "detections"))
 

@@ -4,6 +4,7 @@ and its stored value reused; any change, a stored file changed after it was writ
 resource; the real assets are checked in test_pipeline_dagster (second run of the whole graph)."""
 
 import argparse
+import json
 from pathlib import Path
 
 import pyarrow as pa
@@ -77,6 +78,8 @@ def test_an_unchanged_asset_is_reused_with_its_metadata_and_a_chain_of_reruns_ke
     r1, md1 = _run(tmp_path, instance)
     assert STATE["calls"] == ["doubled", "split"]
     assert _why(md1, "doubled") == ["never recorded"]
+    stored = stored_path(tmp_path / "data", "doubled", "2026-07-01").with_suffix(".parquet")
+    before = (stored.read_bytes(), stored.stat().st_mtime_ns)
     for _ in range(2):  # each rerun rewrites the same values: the next one must still reuse them
         r, md = _run(tmp_path, instance)
         assert STATE["calls"] == ["doubled", "split"], "nothing recomputed"
@@ -87,6 +90,8 @@ def test_an_unchanged_asset_is_reused_with_its_metadata_and_a_chain_of_reruns_ke
         assert r.output_for_node("doubled").equals(r1.output_for_node("doubled"))
         assert r.output_for_node("split", "summary") == {"total": 12}
         assert r.output_for_node("split", "evens").to_pylist() == [{"y": 4}]
+        assert (stored.read_bytes(), stored.stat().st_mtime_ns) == before, "a reused value's file is not rewritten"
+        assert json.loads(stored.with_suffix(".written.json").read_text())["run_id"] == r.run_id
 
 
 def test_a_changed_input_recomputes_the_asset_and_what_follows_from_it(setup):
