@@ -3,6 +3,7 @@ intake -> dedup, contamination and reference checks -> the release."""
 
 
 from datetime import datetime, timezone
+from pathlib import Path
 
 import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, multi_asset
@@ -10,9 +11,30 @@ from dagster import AssetExecutionContext, AssetIn, AssetOut, Output, asset, mul
 from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_detect, stage_aigen_generate,
                                          stage_aigen_intake, stage_aigen_requests)
 
+from lookbench_pipeline.config import PipelineConfig
+from lookbench_pipeline.store import ObjectStore
+
 from .common import observed, table_metadata
+from .detect import crops_in_store, detector_files
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
+from .reuse import reuse_unchanged
+
+
+def job_folders(cfg: PipelineConfig) -> list:
+    """The job-file backend's drop folder: its results are read from there in place (the job folder is written by
+    the stage, not read)."""
+    if cfg.aigen.backend != "job_file":
+        return []
+    return [cfg.aigen.drop_dir or cfg.layout.aigen_drop]
+
+
+def results_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
+    """None when every generated image the stored table points at is still on disk, else which is missing."""
+    for p in values["generated_images"].column("path").to_pylist():
+        if p and not Path(p).is_file():
+            return f"the generated image {p} is missing"
+    return None
 
 
 @asset(partitions_def=release_partitions, group_name="aigen", compute_kind="python",
@@ -33,6 +55,7 @@ def generation_requests(context: AssetExecutionContext, lookbench: LookbenchConf
        description="One row per request: the generated image (endpoint or job-file backend) with its provenance "
                    "(generator model and version, prompt, seed, reference, first_seen_at), or why there is none.")
 @observed
+@reuse_unchanged(reads=job_folders, verify=results_in_place)
 def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
                      generation_requests: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
@@ -67,6 +90,8 @@ def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, gen
                    "matched to the reference item: the regions the reference check looks at and the crops the "
                    "release publishes (schemas.DETECTIONS).")
 @observed
+@reuse_unchanged(reads=detector_files,
+                 verify=lambda cfg, store, values, md: crops_in_store(cfg, store, values, md, "aigen_detections"))
 def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
                      aigen_image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
@@ -81,6 +106,7 @@ def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig,
                    "image, contamination, and whether it still shows its reference product (attribute "
                    "agreement and embedding similarity above the configured thresholds).")
 @observed
+@reuse_unchanged()
 def generated_checks(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table,
                      aigen_image_refs: pa.Table, aigen_images: pa.Table, images: pa.Table, annotations: pa.Table,
                      contamination_index: pa.Table, aigen_detections: pa.Table) -> Output[pa.Table]:

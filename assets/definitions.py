@@ -63,8 +63,12 @@ def _executor():
     raise ValueError(f"LOOKBENCH_EXECUTOR must be multiprocess, in_process or k8s, not {kind!r}")
 
 
-def build_defs(config_path: str | None = None) -> Definitions:
-    """The definitions with resources bound to a config file (None: ``$LOOKBENCH_CONFIG`` or the demo)."""
+def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = None) -> Definitions:
+    """The definitions with resources bound to a config file (None: ``$LOOKBENCH_CONFIG`` or the demo);
+    ``reuse_unchanged=False``: every asset is computed, none reused (``assets/reuse.py``); None: reused unless
+    ``$LOOKBENCH_REUSE_UNCHANGED`` is ``0`` (how a Dagster deployment turns reuse off)."""
+    if reuse_unchanged is None:
+        reuse_unchanged = os.environ.get("LOOKBENCH_REUSE_UNCHANGED", "1").strip().lower() not in ("0", "false", "no")
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
     if config_path:
         from lookbench_pipeline.config import ConfigError, load_config
@@ -85,7 +89,7 @@ def build_defs(config_path: str | None = None) -> Definitions:
         sensors=[register_sites],
         resources={
             "lookbench": LookbenchConfig(config_path=config_path, object_store=object_store, vllm=vllm,
-                                         image_endpoint=image_endpoint),
+                                         image_endpoint=image_endpoint, reuse_unchanged=reuse_unchanged),
             "object_store": object_store,
             "vllm": vllm,
             "image_endpoint": image_endpoint,

@@ -3,14 +3,36 @@ links (ultralytics YOLO, offline). The ``detector`` asset records the weights us
 mAP), which the release manifest publishes."""
 
 
+from pathlib import Path
+
 import pyarrow as pa
 from dagster import AssetExecutionContext, AssetIn, AssetOut, MetadataValue, Output, multi_asset
 
+from lookbench_pipeline.config import PipelineConfig
 from lookbench_pipeline.pipeline import stage_detect
+from lookbench_pipeline.store import ObjectStore, derived_key
 
 from .common import observed, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
+from .reuse import reuse_unchanged
+
+
+def detector_files(cfg: PipelineConfig) -> list[Path]:
+    """The files that decide which detector runs: a local weights file, and the weights and reports kept in the
+    detector cache (the demo detector, trained on the first run)."""
+    d, cache = cfg.detect, cfg.detector_cache_dir
+    files = [Path(p).resolve() for p in (d.weights_file, d.weights) if p and p not in ("demo", "person-regions")]
+    return files + sorted(cache.glob("*/*.pt")) + sorted(cache.glob("*/*.onnx")) + sorted(cache.glob("*/report.json"))
+
+
+def crops_in_store(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict,
+                   table: str = "detections") -> str | None:
+    """None when every crop of the stored detections is in the object store, else which is missing."""
+    for sha in sorted({s for s in values[table].column("crop_sha256").to_pylist() if s}):
+        if not store.exists(derived_key(sha)):
+            return f"crop {derived_key(sha)} is no longer in the object store"
+    return None
 
 
 @multi_asset(
@@ -28,6 +50,7 @@ from .resources import LookbenchConfig
     compute_kind="ultralytics",
 )
 @observed
+@reuse_unchanged(outputs=("detections", "detector"), reads=detector_files, verify=crops_in_store)
 def detect_garments(context: AssetExecutionContext, lookbench: LookbenchConfig, looks: pa.Table,
                     drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table):
     window, _ = window_and_version(context.partition_key)

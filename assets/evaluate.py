@@ -2,16 +2,43 @@
 on the legacy benchmarks; the leaderboard (Parquet, Markdown) and the HTML report are written to
 ``<data_dir>/reports/<version>/`` and ``reports/<version>/`` in the object store."""
 
+from pathlib import Path
+
 import pyarrow as pa
 from dagster import AssetExecutionContext, MetadataValue, Output, asset
 
-from lookbench_pipeline.evaluate import format_table
+from lookbench_pipeline.config import PipelineConfig
+from lookbench_pipeline.evaluate import availability, format_table
 from lookbench_pipeline.pipeline import stage_evaluate
 from lookbench_pipeline.report import leaderboard_markdown
+from lookbench_pipeline.store import ObjectStore
 
 from .common import observed
 from .partitions import release_partitions
 from .resources import LookbenchConfig
+from .reuse import reuse_unchanged
+
+
+def legacy_trees(cfg: PipelineConfig) -> list:
+    """The legacy benchmarks' folders the evaluation scores (read in place)."""
+    return [src.path for src in cfg.evaluate.legacy]
+
+
+def models_here(cfg: PipelineConfig) -> dict:
+    """Which of the evaluation's models can run on this machine, and why not (weights appearing in the local
+    cache change the result)."""
+    return availability(cfg.evaluate.models, cfg.evaluate.registry)
+
+
+def report_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
+    """None when the recorded report is still in ``data_dir`` and in the object store, else which is missing."""
+    md = metadata.get("evaluation", {})
+    html, prefix = (getattr(md.get(k), "value", md.get(k)) for k in ("report", "report_store_prefix"))
+    if html is None or not Path(str(html)).is_file():
+        return f"the report {html} is missing"
+    if prefix and not store.exists(f"{prefix}/index.html"):
+        return f"the report {prefix}/index.html is no longer in the object store"
+    return None
 
 
 @asset(partitions_def=release_partitions, group_name="evaluate", compute_kind="numpy",
@@ -19,6 +46,8 @@ from .resources import LookbenchConfig
                    "overall (query-count weighted), with bootstrap intervals; legacy benchmarks beside the live "
                    "scores; leaderboard and HTML report.")
 @observed
+@reuse_unchanged(reads=legacy_trees, depends=models_here, verify=report_in_place,
+                 uses={"release": lambda m: {"version": m["version"], "files": m["files"]}})
 def evaluation(context: AssetExecutionContext, lookbench: LookbenchConfig, release: dict,
                contamination_index: pa.Table) -> Output[pa.Table]:
     cfg = lookbench.load()

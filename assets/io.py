@@ -1,5 +1,10 @@
 """An IO manager that keeps each asset's value as a file per partition under ``<data_dir>/assets/``:
-``pyarrow.Table`` as Parquet, anything else as JSON. The files are the tables between stages."""
+``pyarrow.Table`` as Parquet, anything else as JSON. The files are the tables between stages.
+
+Beside each value, ``<partition>.written.json`` says which run wrote it and the file's sha256
+(:func:`written_by`): what ``assets/reuse.py`` checks before it reuses a stored value instead of recomputing it."""
+
+import hashlib
 
 
 import json
@@ -26,6 +31,34 @@ def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:
     return DataLayout(Path(data_dir)).asset_dir(asset) / TableIOManager._name(partition_key)
 
 
+def written_by(data_dir: Path, asset: str, partition_key: str) -> dict | None:
+    """``{"run_id", "sha256", "file"}`` of the run that last wrote the stored value of ``asset`` / ``partition_key``
+    (None when it was never written by this IO manager, or the record is unreadable)."""
+    p = stored_path(data_dir, asset, partition_key).with_suffix(".written.json")
+    try:
+        return json.loads(p.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def read_stored_value(data_dir: Path, asset: str, partition_key: str, sha256: str) -> object:
+    """The stored value of ``asset`` / ``partition_key`` as :class:`TableIOManager` loads it, provided its file's
+    sha256 is ``sha256``.
+
+    Raises:
+        FileNotFoundError: no stored value.
+        ValueError: the file's sha256 differs (it was changed after it was written)."""
+    base = stored_path(data_dir, asset, partition_key)
+    for suffix in (".parquet", ".json"):
+        p = base.with_suffix(suffix)
+        if p.is_file():
+            data = p.read_bytes()
+            if hashlib.sha256(data).hexdigest() != sha256:
+                raise ValueError(f"{p} changed after it was written")
+            return _read(p, asset) if suffix == ".parquet" else json.loads(data)
+    raise FileNotFoundError(f"{asset} has no stored value at {base}.*")
+
+
 def read_stored_table(data_dir: Path, asset: str, partition_key: str) -> pa.Table | None:
     """A partition's stored table, or None when that partition was never materialised."""
     p = stored_path(data_dir, asset, partition_key).with_suffix(".parquet")
@@ -47,12 +80,31 @@ class TableIOManager(ConfigurableIOManager):
         return self._base(context) / self._name(key)
 
     def handle_output(self, context: OutputContext, obj: object) -> None:
+        """Write the value (and ``<partition>.written.json``). A value ``assets/reuse.py`` reused (output metadata
+        ``lookbench/reused_from_run``) was read from the stored file and checked against its sha256: the file is
+        kept as it is, byte for byte, and only the record of the run that holds it is updated."""
         path = self._path(context)
         path.parent.mkdir(parents=True, exist_ok=True)
+        try:
+            run_id = context.run_id
+        except Exception:  # an output context built without a run (a direct call in a test)
+            run_id = None
+        out = path.with_suffix(".parquet" if isinstance(obj, pa.Table) else ".json")
+        record = path.with_suffix(".written.json")
+        if "lookbench/reused_from_run" in (context.output_metadata or {}) and out.is_file():
+            try:
+                before = json.loads(record.read_text())
+            except (OSError, ValueError):
+                before = None
+            if before and before.get("sha256") == hashlib.sha256(out.read_bytes()).hexdigest():
+                record.write_text(json.dumps({**before, "run_id": run_id}, indent=1, sort_keys=True))
+                return
         if isinstance(obj, pa.Table):
-            pq.write_table(obj, path.with_suffix(".parquet"))
+            pq.write_table(obj, out)
         else:
-            path.with_suffix(".json").write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+            out.write_text(json.dumps(obj, indent=1, sort_keys=True, default=str))
+        written = {"run_id": run_id, "file": out.name, "sha256": hashlib.sha256(out.read_bytes()).hexdigest()}
+        record.write_text(json.dumps(written, indent=1, sort_keys=True))
 
     def load_input(self, context: InputContext) -> object:
         if context.has_asset_partitions and len(context.asset_partition_keys) != 1:

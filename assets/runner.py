@@ -129,16 +129,19 @@ def _instance(instance: DagsterInstance | None) -> DagsterInstance:
 
 
 def run_release(config_path: str | None = None, window: str | None = None,
-                instance: DagsterInstance | None = None, quiet: bool = True, on_event=None) -> dict:
+                instance: DagsterInstance | None = None, quiet: bool = True, on_event=None,
+                reuse_unchanged: bool | None = None) -> dict:
     """Crawl every configured site and build, publish and evaluate the release of ``window`` (a partition key,
     default: the current window). Sites are crawled only while the window is open (into the current week's
     partition); a closed window is built from its stored weekly crawls. ``on_event``: see :func:`_execute`.
+    Assets whose inputs, code and configuration did not change are reused, not computed (``assets/reuse.py``),
+    unless ``reuse_unchanged`` is False (None: unless ``$LOOKBENCH_REUSE_UNCHANGED`` is ``0``).
     Returns ``{"window", "manifest", "scores", "crawl_run_ids", "run_id"}``.
 
     Raises:
         RunFailed: a step failed (the message names it).
     """
-    defs = build_defs(config_path)
+    defs = build_defs(config_path, reuse_unchanged)
     instance = _instance(instance)
     window = window or release_partitions.get_last_partition_key()
     sites = [s.name for s in LookbenchConfig(config_path=config_path).load().site_configs()]

@@ -97,6 +97,12 @@ class DataLayout:
         return self.assets / asset
 
     @property
+    def memo(self) -> Path:
+        """``memo/``: per asset and partition, the fingerprint of the inputs, code and configuration its stored
+        value was computed from (:class:`lookbench_pipeline.memo.MemoStore`; ``assets/reuse.py``)."""
+        return self.root / "memo"
+
+    @property
     def candidates(self) -> Path:
         """``candidates/``: release candidates, checked before they are published."""
         return self.root / "candidates"

@@ -103,6 +103,8 @@ def test_materialize_whole_graph_twice(demo_config):
     _check_street_looks(cfg, store, version, m1, mats)
 
     # second run, nothing new: first_seen_at kept, the release is a byte-identical no-op
+    stored = {a: (cfg.data_dir / "assets" / a / "2026-07-01.parquet").read_bytes()
+              for a in ("detections", "generated_images", "generated_checks", "evaluation")}
     r2 = _materialize(demo_config, instance)
     assert r2.success
     m2 = r2.output_for_node("release")
@@ -110,6 +112,18 @@ def test_materialize_whole_graph_twice(demo_config):
     assert m2["metadata_files"] == m1["metadata_files"]  # card, Croissant and changes are reproducible too
     first_seen_2 = pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist()
     assert first_seen_1 == first_seen_2
+    # stages whose inputs, code and configuration did not change are skipped, their stored values reused
+    # (assets/reuse.py), and say so in their metadata
+    mats2 = {e.asset_key.to_user_string(): e.materialization.metadata for e in r2.get_asset_materialization_events()}
+    reused = {a for a, md in mats2.items() if "lookbench/reused_from_run" in md}
+    assert reused == {"detections", "detector", "generated_images", "aigen_detections", "generated_checks",
+                      "evaluation"}
+    assert {mats2[a]["lookbench/reused_from_run"].value for a in reused} == {r1.release.run_id}
+    assert mats2["evaluation"]["report"] == mats["evaluation"]["report"]
+    assert r2.output_for_node("evaluation").equals(scores)
+    assert all((cfg.data_dir / "assets" / a / "2026-07-01.parquet").read_bytes() == b for a, b in stored.items())
+    assert r2.release.output_for_node("detect_garments", "detections").equals(
+        r1.release.output_for_node("detect_garments", "detections"))
 
 
 def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):

@@ -41,11 +41,15 @@ def _build_runner():
     return ep.load()()
 
 
-def _run_job(runner, config_path: str | None, partition: str | None, on_event=None) -> dict:
+def _run_job(runner, config_path: str | None, partition: str | None, on_event=None, force: bool = False) -> dict:
     """Crawl every site and build the release of one window through the build runner (the Dagster layer; the
-    library itself knows nothing of Dagster). Raises ``runner.RunFailed`` with the failing step's message."""
+    library itself knows nothing of Dagster); ``force``: compute every stage, even those whose inputs, code and
+    configuration did not change. Raises ``runner.RunFailed`` with the failing step's message."""
     if config_path:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(config_path).resolve())
+    if force:
+        return runner.run_release(os.environ.get("LOOKBENCH_CONFIG"), partition, on_event=on_event,
+                                  reuse_unchanged=False)
     return runner.run_release(os.environ.get("LOOKBENCH_CONFIG"), partition, on_event=on_event)
 
 
@@ -219,7 +223,8 @@ def cmd_build(args: argparse.Namespace) -> int:
         window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     demo = getattr(args, "demo", False)
     summary = _build_terminal(cfg, "demo" if demo else "build", args.verbose,
-                              lambda runner, on_event: _run_job(runner, args.config, args.partition, on_event),
+                              lambda runner, on_event: _run_job(runner, args.config, args.partition, on_event,
+                                                                getattr(args, "force", False)),
                               demo=demo)
     if isinstance(summary, int):
         return summary
@@ -255,4 +260,5 @@ def cmd_demo(args: argparse.Namespace) -> int:
         print("AI-generated subsets: no image endpoint configured (aigen.endpoint.base_url), so the scripted image "
               "endpoint (lookbench_pipeline.demo.aigen_server) is started on 127.0.0.1 and draws them; docs/AIGEN.md "
               "says how to plug in a real generator.")
-    return cmd_build(argparse.Namespace(config=None, partition=None, verbose=args.verbose, demo=True))
+    return cmd_build(argparse.Namespace(config=None, partition=None, verbose=args.verbose, demo=True,
+                                        force=getattr(args, "force", False)))

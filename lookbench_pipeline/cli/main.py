@@ -19,13 +19,17 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     verbose_help = ("print everything as it comes (Dagster's console, library and training output) instead of a "
                     "line per stage; without it that goes to <data_dir>/logs/")
+    force_help = ("compute every stage, also those whose inputs, code and configuration did not change since they "
+                  "last ran (by default their stored results are reused and the stage's line says 'skipped')")
     p = sub.add_parser("demo", help="build a release from the embedded demo shop and print its evaluation")
     p.add_argument("--verbose", action="store_true", help=verbose_help)
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_demo)
     p = sub.add_parser("build", help="run the release job for one release window")
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
     p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
+    p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("backfill", help="rebuild a release window from the crawl archive, without the network")
     p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")

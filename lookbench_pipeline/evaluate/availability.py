@@ -194,3 +194,18 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
                     "open_clip:<arch>/<tag>, timm:<name>, transformers:<id or folder>, a local folder")
         reasons.append(why)
     return "; ".join(reasons) or None
+
+
+def availability(model_ids: Sequence[str], registry: bool) -> dict[str, str | None]:
+    """Each model an evaluation would try (``model_ids`` and, when ``registry``, every registry model) mapped to
+    :func:`unavailable_reason` (None: it can be tried here). What the evaluation's result depends on besides the
+    release, its settings and the code: a model whose weights appear in the local cache changes it."""
+    wanted = list(dict.fromkeys([*model_ids, *([e.model_id for e in registry_entries()] if registry else [])]))
+    out: dict[str, str | None] = {}
+    for mid in wanted:
+        try:
+            out[mid] = unavailable_reason(ModelEntry.of(mid))
+        except ValueError as exc:
+            out[mid] = f"invalid model spec: {exc}"
+    return out
+

@@ -1,0 +1,208 @@
+"""Skipping an asset whose inputs, code and configuration did not change since it was last materialized: the
+stored value is reused (byte for byte) instead of being computed again.
+
+``@reuse_unchanged(...)`` goes under ``@observed``. Before the asset's function runs, it takes the fingerprint of
+(:mod:`lookbench_pipeline.memo`): the library's and ``assets/``'s code and the installed distributions, the
+run's parsed configuration and the site and taxonomy files, the partition, every input value (the upstream
+assets' tables and dicts as loaded), the files the stage reads in place (``reads``) and any outside state it
+depends on (``depends``: e.g. which embedding models can run here). When the last record of this asset and
+partition (``<data_dir>/memo/``) has the same fingerprint, the run that recorded it is the one that last wrote
+every output (``<partition>.written.json`` of the IO manager, ``assets/io.py``), each output file still has the
+sha256 that run wrote, and ``verify`` finds the stage's side effects in place (a report in the store), the stored
+values are returned with that run's metadata, plus ``lookbench/reused_from_run``; the step logs "skipped: …",
+which ``lookbench build`` / ``demo`` print on the stage's line. Otherwise the function runs and a new record is
+kept, with the parts that changed in the metadata (``lookbench/recomputed_because``).
+
+Only stages whose every input can be named take part (see docs/ARCHITECTURE.md, "Reusing unchanged stages"):
+stages that read pages or drop folders in place, or write state other stages read, always run.
+``LookbenchConfig.reuse_unchanged: false`` (``lookbench build --force``) computes every stage.
+"""
+
+from __future__ import annotations
+
+import functools
+import inspect
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from dagster import MetadataValue, Output, deserialize_value, serialize_value
+
+from lookbench_pipeline.config import PipelineConfig
+from lookbench_pipeline.memo import MemoStore, code_digest, files_digest, json_digest, value_digest
+
+from .io import read_stored_value, written_by
+
+ASSETS_DIR = Path(__file__).resolve().parent
+
+Reads = Callable[[PipelineConfig], Iterable[Path | str | None]]
+Depends = Callable[[PipelineConfig], Any]
+Verify = Callable[[PipelineConfig, Any, dict[str, Any], dict[str, dict[str, Any]]], str | None]
+
+
+def fingerprint_parts(cfg: PipelineConfig, partition: str, inputs: dict[str, Any],
+                      uses: dict[str, Callable[[Any], Any]] | None = None) -> dict[str, str]:
+    """The named digests of what an asset is computed from, known before it runs (module docstring). ``uses``:
+    for an input of which the stage reads only a part, the function giving that part (the evaluation reads the
+    release's version and files, not when it was published)."""
+    parts = {"code": code_digest(ASSETS_DIR), "config": json_digest(cfg.model_dump(mode="json")),
+             "config_files": files_digest([*cfg.sites, cfg.taxonomy]), "partition": json_digest(partition)}
+    for name, value in sorted(inputs.items()):
+        parts[f"input:{name}"] = value_digest((uses or {}).get(name, lambda v: v)(value))
+    return parts
+
+
+def outside_parts(cfg: PipelineConfig, reads: Reads | None = None, depends: Depends | None = None) -> dict[str, str]:
+    """The digests of the files an asset reads in place and of the outside state it depends on. Taken before a
+    run to compare and after it to record: a stage that makes one of its own inputs on its first run (the demo
+    detector, the demo legacy trees) is recorded with it, so the next run can reuse its result."""
+    parts = {}
+    if reads is not None:
+        parts["reads"] = files_digest(cfg.layout.resolve(p) if p is not None else None for p in reads(cfg))
+    if depends is not None:
+        parts["depends"] = json_digest(depends(cfg))
+    return parts
+
+
+def _stored(cfg: PipelineConfig, record, outputs: tuple[str, ...], partition: str) -> dict[str, Any] | str:
+    """The stored values of ``outputs`` if the recorded run wrote them all and they are unchanged, else why not."""
+    values = {}
+    for name in outputs:
+        w = written_by(cfg.layout.root, name, partition)
+        if w is None or w.get("run_id") != record.run_id:
+            return f"{name} was written by another run since"
+        try:
+            values[name] = read_stored_value(cfg.layout.root, name, partition, w["sha256"])
+        except (OSError, ValueError) as exc:
+            return str(exc)
+    return values
+
+
+def _run_id(context) -> str | None:
+    try:
+        return context.run.run_id
+    except Exception:  # a direct call without a run
+        return None
+
+
+def _metadata(record) -> dict[str, dict[str, Any]]:
+    """The recorded outputs' metadata by output name (empty for one dagster cannot read back)."""
+    out = {}
+    for name, text in record.extra.get("metadata", {}).items():
+        try:
+            out[name] = deserialize_value(text)
+        except Exception:  # written by another dagster version
+            out[name] = {}
+    return out
+
+
+def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None = None,
+                    depends: Depends | None = None, verify: Verify | None = None,
+                    uses: dict[str, Callable[[Any], Any]] | None = None):
+    """Decorate an asset's function (first argument the context, a ``lookbench`` resource argument, every other
+    argument an input) to skip it when nothing it depends on changed (module docstring).
+
+    ``outputs``: the asset names the function materializes, in the order it yields them (default: the function's
+    name); ``reads(cfg)``: files and folders read in place (relative paths under ``data_dir``); ``depends(cfg)``:
+    a JSON-able description of outside state the result depends on; ``verify(cfg, store, values, metadata)``
+    (the stored values and the recorded metadata, by output name): None when the stage's side effects are still
+    in place, else the reason to compute again; ``uses``: see :func:`fingerprint_parts`."""
+
+    def deco(fn):
+        names = outputs or (fn.__name__,)
+        sig = inspect.signature(fn)
+        generator = inspect.isgeneratorfunction(fn)
+
+        def plan(args, kwargs):
+            bound = sig.bind(*args, **kwargs)
+            context, resource = bound.arguments[next(iter(sig.parameters))], bound.arguments["lookbench"]
+            inputs = {k: v for k, v in bound.arguments.items() if k not in (next(iter(sig.parameters)), "lookbench")}
+            cfg = resource.load()
+            partition = context.partition_key if context.has_partition_key else "all"
+            parts = fingerprint_parts(cfg, partition, inputs, uses)
+            parts.update(outside_parts(cfg, reads, depends))
+            memo = MemoStore(cfg.layout.memo)
+            record = memo.get(fn.__name__, partition)
+            why: list[str] | str
+            if record is None:
+                why = ["never recorded"]
+            elif not getattr(resource, "reuse_unchanged", True):
+                why = ["reuse_unchanged is off (--force)"]
+            elif record.changed(parts):
+                why = record.changed(parts)
+            else:
+                found = _stored(cfg, record, names, partition)
+                if isinstance(found, dict) and verify is not None:
+                    reason = verify(cfg, resource.store(), found, _metadata(record))
+                    found = found if reason is None else reason
+                if isinstance(found, dict):
+                    run_id = _run_id(context)
+                    if run_id is not None:  # this run's IO manager writes the same values again: it is their writer
+                        memo.put(fn.__name__, partition, record.parts, run_id, record.extra)
+                    return context, cfg, memo, partition, parts, record, found
+                why = [found]
+            return context, cfg, memo, partition, parts, {"why": why}, None
+
+        def reused(context, record, values) -> list[Output]:
+            by, at = record.extra.get("computed_by", record.run_id), record.extra.get("computed_at", record.recorded_at)
+            context.log.info(f"skipped: unchanged since run {by[:8]} ({at}), stored result reused (inputs, code "
+                             "and configuration as then)")
+            outs = []
+            mds = _metadata(record)
+            for name in names:
+                md = {**mds.get(name, {}), "lookbench/reused_from_run": by,
+                      "lookbench/reused": MetadataValue.text(f"inputs, code and configuration unchanged since {at}")}
+                outs.append(Output(values[name], name if len(names) > 1 else "result", metadata=md))
+            return outs
+
+        def remember(context, cfg, memo, partition, parts, missed, produced: list[Output]) -> None:
+            parts = {**parts, **outside_parts(cfg, reads, depends)}
+            md = {}
+            for o in produced:
+                name = o.output_name if len(names) > 1 else names[0]
+                try:
+                    md[name] = serialize_value({k: v for k, v in o.metadata.items()
+                                                if not k.startswith("lookbench/")})
+                except Exception:  # metadata dagster cannot serialise: reuse without it
+                    pass
+            run_id = _run_id(context)
+            if run_id is None:  # a direct call without a run: nothing stored to reuse
+                return
+            memo.put(fn.__name__, partition, parts, run_id, {
+                "metadata": md, "computed_by": run_id,
+                "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
+
+        def annotate(o: Output, missed) -> Output:
+            return o.with_metadata({**o.metadata, "lookbench/recomputed_because":
+                                    MetadataValue.json(missed["why"])}) if isinstance(o, Output) else o
+
+        if generator:
+            @functools.wraps(fn)
+            def gen(*args, **kwargs):
+                context, cfg, memo, partition, parts, record, values = plan(args, kwargs)
+                if values is not None:
+                    yield from reused(context, record, values)
+                    return
+                produced = []
+                for o in fn(*args, **kwargs):
+                    o = annotate(o, record)
+                    if isinstance(o, Output):
+                        produced.append(o)
+                    yield o
+                remember(context, cfg, memo, partition, parts, record, produced)
+            return gen
+
+        @functools.wraps(fn)
+        def one(*args, **kwargs):
+            context, cfg, memo, partition, parts, record, values = plan(args, kwargs)
+            if values is not None:
+                return reused(context, record, values)[0]
+            o = annotate(fn(*args, **kwargs), record)
+            remember(context, cfg, memo, partition, parts, record, [o] if isinstance(o, Output) else [])
+            return o
+        return one
+
+    return deco
+
+
+__all__ = ["fingerprint_parts", "outside_parts", "reuse_unchanged"]

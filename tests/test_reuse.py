@@ -1,0 +1,182 @@
+"""assets/reuse.py: an asset whose inputs, code, configuration and files read in place did not change is skipped
+and its stored value reused; any change, a stored file changed after it was written, a missing side effect or
+``reuse_unchanged: false`` makes it compute again. A toy graph with the project's IO manager and configuration
+resource; the real assets are checked in test_pipeline_dagster (second run of the whole graph)."""
+
+import argparse
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from dagster import AssetOut, DagsterInstance, Output, StaticPartitionsDefinition, asset, materialize, multi_asset
+
+from assets.io import TableIOManager, stored_path
+from assets.resources import LookbenchConfig
+from assets.reuse import reuse_unchanged
+
+PARTS = StaticPartitionsDefinition(["2026-07-01"])
+STATE = {"upstream": [1, 2, 3], "calls": [], "verify": None}
+
+
+@asset(partitions_def=PARTS)
+def upstream(context, lookbench: LookbenchConfig) -> pa.Table:
+    return pa.table({"x": STATE["upstream"]})
+
+
+def _read_file(cfg):
+    return [cfg.layout.root / "legacy" / "tree"]
+
+
+@asset(partitions_def=PARTS)
+@reuse_unchanged(reads=_read_file, verify=lambda cfg, store, values, md: STATE["verify"])
+def doubled(context, lookbench: LookbenchConfig, upstream: pa.Table) -> Output[pa.Table]:
+    STATE["calls"].append("doubled")
+    return Output(pa.table({"y": [v * 2 for v in upstream["x"].to_pylist()]}), metadata={"rows": upstream.num_rows})
+
+
+@multi_asset(outs={"evens": AssetOut(), "summary": AssetOut()}, partitions_def=PARTS)
+@reuse_unchanged(outputs=("evens", "summary"))
+def split(context, lookbench: LookbenchConfig, doubled: pa.Table):
+    STATE["calls"].append("split")
+    yield Output(doubled.filter(pa.compute.equal(pa.compute.bit_wise_and(doubled["y"], 2), 0)), "evens")
+    yield Output({"total": sum(doubled["y"].to_pylist())}, "summary", metadata={"kind": "json"})
+
+
+@pytest.fixture
+def setup(tmp_path, monkeypatch):
+    site = yaml.safe_load((Path(__file__).parents[1] / "lookbench_pipeline/data/sites/demo.yaml").read_text())
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    cfg = {"data_dir": "data", "store": {"url": "store"}, "sites": ["demo.yaml"]}
+    (tmp_path / "pipeline.yaml").write_text(yaml.safe_dump(cfg))
+    tree = tmp_path / "data" / "legacy" / "tree"
+    tree.mkdir(parents=True)
+    (tree / "list.txt").write_text("a\n")
+    STATE.update(upstream=[1, 2, 3], calls=[], verify=None)
+    return tmp_path, DagsterInstance.ephemeral()
+
+
+def _run(tmp_path, instance, reuse=True, config="pipeline.yaml"):
+    path = str(tmp_path / config)
+    res = materialize([upstream, doubled, split], partition_key="2026-07-01", instance=instance,
+                      resources={"lookbench": LookbenchConfig(config_path=path, reuse_unchanged=reuse),
+                                 "io_manager": TableIOManager(config_path=path)})
+    assert res.success
+    md = {e.asset_key.to_user_string(): e.materialization.metadata for e in res.get_asset_materialization_events()}
+    return res, md
+
+
+def _why(md, asset):
+    v = md[asset].get("lookbench/recomputed_because")
+    return None if v is None else v.value
+
+
+def test_an_unchanged_asset_is_reused_with_its_metadata_and_a_chain_of_reruns_keeps_reusing(setup):
+    tmp_path, instance = setup
+    r1, md1 = _run(tmp_path, instance)
+    assert STATE["calls"] == ["doubled", "split"]
+    assert _why(md1, "doubled") == ["never recorded"]
+    stored = stored_path(tmp_path / "data", "doubled", "2026-07-01").with_suffix(".parquet")
+    before = (stored.read_bytes(), stored.stat().st_mtime_ns)
+    for _ in range(2):  # each rerun rewrites the same values: the next one must still reuse them
+        r, md = _run(tmp_path, instance)
+        assert STATE["calls"] == ["doubled", "split"], "nothing recomputed"
+        for a in ("doubled", "evens", "summary"):
+            assert md[a]["lookbench/reused_from_run"].value == r1.run_id
+            assert _why(md, a) is None
+        assert md["doubled"]["rows"].value == 3 and md["summary"]["kind"].value == "json"
+        assert r.output_for_node("doubled").equals(r1.output_for_node("doubled"))
+        assert r.output_for_node("split", "summary") == {"total": 12}
+        assert r.output_for_node("split", "evens").to_pylist() == [{"y": 4}]
+        assert (stored.read_bytes(), stored.stat().st_mtime_ns) == before, "a reused value's file is not rewritten"
+        assert json.loads(stored.with_suffix(".written.json").read_text())["run_id"] == r.run_id
+
+
+def test_a_changed_input_recomputes_the_asset_and_what_follows_from_it(setup):
+    tmp_path, instance = setup
+    _run(tmp_path, instance)
+    STATE["upstream"] = [1, 2, 4]
+    r, md = _run(tmp_path, instance)
+    assert STATE["calls"] == ["doubled", "split"] * 2
+    assert _why(md, "doubled") == ["input:upstream"] and _why(md, "evens") == ["input:doubled"]
+    assert r.output_for_node("split", "summary") == {"total": 14}
+    STATE["upstream"] = [1, 2, 3]  # back to the first input: computed again (only the last record is kept)
+    _run(tmp_path, instance)
+    assert STATE["calls"][-2:] == ["doubled", "split"] and len(STATE["calls"]) == 6
+
+
+def test_a_file_read_in_place_a_config_change_and_force_recompute(setup):
+    tmp_path, instance = setup
+    _run(tmp_path, instance)
+    (tmp_path / "data" / "legacy" / "tree" / "new.txt").write_text("b\n")
+    _, md = _run(tmp_path, instance)
+    assert _why(md, "doubled") == ["reads"] and _why(md, "evens") is None  # same values downstream: reused
+    cfg = yaml.safe_load((tmp_path / "pipeline.yaml").read_text())
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump({**cfg, "dedup": {"hamming_threshold": 4}}))
+    _, md = _run(tmp_path, instance, config="other.yaml")
+    assert _why(md, "doubled") == ["config"]
+    _, md = _run(tmp_path, instance, reuse=False, config="other.yaml")
+    assert _why(md, "doubled") == ["reuse_unchanged is off (--force)"]
+    assert STATE["calls"].count("doubled") == 4
+
+
+def test_a_stored_value_changed_after_it_was_written_or_a_missing_side_effect_recomputes(setup):
+    tmp_path, instance = setup
+    r1, _ = _run(tmp_path, instance)
+    stored = stored_path(tmp_path / "data", "doubled", "2026-07-01").with_suffix(".parquet")
+    pq.write_table(pa.table({"y": [0, 0, 0]}), stored)  # edited by hand
+    r, md = _run(tmp_path, instance)
+    assert "changed after it was written" in _why(md, "doubled")[0]
+    assert r.output_for_node("doubled")["y"].to_pylist() == [2, 4, 6], "recomputed, not the edited file"
+    STATE["verify"] = "the report is gone"
+    _, md = _run(tmp_path, instance)
+    assert _why(md, "doubled") == ["the report is gone"]
+    assert STATE["calls"].count("doubled") == 3
+
+
+def test_a_direct_call_without_a_run_computes_and_records_nothing(setup):
+    from dagster import build_asset_context
+
+    tmp_path, _ = setup
+    res = LookbenchConfig(config_path=str(tmp_path / "pipeline.yaml"))
+    ctx = build_asset_context(partition_key="2026-07-01")
+    out = doubled(ctx, lookbench=res, upstream=pa.table({"x": [5]}))
+    assert out.value["y"].to_pylist() == [10]
+    assert not (tmp_path / "data" / "memo" / "doubled").exists() or not any(
+        (tmp_path / "data" / "memo" / "doubled").iterdir())
+
+
+def test_build_and_demo_force_turn_reuse_off_and_the_environment_does_for_dagster(monkeypatch):
+    from assets.definitions import build_defs
+    from lookbench_pipeline.cli import build as cli_build
+    from lookbench_pipeline.cli.main import main
+
+    seen = []
+
+    class Runner:
+        def run_release(self, config, partition, on_event=None, **kw):
+            seen.append(kw.get("reuse_unchanged", True))
+            return {}
+
+    cli_build._run_job(Runner(), None, None)
+    cli_build._run_job(Runner(), None, None, force=True)
+    assert seen == [True, False]
+    import importlib
+
+    cli_main = importlib.import_module("lookbench_pipeline.cli.main")
+    called = []
+    monkeypatch.setattr(cli_main, "cmd_build", lambda args: called.append(args.force) or 0)
+    assert main(["build", "--force"]) == 0 and called[-1] is True
+    assert main(["build"]) == 0 and called[-1] is False
+    demo = []
+    monkeypatch.setattr(cli_build, "cmd_build", lambda args: demo.append(args.force) or 0)
+    monkeypatch.setattr(cli_build, "need_build_stack", lambda name: None)
+    assert cli_build.cmd_demo(argparse.Namespace(verbose=False, force=True)) == 0 and demo == [True]
+
+    monkeypatch.setenv("LOOKBENCH_REUSE_UNCHANGED", "0")
+    assert build_defs().resources["lookbench"].reuse_unchanged is False
+    monkeypatch.delenv("LOOKBENCH_REUSE_UNCHANGED")
+    assert build_defs().resources["lookbench"].reuse_unchanged is True
+    assert build_defs(reuse_unchanged=False).resources["lookbench"].reuse_unchanged is False
