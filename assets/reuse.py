@@ -70,7 +70,9 @@ def _stored(cfg: PipelineConfig, record, outputs: tuple[str, ...], partition: st
     values = {}
     for name in outputs:
         w = written_by(cfg.layout.root, name, partition)
-        if w is None or w.get("run_id") != record.run_id:
+        if w is None:
+            return f"{name} has no record of the run that wrote it"
+        if w.get("run_id") != record.run_id:
             return f"{name} was written by another run since"
         try:
             values[name] = read_stored_value(cfg.layout.root, name, partition, w["sha256"])
