@@ -8,7 +8,8 @@ A stage's **fingerprint** is the sha256 of its parts, each a digest (64 hex char
 * ``config``: :func:`json_digest` of the run's parsed configuration;
 * one part per input table or value (:func:`table_digest`, :func:`json_digest`): the upstream stages' outputs;
 * ``reads``: :func:`files_digest` of the files the stage reads in place (a legacy tree, detector weights, a drop
-  folder), by path, size, modification and status-change time and inode (``make`` looks at the modification time alone).
+  folder), by path, size, modification and status-change time and inode (``make`` looks at the modification
+  time alone).
 
 A :class:`MemoStore` keeps, per stage and partition, the last fingerprint with the run that computed it
 (``<data_dir>/memo/<stage>/<partition>.json``). A later run with the same fingerprint may reuse that run's stored
