@@ -30,10 +30,15 @@ def job_folders(cfg: PipelineConfig) -> list:
 
 
 def results_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
-    """None when every generated image the stored table points at is still on disk, else which is missing."""
-    for p in values["generated_images"].column("path").to_pylist():
-        if p and not Path(p).is_file():
-            return f"the generated image {p} is missing"
+    """None when every generated image of the stored table still has its result record and the recorded sha256
+    (``aigen.ResultCache``), else which does not: computing again restores it from the store."""
+    from lookbench_pipeline.aigen import ResultCache
+
+    cache = ResultCache(cfg.layout.aigen_results, images=cfg.layout.aigen_images)
+    t = values["generated_images"]
+    for request_id, path in zip(t.column("request_id").to_pylist(), t.column("path").to_pylist()):
+        if path and not cache.intact(request_id):
+            return f"the generated image {path} is missing or changed"
     return None
 
 

@@ -19,11 +19,22 @@ from .reuse import reuse_unchanged
 
 
 def detector_files(cfg: PipelineConfig) -> list[Path]:
-    """The files that decide which detector runs: a local weights file, and the weights and reports kept in the
-    detector cache (the demo detector, trained on the first run)."""
+    """The files that decide which detector runs: a local weights file, the weights and reports kept in the
+    detector cache (the demo detector, trained on the first run), the file a Hugging Face id resolves to in the
+    local cache, and the local weight caches' refs (a newer snapshot of the model)."""
+    from lookbench_pipeline.evaluate import weight_caches
+
     d, cache = cfg.detect, cfg.detector_cache_dir
     files = [Path(p).resolve() for p in (d.weights_file, d.weights) if p and p not in ("demo", "person-regions")]
-    return files + sorted(cache.glob("*/*.pt")) + sorted(cache.glob("*/*.onnx")) + sorted(cache.glob("*/report.json"))
+    if d.weights not in ("demo", "person-regions"):
+        from lookbench_pipeline.detect import DetectorError, resolve_weights
+
+        try:
+            files.append(resolve_weights(d.weights, weights_file=d.weights_file, revision=d.revision, offline=True))
+        except DetectorError:  # not here yet: the stage fetches it (or fails) and the record then names it
+            pass
+    return (files + sorted(cache.glob("*/*.pt")) + sorted(cache.glob("*/*.onnx")) + sorted(cache.glob("*/report.json"))
+            + weight_caches())
 
 
 def crops_in_store(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict,

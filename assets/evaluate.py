@@ -19,9 +19,12 @@ from .resources import LookbenchConfig
 from .reuse import reuse_unchanged
 
 
-def legacy_trees(cfg: PipelineConfig) -> list:
-    """The legacy benchmarks' folders the evaluation scores (read in place)."""
-    return [src.path for src in cfg.evaluate.legacy]
+def evaluation_reads(cfg: PipelineConfig) -> list:
+    """What the evaluation reads or leaves in place besides its inputs: the legacy benchmarks' folders, the local
+    weight caches (a newer snapshot of a model) and the reports folder (a report edited or removed by hand)."""
+    from lookbench_pipeline.evaluate import weight_caches
+
+    return [*(src.path for src in cfg.evaluate.legacy), *weight_caches(), cfg.layout.reports]
 
 
 def models_here(cfg: PipelineConfig) -> dict:
@@ -31,13 +34,19 @@ def models_here(cfg: PipelineConfig) -> dict:
 
 
 def report_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
-    """None when the recorded report is still in ``data_dir`` and in the object store, else which is missing."""
+    """None when the recorded report is in ``data_dir`` and each of its files is in the object store, else which
+    is missing (its files' content locally is part of the fingerprint: :func:`evaluation_reads`)."""
     md = metadata.get("evaluation", {})
     html, prefix = (getattr(md.get(k), "value", md.get(k)) for k in ("report", "report_store_prefix"))
-    if html is None or not Path(str(html)).is_file():
+    if html is None:
+        return "the run that computed it recorded no report"
+    folder = Path(str(html)).parent
+    if not Path(str(html)).is_file():
         return f"the report {html} is missing"
-    if prefix and not store.exists(f"{prefix}/index.html"):
-        return f"the report {prefix}/index.html is no longer in the object store"
+    for f in sorted(p for p in folder.rglob("*") if p.is_file()) if prefix else []:
+        key = f"{prefix}/{f.relative_to(folder).as_posix()}"
+        if not store.exists(key):
+            return f"the report's {key} is no longer in the object store"
     return None
 
 
@@ -46,7 +55,7 @@ def report_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metad
                    "overall (query-count weighted), with bootstrap intervals; legacy benchmarks beside the live "
                    "scores; leaderboard and HTML report.")
 @observed
-@reuse_unchanged(reads=legacy_trees, depends=models_here, verify=report_in_place,
+@reuse_unchanged(reads=evaluation_reads, depends=models_here, verify=report_in_place,
                  uses={"release": lambda m: {"version": m["version"], "files": m["files"]}})
 def evaluation(context: AssetExecutionContext, lookbench: LookbenchConfig, release: dict,
                contamination_index: pa.Table) -> Output[pa.Table]:

@@ -36,9 +36,10 @@ def written_by(data_dir: Path, asset: str, partition_key: str) -> dict | None:
     (None when it was never written by this IO manager, or the record is unreadable)."""
     p = stored_path(data_dir, asset, partition_key).with_suffix(".written.json")
     try:
-        return json.loads(p.read_text())
+        w = json.loads(p.read_text())
     except (OSError, ValueError):
         return None
+    return w if isinstance(w, dict) and isinstance(w.get("sha256"), str) else None
 
 
 def read_stored_value(data_dir: Path, asset: str, partition_key: str, sha256: str) -> object:

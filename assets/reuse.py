@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -29,7 +30,7 @@ from typing import Any, Callable, Iterable
 from dagster import MetadataValue, Output, deserialize_value, serialize_value
 
 from lookbench_pipeline.config import PipelineConfig
-from lookbench_pipeline.memo import MemoStore, code_digest, files_digest, json_digest, value_digest
+from lookbench_pipeline.memo import MemoRecord, MemoStore, code_digest, files_digest, json_digest, value_digest
 
 from .io import read_stored_value, written_by
 
@@ -69,13 +70,31 @@ def _stored(cfg: PipelineConfig, record, outputs: tuple[str, ...], partition: st
     values = {}
     for name in outputs:
         w = written_by(cfg.layout.root, name, partition)
-        if w is None or w.get("run_id") != record.run_id:
+        if w is None:
+            return f"{name} has no record of the run that wrote it"
+        if w.get("run_id") != record.run_id:
             return f"{name} was written by another run since"
         try:
             values[name] = read_stored_value(cfg.layout.root, name, partition, w["sha256"])
         except (OSError, ValueError) as exc:
             return str(exc)
     return values
+
+
+@dataclass
+class _Plan:
+    """One call of a decorated asset: its fingerprint's parts, the last record, and either the stored values to
+    reuse (``values``) or why the function runs (``why``) and what it produced."""
+
+    context: Any
+    cfg: PipelineConfig
+    memo: MemoStore
+    partition: str
+    parts: dict[str, str]
+    record: MemoRecord | None = None
+    values: dict[str, Any] | None = None
+    why: list[str] = field(default_factory=list)
+    produced: list[Output] = field(default_factory=list)
 
 
 def _run_id(context) -> str | None:
@@ -111,94 +130,89 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
     def deco(fn):
         names = outputs or (fn.__name__,)
         sig = inspect.signature(fn)
-        generator = inspect.isgeneratorfunction(fn)
+        context_arg = next(iter(sig.parameters))
 
-        def plan(args, kwargs):
+        def plan(args, kwargs) -> _Plan:
             bound = sig.bind(*args, **kwargs)
-            context, resource = bound.arguments[next(iter(sig.parameters))], bound.arguments["lookbench"]
-            inputs = {k: v for k, v in bound.arguments.items() if k not in (next(iter(sig.parameters)), "lookbench")}
+            context, resource = bound.arguments[context_arg], bound.arguments["lookbench"]
+            inputs = {k: v for k, v in bound.arguments.items() if k not in (context_arg, "lookbench")}
             cfg = resource.load()
             partition = context.partition_key if context.has_partition_key else "all"
-            parts = fingerprint_parts(cfg, partition, inputs, uses)
-            parts.update(outside_parts(cfg, reads, depends))
-            memo = MemoStore(cfg.layout.memo)
-            record = memo.get(fn.__name__, partition)
-            why: list[str] | str
-            if record is None:
-                why = ["never recorded"]
+            p = _Plan(context, cfg, MemoStore(cfg.layout.memo), partition,
+                      {**fingerprint_parts(cfg, partition, inputs, uses), **outside_parts(cfg, reads, depends)})
+            p.record = p.memo.get(fn.__name__, partition)
+            if p.record is None:
+                p.why = ["never recorded"]
             elif not getattr(resource, "reuse_unchanged", True):
-                why = ["reuse_unchanged is off (--force)"]
-            elif record.changed(parts):
-                why = record.changed(parts)
+                p.why = ["reuse_unchanged is off (--force)"]
+            elif p.record.changed(p.parts):
+                p.why = p.record.changed(p.parts)
             else:
-                found = _stored(cfg, record, names, partition)
+                found = _stored(cfg, p.record, names, partition)
                 if isinstance(found, dict) and verify is not None:
-                    reason = verify(cfg, resource.store(), found, _metadata(record))
-                    found = found if reason is None else reason
+                    found = verify(cfg, resource.store(), found, _metadata(p.record)) or found
                 if isinstance(found, dict):
+                    p.values = found
                     run_id = _run_id(context)
-                    if run_id is not None:  # this run's IO manager writes the same values again: it is their writer
-                        memo.put(fn.__name__, partition, record.parts, run_id, record.extra)
-                    return context, cfg, memo, partition, parts, record, found
-                why = [found]
-            return context, cfg, memo, partition, parts, {"why": why}, None
+                    if run_id is not None:  # this run's IO manager holds the same values now: it is their writer
+                        p.memo.put(fn.__name__, partition, p.record.parts, run_id, p.record.extra)
+                else:
+                    p.why = [found]
+            return p
 
-        def reused(context, record, values) -> list[Output]:
-            by, at = record.extra.get("computed_by", record.run_id), record.extra.get("computed_at", record.recorded_at)
-            context.log.info(f"skipped: unchanged since run {by[:8]} ({at}), stored result reused (inputs, code "
-                             "and configuration as then)")
-            outs = []
-            mds = _metadata(record)
-            for name in names:
-                md = {**mds.get(name, {}), "lookbench/reused_from_run": by,
-                      "lookbench/reused": MetadataValue.text(f"inputs, code and configuration unchanged since {at}")}
-                outs.append(Output(values[name], name if len(names) > 1 else "result", metadata=md))
-            return outs
+        def reused(p: _Plan) -> list[Output]:
+            extra = p.record.extra
+            by, at = extra.get("computed_by", p.record.run_id), extra.get("computed_at", p.record.recorded_at)
+            p.context.log.info(f"skipped: unchanged since run {by[:8]} ({at}), stored result reused (inputs, code "
+                               "and configuration as then)")
+            mds = _metadata(p.record)
+            return [Output(p.values[name], name if len(names) > 1 else "result",
+                           metadata={**mds.get(name, {}), "lookbench/reused_from_run": by,
+                                     "lookbench/reused": MetadataValue.text(f"inputs, code and configuration "
+                                                                            f"unchanged since {at}")})
+                    for name in names]
 
-        def remember(context, cfg, memo, partition, parts, missed, produced: list[Output]) -> None:
-            parts = {**parts, **outside_parts(cfg, reads, depends)}
-            md = {}
-            for o in produced:
-                name = o.output_name if len(names) > 1 else names[0]
-                try:
-                    md[name] = serialize_value({k: v for k, v in o.metadata.items()
-                                                if not k.startswith("lookbench/")})
-                except Exception:  # metadata dagster cannot serialise: reuse without it
-                    pass
-            run_id = _run_id(context)
+        def computed(p: _Plan, o: Any) -> Any:
+            """An output of the function, with why it was computed."""
+            if not isinstance(o, Output):
+                return o
+            p.produced.append(o)
+            return o.with_metadata({**o.metadata, "lookbench/recomputed_because": MetadataValue.json(p.why)})
+
+        def remember(p: _Plan) -> None:
+            run_id = _run_id(p.context)
             if run_id is None:  # a direct call without a run: nothing stored to reuse
                 return
-            memo.put(fn.__name__, partition, parts, run_id, {
+            md = {}
+            for o in p.produced:
+                try:
+                    md[o.output_name if len(names) > 1 else names[0]] = serialize_value(
+                        {k: v for k, v in o.metadata.items() if not k.startswith("lookbench/")})
+                except Exception:  # metadata dagster cannot serialise: reused without it
+                    pass
+            p.memo.put(fn.__name__, p.partition, {**p.parts, **outside_parts(p.cfg, reads, depends)}, run_id, {
                 "metadata": md, "computed_by": run_id,
                 "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
-        def annotate(o: Output, missed) -> Output:
-            return o.with_metadata({**o.metadata, "lookbench/recomputed_because":
-                                    MetadataValue.json(missed["why"])}) if isinstance(o, Output) else o
-
-        if generator:
+        if inspect.isgeneratorfunction(fn):
             @functools.wraps(fn)
             def gen(*args, **kwargs):
-                context, cfg, memo, partition, parts, record, values = plan(args, kwargs)
-                if values is not None:
-                    yield from reused(context, record, values)
+                p = plan(args, kwargs)
+                if p.values is not None:
+                    yield from reused(p)
                     return
-                produced = []
                 for o in fn(*args, **kwargs):
-                    o = annotate(o, record)
-                    if isinstance(o, Output):
-                        produced.append(o)
-                    yield o
-                remember(context, cfg, memo, partition, parts, record, produced)
+                    yield computed(p, o)
+                remember(p)
             return gen
 
         @functools.wraps(fn)
         def one(*args, **kwargs):
-            context, cfg, memo, partition, parts, record, values = plan(args, kwargs)
-            if values is not None:
-                return reused(context, record, values)[0]
-            o = annotate(fn(*args, **kwargs), record)
-            remember(context, cfg, memo, partition, parts, record, [o] if isinstance(o, Output) else [])
+            p = plan(args, kwargs)
+            if p.values is not None:
+                return reused(p)[0]
+            o = computed(p, fn(*args, **kwargs))
+            remember(p)
             return o
         return one
 

@@ -8,7 +8,8 @@ A stage's **fingerprint** is the sha256 of its parts, each a digest (64 hex char
 * ``config``: :func:`json_digest` of the run's parsed configuration;
 * one part per input table or value (:func:`table_digest`, :func:`json_digest`): the upstream stages' outputs;
 * ``reads``: :func:`files_digest` of the files the stage reads in place (a legacy tree, detector weights, a drop
-  folder), by path, size and modification time, as ``make`` and ``ccache`` judge a file unchanged.
+  folder), by path, size, modification and status-change time and inode (``make`` looks at the modification
+  time alone).
 
 A :class:`MemoStore` keeps, per stage and partition, the last fingerprint with the run that computed it
 (``<data_dir>/memo/<stage>/<partition>.json``). A later run with the same fingerprint may reuse that run's stored
@@ -110,8 +111,9 @@ def _walk(path: Path) -> Iterable[Path]:
 
 def files_digest(paths: Iterable[Path | str | None]) -> str:
     """sha256 (hex) of every file under ``paths`` (files, or folders walked recursively; None skipped) as
-    ``path, size in bytes, modification time in ns``, plus ``missing`` for a path that does not exist: a file
-    edited, added, removed or replaced changes it. Contents are not read (a folder of 100,000 images costs one
+    ``path, size in bytes, modification time, status-change time (ns), inode``, plus ``missing`` for a path that
+    does not exist: a file edited, added, removed or replaced changes it, also when its size and modification time
+    are set back (the status-change time cannot be). Contents are not read (a folder of 100,000 images costs one
     ``stat`` each)."""
     h = hashlib.sha256()
     for p in paths:
@@ -127,7 +129,7 @@ def files_digest(paths: Iterable[Path | str | None]) -> str:
             except OSError:
                 h.update(f"{f}\0unreadable\n".encode())
                 continue
-            h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\n".encode())
+            h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
     return h.hexdigest()
 
 
@@ -180,7 +182,8 @@ class MemoRecord:
 
 class MemoStore:
     """The last :class:`MemoRecord` of each stage and partition, one JSON file each under ``root``
-    (``<data_dir>/memo``). Writes are atomic (a temporary file renamed); an unreadable record reads as none."""
+    (``<data_dir>/memo``). Writes are atomic (a temporary file renamed); an unreadable record, or one of another
+    shape, reads as none."""
 
     def __init__(self, root: Path):
         self.root = Path(root)
@@ -194,9 +197,15 @@ class MemoStore:
         p = self._path(stage, partition)
         try:
             d = json.loads(p.read_text())
-            return MemoRecord(d["fingerprint"], d["run_id"], d["recorded_at"], d.get("parts", {}), d.get("extra", {}))
+            rec = MemoRecord(d["fingerprint"], d["run_id"], d["recorded_at"], d.get("parts", {}), d.get("extra", {}))
         except (OSError, ValueError, KeyError, TypeError):
             return None
+        shapes = ((rec.fingerprint, str), (rec.run_id, str), (rec.recorded_at, str), (rec.parts, dict),
+                  (rec.extra, dict))
+        if not all(isinstance(v, t) for v, t in shapes) or not all(
+                isinstance(k, str) and isinstance(v, str) for k, v in rec.parts.items()):
+            return None  # valid JSON of another shape (edited by hand, another version): not a record
+        return rec
 
     def put(self, stage: str, partition: str, parts: dict[str, str], run_id: str,
             extra: dict[str, Any] | None = None) -> MemoRecord:

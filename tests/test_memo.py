@@ -62,8 +62,14 @@ def test_files_digest_sees_an_edit_an_added_file_a_removed_file_and_a_missing_pa
     os.utime(tree / "list.txt", ns=(st.st_atime_ns, st.st_mtime_ns + 1_000_000))
     d2 = files_digest([tree])
     assert d2 != d1
+    st2 = (tree / "list.txt").stat()
+    (tree / "list.txt").write_text("c\n")  # edited, then size and modification time set back by hand
+    os.utime(tree / "list.txt", ns=(st2.st_atime_ns, st2.st_mtime_ns))
+    assert (tree / "list.txt").stat().st_mtime_ns == st2.st_mtime_ns
+    d3 = files_digest([tree])
+    assert d3 != d2, "the status-change time moves"
     (tree / "img" / "b.jpg").unlink()
-    assert files_digest([tree]) not in (d1, d2)
+    assert files_digest([tree]) not in (d1, d2, d3)
     assert files_digest([tmp_path / "nowhere"]) != files_digest([])
     assert files_digest([None]) == files_digest([])
 
@@ -101,3 +107,16 @@ def test_an_unreadable_record_reads_as_none(tmp_path):
     assert "|" not in p.name
     p.write_text("{torn")
     assert memo.get("detect_garments", "a|b") is None
+
+
+def test_a_record_of_another_shape_reads_as_none(tmp_path):
+    import json
+
+    memo = MemoStore(tmp_path)
+    memo.put("evaluation", "p", {"code": "c"}, "run-1")
+    [p] = list((tmp_path / "evaluation").iterdir())
+    good = json.loads(p.read_text())
+    for bad in ({**good, "parts": [1, 2]}, {**good, "extra": []}, {**good, "parts": {"code": 3}},
+                {**good, "run_id": None}, [1, 2], "text"):
+        p.write_text(json.dumps(bad))
+        assert memo.get("evaluation", "p") is None, bad

@@ -180,3 +180,50 @@ def test_build_and_demo_force_turn_reuse_off_and_the_environment_does_for_dagste
     monkeypatch.delenv("LOOKBENCH_REUSE_UNCHANGED")
     assert build_defs().resources["lookbench"].reuse_unchanged is True
     assert build_defs(reuse_unchanged=False).resources["lookbench"].reuse_unchanged is False
+
+
+def test_the_real_assets_checks_see_a_swapped_generated_image_and_a_damaged_report(setup):
+    """The side-effect checks of generated_images and evaluation, on files made here."""
+    import hashlib
+
+    from assets.aigen import results_in_place
+    from assets.evaluate import evaluation_reads, report_in_place
+    from assets.detect import detector_files
+    from dagster import MetadataValue
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.evaluate import weight_caches
+    from lookbench_pipeline.pipeline import store_of
+
+    tmp_path, _ = setup
+    cfg = load_config(tmp_path / "pipeline.yaml")
+    store = store_of(cfg)
+    # a generated image with its result record (aigen.ResultCache's format)
+    img = cfg.layout.aigen_images / "r1.png"
+    img.parent.mkdir(parents=True)
+    img.write_bytes(b"picture one")
+    cfg.layout.aigen_results.mkdir(parents=True)
+    (cfg.layout.aigen_results / "r1.json").write_text(json.dumps({
+        "request_id": "r1", "path": str(img), "sha256": hashlib.sha256(b"picture one").hexdigest(),
+        "first_seen_at": "2026-12-01T00:00:00+00:00"}))
+    values = {"generated_images": pa.table({"request_id": ["r1", "r2"], "path": [str(img), None]})}
+    assert results_in_place(cfg, store, values, {}) is None
+    img.write_bytes(b"another picture")  # swapped by hand
+    assert "missing or changed" in results_in_place(cfg, store, values, {})
+    (cfg.layout.aigen_results / "r1.json").unlink()
+    assert "missing or changed" in results_in_place(cfg, store, values, {})
+    # the evaluation's report: local folder read in place, every file in the store
+    report = cfg.layout.report_dir("v20261202")
+    report.mkdir(parents=True)
+    (report / "index.html").write_text("<html>")
+    (report / "leaderboard.parquet").write_bytes(b"x")
+    md = {"evaluation": {"report": MetadataValue.path(str(report / "index.html")),
+                         "report_store_prefix": MetadataValue.text("reports/v20261202")}}
+    for name in ("index.html", "leaderboard.parquet"):
+        store.put_bytes(f"reports/v20261202/{name}", (report / name).read_bytes())
+    assert report_in_place(cfg, store, {}, md) is None
+    store.delete("reports/v20261202/leaderboard.parquet")
+    assert "leaderboard.parquet is no longer in the object store" in report_in_place(cfg, store, {}, md)
+    assert report_in_place(cfg, store, {}, {}) == "the run that computed it recorded no report"
+    assert cfg.layout.reports in evaluation_reads(cfg)
+    # the local weight caches are part of what the detection and the evaluation read
+    assert set(weight_caches()) <= set(detector_files(cfg)) and set(weight_caches()) <= set(evaluation_reads(cfg))

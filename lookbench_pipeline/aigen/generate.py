@@ -54,6 +54,10 @@ class ResultCache:
             log.warning("aigen: result record %s unreadable (%s); generating again", p, exc)
         return None
 
+    def intact(self, request_id: str) -> bool:
+        """Whether the local record of ``request_id`` is readable and its image file has the recorded sha256."""
+        return self._local(request_id) is not None
+
     def get(self, request_id: str) -> dict | None:
         from .. import records
 

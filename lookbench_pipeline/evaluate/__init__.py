@@ -22,11 +22,12 @@ before; patch a name where it is looked up (``lookbench_pipeline.evaluate.run.lo
 
 from ..embed import EmbeddingCache
 from .availability import (ModelEntry, availability, did_you_mean_model, model_cutoff, registry_entries,
-                           unavailable_reason)
+                           unavailable_reason, weight_caches)
 from .files import META_COLUMNS, ReleaseFile, embed_file, label_codes
 from .results import PAIRED_METRICS, Evaluation, format_table
 from .run import DEFAULT_KS, NOISE, evaluate_configured, evaluate_legacy, evaluate_release, run_evaluation
 from .subset import contamination_flags, noise_hits, score_subset
 
 __all__ = ["EmbeddingCache", "Evaluation", "ModelEntry", "availability", "evaluate_legacy", "evaluate_release",
-           "format_table", "model_cutoff", "noise_hits", "registry_entries", "run_evaluation", "unavailable_reason"]
+           "format_table", "model_cutoff", "noise_hits", "registry_entries", "run_evaluation", "unavailable_reason",
+           "weight_caches"]

@@ -196,6 +196,21 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
     return "; ".join(reasons) or None
 
 
+def weight_caches() -> list[Path]:
+    """The local model-weight caches a model is loaded from here: the Hugging Face hub cache's ``refs`` folders (a
+    newer snapshot of a model rewrites its ref) and open_clip's download cache. For fingerprints
+    (``assets/reuse.py``): a model whose weights change there changes what was computed with it."""
+    out: list[Path] = []
+    try:
+        from huggingface_hub.constants import HF_HUB_CACHE
+
+        root = Path(HF_HUB_CACHE)
+        out += sorted(root.glob("models--*/refs")) if root.is_dir() else [root]
+    except ImportError:
+        pass
+    return out + [Path.home() / ".cache" / "clip"]
+
+
 def availability(model_ids: Sequence[str], registry: bool) -> dict[str, str | None]:
     """Each model an evaluation would try (``model_ids`` and, when ``registry``, every registry model) mapped to
     :func:`unavailable_reason` (None: it can be tried here). What the evaluation's result depends on besides the
