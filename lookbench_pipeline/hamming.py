@@ -9,16 +9,20 @@ substring ``i`` (otherwise they would differ in ``sum(tau_i + 1) > radius`` bits
 
 1. a counting sort of the codes by their substring key (``O(n + 2^width)``), the codes copied into key order so that
    each bucket is a contiguous run;
-2. for every flip mask ``f`` with at most ``tau_i`` bits set, every pair of non-empty buckets ``(b, b ^ f)``
-   (mask-major, so that both buckets stream through memory in order) is compared member by member: XOR, popcount,
-   ``<= radius``;
+2. bucket by bucket (each worker takes a run of buckets in key order), the codes of every partner bucket ``b ^ f``,
+   ``f`` a flip mask with 1..``tau_i`` bits set and ``b < b ^ f`` (the masks grouped by their highest bit, so that
+   one test of ``b``'s bit skips a whole group), are gathered into a buffer (a fixed 8-slot copy per partner, so the
+   copy has no data-dependent loop), and every code of ``b`` is compared with the whole buffer: XOR, popcount,
+   ``<= radius``, in runs of 32 that the compiler vectorises, a run with a hit compared again one by one to record
+   the pair; pairs within ``b`` are compared directly;
 3. a pair is kept by the first table whose substring condition it meets (it also meets that condition in any later
    table only if the earlier one did not apply), so no pair is reported twice and no global ``unique`` is needed.
 
-The kernels are compiled with numba (``nogil``; the flip masks of a table are shared among threads). The plan (the
-number of substrings, their widths and thresholds, and the bit order) is chosen per call from a cost model of the
-two terms above: bucket pairs visited (``n * V(w, tau)``) and candidate pairs compared (``n^2 / 2^(w+1) * V(w, tau)``,
-``V(w, t) = sum_{k <= t} C(w, k)``), against brute force (``n^2 / 2``). On skewed codes (real pHashes: biased,
+The kernels are compiled with numba (``nogil``, the hardware ``popcnt`` through an LLVM ``ctpop`` intrinsic; the
+buckets of a table are shared among threads, and the next table is sorted while the workers join the current one).
+The plan (the number of substrings, their widths and thresholds, and the bit order) is chosen per call from a cost
+model of the two terms above: partner buckets visited (``2^w (V(w, tau) - 1) / 2``) and candidate pairs compared
+(``n^2 / 2^(w+1) * V(w, tau)``, ``V(w, t) = sum_{k <= t} C(w, k)``), against brute force (``n^2 / 2``). On skewed codes (real pHashes: biased,
 correlated bits) the bits are dealt to the substrings by their entropy so that every substring carries about the
 same information.
 """
@@ -32,17 +36,17 @@ from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
-from numba import njit
+from numba import njit, types
+from numba.extending import intrinsic
 
 MAX_KEY_BITS = 24
 """The widest substring key: a table's bucket starts take ``2^width`` int64 (128 MiB at 24 bits)."""
 
-# Cost model weights, nanoseconds per operation of the kernels below, fitted to single-table runs on 1,000,000
-# uniform codes on the 2-core development machine (BENCHMARKS.md): a (bucket, flip mask) step (the order test and
-# the partner's occupancy byte), the extra cost of a step whose partner bucket is non-empty (the member loops), a
-# candidate pair compared, a code counted and placed into a table, a bucket slot of a table, a pair compared by
-# brute force.
-_C_STEP, _C_PAIR, _C_CAND, _C_CODE, _C_SLOT, _C_BRUTE = 4.0, 37.0, 1.5, 12.0, 2.0, 1.0
+# Cost model weights, nanoseconds of one CPU per operation of the kernels below, fitted to runs on 1,000,000 and
+# 10,000,000 uniform codes with plans of 16 to 21 bits on the 2-core development machine (BENCHMARKS.md): a partner
+# bucket visited (the 8-slot gather), a candidate pair compared, a code counted and placed into a table, a bucket
+# slot of a table, a pair compared by brute force.
+_C_VISIT, _C_CAND, _C_CODE, _C_SLOT, _C_BRUTE = 14.0, 0.54, 12.0, 2.0, 1.0
 
 
 @dataclass(frozen=True)
@@ -71,15 +75,14 @@ def _split(total: int, parts: int) -> list[int]:
 
 def table_cost(n: int, width: int, tau: int) -> float:
     """The cost model's estimate (ns) of one table of ``width`` bits at threshold ``tau`` over ``n`` uniform codes:
-    bucket slots and codes sorted, (bucket, flip mask) steps over the ``2^w (1 - e^(-n / 2^w))`` non-empty buckets
-    (half of them skipped by the order test), and ``n^2 / 2^(w+1) * V(w, tau)`` candidate pairs."""
+    bucket slots and codes sorted, one visit per non-empty bucket and flip mask that passes the order test (half of
+    the ``V(w, tau) - 1`` masks, over the ``2^w (1 - e^(-n / 2^w))`` non-empty buckets), and
+    ``n^2 / 2^(w+1) * V(w, tau)`` candidate pairs."""
     slots = 2.0 ** width
-    occupancy = -math.expm1(-n / slots)
-    present = slots * occupancy
+    present = -slots * math.expm1(-n / slots)
     v = _volume(width, tau)
-    # (v - 1) flip masks; half of the steps fail the order test, the others look at the partner
-    steps = present * (v - 1) * (_C_STEP + occupancy * _C_PAIR / 2) + present * _C_PAIR
-    return _C_SLOT * slots + _C_CODE * n + steps + _C_CAND * n * n / (2 * slots) * v
+    visits = present * (v - 1) / 2
+    return _C_SLOT * slots + _C_CODE * n + _C_VISIT * visits + _C_CAND * n * n / (2 * slots) * v
 
 
 def plan(n: int, radius: int, bit_order: np.ndarray | None = None) -> Plan:
@@ -155,18 +158,34 @@ def _bit_mask(bits: tuple[int, ...]) -> int:
 # ------------------------------------------------------------------------------------------------- kernels
 
 
+@intrinsic
+def _ctpop(typingctx, x):
+    """LLVM's ``ctpop`` on a uint64: the ``popcnt`` instruction where the CPU has one (numba compiles for the host),
+    and a vectorised byte-table count inside loops the compiler vectorises."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.ctpop(args[0])
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _popcount(x):
-    x = x - ((x >> np.uint64(1)) & np.uint64(0x5555555555555555))
-    x = (x & np.uint64(0x3333333333333333)) + ((x >> np.uint64(2)) & np.uint64(0x3333333333333333))
-    x = (x + (x >> np.uint64(4))) & np.uint64(0x0F0F0F0F0F0F0F0F)
-    return (x * np.uint64(0x0101010101010101)) >> np.uint64(56)
+    return _ctpop(np.uint64(x))
+
+
+SLOTS = 8
+"""Codes copied per partner bucket whatever its size (a bucket with more is copied in a loop)."""
+_BUFFER = 4096  # gathered partner codes compared at once (32 KiB: in L2)
+_RUN = 32  # buffer entries tested together for a hit (a vectorised loop) before any is looked at one by one
 
 
 @njit(cache=True, nogil=True)
 def _bucket(h, lut, nbuckets):
     """Counting sort by substring key: (keys of the non-empty buckets ascending, start of every bucket (nbuckets + 1),
-    the codes in key order, their original indices)."""
+    the codes in key order followed by ``SLOTS`` zero codes (so that an 8-slot gather never reads past the end),
+    their original indices)."""
     n = h.shape[0]
     keys = np.empty(n, dtype=np.int64)
     counts = np.zeros(nbuckets + 1, dtype=np.int64)
@@ -189,7 +208,7 @@ def _bucket(h, lut, nbuckets):
             present[j] = b
             j += 1
     fill = counts[:-1].copy()
-    codes = np.empty(n, dtype=np.uint64)
+    codes = np.zeros(n + SLOTS, dtype=np.uint64)
     ids = np.empty(n, dtype=np.int64)
     for i in range(n):
         p = fill[keys[i]]
@@ -226,45 +245,112 @@ def _earlier(x, prev_masks, prev_taus):
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _scan(codes, ids, s1, e1, s2, e2, r, prev_masks, prev_taus, out, used):
-    """Compare the codes ``[s1, e1)`` with ``[s2, e2)`` (with the ones after them when the ranges are the same
-    bucket); write the new pairs within ``r`` from row ``used`` on; return the new ``used``."""
+def _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used):
+    """Compare the codes ``[s, e)`` of a bucket with the ``nb`` gathered partner codes ``bc``: a pass over the whole
+    buffer without branches (vectorised) tells whether a code has any partner within ``r`` (skipped after a code that
+    had one: skewed codes come in crowds); only then are runs of ``_RUN`` tested, and a run with a hit compared one by one. A hit's position in the table: the gathered segment
+    it falls in (``vstart``: the first buffer index of each of the ``nv`` segments, ``vcs``: that segment's first
+    position in the table), found by bisection. Writes the new pairs from row ``used`` on; returns the new ``used``."""
     cap = out.shape[0]
-    for p in range(s1, e1):
+    previous_hit = False
+    for p in range(s, e):
         cp = codes[p]
-        for q in range(p + 1 if s1 == s2 else s2, e2):
-            x = cp ^ codes[q]
-            d = _popcount(x)
-            if d <= r and not _earlier(x, prev_masks, prev_taus):
-                if used < cap:
-                    ip, iq = ids[p], ids[q]
-                    out[used] = _pack(min(ip, iq), max(ip, iq), d)
-                used += 1
+        if not previous_hit:  # after a code with a hit (crowded, skewed codes) the next one likely has one too
+            hit = 0
+            for u in range(nb):
+                hit += _popcount(cp ^ bc[u]) <= r
+            if hit == 0:
+                continue
+        previous_hit = False
+        ip = ids[p]
+        for u0 in range(0, nb, _RUN):
+            u1 = min(nb, u0 + _RUN)
+            run_hit = 0
+            for u in range(u0, u1):
+                run_hit += _popcount(cp ^ bc[u]) <= r
+            if run_hit == 0:
+                continue
+            previous_hit = True
+            for u in range(u0, u1):
+                x = cp ^ bc[u]
+                d = _popcount(x)
+                if d <= r and not _earlier(x, prev_masks, prev_taus):
+                    lo, hi = 0, nv - 1  # the last segment starting at or before u (empty segments share a start)
+                    while lo < hi:
+                        mid = (lo + hi + 1) >> 1
+                        if vstart[mid] <= u:
+                            lo = mid
+                        else:
+                            hi = mid - 1
+                    if used < cap:
+                        iq = ids[vcs[lo] + (u - vstart[lo])]
+                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                    used += 1
     return used
 
 
 @njit(cache=True, nogil=True)
-def _join(present, starts, occupied, codes, ids, flips, tops, with_zero, radius, prev_masks, prev_taus, out):
-    """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` among the bucket pairs
-    ``(b, b ^ f)``, ``b < b ^ f``, for ``f`` in ``flips`` (``tops``: each mask's highest set bit), and within
-    buckets when ``with_zero``, that no earlier table found. ``occupied``: one byte per bucket, 1 when non-empty
-    (the partner test reads it instead of the 8-byte ``starts``). Returns the number found."""
+def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radius, prev_masks, prev_taus, out):
+    """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` that no earlier table found, between the
+    non-empty buckets ``b = present[t0:t1]`` and their partners ``b ^ f``, ``b < b ^ f``, and within each ``b``.
+    ``flips`` sorted by their highest set bit, ``group_starts[k]`` the first mask whose highest bit is ``k``
+    (``width + 1`` entries): ``b < b ^ f`` exactly when ``b`` lacks that bit. Returns the number found."""
     used = 0
+    cap = out.shape[0]
     r = np.uint64(radius)
-    if with_zero:
-        for b in present:
-            used = _scan(codes, ids, starts[b], starts[b + 1], starts[b], starts[b + 1], r, prev_masks, prev_taus,
-                         out, used)
-    for k in range(flips.shape[0]):
-        f, top = flips[k], tops[k]  # b < b ^ f exactly when b lacks f's highest set bit
-        for b in present:
-            if b & top:
+    bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
+    vstart = np.empty(_BUFFER + 1, dtype=np.int64)
+    vcs = np.empty(_BUFFER + 1, dtype=np.int64)
+    for t in range(t0, t1):
+        b = present[t]
+        s, e = starts[b], starts[b + 1]
+        for p in range(s, e):  # within the bucket
+            cp = codes[p]
+            for q in range(p + 1, e):
+                x = cp ^ codes[q]
+                d = _popcount(x)
+                if d <= r and not _earlier(x, prev_masks, prev_taus):
+                    if used < cap:
+                        ip, iq = ids[p], ids[q]
+                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                    used += 1
+        nb = 0
+        nv = 0
+        for k in range(width):
+            if (b >> k) & 1:
                 continue
-            c = b ^ f
-            if occupied[c] == 0:
-                continue
-            used = _scan(codes, ids, starts[b], starts[b + 1], starts[c], starts[c + 1], r, prev_masks, prev_taus,
-                         out, used)
+            for g in range(group_starts[k], group_starts[k + 1]):
+                c = b ^ flips[g]
+                cs = starts[c]
+                m = starts[c + 1] - cs
+                if nb + max(m, SLOTS) > _BUFFER or nv == _BUFFER:
+                    used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used)
+                    nb = 0
+                    nv = 0
+                if m <= SLOTS:  # a fixed-size copy (the slots past m are overwritten or never read)
+                    for u in range(SLOTS):
+                        bc[nb + u] = codes[cs + u]
+                    vstart[nv] = nb
+                    vcs[nv] = cs
+                    nv += 1
+                    nb += m
+                else:  # a crowded bucket: copied in pieces, the buffer compared whenever it is full
+                    q = cs
+                    while q < cs + m:
+                        take = min(_BUFFER - nb, cs + m - q)
+                        for u in range(take):
+                            bc[nb + u] = codes[q + u]
+                        vstart[nv] = nb
+                        vcs[nv] = q
+                        nv += 1
+                        nb += take
+                        q += take
+                        if nb == _BUFFER or nv == _BUFFER:
+                            used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus,
+                                          out, used)
+                            nb = 0
+                            nv = 0
+        used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used)
     return used
 
 
@@ -329,8 +415,8 @@ def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
 
     Returns:
         ``int64`` array (k, 3): ``i, j, distance``, sorted by ``i`` then ``j`` — the same rows as a brute-force
-        comparison of every pair. Memory: the codes three times over plus one table's buckets at a time
-        (``2^width`` int64, width <= :data:`MAX_KEY_BITS`), the pairs found at 8 bytes each (twice while they are
+        comparison of every pair. Memory: the codes five times over plus two tables' buckets at a time
+        (the one joined and the next one sorted: ``2^width`` int64 each, width <= :data:`MAX_KEY_BITS`), the pairs found at 8 bytes each (twice while they are
         gathered), plus the result (24 bytes per pair).
 
     Raises:
@@ -370,24 +456,32 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
         prev_masks: list[int] = []
         prev_taus: list[int] = []
         collect = _Collector()
-        with ThreadPoolExecutor(workers) as ex:
-            for bits, tau in p.tables:
+        tables = list(p.tables)
+        with ThreadPoolExecutor(workers) as ex, ThreadPoolExecutor(1) as sorter:
+            # the next table is sorted (one thread, memory-bound) while the workers join the current one
+            pending = sorter.submit(_bucket, h, _key_luts(tables[0][0]), 1 << len(tables[0][0]))
+            for k, (bits, tau) in enumerate(tables):
                 w = len(bits)
-                present, starts, codes, ids = _bucket(h, _key_luts(bits), 1 << w)
+                present, starts, codes, ids = pending.result()
+                if k + 1 < len(tables):
+                    nxt = tables[k + 1][0]
+                    pending = sorter.submit(_bucket, h, _key_luts(nxt), 1 << len(nxt))
                 flips = _flip_masks(w, tau)
+                highest = np.array([int(f).bit_length() - 1 for f in flips], dtype=np.int64)
+                order = np.argsort(highest, kind="stable")
+                flips = flips[order]
+                group_starts = np.searchsorted(highest[order], np.arange(w + 1)).astype(np.int64)
                 pm = np.array(prev_masks, dtype=np.uint64)
                 pt = np.array(prev_taus, dtype=np.uint64)
-                # the zero mask (pairs inside a bucket), then the flip masks in small runs, so that the workers share
-                # the work evenly and a job whose output outgrows its buffer repeats little
-                tops = np.array([1 << (int(f).bit_length() - 1) for f in flips], dtype=np.int64)
-                step = max(1, len(flips) // (8 * workers))
-                jobs = [(flips[:0], tops[:0], True)] + [(flips[k:k + step], tops[k:k + step], False)
-                                                        for k in range(0, len(flips), step)]
-                occupied = np.zeros(1 << w, dtype=np.uint8)
-                occupied[present] = 1
-                parts += list(ex.map(lambda job: collect(_join, present, starts, occupied, codes, ids, *job, radius,
-                                                         pm, pt), jobs))
-                del present, starts, occupied, codes, ids
+                # runs of buckets holding about the same number of codes, several per worker, so that the workers
+                # share the work evenly (a crowded bucket of skewed codes is one run's) and a job whose output
+                # outgrows its buffer repeats little
+                cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
+                bounds = [0, *np.unique(np.searchsorted(starts[present], cuts)).tolist(), len(present)]
+                jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+                parts += list(ex.map(lambda j: collect(_join, present, starts, codes, ids, flips, group_starts, w,
+                                                       j[0], j[1], radius, pm, pt), jobs))
+                del present, starts, codes, ids
                 prev_masks.append(_bit_mask(bits))
                 prev_taus.append(tau)
     packed = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)

@@ -53,6 +53,24 @@ def test_every_plan_shape_is_exact_on_clustered_codes(n):
             assert np.array_equal(search(h, 8, p, threads=2), want), (m, w, taus)
 
 
+def test_crowded_buckets_overflow_the_slots_and_the_gather_buffer():
+    """Keys drawn from a handful of values: buckets far past the 8-slot copy, partners that fill the gather buffer
+    (``_BUFFER`` codes) several times over, and codes sitting on a buffer boundary; the rest of the bits sparse, so
+    that most pairs are within the radius. Same rows as brute force, each pair once."""
+    rng = np.random.default_rng(21)
+    n = 3 * hamming._BUFFER
+    keys = rng.choice(np.array([0, 3, 0b101], dtype=np.uint64), size=n)  # 16-bit keys within 2 bits of each other
+    low = np.zeros(n, dtype=np.uint64)
+    for _ in range(4):  # up to 4 random bits set below the key
+        low |= np.uint64(1) << rng.integers(0, 48, size=n).astype(np.uint64)
+    h = (keys << np.uint64(48)) | low
+    want = brute(h, 4)
+    assert len(want) > n  # crowded: more pairs than codes
+    p = Plan(((tuple(range(63, 47, -1)), 2), (tuple(range(47, 31, -1)), 1), (tuple(range(31, 15, -1)), 0)), 0.0)
+    assert np.array_equal(search(h, 4, p, threads=2), want)
+    assert np.array_equal(pairs_within(h, 4), want)
+
+
 def test_inexact_plan_refused():
     with pytest.raises(ValueError, match="not exact"):
         search(uniform_codes(100), 8, Plan((((63, 62, 61), 2),), 0.0))
