@@ -458,6 +458,13 @@ def original_key(sha256: str) -> str:
     return f"originals/{sha256[:2]}/{sha256}"
 
 
+def fitted_key(sha256: str, max_image_tokens: int, method: str) -> str:
+    """Content-addressed key of an image-model input fitted from the original ``sha256`` to a budget of
+    ``max_image_tokens`` image tokens by the fitting ``method`` (``vlm.fit.FIT_METHOD``):
+    ``vlm-inputs/<method>-t<budget>/<2 hex>/<sha256>`` (the bytes sent to the model; see ``vlm.fitted``)."""
+    return f"vlm-inputs/{method}-t{int(max_image_tokens)}/{sha256[:2]}/{sha256}"
+
+
 def derived_key(sha256: str) -> str:
     """Content-addressed key of a derived image (a detection's crop, JPEG): ``derived/<2 hex>/<sha256>``."""
     return f"derived/{sha256[:2]}/{sha256}"

@@ -110,6 +110,10 @@ def test_release_labels_come_from_the_image_model_and_the_judge_gates_them(tmp_p
     md = mats["annotations"]
     assert md["items"].value == md["labelled"].value + md["rejected"].value + md["failed"].value == n_items
     assert md["acceptance"].value["overall"] == 1.0 and md["acceptance"].value["by_attribute"]
+    # every representative image was fitted once, by the first run, and both runs' annotators sent the stored bytes
+    fi = md["fitted_inputs"].value
+    assert fi["images"] == fi["reused"] and fi["fitted"] == 0 and not fi["refused"] and not fi["unreadable"]
+    assert fi["read_by_annotator"] == fi["images"] > 0
 
 
 def test_stage_attributes_without_endpoint_is_the_text_baseline(tmp_path):

@@ -4,7 +4,8 @@ OpenAI-compatible endpoint, and a judge model that verifies every label. docs/AN
 The pieces:
 
 * :func:`prepare_image` (:mod:`.fit`) fits an image to Qwen2.5-VL's limits before it is sent (see there for the
-  formula);
+  formula); :func:`fit_inputs` (:mod:`.fitted`) does it once per image and token budget before a run and keeps the
+  bytes to send in the object store, where the annotator reads them (``fitted_store``);
 * :class:`VlmAnnotator` (:mod:`.annotator`) asks the model for the category (unless one is given) and for the
   category's attributes, with the category's JSON schema (:meth:`Taxonomy.json_schema`) as the structured-output
   constraint (``response_format={"type": "json_schema", ...}``, vLLM's structured-outputs API; the questions and
@@ -23,29 +24,30 @@ The pieces:
 Requests in flight are bounded (``concurrency``; the server batches them); the Dagster asset that runs this sits
 in the ``vllm`` concurrency pool so that two runs do not overload one server.
 
-The modules, bottom first: :mod:`.prompts` and :mod:`.fit` import no sibling; :mod:`.cache` imports :mod:`.fit`,
-:mod:`.client` nothing of the package, :mod:`.annotator` all of them, :mod:`.stats` :mod:`.prompts`. This package
-re-exports what the single module ``vlm.py`` offered.
+The modules, bottom first: :mod:`.prompts` and :mod:`.fit` import no sibling; :mod:`.fitted` and :mod:`.cache`
+import :mod:`.fit`, :mod:`.client` nothing of the package, :mod:`.annotator` all of them, :mod:`.stats`
+:mod:`.prompts`. This package re-exports what the single module ``vlm.py`` offered.
 """
 
 from .annotator import INLINE_PREPARE_BYTES, ImageItem, VlmAnnotator, VlmJudge, VlmLabel
 from .cache import FittedCache, ResponseCache, cache_key
 from .client import Outcome, Sampling, VlmEndpointError
-from .fit import (MAX_ASPECT_RATIO, MIN_IMAGE_TOKENS, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS, ImageRefused,
-                  PreparedImage, _jpeg_pixels, image_tokens, prepare_image, qwen_resize_target)
+from .fit import (FIT_METHOD, MAX_ASPECT_RATIO, MIN_IMAGE_TOKENS, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS,
+                  ImageRefused, PreparedImage, _jpeg_pixels, image_tokens, prepare_image, qwen_resize_target)
+from .fitted import FitCounts, fit_inputs, read_fitted
 from .prompts import (ACCEPT, JUDGE_PROMPT_VERSION, NONE_CATEGORY, PROMPT_VERSION, REJECT, SYSTEM_PROMPT, _messages,
                       attributes_prompt, category_prompt, category_schema, judge_prompt, judge_schema,
                       reannotate_prompt, restricted_schema)
 from .stats import acceptance_check, acceptance_rates, summarize
 
 __all__ = [
-    "ACCEPT", "INLINE_PREPARE_BYTES", "JUDGE_PROMPT_VERSION", "MAX_ASPECT_RATIO", "MIN_IMAGE_TOKENS",
+    "ACCEPT", "FIT_METHOD", "INLINE_PREPARE_BYTES", "JUDGE_PROMPT_VERSION", "MAX_ASPECT_RATIO", "MIN_IMAGE_TOKENS",
     "NONE_CATEGORY", "PIXELS_PER_TOKEN_SIDE", "PROMPT_VERSION", "REJECT", "SERVER_MAX_PIXELS", "SYSTEM_PROMPT",
-    "FittedCache", "ImageItem", "ImageRefused", "Outcome", "PreparedImage", "ResponseCache", "Sampling",
+    "FitCounts", "FittedCache", "ImageItem", "ImageRefused", "Outcome", "PreparedImage", "ResponseCache", "Sampling",
     "VlmAnnotator", "VlmEndpointError", "VlmJudge", "VlmLabel",
     "acceptance_check", "acceptance_rates", "attributes_prompt", "cache_key", "category_prompt", "category_schema",
-    "image_tokens", "judge_prompt", "judge_schema", "prepare_image", "qwen_resize_target", "reannotate_prompt",
-    "restricted_schema", "summarize",
+    "fit_inputs", "image_tokens", "judge_prompt", "judge_schema", "prepare_image", "qwen_resize_target", "read_fitted",
+    "reannotate_prompt", "restricted_schema", "summarize",
     # private, imported by tests/test_vlm.py and benchmarks/vlm_client.py
     "_jpeg_pixels", "_messages",
 ]

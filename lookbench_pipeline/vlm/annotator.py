@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from ..annotate import Label
+from ..store import ObjectStore, StoreError, fitted_key
 from ..taxonomy import Taxonomy
 from .cache import FittedCache, ResponseCache, cache_key
 from .client import Outcome, Sampling, _Client
-from .fit import ImageRefused, PreparedImage, prepare_image
+from .fit import FIT_METHOD, ImageRefused, PreparedImage, prepare_image
+from .fitted import read_fitted
 from .prompts import (ACCEPT, JUDGE_PROMPT_VERSION, NONE_CATEGORY, PROMPT_VERSION, REJECT, SYSTEM_PROMPT,
                       _messages, _schema_name, attributes_prompt, category_prompt, category_schema, judge_prompt,
                       judge_schema, reannotate_prompt, restricted_schema)
@@ -143,6 +145,9 @@ class VlmAnnotator:
         max_image_tokens: image tokens per request at most (see :func:`prepare_image`).
         fitted_cache_bytes: the most data-URL bytes of fitted images kept in memory (:class:`FittedCache`, least
             recently used first out), so that no image is fitted twice for one token budget.
+        fitted_store: the object store holding inputs already fitted by :func:`.fitted.fit_inputs`: a whole image
+            is read from there (:func:`.fitted.read_fitted`, no decode) when present and sound, else fitted from
+            the item's source as without it. None: always fit here.
         temperature, top_p, max_tokens, seed: sampling parameters (stored with every label).
         extra_body: merged into every request body, e.g. ``{"structured_outputs": {"disable_any_whitespace":
             True}}`` for vLLM.
@@ -158,7 +163,7 @@ class VlmAnnotator:
                  max_model_len: int = 8192, max_image_tokens: int = 1280, temperature: float = 0.0,
                  top_p: float = 1.0, max_tokens: int = 512, seed: int | None = 0,
                  extra_body: dict[str, Any] | None = None, retry_seed: int | None = None,
-                 fitted_cache_bytes: int = 256 * 2**20):
+                 fitted_cache_bytes: int = 256 * 2**20, fitted_store: ObjectStore | None = None):
         if on_reject not in ("drop", "reannotate"):
             raise ValueError(f"on_reject must be 'drop' or 'reannotate', got {on_reject!r}")
         self.endpoint, self.model, self.tax = endpoint, model, taxonomy
@@ -173,6 +178,8 @@ class VlmAnnotator:
         self._rng = random.Random(retry_seed)
         self._memo: dict[tuple, Any] = {}
         self.fitted = FittedCache(fitted_cache_bytes)
+        self.fitted_store = fitted_store
+        self.fitted_reads = 0  # whole images read from ``fitted_store`` rather than fitted here
         self._fitting: dict[tuple, asyncio.Future] = {}
         self._check_budget()
 
@@ -277,7 +284,8 @@ class VlmAnnotator:
         (:attr:`fitted`; an item's judge and re-annotation requests, and other items of the same image, reuse the
         fitted bytes): in a worker thread (reading the source, decoding a photo of several megapixels), or inline for
         bytes already in memory below ``INLINE_PREPARE_BYTES`` (a thread hop costs more than preparing a
-        thumbnail). Two items of one image in flight at once share one preparation."""
+        thumbnail). With :attr:`fitted_store`, a whole image already fitted there is read instead of fitted
+        (:attr:`fitted_reads` counts them). Two items of one image in flight at once share one preparation."""
         if ctx.prepared is not None:
             return ctx.prepared
         key = (ctx.sha, None if ctx.item.box is None else tuple(float(v) for v in ctx.item.box),
@@ -297,18 +305,27 @@ class VlmAnnotator:
                 ctx.data = None
                 return ctx.prepared
 
-            def prep() -> PreparedImage:
+            def prep() -> tuple[PreparedImage, bool]:
+                if self.fitted_store is not None and ctx.item.box is None:
+                    try:
+                        stored = self.fitted_store.get_bytes(fitted_key(ctx.sha, self.max_image_tokens, FIT_METHOD))
+                    except StoreError:
+                        stored = None
+                    ready = read_fitted(stored, self.max_image_tokens) if stored is not None else None
+                    if ready is not None:
+                        return ready, True
                 return prepare_image(data if data is not None else ctx.item.read(), ctx.item.box,
-                                     self.max_image_tokens)
+                                     self.max_image_tokens), False
 
             pending = self._fitting[key] = asyncio.ensure_future(asyncio.to_thread(prep))
             try:
-                ctx.prepared = await pending
+                ctx.prepared, from_store = await pending
+                self.fitted_reads += from_store
                 self.fitted.put(key, ctx.prepared)
             finally:
                 self._fitting.pop(key, None)
         else:
-            ctx.prepared = await pending
+            ctx.prepared = (await pending)[0]
         ctx.data = None
         return ctx.prepared
 

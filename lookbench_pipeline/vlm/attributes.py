@@ -19,12 +19,15 @@ from ..logs import Progress
 from ..store import ObjectStore, original_key
 from ..taxonomy import Taxonomy
 from .annotator import ImageItem, VlmAnnotator, VlmJudge
+from .fitted import fit_inputs
 from .prompts import JUDGE_PROMPT_VERSION, PROMPT_VERSION
 from .stats import acceptance_rates, summarize
 
 
-def annotator_from_config(cfg: PipelineConfig, tax: Taxonomy) -> VlmAnnotator:
-    """The image annotator (and judge) ``cfg.annotate`` describes. Raises ValueError when ``endpoint`` is unset."""
+def annotator_from_config(cfg: PipelineConfig, tax: Taxonomy,
+                          fitted_store: ObjectStore | None = None) -> VlmAnnotator:
+    """The image annotator (and judge) ``cfg.annotate`` describes, reading inputs already fitted from
+    ``fitted_store`` when given (:mod:`.fitted`). Raises ValueError when ``endpoint`` is unset."""
     a = cfg.annotate
     if not a.endpoint:
         raise ValueError("annotate.endpoint is not set")
@@ -38,7 +41,7 @@ def annotator_from_config(cfg: PipelineConfig, tax: Taxonomy) -> VlmAnnotator:
         cache=cache, concurrency=a.concurrency, timeout_s=a.timeout_s, max_retries=a.max_retries,
         backoff_s=a.backoff_s, max_backoff_s=a.max_backoff_s, max_model_len=a.max_model_len,
         max_image_tokens=a.max_image_tokens, temperature=a.temperature, max_tokens=a.max_tokens, seed=a.seed,
-        extra_body=a.extra_body)
+        extra_body=a.extra_body, fitted_store=fitted_store)
 
 
 def label_images(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_items: pa.Table,
@@ -48,7 +51,9 @@ def label_images(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_ite
     image (its packshot), a drop item's first gallery image, else its first image; an item without an accepted
     image is rejected with ``no_accepted_image``. Returns ``(annotations, counts)``: the ``ANNOTATIONS`` table and
     :func:`annotate.label_counts` plus the model, server and prompt versions, requests and cache hits, the judge's
-    acceptance rates, and the agreement with the catalogue text (:func:`agreement`).
+    acceptance rates, the agreement with the catalogue text (:func:`agreement`), and ``fitted_inputs``: what
+    :func:`.fitted.fit_inputs` did before the first request (every representative image fitted to
+    ``annotate.max_image_tokens`` once and kept in the store) and how many images the annotator read from there.
 
     Raises:
         VlmEndpointError: the endpoint is unreachable or does not serve the model.
@@ -78,7 +83,12 @@ def label_images(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_ite
             continue
         items.append(ImageItem(tl.item_id, loader(sha), sha256=sha,
                                    category=tl.category if use_text_category and tl.category else None))
-    annotator = annotator_from_config(cfg, tax)
+    # every representative image fitted to the model's budget once, in worker threads, and kept in the store: the
+    # annotator and the judge then send the stored bytes (and a rerun or the next release fits nothing)
+    with Progress("image-model inputs", len({it.sha256 for it in items}), "images") as prog:
+        fit = fit_inputs(store, [it.sha256 for it in items], cfg.annotate.max_image_tokens,
+                         progress=lambda done, total: prog.set(done))
+    annotator = annotator_from_config(cfg, tax, fitted_store=store)
     started = time.monotonic()
     try:
         with Progress("attribute annotation", len(items), "items") as prog:
@@ -95,7 +105,8 @@ def label_images(cfg: PipelineConfig, tax: Taxonomy, text_labels: list, drop_ite
     counts.update({"annotator": annotator.name, "taxonomy_version": tax.version, "model": annotator.model,
                    "server_version": next((lb.server_version for lb in labels if lb.server_version), None),
                    "prompt_version": PROMPT_VERSION, "requests": run["requests"],
-                   "cache_hits": run["cache_hits"], "seconds": run["seconds"]})
+                   "cache_hits": run["cache_hits"], "seconds": run["seconds"],
+                   "fitted_inputs": {**fit.as_dict(), "read_by_annotator": annotator.fitted_reads}})
     if annotator.judge is not None:
         rates = acceptance_rates(rows)
         counts.update({"judge_model": annotator.judge.model, "judge_prompt_version": JUDGE_PROMPT_VERSION,

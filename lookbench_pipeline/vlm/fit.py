@@ -100,6 +100,12 @@ Qwen/Qwen2.5-VL-*-Instruct), the most a server resizes to. A server configured w
 
 _PASSTHROUGH_MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 
+FIT_METHOD = "fit1"
+"""Names what :func:`prepare_image` makes of a whole image (the passthrough rule, the decode, :func:`_resize`, the
+JPEG encoder at quality 90, 4:2:0): part of the key of every fitted input kept in the store
+(:func:`lookbench_pipeline.store.fitted_key`). Change it whenever the bytes made for the same input change, so that
+no input fitted the old way is sent again."""
+
 
 def _passthrough(data: bytes, max_image_tokens: int) -> PreparedImage | None:
     """The source bytes as they are, when the server can take them unchanged and the token count is already

@@ -1,0 +1,138 @@
+"""Image-model inputs fitted once per original image and token budget, and kept in the object store.
+
+Fitting a 1–3 MP photo to the model's pixel budget (decode, resize, JPEG encode: :func:`.fit.prepare_image`) costs
+several milliseconds of CPU, more than everything else the client does for a request. :func:`fit_inputs` does it
+once per (image sha256, token budget, :data:`.fit.FIT_METHOD`), in worker threads, before any request is sent, and
+stores the bytes to send under :func:`lookbench_pipeline.store.fitted_key` (content-addressed, so a rerun, the
+judge, a re-annotation and the next release's annotation of the same image fit nothing). The annotator
+(:class:`.annotator.VlmAnnotator` with ``fitted_store``) reads them back with :func:`read_fitted`: a header parse and
+a base64 encode, no decode.
+
+What is stored is exactly what :func:`.fit.prepare_image` sends: the fitted JPEG (``width`` x ``height`` on the
+processor's 28-pixel grid), or the original bytes where it passes them through. Whole images only (a detection's
+crop box is fitted by the annotator as before).
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import os
+import time
+from collections import Counter
+from collections.abc import Iterable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from PIL import Image
+
+from ..store import ObjectExistsError, ObjectStore, StoreError, fitted_key, original_key
+from .fit import (_PASSTHROUGH_MIME, FIT_METHOD, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS, ImageRefused,
+                  PreparedImage, image_tokens, prepare_image, qwen_resize_target)
+
+
+def payload(prepared: PreparedImage) -> tuple[bytes, str]:
+    """The bytes a :class:`PreparedImage` sends and their media type (from its ``data:`` URL)."""
+    head, _, b64 = prepared.data_url.partition(",")
+    return base64.b64decode(b64), head.removeprefix("data:").removesuffix(";base64")
+
+
+def read_fitted(data: bytes, max_image_tokens: int) -> PreparedImage | None:
+    """A stored fitted input as a :class:`PreparedImage`, checked without decoding the pixels: a single-frame JPEG,
+    PNG or WebP, 8-bit RGB or greyscale, no EXIF rotation, whose processor size (:func:`qwen_resize_target`, the
+    client's budget and the server's default alike) costs at most ``max_image_tokens``. ``width``/``height`` are
+    that processor size; ``source_size`` is the stored image's size; ``passthrough`` whether the server resizes it.
+    None when any of this fails (the caller fits the original instead)."""
+    try:
+        im = Image.open(io.BytesIO(data), formats=tuple(_PASSTHROUGH_MIME))
+        if im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 \
+                or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
+            return None
+        w, h = im.size
+        if min(w, h) < PIXELS_PER_TOKEN_SIDE:
+            return None
+        target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
+        if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
+            return None
+        mime = _PASSTHROUGH_MIME[im.format]
+    except Exception:  # noqa: BLE001 - anything odd: fit the original
+        return None
+    url = f"data:{mime};base64," + base64.b64encode(data).decode("ascii")
+    return PreparedImage(url, target[0], target[1], image_tokens(*target), (w, h), False,
+                         passthrough=(w, h) != target)
+
+
+@dataclass
+class FitCounts:
+    """What :func:`fit_inputs` did. ``images`` (distinct sha256) = ``fitted`` + ``reused`` + ``refused`` +
+    ``unreadable``: ``fitted`` were fitted and stored now, ``reused`` were already in the store, ``refused`` were
+    refused by :func:`prepare_image` (by reason; the annotator records the same refusal for their items),
+    ``unreadable`` have no readable original in the store (reason ``no_original``). ``bytes_stored``: the fitted
+    inputs written; ``cpu_s``/``seconds``: process CPU and wall time."""
+
+    images: int = 0
+    fitted: int = 0
+    reused: int = 0
+    refused: Counter = field(default_factory=Counter)
+    unreadable: Counter = field(default_factory=Counter)
+    bytes_stored: int = 0
+    seconds: float = 0.0
+    cpu_s: float = 0.0
+
+    def as_dict(self) -> dict:
+        return {"images": self.images, "fitted": self.fitted, "reused": self.reused,
+                "refused": dict(self.refused), "unreadable": dict(self.unreadable),
+                "bytes_stored": self.bytes_stored, "seconds": round(self.seconds, 3), "cpu_s": round(self.cpu_s, 3),
+                "method": FIT_METHOD}
+
+
+def fit_inputs(store: ObjectStore, shas: Iterable[str], max_image_tokens: int, *, workers: int | None = None,
+               progress=None) -> FitCounts:
+    """Fit every original ``originals/<sha>`` in ``store`` not yet fitted for ``max_image_tokens`` and store the
+    bytes to send under ``fitted_key(sha, max_image_tokens, FIT_METHOD)`` (create-only: a key another writer made
+    first counts as reused). ``workers`` threads (default: the CPUs this process may run on; the decode, resize and
+    encode release the GIL). ``progress(done, total)`` is called as images finish. Never raises for a bad image;
+    store errors other than a missing original propagate."""
+    todo = sorted(set(shas))
+    counts = FitCounts(images=len(todo))
+    t, c = time.perf_counter(), time.process_time()
+
+    def one(sha: str) -> tuple[str, str | None, int]:
+        key = fitted_key(sha, max_image_tokens, FIT_METHOD)
+        if store.exists(key):
+            return "reused", None, 0
+        try:
+            data = store.get_bytes(original_key(sha))
+        except StoreError:
+            return "unreadable", "no_original", 0
+        try:
+            prepared = prepare_image(data, None, max_image_tokens)
+        except ImageRefused as exc:
+            return "refused", exc.reason, 0
+        body, mime = payload(prepared)
+        try:
+            store.put_bytes(key, body, mime)
+        except ObjectExistsError:
+            return "reused", None, 0
+        return "fitted", None, len(body)
+
+    if workers is None:
+        try:
+            workers = len(os.sched_getaffinity(0))
+        except AttributeError:  # not on Linux
+            workers = os.cpu_count() or 1
+    with ThreadPoolExecutor(max(1, workers)) as ex:
+        for done, (what, why, size) in enumerate(ex.map(one, todo), 1):
+            if what == "fitted":
+                counts.fitted += 1
+                counts.bytes_stored += size
+            elif what == "reused":
+                counts.reused += 1
+            elif what == "refused":
+                counts.refused[why] += 1
+            else:
+                counts.unreadable[why] += 1
+            if progress:
+                progress(done, len(todo))
+    counts.seconds, counts.cpu_s = time.perf_counter() - t, time.process_time() - c
+    return counts
