@@ -148,7 +148,7 @@ def main() -> None:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             res = json.loads(out.strip().splitlines()[-1])
             results[(kind, n)] = res
-            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.1f} s wall, {res['cpu_s']:.1f} s CPU; "
+            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.2f} s wall, {res['cpu_s']:.2f} s CPU; "
                   f"peak RSS {res['peak_rss_mb']:.0f} MB (the codes made: {res['rss_before_mb']:.0f} MB); tables (bits, tau) {res['tables']}; sample of "
                   f"{res['sample_queries']} codes against all: {res['sample_pairs']} pairs, exact "
                   f"{res['sample_exact']}; load average {os.getloadavg()[0]:.1f}", flush=True)
