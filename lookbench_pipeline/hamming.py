@@ -30,7 +30,6 @@ same information.
 from __future__ import annotations
 
 import math
-import os
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
@@ -38,6 +37,8 @@ from itertools import combinations
 import numpy as np
 from numba import njit, types
 from numba.extending import intrinsic
+
+from .cpus import usable_cpus
 
 MAX_KEY_BITS = 24
 """The widest substring key: a table's bucket starts take ``2^width`` int64 (128 MiB at 24 bits)."""
@@ -393,15 +394,6 @@ class _Collector:
 # --------------------------------------------------------------------------------------------- the search
 
 
-def _threads(threads: int | None) -> int:
-    if threads is not None:
-        return max(1, int(threads))
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except AttributeError:  # not on Linux
-        return max(1, os.cpu_count() or 1)
-
-
 def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
                  balance_bits: bool = True) -> np.ndarray:
     """All pairs ``(i, j)``, ``i < j``, of ``hashes`` within Hamming distance ``radius`` (exact).
@@ -443,7 +435,7 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
         return np.zeros((0, 3), dtype=np.int64)
     if sum(t + 1 for _, t in p.tables) < radius + 1 and not p.brute_force:
         raise ValueError(f"plan {p} is not exact at radius {radius}")
-    workers = _threads(threads)
+    workers = usable_cpus(threads)
     parts: list[np.ndarray] = []
     if p.brute_force:
         # rows of decreasing length: many small chunks so that every worker gets about the same work

@@ -107,6 +107,24 @@ JPEG encoder at quality 90, 4:2:0): part of the key of every fitted input kept i
 no input fitted the old way is sent again."""
 
 
+def server_size_as_is(im: Image.Image, max_image_tokens: int) -> tuple[int, int] | None:
+    """The processor size ``(width, height)`` of an opened (not decoded) image the server can take unchanged within
+    ``max_image_tokens``: a single-frame JPEG, PNG or WebP, 8-bit RGB or greyscale, no EXIF rotation, sides of at
+    least 28 pixels, an aspect ratio of at most 200, at most the intake's pixel limit, and the same processor size
+    under the client's budget as under the server's default ``max_pixels``. None otherwise. Reads the header only;
+    the pixels are not checked."""
+    if im.format not in _PASSTHROUGH_MIME or im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 \
+            or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
+        return None
+    w, h = im.size
+    if min(w, h) < PIXELS_PER_TOKEN_SIDE or max(w, h) / min(w, h) > MAX_ASPECT_RATIO or w * h > _DECODE_CFG.max_pixels:
+        return None
+    target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
+    if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
+        return None
+    return target
+
+
 def _passthrough(data: bytes, max_image_tokens: int) -> PreparedImage | None:
     """The source bytes as they are, when the server can take them unchanged and the token count is already
     known: a single-frame JPEG, PNG or WebP, 8-bit RGB or greyscale, no alpha, no ICC profile, no EXIF rotation,
@@ -115,16 +133,12 @@ def _passthrough(data: bytes, max_image_tokens: int) -> PreparedImage | None:
     ``max_image_tokens``. None otherwise (the caller decodes, converts and resizes it)."""
     try:
         im = Image.open(io.BytesIO(data), formats=tuple(_PASSTHROUGH_MIME))
-        if (im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 or "icc_profile" in im.info
-                or "transparency" in im.info or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8)):
+        if "icc_profile" in im.info or "transparency" in im.info:
+            return None
+        target = server_size_as_is(im, max_image_tokens)
+        if target is None:
             return None
         w, h = im.size
-        if min(w, h) < PIXELS_PER_TOKEN_SIDE or max(w, h) / min(w, h) > MAX_ASPECT_RATIO \
-                or w * h > _DECODE_CFG.max_pixels:
-            return None
-        target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
-        if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
-            return None
         if im.format == "JPEG":
             # decoded at 1/8 scale: every byte is still entropy-decoded, so a truncated or corrupt file still fails
             # to load, at a fraction of the cost of the full inverse DCT

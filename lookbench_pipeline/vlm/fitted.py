@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import base64
 import io
-import os
 import time
 from collections import Counter
 from collections.abc import Iterable
@@ -26,9 +25,10 @@ from dataclasses import dataclass, field
 
 from PIL import Image
 
+from ..cpus import usable_cpus
 from ..store import ObjectExistsError, ObjectStore, StoreError, fitted_key, original_key
-from .fit import (_PASSTHROUGH_MIME, FIT_METHOD, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS, ImageRefused,
-                  PreparedImage, image_tokens, prepare_image, qwen_resize_target)
+from .fit import (_PASSTHROUGH_MIME, FIT_METHOD, ImageRefused, PreparedImage, image_tokens, prepare_image,
+                  server_size_as_is)
 
 
 def payload(prepared: PreparedImage) -> tuple[bytes, str]:
@@ -38,22 +38,17 @@ def payload(prepared: PreparedImage) -> tuple[bytes, str]:
 
 
 def read_fitted(data: bytes, max_image_tokens: int) -> PreparedImage | None:
-    """A stored fitted input as a :class:`PreparedImage`, checked without decoding the pixels: a single-frame JPEG,
-    PNG or WebP, 8-bit RGB or greyscale, no EXIF rotation, whose processor size (:func:`qwen_resize_target`, the
-    client's budget and the server's default alike) costs at most ``max_image_tokens``. ``width``/``height`` are
-    that processor size; ``source_size`` is the stored image's size; ``passthrough`` whether the server resizes it.
-    None when any of this fails (the caller fits the original instead)."""
+    """A stored fitted input as a :class:`PreparedImage`, checked without decoding the pixels: an image the server
+    takes unchanged within ``max_image_tokens`` (:func:`.fit.server_size_as_is`: format, mode, frames, rotation,
+    size and token count from the header). ``width``/``height`` are that processor size; ``source_size`` is the
+    stored image's size; ``passthrough`` whether the server resizes it. None when any of this fails (the caller fits
+    the original instead)."""
     try:
         im = Image.open(io.BytesIO(data), formats=tuple(_PASSTHROUGH_MIME))
-        if im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 \
-                or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
+        target = server_size_as_is(im, max_image_tokens)
+        if target is None:
             return None
         w, h = im.size
-        if min(w, h) < PIXELS_PER_TOKEN_SIDE:
-            return None
-        target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
-        if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
-            return None
         mime = _PASSTHROUGH_MIME[im.format]
     except Exception:  # noqa: BLE001 - anything odd: fit the original
         return None
@@ -116,12 +111,7 @@ def fit_inputs(store: ObjectStore, shas: Iterable[str], max_image_tokens: int, *
             return "reused", None, 0
         return "fitted", None, len(body)
 
-    if workers is None:
-        try:
-            workers = len(os.sched_getaffinity(0))
-        except AttributeError:  # not on Linux
-            workers = os.cpu_count() or 1
-    with ThreadPoolExecutor(max(1, workers)) as ex:
+    with ThreadPoolExecutor(usable_cpus(workers)) as ex:
         for done, (what, why, size) in enumerate(ex.map(one, todo), 1):
             if what == "fitted":
                 counts.fitted += 1
