@@ -412,10 +412,13 @@ def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
         gathered), plus the result (24 bytes per pair).
 
     Raises:
-        ValueError: ``radius`` outside 0..64, ``hashes`` not one-dimensional, or more than :data:`MAX_CODES`
-            (2^28) codes.
+        ValueError: ``radius`` outside 0..64, ``hashes`` not a one-dimensional integer array, or more than
+            :data:`MAX_CODES` (2^28) codes.
     """
-    h = np.ascontiguousarray(hashes).astype(np.uint64, copy=False)
+    a = np.asarray(hashes)
+    if a.dtype.kind not in "iu" and a.size:
+        raise ValueError(f"hashes must be an integer array (uint64 codes), got dtype {a.dtype}")
+    h = np.ascontiguousarray(a).astype(np.uint64, copy=False)
     if h.ndim != 1:
         raise ValueError(f"hashes must be one-dimensional, got shape {h.shape}")
     n = len(h)
@@ -427,7 +430,12 @@ def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
 
 def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -> np.ndarray:
     """:func:`pairs_within` with a given plan (any :class:`Plan` whose tables' bits are disjoint and whose
-    ``sum(tau + 1)`` is at least ``radius + 1`` is exact); ``h`` contiguous ``uint64``."""
+    ``sum(tau + 1)`` is at least ``radius + 1`` is exact); ``h`` contiguous ``uint64``.
+
+    Raises:
+        ValueError: more than :data:`MAX_CODES` codes, a plan that is not exact at ``radius``, or a table with no
+            bits, a bit outside 0..63 or in two places, more than :data:`MAX_KEY_BITS` bits, a negative threshold.
+    """
     n = len(h)
     if n > MAX_CODES:
         raise ValueError(f"at most {MAX_CODES:,} codes per search, got {n:,}")
@@ -435,6 +443,11 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
         return np.zeros((0, 3), dtype=np.int64)
     if sum(t + 1 for _, t in p.tables) < radius + 1 and not p.brute_force:
         raise ValueError(f"plan {p} is not exact at radius {radius}")
+    used = [b for bits, _ in p.tables for b in bits]
+    if len(set(used)) != len(used) or not all(0 <= b < 64 for b in used) or any(not bits for bits, _ in p.tables):
+        raise ValueError(f"plan {p}: every table needs bits within 0..63, no bit in two places")
+    if any(len(bits) > MAX_KEY_BITS or tau < 0 for bits, tau in p.tables):
+        raise ValueError(f"plan {p}: tables of at most {MAX_KEY_BITS} bits and thresholds >= 0")
     workers = usable_cpus(threads)
     parts: list[np.ndarray] = []
     if p.brute_force:

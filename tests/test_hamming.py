@@ -144,3 +144,16 @@ def test_more_codes_than_the_packed_pair_format_holds_are_refused():
     big = np.lib.stride_tricks.as_strided(np.zeros(1, dtype=np.uint64), shape=(MAX_CODES + 1,), strides=(0,))
     with pytest.raises(ValueError, match="at most"):
         search(big, 0, plan(10, 0))
+
+
+def test_inputs_and_plans_outside_the_contract_are_refused():
+    """Floats (a Python list of codes past 2^63 becomes float64 in numpy) and plans whose tables overlap, repeat a
+    bit, name a bit outside 0..63 or have no bits are errors, not wrong rows."""
+    with pytest.raises(ValueError, match="integer array"):
+        pairs_within([2**64 - 1, 2**64 - 2, 0], 1)
+    assert np.array_equal(pairs_within(np.array([2**64 - 1, 2**64 - 2, 0], dtype=np.uint64), 1), [[0, 1, 1]])
+    h = uniform_codes(50)
+    top = tuple(range(63, 47, -1))
+    for tables in ([(top, 0), (top, 0)], [((63, 63, 62), 1)], [((64, 1), 1)], [((-1, 1), 1)], [((), 1), (top, 0)]):
+        with pytest.raises(ValueError, match="0..63"):
+            search(h, 1, Plan(tuple(tables), 0.0))

@@ -133,3 +133,97 @@ def test_unsound_or_missing_stored_inputs_are_fitted_from_the_original(shop, mon
     # without a fitted store the annotator fits as before
     ann, labels, log, calls = _annotate(store, [shas["jpeg"]], monkeypatch)
     assert len(calls) == 1 and ann.fitted_reads == 0 and labels[0].status == "labelled"
+
+
+def _png_header_only(w: int, h: int) -> bytes:
+    """A PNG whose header claims ``w`` x ``h`` 8-bit RGB and whose pixel data is a few bytes: a decompression bomb
+    as a shop could serve it."""
+    import struct
+    import zlib
+
+    def chunk(kind: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + kind + body + struct.pack(">I", zlib.crc32(kind + body))
+
+    ihdr = struct.pack(">IIBBBBB", w, h, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", zlib.compress(b"\0" * 64)) + chunk(b"IEND", b"")
+
+
+def test_bombs_and_odd_shas_are_counted_never_decoded_or_raised(tmp_path, monkeypatch):
+    """A PNG claiming 10000 x 10000 pixels is refused from its header (its pixels are never decoded, not even to
+    read EXIF), with the same reason in one thread or beside other decodes, and no warnings filter is left behind;
+    strings that are not a sha256 are counted, not raised."""
+    import warnings
+
+    from PIL import PngImagePlugin
+
+    store = LocalStore(tmp_path / "store")
+    bomb = _png_header_only(10_000, 10_000)
+    shas = [sha256_hex(bomb)]
+    store.put_bytes(original_key(shas[0]), bomb)
+    for k in range(8):  # PNGs decoded in the other threads at the same time
+        data = _photo(900, 1200, 50 + k, "PNG")
+        shas.append(sha256_hex(data))
+        store.put_bytes(original_key(shas[-1]), data)
+    loads = []
+    real_load = PngImagePlugin.PngImageFile.load
+    monkeypatch.setattr(PngImagePlugin.PngImageFile, "load",
+                        lambda im: loads.append(im.size) or real_load(im))
+    assert read_fitted(bomb, 1280) is None and (10_000, 10_000) not in loads
+    filters = list(warnings.filters)
+    odd = ["", "../x", "ab/../..", "x\x00y", "F" * 64, "0" * 63]
+    counts = fit_inputs(store, shas + odd, 1280, workers=4)
+    assert (10_000, 10_000) not in loads
+    assert counts.refused == {"image_decompression_bomb": 1} and counts.fitted == 8
+    assert counts.unreadable == {"bad_sha256": len(odd)}
+    assert counts.images == counts.fitted + counts.reused + sum(counts.refused.values()) \
+        + sum(counts.unreadable.values())
+    assert list(warnings.filters) == filters
+
+
+def test_stored_inputs_are_created_once_and_unsound_ones_replaced(shop, monkeypatch):
+    """A key another writer creates between the check and the write is kept (counted reused); a stored input that is
+    cut off, or over the budget, is replaced by the right bytes (counted fitted and repaired), after which the
+    annotator reads it from the store."""
+    store, originals, shas = shop
+    key = fitted_key(shas["jpeg"], 1280, FIT_METHOD)
+    right = payload(prepare_image(originals["jpeg"], None, 1280))[0]
+    real_exists = store.exists
+    raced = []
+
+    def exists_then_raced(k):  # another writer stores the input just after this check
+        if k == key and not raced:
+            raced.append(k)
+            store.put_bytes(key, right)
+            return False
+        return real_exists(k)
+
+    monkeypatch.setattr(store, "exists", exists_then_raced)
+    counts = fit_inputs(store, [shas["jpeg"]], 1280, workers=1)
+    assert raced and counts.reused == 1 and counts.fitted == 0 and store.get_bytes(key) == right
+    monkeypatch.setattr(store, "exists", real_exists)
+
+    store.put_bytes(key, right[:2000])  # cut off: the header still parses
+    assert read_fitted(right[:2000], 1280) is None
+    png_key = fitted_key(shas["png"], 1280, FIT_METHOD)
+    store.put_bytes(png_key, _photo(2000, 2000, 9))  # a whole image, over the budget
+    counts = fit_inputs(store, [shas["jpeg"], shas["png"]], 1280, workers=2)
+    assert counts.fitted == 2 and counts.repaired == 2 and counts.reused == 0
+    assert store.get_bytes(key) == right
+    assert read_fitted(store.get_bytes(png_key), 1280) is not None
+    ann, labels, log, calls = _annotate(store, [shas["jpeg"], shas["png"]], monkeypatch, fitted_store=store)
+    assert calls == [] and ann.fitted_reads == 2 and [lb.status for lb in labels] == ["labelled"] * 2
+
+
+def test_budgets_past_the_servers_cap_are_refused():
+    from pydantic import ValidationError
+
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.vlm import MAX_IMAGE_TOKENS
+
+    assert MAX_IMAGE_TOKENS == 16384
+    with pytest.raises(ValueError, match="16..16384"):
+        prepare_image(_photo(300, 400, 1), None, 20_000)
+    with pytest.raises(ValueError, match="16..16384"):
+        fit_inputs(LocalStore.__new__(LocalStore), [], 20_000)
+    with pytest.raises((ValidationError, ValueError)):
+        load_config(annotate={"max_image_tokens": 20_000})

@@ -54,7 +54,7 @@ class AnnotateConfig(_Strict):
     min_acceptance: float = Field(0.9, ge=0, le=1)
     category_from: Literal["text", "image"] = "text"
     max_model_len: int = Field(8192, ge=256)
-    max_image_tokens: int = Field(1280, ge=256)
+    max_image_tokens: int = Field(1280, ge=256, le=16384)  # 16384: the server's processor cap (vlm.MAX_IMAGE_TOKENS)
     max_tokens: int = Field(512, ge=16)
     temperature: float = Field(0.0, ge=0)
     seed: int | None = 0

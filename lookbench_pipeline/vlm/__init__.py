@@ -32,7 +32,7 @@ import :mod:`.fit`, :mod:`.client` nothing of the package, :mod:`.annotator` all
 from .annotator import INLINE_PREPARE_BYTES, ImageItem, VlmAnnotator, VlmJudge, VlmLabel
 from .cache import FittedCache, ResponseCache, cache_key
 from .client import Outcome, Sampling, VlmEndpointError
-from .fit import (FIT_METHOD, MAX_ASPECT_RATIO, MIN_IMAGE_TOKENS, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS,
+from .fit import (FIT_METHOD, MAX_ASPECT_RATIO, MAX_IMAGE_TOKENS, MIN_IMAGE_TOKENS, PIXELS_PER_TOKEN_SIDE, SERVER_MAX_PIXELS,
                   ImageRefused, PreparedImage, _jpeg_pixels, image_tokens, prepare_image, qwen_resize_target)
 from .fitted import FitCounts, fit_inputs, read_fitted
 from .prompts import (ACCEPT, JUDGE_PROMPT_VERSION, NONE_CATEGORY, PROMPT_VERSION, REJECT, SYSTEM_PROMPT, _messages,
@@ -41,7 +41,7 @@ from .prompts import (ACCEPT, JUDGE_PROMPT_VERSION, NONE_CATEGORY, PROMPT_VERSIO
 from .stats import acceptance_check, acceptance_rates, summarize
 
 __all__ = [
-    "ACCEPT", "FIT_METHOD", "INLINE_PREPARE_BYTES", "JUDGE_PROMPT_VERSION", "MAX_ASPECT_RATIO", "MIN_IMAGE_TOKENS",
+    "ACCEPT", "FIT_METHOD", "INLINE_PREPARE_BYTES", "JUDGE_PROMPT_VERSION", "MAX_ASPECT_RATIO", "MAX_IMAGE_TOKENS", "MIN_IMAGE_TOKENS",
     "NONE_CATEGORY", "PIXELS_PER_TOKEN_SIDE", "PROMPT_VERSION", "REJECT", "SERVER_MAX_PIXELS", "SYSTEM_PROMPT",
     "FitCounts", "FittedCache", "ImageItem", "ImageRefused", "Outcome", "PreparedImage", "ResponseCache", "Sampling",
     "VlmAnnotator", "VlmEndpointError", "VlmJudge", "VlmLabel",

@@ -98,6 +98,9 @@ SERVER_MAX_PIXELS = 12_845_056
 """The ``max_pixels`` default of Qwen2.5-VL's image processor (16,384 tokens; ``preprocessor_config.json`` of
 Qwen/Qwen2.5-VL-*-Instruct), the most a server resizes to. A server configured with less only shrinks further."""
 
+MAX_IMAGE_TOKENS = SERVER_MAX_PIXELS // PIXELS_PER_TOKEN_SIDE ** 2
+"""16,384: the most image tokens the server's processor gives an image (a larger budget buys nothing)."""
+
 _PASSTHROUGH_MIME = {"JPEG": "image/jpeg", "PNG": "image/png", "WEBP": "image/webp"}
 
 FIT_METHOD = "fit1"
@@ -109,18 +112,22 @@ no input fitted the old way is sent again."""
 
 def server_size_as_is(im: Image.Image, max_image_tokens: int) -> tuple[int, int] | None:
     """The processor size ``(width, height)`` of an opened (not decoded) image the server can take unchanged within
-    ``max_image_tokens``: a single-frame JPEG, PNG or WebP, 8-bit RGB or greyscale, no EXIF rotation, sides of at
+    ``max_image_tokens``: a single-frame JPEG, PNG or WebP that Pillow opens as RGB or greyscale (a PNG of 16 bits per
+    channel is one too, and is sent as it is), no alpha or transparency, no ICC profile, no EXIF rotation, sides of at
     least 28 pixels, an aspect ratio of at most 200, at most the intake's pixel limit, and the same processor size
-    under the client's budget as under the server's default ``max_pixels``. None otherwise. Reads the header only;
-    the pixels are not checked."""
+    under the client's budget as under the server's default ``max_pixels``. None otherwise. The sizes are checked
+    before the EXIF orientation, which for a PNG or WebP Pillow reads by decoding the pixels (bounded by then by the
+    pixel limit and the budget test); a JPEG's pixels are never decoded here."""
     if im.format not in _PASSTHROUGH_MIME or im.mode not in ("RGB", "L") or getattr(im, "n_frames", 1) != 1 \
-            or im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
+            or "icc_profile" in im.info or "transparency" in im.info:
         return None
     w, h = im.size
     if min(w, h) < PIXELS_PER_TOKEN_SIDE or max(w, h) / min(w, h) > MAX_ASPECT_RATIO or w * h > _DECODE_CFG.max_pixels:
         return None
     target = qwen_resize_target(w, h, max_image_tokens * PIXELS_PER_TOKEN_SIDE ** 2)
     if qwen_resize_target(w, h, SERVER_MAX_PIXELS) != target or image_tokens(*target) > max_image_tokens:
+        return None
+    if im.getexif().get(0x0112, 1) in (2, 3, 4, 5, 6, 7, 8):
         return None
     return target
 
@@ -133,8 +140,6 @@ def _passthrough(data: bytes, max_image_tokens: int) -> PreparedImage | None:
     ``max_image_tokens``. None otherwise (the caller decodes, converts and resizes it)."""
     try:
         im = Image.open(io.BytesIO(data), formats=tuple(_PASSTHROUGH_MIME))
-        if "icc_profile" in im.info or "transparency" in im.info:
-            return None
         target = server_size_as_is(im, max_image_tokens)
         if target is None:
             return None
@@ -289,12 +294,13 @@ def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tok
     Raises:
         ImageRefused: ``image_<reason>`` when the bytes do not decode (reasons of :class:`images.Reject`),
             ``bad_box`` for an empty or non-finite box, ``aspect_ratio_over_200``, ``too_many_image_tokens``.
-        ValueError: ``max_image_tokens`` below 16.
+        ValueError: ``max_image_tokens`` outside 16..:data:`MAX_IMAGE_TOKENS`.
     """
     import simplejpeg
 
-    if max_image_tokens < 16:
-        raise ValueError(f"max_image_tokens must be at least 16, got {max_image_tokens}")
+    if not 16 <= max_image_tokens <= MAX_IMAGE_TOKENS:
+        raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS} (the server's processor resizes "
+                         f"anything larger down to {MAX_IMAGE_TOKENS} tokens), got {max_image_tokens}")
     if box is None:
         fast = _passthrough(data, max_image_tokens)
         if fast is not None:
