@@ -170,7 +170,7 @@ def test_bombs_and_odd_shas_are_counted_never_decoded_or_raised(tmp_path, monkey
                         lambda im: loads.append(im.size) or real_load(im))
     assert read_fitted(bomb, 1280) is None and (10_000, 10_000) not in loads
     filters = list(warnings.filters)
-    odd = ["", "../x", "ab/../..", "x\x00y", "F" * 64, "0" * 63]
+    odd = ["", "../x", "ab/../..", "x\x00y", "F" * 64, "0" * 63, None, 7]
     counts = fit_inputs(store, shas + odd, 1280, workers=4)
     assert (10_000, 10_000) not in loads
     assert counts.refused == {"image_decompression_bomb": 1} and counts.fitted == 8

@@ -113,7 +113,7 @@ def fit_inputs(store: ObjectStore, shas: Iterable[str], max_image_tokens: int, *
     """
     if not 16 <= max_image_tokens <= MAX_IMAGE_TOKENS:  # what prepare_image accepts: fail once, not per image
         raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS}, got {max_image_tokens}")
-    todo = sorted(set(shas))
+    todo = sorted(set(shas), key=repr)  # repr: a non-string among them is counted, not a TypeError here
     counts = FitCounts(images=len(todo))
     t, c = time.perf_counter(), time.process_time()
 
