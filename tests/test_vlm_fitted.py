@@ -227,3 +227,5 @@ def test_budgets_past_the_servers_cap_are_refused():
         fit_inputs(LocalStore.__new__(LocalStore), [], 20_000)
     with pytest.raises((ValidationError, ValueError)):
         load_config(annotate={"max_image_tokens": 20_000})
+    with pytest.raises(ValueError, match="16..16384"):
+        VlmAnnotator("http://127.0.0.1:9/v1", MODEL, Taxonomy.load(), max_image_tokens=20_000, max_model_len=40_000)
