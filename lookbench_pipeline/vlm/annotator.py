@@ -20,7 +20,7 @@ from ..store import ObjectStore, StoreError, fitted_key
 from ..taxonomy import Taxonomy
 from .cache import FittedCache, ResponseCache, cache_key
 from .client import Outcome, Sampling, _Client
-from .fit import FIT_METHOD, MAX_IMAGE_TOKENS, ImageRefused, PreparedImage, prepare_image
+from .fit import FIT_METHOD, ImageRefused, PreparedImage, check_image_tokens, prepare_image
 from .fitted import read_fitted
 from .prompts import (ACCEPT, JUDGE_PROMPT_VERSION, NONE_CATEGORY, PROMPT_VERSION, REJECT, SYSTEM_PROMPT,
                       _messages, _schema_name, attributes_prompt, category_prompt, category_schema, judge_prompt,
@@ -198,8 +198,7 @@ class VlmAnnotator:
         return f"{base}+{self.judge.name}" if self.judge else base
 
     def _check_budget(self) -> None:
-        if not 16 <= self.max_image_tokens <= MAX_IMAGE_TOKENS:
-            raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS}, got {self.max_image_tokens}")
+        check_image_tokens(self.max_image_tokens)
         longest = max([len(category_prompt(self.tax, True).encode())]
                       + [len(attributes_prompt(self.tax, c, True).encode()) for c in self.tax.categories])
         text_tokens = (len(SYSTEM_PROMPT.encode()) + longest) // 2 + 64  # + chat template tokens

@@ -110,6 +110,14 @@ JPEG encoder at quality 90, 4:2:0): part of the key of every fitted input kept i
 no input fitted the old way is sent again."""
 
 
+def check_image_tokens(max_image_tokens: int) -> None:
+    """Raises ValueError unless ``max_image_tokens`` is within 16..:data:`MAX_IMAGE_TOKENS` (below 16 no image can
+    be fitted; above, the server's processor resizes the image down to its cap anyway)."""
+    if not 16 <= max_image_tokens <= MAX_IMAGE_TOKENS:
+        raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS} (the server's processor resizes "
+                         f"anything larger down to {MAX_IMAGE_TOKENS} tokens), got {max_image_tokens}")
+
+
 def server_size_as_is(im: Image.Image, max_image_tokens: int) -> tuple[int, int] | None:
     """The processor size ``(width, height)`` of an opened (not decoded) image the server can take unchanged within
     ``max_image_tokens``: a single-frame JPEG, PNG or WebP that Pillow opens as RGB or greyscale (a PNG of 16 bits per
@@ -298,9 +306,7 @@ def prepare_image(data: bytes, box: Sequence[float] | None = None, max_image_tok
     """
     import simplejpeg
 
-    if not 16 <= max_image_tokens <= MAX_IMAGE_TOKENS:
-        raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS} (the server's processor resizes "
-                         f"anything larger down to {MAX_IMAGE_TOKENS} tokens), got {max_image_tokens}")
+    check_image_tokens(max_image_tokens)
     if box is None:
         fast = _passthrough(data, max_image_tokens)
         if fast is not None:

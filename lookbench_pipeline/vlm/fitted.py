@@ -28,7 +28,7 @@ from PIL import Image
 
 from ..cpus import usable_cpus
 from ..store import ObjectStore, StoreError, fitted_key, original_key, put_new
-from .fit import (_PASSTHROUGH_MIME, FIT_METHOD, MAX_IMAGE_TOKENS, ImageRefused, PreparedImage, image_tokens,
+from .fit import (_PASSTHROUGH_MIME, FIT_METHOD, ImageRefused, PreparedImage, check_image_tokens, image_tokens,
                   prepare_image, server_size_as_is)
 
 
@@ -111,8 +111,7 @@ def fit_inputs(store: ObjectStore, shas: Iterable[str], max_image_tokens: int, *
         ValueError: ``max_image_tokens`` outside what :func:`prepare_image` accepts.
         StoreError: the store fails other than by a missing object (e.g. no permission to write).
     """
-    if not 16 <= max_image_tokens <= MAX_IMAGE_TOKENS:  # what prepare_image accepts: fail once, not per image
-        raise ValueError(f"max_image_tokens must be within 16..{MAX_IMAGE_TOKENS}, got {max_image_tokens}")
+    check_image_tokens(max_image_tokens)  # what prepare_image accepts: fail once, not per image
     todo = sorted(set(shas), key=repr)  # repr: a non-string among them is counted, not a TypeError here
     counts = FitCounts(images=len(todo))
     t, c = time.perf_counter(), time.process_time()
