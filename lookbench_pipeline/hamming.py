@@ -182,21 +182,50 @@ _BUFFER = 4096  # gathered partner codes compared at once (32 KiB: in L2)
 _RUN = 32  # buffer entries tested together for a hit (a vectorised loop) before any is looked at one by one
 
 
+_PARTITION_BITS = 8
+"""A table is sorted in two passes: into ``2^8`` partitions by the key's highest bits, then each partition by the rest
+of the key. Each pass writes to a few hundred places at a time (the caches keep up), where one pass over ``2^width``
+buckets writes every code to a random place in memory (at 10M codes and 21 bits: 1.3-1.6 s against 0.65 s)."""
+
+
 @njit(cache=True, nogil=True)
 def _bucket(h, lut, nbuckets):
     """Counting sort by substring key: (keys of the non-empty buckets ascending, start of every bucket (nbuckets + 1),
     the codes in key order followed by ``SLOTS`` zero codes (so that an 8-slot gather never reads past the end),
-    their original indices)."""
+    their original indices). Stable: within a bucket the codes keep their original order. Two passes (see
+    :data:`_PARTITION_BITS`): by the key's high bits into partitions, then by the whole key within each partition."""
     n = h.shape[0]
-    keys = np.empty(n, dtype=np.int64)
-    counts = np.zeros(nbuckets + 1, dtype=np.int64)
+    width = 0
+    while (1 << width) < nbuckets:
+        width += 1
+    high = min(width, _PARTITION_BITS)
+    shift = width - high
+    keys = np.empty(n, dtype=np.uint32)
+    pstart = np.zeros((1 << high) + 1, dtype=np.int64)
     for i in range(n):
         x = h[i]
         k = np.int64(0)
         for byte in range(8):
             k |= lut[byte, np.int64((x >> np.uint64(8 * byte)) & np.uint64(255))]
         keys[i] = k
-        counts[k + 1] += 1
+        pstart[(k >> shift) + 1] += 1
+    for g in range(1 << high):
+        pstart[g + 1] += pstart[g]
+    fill = pstart[:-1].copy()
+    pkeys = np.empty(n, dtype=np.uint32)
+    pcodes = np.empty(n, dtype=np.uint64)
+    pids = np.empty(n, dtype=np.int64)
+    for i in range(n):  # pass 1: into partitions, in original order
+        k = keys[i]
+        g = np.int64(k >> np.uint32(shift))
+        q = fill[g]
+        fill[g] += 1
+        pkeys[q] = k
+        pcodes[q] = h[i]
+        pids[q] = i
+    counts = np.zeros(nbuckets + 1, dtype=np.int64)
+    for i in range(n):  # partition by partition: the counts touched lie within one partition's key range
+        counts[np.int64(pkeys[i]) + 1] += 1
     nonempty = 0
     for b in range(nbuckets):
         if counts[b + 1] > 0:
@@ -211,11 +240,12 @@ def _bucket(h, lut, nbuckets):
     fill = counts[:-1].copy()
     codes = np.zeros(n + SLOTS, dtype=np.uint64)
     ids = np.empty(n, dtype=np.int64)
-    for i in range(n):
-        p = fill[keys[i]]
-        fill[keys[i]] += 1
-        codes[p] = h[i]
-        ids[p] = i
+    for i in range(n):  # pass 2: within each partition, by the whole key (writes stay within the partition's range)
+        k = np.int64(pkeys[i])
+        p = fill[k]
+        fill[k] += 1
+        codes[p] = pcodes[i]
+        ids[p] = pids[i]
     return present, counts, codes, ids
 
 
@@ -321,18 +351,18 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
             if (b >> k) & 1:
                 continue
             for g in range(group_starts[k], group_starts[k + 1]):
-                c = b ^ flips[g]
+                c = np.uint64(b ^ flips[np.uint64(g)])  # unsigned indices: no negative-index wraparound code in the hot loop
                 cs = starts[c]
-                m = starts[c + 1] - cs
+                m = starts[c + np.uint64(1)] - cs
                 if nb + max(m, SLOTS) > _BUFFER or nv == _BUFFER:
                     used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used)
                     nb = 0
                     nv = 0
                 if m <= SLOTS:  # a fixed-size copy (the slots past m are overwritten or never read)
                     for u in range(SLOTS):
-                        bc[nb + u] = codes[cs + u]
-                    vstart[nv] = nb
-                    vcs[nv] = cs
+                        bc[np.uint64(nb + u)] = codes[np.uint64(cs + u)]
+                    vstart[np.uint64(nv)] = nb
+                    vcs[np.uint64(nv)] = cs
                     nv += 1
                     nb += m
                 else:  # a crowded bucket: copied in pieces, the buffer compared whenever it is full
