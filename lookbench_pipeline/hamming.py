@@ -43,11 +43,13 @@ from .cpus import usable_cpus
 MAX_KEY_BITS = 24
 """The widest substring key: a table's bucket starts take ``2^width`` int64 (128 MiB at 24 bits)."""
 
-# Cost model weights, nanoseconds of one CPU per operation of the kernels below, fitted to runs on 1,000,000 and
-# 10,000,000 uniform codes with plans of 16 to 21 bits on the 2-core development machine (BENCHMARKS.md): a partner
-# bucket visited (the 8-slot gather), a candidate pair compared, a code counted and placed into a table, a bucket
-# slot of a table, a pair compared by brute force.
-_C_VISIT, _C_CAND, _C_CODE, _C_SLOT, _C_BRUTE = 14.0, 0.54, 12.0, 2.0, 1.0
+# Cost model weights, nanoseconds of one CPU per operation of the kernels below: a partner bucket visited by
+# :func:`_join` (the 8-slot gather), a neighbour gathered by :func:`_join_ball` (with its share of the centre's
+# work), a candidate pair compared, a code counted and placed into a table (both sorting passes), a bucket slot of a
+# table, a pair compared by brute force. Fitted (non-negative least squares on relative error) to one-thread runs
+# of 15 plans on 300,000 to 10,000,000 uniform codes on the 2-core development machine, 2026-12-03 (BENCHMARKS.md);
+# the visit weight of :func:`_join` is the earlier fit's (its plans are rare at these sizes).
+_C_VISIT, _C_BALL, _C_CAND, _C_CODE, _C_SLOT, _C_BRUTE = 14.0, 25.0, 0.42, 47.0, 2.0, 1.0
 
 
 @dataclass(frozen=True)
@@ -74,16 +76,28 @@ def _split(total: int, parts: int) -> list[int]:
     return [total // parts + (1 if i < total % parts else 0) for i in range(parts)]
 
 
+def _bucket_visits(present: float, width: int, tau: int) -> float:
+    """Partner buckets :func:`_join` visits: ``(V(w, tau) - 1) / 2`` flip masks pass the order test per non-empty
+    bucket."""
+    return present * (_volume(width, tau) - 1) / 2
+
+
+def _ball_visits(width: int, tau: int) -> float:
+    """Neighbour buckets :func:`_join_ball` gathers (threshold 2 only): ``width`` per key; infinite otherwise."""
+    return float(2 ** width * width) if tau == 2 else math.inf
+
+
 def table_cost(n: int, width: int, tau: int) -> float:
     """The cost model's estimate (ns) of one table of ``width`` bits at threshold ``tau`` over ``n`` uniform codes:
-    bucket slots and codes sorted, one visit per non-empty bucket and flip mask that passes the order test (half of
-    the ``V(w, tau) - 1`` masks, over the ``2^w (1 - e^(-n / 2^w))`` non-empty buckets), and
+    bucket slots and codes sorted; the partner buckets visited, the fewer of :func:`_join`'s (one visit per non-empty
+    bucket and flip mask that passes the order test: half of the ``V(w, tau) - 1`` masks, over the
+    ``2^w (1 - e^(-n / 2^w))`` non-empty buckets) and :func:`_join_ball`'s (``w`` per key, threshold 2 only); and
     ``n^2 / 2^(w+1) * V(w, tau)`` candidate pairs."""
     slots = 2.0 ** width
     present = -slots * math.expm1(-n / slots)
     v = _volume(width, tau)
-    visits = present * (v - 1) / 2
-    return _C_SLOT * slots + _C_CODE * n + _C_VISIT * visits + _C_CAND * n * n / (2 * slots) * v
+    visits = min(_C_VISIT * _bucket_visits(present, width, tau), _C_BALL * _ball_visits(width, tau))
+    return _C_SLOT * slots + _C_CODE * n + visits + _C_CAND * n * n / (2 * slots) * v
 
 
 def plan(n: int, radius: int, bit_order: np.ndarray | None = None) -> Plan:
@@ -386,6 +400,90 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
 
 
 @njit(cache=True, nogil=True)
+def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus, out):
+    """:func:`_join` for a table at threshold 2, centre by centre: the pairs between buckets ``x`` and ``y`` with keys
+    at most 2 bits apart that no earlier table found, for the centres ``c`` in ``[c0, c1)`` (every key, empty or
+    not). Every such pair of buckets lies in the radius-1 ball of a centre: ``(c, c ^ e_i)`` and
+    ``(c ^ e_i, c ^ e_j)``. The centre's bucket and its ``width`` neighbours ``c ^ e_i`` are gathered once (segments
+    ``0`` and ``i + 1``); for each ``i`` with bit ``i`` of ``c`` clear, neighbour ``i``'s codes are compared with
+    the segments before it (the centre and neighbours ``j < i``). That reports each pair of buckets exactly once:
+    ``(c, c ^ e_i)`` only at ``c`` (its other centre ``c ^ e_i`` has bit ``i`` set), ``(c ^ e_i, c ^ e_j)``,
+    ``i > j``, at the one of its two centres ``c`` and ``c ^ e_i ^ e_j`` whose bit ``i`` is clear; pairs within a
+    bucket at that bucket's centre. ``width`` gathers per centre instead of ``V(width, 2) - 1) / 2`` per non-empty
+    bucket (21 against 116 at 21 bits). A ball holding more than the buffer is compared segment by segment from the
+    table. Returns the number found."""
+    used = 0
+    cap = out.shape[0]
+    r = np.uint64(radius)
+    bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
+    vstart = np.empty(width + 2, dtype=np.int64)
+    vcs = np.empty(width + 2, dtype=np.int64)
+    seg_start = np.zeros(1, dtype=np.int64)
+    seg_cs = np.empty(1, dtype=np.int64)
+    one = np.uint64(1)
+    for c in range(c0, c1):
+        s, e = starts[c], starts[c + 1]
+        for p in range(s, e):  # within the bucket
+            cp = codes[p]
+            for q in range(p + 1, e):
+                x = cp ^ codes[q]
+                d = _popcount(x)
+                if d <= r and not _earlier(x, prev_masks, prev_taus):
+                    if used < cap:
+                        ip, iq = ids[p], ids[q]
+                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                    used += 1
+        vstart[0] = 0
+        vcs[0] = s
+        total = e - s
+        work = False
+        for i in range(width):  # the neighbours' places in the table (segment i + 1)
+            k = np.uint64(c) ^ (one << np.uint64(i))
+            cs = starts[k]
+            m = starts[k + one] - cs
+            vcs[i + 1] = cs
+            vstart[i + 1] = total  # the segment's start in the buffer (its end: the next one's start)
+            total += m
+            if m > 0 and (c >> i) & 1 == 0:
+                work = True
+        vstart[width + 1] = total
+        if not work:
+            continue
+        if total + SLOTS <= _BUFFER:
+            for g in range(width + 1):  # gather the ball: a fixed 8-slot copy per small segment
+                cs = vcs[g]
+                m = vstart[g + 1] - vstart[g]
+                nb = vstart[g]
+                if m <= SLOTS:
+                    for u in range(SLOTS):
+                        bc[np.uint64(nb + u)] = codes[np.uint64(cs + u)]
+                else:
+                    for u in range(m):
+                        bc[np.uint64(nb + u)] = codes[np.uint64(cs + u)]
+            for i in range(width):
+                m = vstart[i + 2] - vstart[i + 1]
+                if m == 0 or (c >> i) & 1:
+                    continue
+                cs = vcs[i + 1]
+                used = _flush(codes, ids, cs, cs + m, bc, vstart, vcs, i + 1, vstart[i + 1], r, prev_masks,
+                              prev_taus, out, used)
+        else:  # a crowded ball: neighbour i against each earlier segment, read in place from the table
+            for i in range(width):
+                m = vstart[i + 2] - vstart[i + 1]
+                if m == 0 or (c >> i) & 1:
+                    continue
+                cs = vcs[i + 1]
+                for g in range(i + 1):
+                    gm = vstart[g + 1] - vstart[g]
+                    if gm == 0:
+                        continue
+                    seg_cs[0] = vcs[g]
+                    used = _flush(codes, ids, cs, cs + m, codes[vcs[g]:vcs[g] + gm], seg_start, seg_cs, 1, gm, r,
+                                  prev_masks, prev_taus, out, used)
+    return used
+
+
+@njit(cache=True, nogil=True)
 def _brute(h, start, stop, radius, out):
     """Pairs ``(i, j, d)``, ``start <= i < stop``, ``i < j``, ``d <= radius``, by comparing every pair. Returns the
     number found."""
@@ -512,10 +610,18 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
                 # share the work evenly (a crowded bucket of skewed codes is one run's) and a job whose output
                 # outgrows its buffer repeats little
                 cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
-                bounds = [0, *np.unique(np.searchsorted(starts[present], cuts)).tolist(), len(present)]
-                jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
-                parts += list(ex.map(lambda j: collect(_join, present, starts, codes, ids, flips, group_starts, w,
-                                                       j[0], j[1], radius, pm, pt), jobs))
+                if _C_BALL * _ball_visits(w, tau) < _C_VISIT * _bucket_visits(len(present), w, tau):
+                    # centre by centre (threshold 2): the jobs are runs of keys, cut where the codes before them
+                    # reach each share
+                    bounds = [0, *np.unique(np.searchsorted(starts, cuts)).tolist(), 1 << w]
+                    jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+                    parts += list(ex.map(lambda j: collect(_join_ball, starts, codes, ids, w, j[0], j[1], radius,
+                                                           pm, pt), jobs))
+                else:
+                    bounds = [0, *np.unique(np.searchsorted(starts[present], cuts)).tolist(), len(present)]
+                    jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+                    parts += list(ex.map(lambda j: collect(_join, present, starts, codes, ids, flips, group_starts,
+                                                           w, j[0], j[1], radius, pm, pt), jobs))
                 del present, starts, codes, ids
                 prev_masks.append(_bit_mask(bits))
                 prev_taus.append(tau)

@@ -71,6 +71,69 @@ def test_crowded_buckets_overflow_the_slots_and_the_gather_buffer():
     assert np.array_equal(pairs_within(h, 4), want)
 
 
+def _crowded_codes() -> tuple[np.ndarray, Plan]:
+    rng = np.random.default_rng(21)
+    n = 3 * hamming._BUFFER
+    keys = rng.choice(np.array([0, 1, 3, 0b101], dtype=np.uint64), size=n)  # 1 and 2 bits apart: pairs through a
+    low = np.zeros(n, dtype=np.uint64)  # crowded centre and through an empty one
+    for _ in range(4):
+        low |= np.uint64(1) << rng.integers(0, 48, size=n).astype(np.uint64)
+    p = Plan(((tuple(range(63, 47, -1)), 2), (tuple(range(47, 31, -1)), 1), (tuple(range(31, 15, -1)), 0)), 0.0)
+    return (keys << np.uint64(48)) | low, p
+
+
+@pytest.mark.parametrize("kernel", ["ball", "bucket"])
+def test_threshold_two_tables_by_centre_and_by_bucket_are_both_exact(monkeypatch, kernel):
+    """A table at threshold 2 is joined centre by centre (``_join_ball``: each key's radius-1 ball gathered once)
+    when that is cheaper, else bucket by bucket (``_join``); both are forced here on dense uniform codes, skewed
+    codes in entropy order, tables that leave bits out, and crowded keys whose balls overflow the gather buffer (the
+    ball kernel then compares in place). Same rows as brute force, and the forced kernel is the one that ran."""
+    calls = {"ball": 0, "bucket": 0}
+    real_ball, real_join = hamming._join_ball, hamming._join
+
+    def ball(*a):
+        calls["ball"] += 1
+        return real_ball(*a)
+
+    def join(*a):
+        calls["bucket"] += 1
+        return real_join(*a)
+
+    monkeypatch.setattr(hamming, "_join_ball", ball)
+    monkeypatch.setattr(hamming, "_join", join)
+    monkeypatch.setattr(hamming, "_C_BALL", 0.0 if kernel == "ball" else float("inf"))
+    u = uniform_codes(20_000, seed=4, near_share=0.3)
+    c = clustered_codes(20_000, seed=6)
+    crowded, crowded_plan = _crowded_codes()
+    cases = [
+        (u, 8, Plan(tuple((tuple(range(63 - 12 * k, 51 - 12 * k, -1)), 2) for k in range(3)), 0.0)),  # 28 bits unused
+        (c, 8, None),
+        (c, 5, Plan(tuple((tuple(int(b) for b in hamming.bit_entropy_order(c)[k:54:3]), 2) for k in range(2)), 0.0)),
+        (crowded, 4, crowded_plan),
+    ]
+    for h, r, p in cases:
+        if p is None:
+            p = plan(len(h), r, hamming.bit_entropy_order(h))
+            p = Plan(tuple((bits, 2) for bits, _ in p.tables[:3]), 0.0)  # the model's bits, every table at 2
+        assert sum(t + 1 for _, t in p.tables) >= r + 1
+        assert np.array_equal(search(h, r, p, threads=2), brute(h, r)), (r, [(len(b), t) for b, t in p.tables])
+    assert calls[kernel] > 0
+    if kernel == "bucket":
+        assert calls["ball"] == 0
+
+
+def test_the_cost_model_joins_a_dense_threshold_two_table_by_centre():
+    """At 10M codes the chosen plan is 3 tables of 21 bits at threshold 2, joined centre by centre: 21 gathers per key
+    against 115 partner visits per bucket (BENCHMARKS.md: 1.8x faster)."""
+    p = plan(10_000_000, 8)
+    assert [(len(b), t) for b, t in p.tables] == [(21, 2)] * 3
+    w = 21
+    assert hamming._ball_visits(w, 2) == 2**w * w
+    present = 2**w * (1 - np.exp(-10_000_000 / 2**w))
+    assert hamming._C_BALL * hamming._ball_visits(w, 2) < hamming._C_VISIT * hamming._bucket_visits(present, w, 2)
+    assert hamming._ball_visits(w, 1) == float("inf")  # threshold 1 stays bucket by bucket
+
+
 def test_inexact_plan_refused():
     with pytest.raises(ValueError, match="not exact"):
         search(uniform_codes(100), 8, Plan((((63, 62, 61), 2),), 0.0))
