@@ -7,24 +7,27 @@ Hamming Space", ICDE 2018): the 64 bits are split into ``m`` disjoint substrings
 ``sum(tau_i + 1) = radius + 1``; two codes within ``radius`` then differ in at most ``tau_i`` bits of at least one
 substring ``i`` (otherwise they would differ in ``sum(tau_i + 1) > radius`` bits). For each substring ("table"):
 
-1. a counting sort of the codes by their substring key (``O(n + 2^width)``), the codes copied into key order so that
-   each bucket is a contiguous run;
-2. bucket by bucket (each worker takes a run of buckets in key order), the codes of every partner bucket ``b ^ f``,
-   ``f`` a flip mask with 1..``tau_i`` bits set and ``b < b ^ f`` (the masks grouped by their highest bit, so that
-   one test of ``b``'s bit skips a whole group), are gathered into a buffer (a fixed 8-slot copy per partner, so the
-   copy has no data-dependent loop), and every code of ``b`` is compared with the whole buffer: XOR, popcount,
-   ``<= radius``, in runs of 32 that the compiler vectorises, a run with a hit compared again one by one to record
-   the pair; pairs within ``b`` are compared directly;
+1. a counting sort of the codes by their substring key (``O(n + 2^width)``, in two cache-sized passes), the codes
+   copied into key order so that each bucket is a contiguous run;
+2. bucket by bucket (:func:`_join`; each worker takes a run of buckets in key order), the codes of every partner
+   bucket ``b ^ f``, ``f`` a flip mask with 1..``tau_i`` bits set and ``b < b ^ f`` (the masks grouped by their
+   highest bit, so that one test of ``b``'s bit skips a whole group), are gathered into a buffer (a fixed 8-slot copy
+   per partner, so the copy has no data-dependent loop), and every code of ``b`` is compared with the whole buffer:
+   XOR, popcount, ``<= radius``, in runs of 32 that the compiler vectorises, a run with a hit compared again one by
+   one to record the pair; pairs within ``b`` are compared directly. A table at threshold 2 whose keys are dense
+   enough is joined centre by centre instead (:func:`_join_ball`): each key's radius-1 ball (its bucket and the ``w``
+   buckets one bit away) is gathered once, ``w`` gathers per key instead of ``(V(w, 2) - 1) / 2`` partner visits per
+   bucket, with the same candidate pairs;
 3. a pair is kept by the first table whose substring condition it meets (it also meets that condition in any later
    table only if the earlier one did not apply), so no pair is reported twice and no global ``unique`` is needed.
 
 The kernels are compiled with numba (``nogil``, the hardware ``popcnt`` through an LLVM ``ctpop`` intrinsic; the
-buckets of a table are shared among threads, and the next table is sorted while the workers join the current one).
-The plan (the number of substrings, their widths and thresholds, and the bit order) is chosen per call from a cost
-model of the two terms above: partner buckets visited (``2^w (V(w, tau) - 1) / 2``) and candidate pairs compared
-(``n^2 / 2^(w+1) * V(w, tau)``, ``V(w, t) = sum_{k <= t} C(w, k)``), against brute force (``n^2 / 2``). On skewed codes (real pHashes: biased,
-correlated bits) the bits are dealt to the substrings by their entropy so that every substring carries about the
-same information.
+buckets of a table are shared among threads, and the next table is sorted while the workers join the current one). The
+plan (the number of substrings, their widths and thresholds, and the bit order) is chosen per call from a cost model
+of the two terms above: partner buckets visited (``2^w (V(w, tau) - 1) / 2``, or ``2^w w`` centre by centre) and
+candidate pairs compared (``n^2 / 2^(w+1) * V(w, tau)``, ``V(w, t) = sum_{k <= t} C(w, k)``), against brute force
+(``n^2 / 2``). On skewed codes (real pHashes: biased, correlated bits) the bits are dealt to the substrings by their
+entropy so that every substring carries about the same information.
 """
 
 from __future__ import annotations
@@ -409,7 +412,7 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
     the segments before it (the centre and neighbours ``j < i``). That reports each pair of buckets exactly once:
     ``(c, c ^ e_i)`` only at ``c`` (its other centre ``c ^ e_i`` has bit ``i`` set), ``(c ^ e_i, c ^ e_j)``,
     ``i > j``, at the one of its two centres ``c`` and ``c ^ e_i ^ e_j`` whose bit ``i`` is clear; pairs within a
-    bucket at that bucket's centre. ``width`` gathers per centre instead of ``V(width, 2) - 1) / 2`` per non-empty
+    bucket at that bucket's centre. ``width`` gathers per centre instead of ``(V(width, 2) - 1) / 2`` per non-empty
     bucket (21 against 116 at 21 bits). A ball holding more than the buffer is compared segment by segment from the
     table. Returns the number found."""
     used = 0
