@@ -2,7 +2,7 @@
 against brute force and FAISS (IndexBinaryFlat, IndexBinaryMultiHash) in the same run.
 
     .venv/bin/python benchmarks/near_duplicates.py [--sizes 1000000 10000000] [--kinds uniform clustered]
-        [--radius 8] [--sample 20000] [--peer-n 100000] [--queries 300] [--threads N]
+        [--radius 8] [--sample 20000] [--peer-n 100000] [--queries 300] [--threads N] [--repeats 3]
 
 Code sets (lookbench_pipeline.testing.codes, seeded): ``uniform`` (random bits, 5% near copies of others, 1–6 bits)
 and ``clustered`` (pHash-like: biased, correlated bits calibrated on the real photos' pHashes, 30% near copies in
@@ -11,9 +11,10 @@ families, popular layouts). For each kind:
 1. exactness on a full set of ``--sample`` codes: our pairs == every pair compared in numpy == FAISS flat
    ``range_search`` == FAISS ``IndexBinaryMultiHash`` (3 x 21 bits, 2 flips: exact by the pigeonhole bound);
 2. the peers' speed on ``--peer-n`` codes, ours on the same codes;
-3. each size in its own process (so that the peak RSS is that run's): wall and CPU seconds, peak RSS, pairs, and
-   exactness on a sample: ``--queries`` random codes compared with all ``n`` codes in numpy, their pairs == ours;
-4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on wall and on CPU time.
+3. each size in its own process (so that the peak RSS is that run's): ``--repeats`` searches (the median wall and CPU
+   seconds reported, with the range: a 0.5 s run moves by 20% on a shared machine), peak RSS, pairs, and exactness
+   on a sample: ``--queries`` random codes compared with all ``n`` codes in numpy, their pairs == ours;
+4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on the median wall and CPU times.
 
 FAISS is optional (``pip install faiss-cpu``, the ``faiss`` extra); without it the peers are skipped with a note.
 The machine's load average is printed before and after: on a shared machine the wall time is longer than CPU time /
@@ -93,15 +94,22 @@ def sample_check(h: np.ndarray, pairs: np.ndarray, radius: int, queries: int, se
     return len(want), got == want
 
 
-def child(kind: str, n: int, radius: int, queries: int, threads: int | None) -> None:
+def child(kind: str, n: int, radius: int, queries: int, threads: int | None, repeats: int) -> None:
     warm_up(radius)
     h = KINDS[kind](n)
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-    pairs, wall, cpu = timed(lambda: pairs_within(h, radius, threads=threads))
+    walls, cpus = [], []
+    for _ in range(repeats):
+        pairs = None  # the previous result freed first: the peak is one search's
+        pairs, wall, cpu = timed(lambda: pairs_within(h, radius, threads=threads))
+        walls.append(wall)
+        cpus.append(cpu)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    wall, cpu = float(np.median(walls)), float(np.median(cpus))
     p = plan(n, radius, bit_entropy_order(h))
     sampled, ok = sample_check(h, pairs, radius, queries)
-    print(json.dumps({"kind": kind, "n": n, "pairs": len(pairs), "wall_s": wall, "cpu_s": cpu, "peak_rss_mb": peak, "rss_before_mb": before,
+    print(json.dumps({"kind": kind, "n": n, "pairs": len(pairs), "wall_s": wall, "cpu_s": cpu, "walls_s": walls,
+                      "cpus_s": cpus, "peak_rss_mb": peak, "rss_before_mb": before,
                       "tables": [(len(b), t) for b, t in p.tables], "sample_queries": queries,
                       "sample_pairs": sampled, "sample_exact": ok}))
 
@@ -115,11 +123,12 @@ def main() -> None:
     ap.add_argument("--peer-n", type=int, default=100_000)
     ap.add_argument("--queries", type=int, default=300)
     ap.add_argument("--threads", type=int, default=None)
+    ap.add_argument("--repeats", type=int, default=3, help="searches per size; the median is reported")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     r = a.radius
     if a.child:
-        child(a.child[0], int(a.child[1]), r, a.queries, a.threads)
+        child(a.child[0], int(a.child[1]), r, a.queries, a.threads, a.repeats)
         return
     print(f"{os.cpu_count()} CPUs; load average at start {os.getloadavg()}; radius {r}; threads "
           f"{a.threads or 'all CPUs'}")
@@ -149,13 +158,15 @@ def main() -> None:
             print(f"  FAISS {peer}: {len(fp):,} pairs in {t_fp:.2f} s wall ({c_fp:.2f} s CPU), identical "
                   f"{np.array_equal(fp, ours)}; ours {t_fp / t_ours:.1f}x faster (wall)", flush=True)
         for n in a.sizes:
-            cmd = [sys.executable, __file__, "--child", kind, str(n), "--radius", str(r), "--queries", str(a.queries)]
+            cmd = [sys.executable, __file__, "--child", kind, str(n), "--radius", str(r), "--queries", str(a.queries),
+                   "--repeats", str(a.repeats)]
             if a.threads:
                 cmd += ["--threads", str(a.threads)]
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             res = json.loads(out.strip().splitlines()[-1])
             results[(kind, n)] = res
-            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.2f} s wall, {res['cpu_s']:.2f} s CPU; "
+            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.2f} s wall, {res['cpu_s']:.2f} s CPU (median of "
+                  f"{len(res['walls_s'])}: wall {min(res['walls_s']):.2f}-{max(res['walls_s']):.2f} s); "
                   f"peak RSS {res['peak_rss_mb']:.0f} MB (the codes made: {res['rss_before_mb']:.0f} MB); tables (bits, tau) {res['tables']}; sample of "
                   f"{res['sample_queries']} codes against all: {res['sample_pairs']} pairs, exact "
                   f"{res['sample_exact']}; load average {os.getloadavg()[0]:.1f}", flush=True)
