@@ -337,6 +337,24 @@ def _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, 
     return used
 
 
+@njit(cache=True, nogil=True, inline="always")
+def _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used):
+    """Every pair within one bucket ``[s, e)`` of the table, compared directly; writes from row ``used`` on and returns
+    the new ``used`` (past ``out``'s end only counted)."""
+    cap = out.shape[0]
+    for p in range(s, e):
+        cp = codes[p]
+        for q in range(p + 1, e):
+            x = cp ^ codes[q]
+            d = _popcount(x)
+            if d <= r and not _earlier(x, prev_masks, prev_taus):
+                if used < cap:
+                    ip, iq = ids[p], ids[q]
+                    out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                used += 1
+    return used
+
+
 @njit(cache=True, nogil=True)
 def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radius, prev_masks, prev_taus, out):
     """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` that no earlier table found, between the
@@ -344,7 +362,6 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
     ``flips`` sorted by their highest set bit, ``group_starts[k]`` the first mask whose highest bit is ``k``
     (``width + 1`` entries): ``b < b ^ f`` exactly when ``b`` lacks that bit. Returns the number found."""
     used = 0
-    cap = out.shape[0]
     r = np.uint64(radius)
     bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
     vstart = np.empty(_BUFFER + 1, dtype=np.int64)
@@ -352,16 +369,7 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
     for t in range(t0, t1):
         b = present[t]
         s, e = starts[b], starts[b + 1]
-        for p in range(s, e):  # within the bucket
-            cp = codes[p]
-            for q in range(p + 1, e):
-                x = cp ^ codes[q]
-                d = _popcount(x)
-                if d <= r and not _earlier(x, prev_masks, prev_taus):
-                    if used < cap:
-                        ip, iq = ids[p], ids[q]
-                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
-                    used += 1
+        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used)
         nb = 0
         nv = 0
         for k in range(width):
@@ -416,7 +424,6 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
     bucket (21 against 116 at 21 bits). A ball holding more than the buffer is compared segment by segment from the
     table. Returns the number found."""
     used = 0
-    cap = out.shape[0]
     r = np.uint64(radius)
     bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
     vstart = np.empty(width + 2, dtype=np.int64)
@@ -426,16 +433,7 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
     one = np.uint64(1)
     for c in range(c0, c1):
         s, e = starts[c], starts[c + 1]
-        for p in range(s, e):  # within the bucket
-            cp = codes[p]
-            for q in range(p + 1, e):
-                x = cp ^ codes[q]
-                d = _popcount(x)
-                if d <= r and not _earlier(x, prev_masks, prev_taus):
-                    if used < cap:
-                        ip, iq = ids[p], ids[q]
-                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
-                    used += 1
+        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used)
         vstart[0] = 0
         vcs[0] = s
         total = e - s
