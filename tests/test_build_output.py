@@ -48,7 +48,8 @@ def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypat
     assert len(head.splitlines()) + len(err.splitlines()) <= SCREEN, head + err
     for stage in ("crawl", "image_intake", "detect_garments", "release", "evaluation"):
         assert f"  done {stage} " in head
-    assert "[with deliberate demo faults]" in head and "deliberate faults" in head  # stage lines and counts
+    flat = " ".join(head.split())  # the counts line is wrapped at 110 columns, wherever its numbers put the break
+    assert "[with deliberate demo faults]" in head and "deliberate faults" in flat  # stage lines and counts
     assert "asset checks: " in head
     assert "Epoch" not in out + err and "Ultralytics" not in out + err
 
