@@ -612,18 +612,17 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
                 # outgrows its buffer repeats little
                 cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
                 if _C_BALL * _ball_visits(w, tau) < _C_VISIT * _bucket_visits(len(present), w, tau):
-                    # centre by centre (threshold 2): the jobs are runs of keys, cut where the codes before them
-                    # reach each share
-                    bounds = [0, *np.unique(np.searchsorted(starts, cuts)).tolist(), 1 << w]
-                    jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
-                    parts += list(ex.map(lambda j: collect(_join_ball, starts, codes, ids, w, j[0], j[1], radius,
-                                                           pm, pt), jobs))
-                else:
-                    bounds = [0, *np.unique(np.searchsorted(starts[present], cuts)).tolist(), len(present)]
-                    jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
-                    parts += list(ex.map(lambda j: collect(_join, present, starts, codes, ids, flips, group_starts,
-                                                           w, j[0], j[1], radius, pm, pt), jobs))
-                del present, starts, codes, ids
+                    # centre by centre (threshold 2): the jobs are runs of keys
+                    firsts, kernel = starts[:-1], _join_ball
+                    args = (starts, codes, ids, w)
+                else:  # bucket by bucket: the jobs are runs of non-empty buckets
+                    firsts, kernel = starts[present], _join
+                    args = (present, starts, codes, ids, flips, group_starts, w)
+                # cut where the codes before a run reach each share
+                bounds = [0, *np.unique(np.searchsorted(firsts, cuts)).tolist(), len(firsts)]
+                jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+                parts += list(ex.map(lambda j: collect(kernel, *args, j[0], j[1], radius, pm, pt), jobs))
+                del present, starts, codes, ids, firsts, args
                 prev_masks.append(_bit_mask(bits))
                 prev_taus.append(tau)
     packed = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
