@@ -1,6 +1,7 @@
-"""Where the near-duplicate search's work goes: the candidate pairs of the plan ``hamming.pairs_within`` chooses, counted
-exactly from its tables, by the size of the smaller bucket of each bucket pair; optionally a local search over which
-bits go to which table.
+"""Where the near-duplicate search's work goes: candidate pairs counted exactly, by bucket size.
+
+The candidate pairs of the plan ``hamming.pairs_within`` chooses, counted from its tables, split by the size of the
+smaller bucket of each bucket pair; optionally a local search over which bits go to which table.
 
     .venv/bin/python benchmarks/near_duplicate_candidates.py [--sizes 1000000 10000000] [--kinds uniform clustered]
         [--radius 8] [--reassign 0] [--seed 0]
