@@ -55,7 +55,7 @@ def candidates(c: np.ndarray, w: int, tau: int) -> tuple[float, np.ndarray]:
     return float(split.sum()), split
 
 
-@njit(cache=True)
+@njit
 def _pairs_near(c: np.ndarray, present: np.ndarray, flips: np.ndarray) -> float:
     """``sum_b c[b] (c[b] - 1) / 2 + sum_b sum_f c[b] c[b ^ f] / 2`` over the non-empty buckets ``present``."""
     total = 0.0
