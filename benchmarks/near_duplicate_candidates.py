@@ -29,7 +29,6 @@ import math
 import time
 
 import numpy as np
-
 from numba import njit
 
 from lookbench_pipeline.hamming import _bucket, _flip_masks, _key_luts, _volume, bit_entropy_order, plan
@@ -45,31 +44,31 @@ def bucket_sizes(h: np.ndarray, bits: tuple[int, ...]) -> np.ndarray:
     return np.diff(starts).astype(np.float64)
 
 
-def candidates(c: np.ndarray, w: int, tau: int) -> tuple[float, np.ndarray]:
-    """Candidate pairs of one table from its bucket sizes ``c``, and their split by the smaller bucket (``EDGES``)."""
-    idx = np.arange(1 << w)
-    split = np.histogram(c, bins=EDGES, weights=c * (c - 1) / 2)[0]
-    for f in _flip_masks(w, tau):
-        other = c[idx ^ f]
-        split += np.histogram(np.minimum(c, other), bins=EDGES, weights=c * other / 2)[0]
-    return float(split.sum()), split
-
-
 @njit
-def _pairs_near(c: np.ndarray, present: np.ndarray, flips: np.ndarray) -> float:
-    """``sum_b c[b] (c[b] - 1) / 2 + sum_b sum_f c[b] c[b ^ f] / 2`` over the non-empty buckets ``present``."""
-    total = 0.0
+def _split(c: np.ndarray, present: np.ndarray, flips: np.ndarray, edges: np.ndarray) -> np.ndarray:
+    """``sum_b c[b] (c[b] - 1) / 2 + sum_f sum_b c[b] c[b ^ f] / 2`` over the non-empty buckets ``present``, each
+    term binned by the smaller of its two buckets (``edges``)."""
+    split = np.zeros(len(edges) - 1)
     for b in present:
-        total += c[b] * (c[b] - 1) / 2
+        k = np.searchsorted(edges, c[b], side="right") - 1
+        split[k] += c[b] * (c[b] - 1) / 2
         for f in flips:
-            total += c[b] * c[b ^ f] / 2
-    return total
+            other = c[b ^ f]
+            k = np.searchsorted(edges, min(c[b], other), side="right") - 1
+            split[k] += c[b] * other / 2
+    return split
+
+
+def candidates(c: np.ndarray, w: int, tau: int) -> tuple[float, np.ndarray]:
+    """Candidate pairs of one table of ``w`` bits at threshold ``tau`` from its bucket sizes ``c``, and their split
+    by the smaller bucket (``EDGES``)."""
+    split = _split(c, np.flatnonzero(c), _flip_masks(w, tau), np.array(EDGES, dtype=np.float64))
+    return float(split.sum()), split
 
 
 def proxy(sample: np.ndarray, bits: list[int], tau: int) -> float:
     """Candidate pairs of ``sample`` for a table over ``bits`` at threshold ``tau``: the local search's objective."""
-    c = bucket_sizes(sample, tuple(bits))
-    return _pairs_near(c, np.flatnonzero(c), _flip_masks(len(bits), tau))
+    return candidates(bucket_sizes(sample, tuple(bits)), len(bits), tau)[0]
 
 
 def reassign(h: np.ndarray, groups: list[list[int]], taus: list[int], steps: int, seed: int) -> list[list[int]]:
