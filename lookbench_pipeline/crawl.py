@@ -340,10 +340,11 @@ def resolve_look_link(site: str, link: str, on_page: dict[str, list[PageProduct]
     ``on_page`` maps a page's :func:`~lookbench_pipeline.extract.path_key` to the products it yielded, in page order.
     A page that sells one item gives it (``single``). A page of several (the colours of one model) gives the one
     the link names: a query value equal to its ``variant_id`` or ``sku``, case-insensitive, as in
-    ``?variant=<id>`` (``named_in_link``); else the page's first item, the colour the page opens on
-    (``page_default``). A link whose exact page was not crawled resolves only when the same page without the query
-    was, and the query names one of its items. Otherwise ``(None, "unresolved")``: the link is dropped from
-    ``product_ids`` and counted in ``looks_unresolved_products``.
+    ``?variant=<id>`` (``named_in_link``); else the page's first item, the colour the page opens on and the item
+    :func:`~lookbench_pipeline.extract.main_product` calls the page's own (``page_default``). A link whose exact
+    page was not crawled resolves only when the same page without the query was, and the query names one of its
+    items. Otherwise ``(None, "unresolved")``: the link is dropped from ``product_ids`` and counted in
+    ``looks_unresolved_products``.
     """
     parts = urlsplit(link)
     named = {v.strip().lower() for _, v in parse_qsl(parts.query) if v.strip()}
