@@ -83,7 +83,8 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     split: an image is in ``val`` when the hash of (``seed``, its key) falls below ``val_fraction`` -- the same
     image is always on the same side, whatever else is in the set and wherever the files lie (the key is the
     source's place in ``sources``, its annotation file's name and the image's id in it, never a folder); at least
-    one image is held out and one trained on. ``sha256`` is the checksum of the written data set (every file's path and bytes).
+    one image is held out and one trained on. ``sha256`` is the checksum of the written data set (every file's
+    path and bytes).
 
     Raises:
         DetectorError: an images folder does not exist, the class map is not 'category: one class' or none of
