@@ -151,7 +151,8 @@ def test_warc_replay_conditional_requests_and_x_robots_tag(tmp_path):
     assert sum(1 for p, s in second if p.startswith("/products/") and s == 304) == 12
     # the WARC alone reproduces the products
     from_warc = extract_from_warc([tmp_path / "c1/crawl.warc.gz"], SiteConfig.from_yaml(site))
-    key = lambda i: (i["url"], i.get("sku"), i.get("title"), i.get("price"), tuple(i.get("image_urls") or []))  # noqa: E731
+    key = lambda i: (i["url"], i["page_position"], i.get("sku"), i.get("title"), i.get("price"),  # noqa: E731
+                     tuple(i.get("image_urls") or []))
     crawled = sorted(key(i) for i in items if i["kind"] == "product")
     assert sorted(key(i) for i in from_warc if i["kind"] == "product") == crawled
     assert len([i for i in from_warc if i["kind"] == "look"]) == 3
