@@ -12,11 +12,13 @@ import logging
 import os
 import subprocess
 import sys
+from collections import Counter
 from collections.abc import Callable
 from contextlib import AbstractContextManager, ExitStack
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from urllib.parse import parse_qsl, urlsplit, urlunsplit
 
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -24,7 +26,7 @@ import pyarrow.parquet as pq
 from . import schemas
 from .config import SiteConfig
 from .crawl_tables import CrawlTables
-from .extract import path_key, product_key
+from .extract import canonical, path_key, product_key
 from .layout import DataLayout, site_state_dir
 
 log = logging.getLogger(__name__)
@@ -311,6 +313,57 @@ def _unchanged_since(prev: dict, row: dict, crawled: datetime) -> datetime:
     return crawled
 
 
+@dataclass(frozen=True)
+class PageProduct:
+    """One product a page yielded, as a look's link is resolved against it."""
+
+    product_id: str
+    variant_id: str | None
+    sku: str | None
+
+
+def in_page_order(items: list[dict]) -> list[dict]:
+    """Product feed items sorted by their page's canonical URL, then by ``page_position`` (the spider's index of the
+    item among its page's products), then by feed order (a feed written before ``page_position`` existed, or a page
+    processed twice by a resumed crawl)."""
+    def key(e: tuple[int, dict]) -> tuple[str, int, int]:
+        i, it = e
+        pos = it.get("page_position")
+        return canonical(str(it.get("url") or "")), pos if type(pos) is int and pos >= 0 else 1 << 62, i
+
+    return [it for _, it in sorted(enumerate(items), key=key)]
+
+
+def resolve_look_link(site: str, link: str, on_page: dict[str, list[PageProduct]]) -> tuple[str | None, str]:
+    """The product a look's link to ``link`` stands for, and how it was chosen: ``(product_id or None, how)``.
+
+    ``on_page`` maps a page's :func:`~lookbench_pipeline.extract.path_key` to the products it yielded, in page order.
+    A page that sells one item gives it (``single``). A page of several (the colours of one model) gives the one
+    the link names: a query value equal to its ``variant_id`` or ``sku``, case-insensitive, as in
+    ``?variant=<id>`` (``named_in_link``); else the page's first item, the colour the page opens on and the item
+    :func:`~lookbench_pipeline.extract.main_product` calls the page's own (``page_default``). A link whose exact
+    page was not crawled resolves only when the same page without the query was, and the query names one of its
+    items. Otherwise ``(None, "unresolved")``: the link is dropped from ``product_ids`` and counted in
+    ``looks_unresolved_products``.
+    """
+    parts = urlsplit(link)
+    named = {v.strip().lower() for _, v in parse_qsl(parts.query) if v.strip()}
+
+    def named_item(page: list[PageProduct]) -> PageProduct | None:
+        hits = [e for e in page if {str(x).strip().lower() for x in (e.variant_id, e.sku) if x} & named]
+        return hits[0] if len(hits) == 1 else None
+
+    page = on_page.get(path_key(site, link))
+    if page:
+        if len(page) == 1:
+            return page[0].product_id, "single"
+        hit = named_item(page)
+        return (hit.product_id, "named_in_link") if hit else (page[0].product_id, "page_default")
+    bare = on_page.get(path_key(site, urlunsplit(parts._replace(query="", fragment=""))))
+    hit = named_item(bare) if bare and named else None
+    return (hit.product_id, "named_in_link") if hit else (None, "unresolved")
+
+
 LocalServer = Callable[[SiteConfig, Path], AbstractContextManager[str]]
 """Serves a ``demo`` or ``replay`` site on 127.0.0.1 for a ``with`` block and gives its base URL."""
 
@@ -321,8 +374,12 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
 
     ``first_seen_at`` is the earliest crawl that saw the item (kept from the state); ``last_seen_at`` is this
-    crawl; ``crawled_at`` is the crawl that fetched the current content (kept while the content is unchanged). An item seen on several pages in one crawl is one row (the first page wins, later pages add images).
-    The state keeps items not seen in this crawl, so an item that comes back keeps its first time.
+    crawl; ``crawled_at`` is the crawl that fetched the current content (kept while the content is unchanged).
+    Product items are taken in page order (by URL, then ``page_position``), never in the feed's order, which is
+    the order their image downloads finished: an item seen on several pages in one crawl is one row (the page
+    whose canonical URL sorts first wins, later pages add images). A look's links to products are resolved by
+    :func:`resolve_look_link`. The state keeps items not seen in this crawl, so an item that comes back keeps its
+    first time.
     """
     sdir = site_state_dir(state_dir, out.site)
     sdir.mkdir(parents=True, exist_ok=True)
@@ -330,12 +387,14 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     prev_l = _previous(sdir / "looks.parquet", "look_id")
 
     products: dict[str, dict] = {}
-    url_to_pid: dict[str, str] = {}
-    for it in out.of_kind("product"):
+    on_page: dict[str, list[PageProduct]] = {}  # path_key of a page -> its products, in page order
+    for it in in_page_order(out.of_kind("product")):
         # an item of a feed written before variant_id existed: its sku was its id
         pid = product_key(out.site, it["url"], it.get("variant_id", it.get("sku")), it.get("color"))
         crawled = _ts(it["crawled_at"])
-        url_to_pid.setdefault(path_key(out.site, it["url"]), pid)
+        page = on_page.setdefault(path_key(out.site, it["url"]), [])
+        if all(e.product_id != pid for e in page):
+            page.append(PageProduct(pid, it.get("variant_id"), it.get("sku")))
         if pid in products:
             products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
             continue
@@ -346,10 +405,15 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         products[pid] = {**row, "crawled_at": _unchanged_since(prev, row, crawled),
                          "first_seen_at": min(first, crawled), "last_seen_at": crawled}
     looks: dict[str, dict] = {}
+    resolved_by: dict[str, list[str]] = {}  # look_id -> how each of its links was resolved
     for it in out.of_kind("look"):
         lid = path_key(out.site, it["url"])
         crawled = _ts(it["crawled_at"])
-        pids = [url_to_pid.get(path_key(out.site, u)) for u in it.get("product_urls") or []]
+        pids, resolved_by[lid] = [], []
+        for u in it.get("product_urls") or []:
+            pid, how = resolve_look_link(out.site, u, on_page)
+            pids.append(pid)
+            resolved_by[lid].append(how)
         prev = prev_l.get(lid, {})
         first = prev.get("first_seen_at") or crawled
         row = {"look_id": lid, "site": out.site, "url": it["url"], "image_url": it["image_url"],
@@ -361,7 +425,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
 
     files_root = out.feed.parent / "files"
     downloads: dict[str, dict] = {}
-    for it in out.of_kind("product") + out.of_kind("look"):
+    for it in in_page_order(out.of_kind("product")) + out.of_kind("look"):
         for d in it.get("images") or []:
             downloads.setdefault(d["url"], {
                 "site": out.site, "url": d["url"], "reason": d.get("reason"),
@@ -385,11 +449,13 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     for pg in pages:
         key = pg["outcome"] if pg["outcome"] != "rejected" else f"rejected.{pg['reason']}"
         outcomes[f"pages.{key}"] = outcomes.get(f"pages.{key}", 0) + 1
+    links_by = Counter(how for lid in looks for how in resolved_by[lid])  # the looks kept (a page seen twice: once)
     counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
               "products_new": sum(1 for k in products if k not in prev_p),
               "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(
-                  len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()), **outcomes}
+                  len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()),
+              **{f"look_links.{k}": v for k, v in sorted(links_by.items())}, **outcomes}
     stats_file = out.feed.parent / "stats.json"
     if stats_file.is_file():
         st = json.loads(stats_file.read_text())

@@ -91,8 +91,8 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
         if optout == NOINDEX:
             continue
         refused = {"images_refused": NOIMAGEINDEX} if optout == NOIMAGEINDEX else {}
-        for p in extract_products(text, url, site.product_rules):
-            out.append({"kind": "product", "site": site.name, "url": url, **p, **refused})
+        for i, p in enumerate(extract_products(text, url, site.product_rules)):
+            out.append({"kind": "product", "site": site.name, "url": url, "page_position": i, **p, **refused})
         look = extract_look(text, url, site.look_rules)
         if look:
             out.append({"kind": "look", "site": site.name, "url": url, **look, **refused})

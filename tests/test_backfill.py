@@ -80,7 +80,7 @@ def _spider_only_for_replay(run_spider):
     return wrapped
 
 
-def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, request):
+def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, request, monkeypatch):
     live_cfg = _config(tmp_path, "live")
     live = run_release(str(live_cfg), instance=DagsterInstance.ephemeral())
     m1 = live["manifest"]
@@ -99,8 +99,12 @@ def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, r
         shutil.copytree(tmp_path / "live-store" / prefix, tmp_path / "rebuilt-store" / prefix)
     assert not (tmp_path / "rebuilt-data").exists()
     request.getfixturevalue("no_network")
+    # nothing of the tests' shared cache either: the rebuild trains the demo detector again in its own data_dir, in
+    # another folder than the live build's, as a backfill on a fresh machine does
+    monkeypatch.delenv("LOOKBENCH_DETECT__CACHE_DIR", raising=False)
     rebuilt = rebuild_window(str(rebuilt_cfg), live["window"], instance=DagsterInstance.ephemeral())
     m2 = rebuilt["manifest"]
+    assert list((tmp_path / "rebuilt-data" / "detector").glob("demo-*/detector.pt")), "the rebuild trained its own"
 
     assert rebuilt["replayed"] == {"demo": [archived.key]}
     assert m2["version"] == m1["version"] and m2["window"] == m1["window"]

@@ -44,6 +44,17 @@ def test_demo_crawl_finds_everything_and_obeys_robots(tmp_path):
     assert pages["about.html"]["reason"] == "no_structured_data"
     products = [i for i in items if i["kind"] == "product"]
     assert all(len(p["images"]) == 2 and all(d["path"] for d in p["images"]) for p in products)
+    # each product carries its place among its page's products, in the page's order (the feed's is the downloads')
+    from lookbench_pipeline.extract import extract_products
+
+    by_page: dict[str, list[dict]] = {}
+    for p in products:
+        by_page.setdefault(p["url"], []).append(p)
+    assert any(len(v) > 1 for v in by_page.values())
+    for url, ps in by_page.items():
+        page = (root / url.split("/", 3)[-1]).read_text()
+        assert [p["variant_id"] for p in sorted(ps, key=lambda p: p["page_position"])] == \
+            [e["variant_id"] for e in extract_products(page, url)]
 
 
 def test_first_seen_kept_across_runs(tmp_path):
@@ -60,6 +71,58 @@ def test_first_seen_kept_across_runs(tmp_path):
         "unchanged content keeps the crawl that fetched it"
     assert all(u.startswith("https://demo.demo.lookbench.invalid/") for u in cat2.products["url"].to_pylist())
     assert cat1.counts["products"] == _items() and cat1.counts["looks"] == 3
+
+
+def test_look_links_resolve_to_the_colour_the_look_shows_whatever_the_feed_order(tmp_path):
+    """A look links a model's page (several colours); the spider's feed holds that page's colours in the order their
+    image downloads finished. The look's product is the colour the page opens on (the colour the demo look shows),
+    and the tables are the same for every order of the feed."""
+    import random
+
+    site = _site(tmp_path)
+    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=local_site)
+    truth = json.loads((tmp_path / "run" / "site" / "ground_truth.json").read_text())
+    feed = list(out.items)
+    orders = [feed, feed[::-1]] + [random.Random(k).sample(feed, len(feed)) for k in range(3)]
+    tables = []
+    for k, items in enumerate(orders):
+        out.items = items
+        cat = merge_catalog(out, tmp_path / f"state{k}")
+        sku = dict(zip(cat.products["product_id"].to_pylist(), cat.products["sku"].to_pylist()))
+        for lk in cat.looks.to_pylist():
+            number = str(int(lk["url"].rsplit("look-", 1)[1].split(".")[0]))
+            assert [sku[p] for p in lk["product_ids"]] == truth["looks"][number]["skus"], (k, lk["url"])
+        assert cat.counts["look_links.page_default"] >= 1, "a look links a page of several colours"
+        assert sum(v for c, v in cat.counts.items() if c.startswith("look_links.")) == \
+            sum(len(lk["product_urls"]) for lk in cat.looks.to_pylist())
+        tables.append((cat.products.drop(["crawled_at", "first_seen_at", "last_seen_at"]), cat.looks.drop(
+            ["crawled_at", "first_seen_at", "last_seen_at"])))
+    assert all(t[0].equals(tables[0][0]) and t[1].equals(tables[0][1]) for t in tables[1:])
+
+
+def test_resolve_look_link():
+    from lookbench_pipeline.crawl import PageProduct, resolve_look_link
+    from lookbench_pipeline.extract import path_key
+
+    base = "https://shop.test/products/coat"
+    colours = [PageProduct("p-black", "COAT-1-BLACK", "COAT-1"), PageProduct("p-red", "COAT-1-RED", "COAT-1"),
+               PageProduct("p-blue", "4711", None)]
+    on_page = {path_key("s", base): colours,
+               path_key("s", "https://shop.test/products/hat"): [PageProduct("p-hat", None, None)]}
+    assert resolve_look_link("s", base, on_page) == ("p-black", "page_default")
+    assert resolve_look_link("s", base + "#reviews", on_page) == ("p-black", "page_default")
+    assert resolve_look_link("s", "https://shop.test/products/hat", on_page) == ("p-hat", "single")
+    # the exact page (with its query) was not crawled: only a query naming one of the colours resolves it
+    assert resolve_look_link("s", base + "?variant=coat-1-red", on_page) == ("p-red", "named_in_link")
+    assert resolve_look_link("s", base + "?ref=look&variant=4711", on_page) == ("p-blue", "named_in_link")
+    assert resolve_look_link("s", base + "?ref=look", on_page) == (None, "unresolved")
+    assert resolve_look_link("s", base + "?sku=COAT-1", on_page) == (None, "unresolved"), "names every colour"
+    assert resolve_look_link("s", "https://shop.test/products/shoe", on_page) == (None, "unresolved")
+    # the exact page was crawled (a variant URL lists all the model's colours): the named colour, else its first
+    on_page[path_key("s", base + "?variant=COAT-1-RED")] = colours
+    on_page[path_key("s", base + "?ref=look")] = colours
+    assert resolve_look_link("s", base + "?variant=COAT-1-RED", on_page) == ("p-red", "named_in_link")
+    assert resolve_look_link("s", base + "?ref=look", on_page) == ("p-black", "page_default")
 
 
 def test_warc_replay_conditional_requests_and_x_robots_tag(tmp_path):
@@ -88,7 +151,8 @@ def test_warc_replay_conditional_requests_and_x_robots_tag(tmp_path):
     assert sum(1 for p, s in second if p.startswith("/products/") and s == 304) == 12
     # the WARC alone reproduces the products
     from_warc = extract_from_warc([tmp_path / "c1/crawl.warc.gz"], SiteConfig.from_yaml(site))
-    key = lambda i: (i["url"], i.get("sku"), i.get("title"), i.get("price"), tuple(i.get("image_urls") or []))  # noqa: E731
+    key = lambda i: (i["url"], i["page_position"], i.get("sku"), i.get("title"), i.get("price"),  # noqa: E731
+                     tuple(i.get("image_urls") or []))
     crawled = sorted(key(i) for i in items if i["kind"] == "product")
     assert sorted(key(i) for i in from_warc if i["kind"] == "product") == crawled
     assert len([i for i in from_warc if i["kind"] == "look"]) == 3

@@ -3,6 +3,7 @@
 
 import json
 import math
+import shutil
 from pathlib import Path
 
 import numpy as np
@@ -153,6 +154,15 @@ def test_real_annotation_files_convert_to_a_yolo_dataset(realdata, tmp_path):
     assert again.sha256 == ds.sha256
     assert sorted(p.name for p in (tmp_path / "ds/images/val").iterdir()) == sorted(
         p.name for p in (tmp_path / "ds2/images/val").iterdir())
+    # the same files in another folder: the same split and the same data set, byte for byte (a detector trained on
+    # a copy, e.g. the demo detector retrained by a rebuild into an empty data_dir, sees the same data)
+    moved = tmp_path / "elsewhere" / "annotations"
+    moved.mkdir(parents=True)
+    for src in (fp, df2, mn):
+        shutil.copy(src.annotations, moved / src.annotations.name)
+    copies = [AnnotationSource(moved / s.annotations.name, s.images, s.image_name) for s in (fp, df2, mn)]
+    elsewhere = build_yolo_dataset(copies, tmp_path / "ds3", class_map, val_fraction=0.3, seed=0)
+    assert elsewhere.sha256 == ds.sha256 and elsewhere.counts == ds.counts
 
 
 def test_modanet_ids_are_the_category_list_numbered_from_one(realdata):

@@ -25,6 +25,10 @@ class ProductItem(scrapy.Item):
     facets = scrapy.Field()  # the shop's attribute facets, schema.org additionalProperty: [{name, value}]
     images_refused = scrapy.Field()  # the page's opt-out that forbids keeping its images (robots_noimageindex)
     images = scrapy.Field()  # [{url, path, reason}] filled by ImageDownloadPipeline
+    # The item's place among the products its page yielded, in the page's order (0: the page's default, e.g. the
+    # first colour of a ProductGroup). Items reach the feed in the order their image downloads finish, so the
+    # feed's order is not the page's; a look that links a page of several colours is resolved by this.
+    page_position = scrapy.Field()
     crawled_at = scrapy.Field()
 
 

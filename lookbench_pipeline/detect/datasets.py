@@ -46,12 +46,16 @@ DEEPFASHION2_CATEGORIES = {1: "short sleeve top", 2: "long sleeve top", 3: "shor
 @dataclass
 class AnnotatedImage:
     """One image of an annotation file: ``boxes`` are ``(category name, [x1, y1, x2, y2])`` in the pixels of the
-    file as annotated; ``size`` is the annotated ``(width, height)`` when the file gives one."""
+    file as annotated; ``size`` is the annotated ``(width, height)`` when the file gives one. ``key`` names the
+    annotation file (its path as given) and the image, for messages; ``ident`` is the image's id within its file
+    (a COCO or ModaNet image id, a DeepFashion2 file's stem), which with the file's name identifies the image
+    wherever the files lie (:func:`lookbench_pipeline.detect.train.build_yolo_dataset` splits by it)."""
 
     key: str
     path: Path
     size: tuple[int, int] | None
     boxes: list[tuple[str, list[float]]]
+    ident: str = ""
 
 
 def _num(v: Any) -> Any:
@@ -183,7 +187,8 @@ def _read_coco(src: AnnotationSource, data: dict) -> tuple[list[AnnotatedImage],
     out = []
     for iid, im in imgs.items():
         size = (int(im["width"]), int(im["height"])) if im.get("width") and im.get("height") else None
-        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, im.get("file_name"), iid), size, boxes[iid]))
+        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, im.get("file_name"), iid), size, boxes[iid],
+                                  str(iid)))
     return out, rejected, order
 
 
@@ -205,7 +210,7 @@ def _read_modanet_snaps(src: AnnotationSource, data: list) -> tuple[list[Annotat
             else:
                 bs.append((MODANET_CATEGORIES[cid], box))
         fname = Path(snap["snap_url"]).name if snap.get("snap_url") else None
-        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, fname, iid), None, bs))
+        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, fname, iid), None, bs, str(iid)))
     return out, rejected, [MODANET_CATEGORIES[k] for k in sorted(MODANET_CATEGORIES)]
 
 
@@ -228,5 +233,5 @@ def _read_deepfashion2(src: AnnotationSource) -> tuple[list[AnnotatedImage], lis
                 rejected.append({"source": str(f), "id": k, "reason": "no_box"})
             else:
                 bs.append((DEEPFASHION2_CATEGORIES[cid], [float(v) for v in box]))
-        out.append(AnnotatedImage(f"{folder}#{f.stem}", _image_file(src, f"{f.stem}.jpg", f.stem), None, bs))
+        out.append(AnnotatedImage(f"{folder}#{f.stem}", _image_file(src, f"{f.stem}.jpg", f.stem), None, bs, f.stem))
     return out, rejected, [DEEPFASHION2_CATEGORIES[k] for k in sorted(DEEPFASHION2_CATEGORIES)]

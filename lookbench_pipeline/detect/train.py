@@ -81,8 +81,10 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     categories missing from a non-empty map are dropped too), classes numbered in the order the map first names
     them; by default every category that keeps a box is its own class, in the files' id order. An image whose boxes were all dropped is kept as a background (negative) image. The held-out
     split: an image is in ``val`` when the hash of (``seed``, its key) falls below ``val_fraction`` -- the same
-    image is always on the same side, whatever else is in the set; at least one image is held out and one trained
-    on. ``sha256`` is the checksum of the written data set (every file's path and bytes).
+    image is always on the same side, whatever else is in the set and wherever the files lie (the key is the
+    source's place in ``sources``, its annotation file's name and the image's id in it, never a folder); at least
+    one image is held out and one trained on. ``sha256`` is the checksum of the written data set (every file's
+    path and bytes).
 
     Raises:
         DetectorError: an images folder does not exist, the class map is not 'category: one class' or none of
@@ -103,18 +105,18 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
     for split in ("train", "val"):
         (out / "images" / split).mkdir(parents=True)
         (out / "labels" / split).mkdir(parents=True)
-    images: list[AnnotatedImage] = []
+    images: list[tuple[str, AnnotatedImage]] = []  # (the image's key wherever the files lie, the image)
     rejected: list[dict] = []
     order: list[str] = []
-    for src in sources:
+    for i, src in enumerate(sources):
         ims, rej, cats = read_annotations(src)
-        images += ims
+        images += [(f"{i}:{Path(src.annotations).name}#{im.ident or im.key}", im) for im in ims]
         rejected += rej
         order += [c for c in cats if c not in order]
     unmatched: list[str] = []
     if class_map:  # the classes in the order the map first names them
         classes = list(dict.fromkeys(t for t in class_map.values() if t))
-        annotated = {cat for im in images for cat, _ in im.boxes}
+        annotated = {cat for _, im in images for cat, _ in im.boxes}
         wanted = [k for k, t in class_map.items() if t]
         unmatched = [k for k in wanted if k not in annotated]
         if wanted and len(unmatched) == len(wanted):
@@ -129,8 +131,9 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
         cls_of = {c: c for c in order}
     counts: Counter = Counter()
     written: dict[str, tuple[str, AnnotatedImage]] = {}  # file stem -> (split, image)
+    ident_of: dict[str, str] = {}  # file stem -> the image's key wherever the files lie
     labels: dict[str, list[tuple]] = {}  # file stem -> [(class, cx, cy, w, h)] normalised to [0, 1]
-    for im in sorted(images, key=lambda i: i.key):
+    for ident, im in sorted(images, key=lambda e: e[0]):
         counts["images_in"] += 1
         counts["boxes_in"] += len(im.boxes)
         try:
@@ -168,18 +171,19 @@ def build_yolo_dataset(sources: Sequence[AnnotationSource], out: Path, class_map
         counts["boxes"] += len(lines)
         if not lines:
             counts["background_images"] += 1
-        stem = f"{hashlib.sha1(im.key.encode()).hexdigest()[:12]}-{re.sub(r'[^A-Za-z0-9_.-]', '_', im.path.stem)[:60]}"
-        split = _split_of(im.key, seed, val_fraction)
+        stem = f"{hashlib.sha1(ident.encode()).hexdigest()[:12]}-{re.sub(r'[^A-Za-z0-9_.-]', '_', im.path.stem)[:60]}"
+        split = _split_of(ident, seed, val_fraction)
         dec.rgb.save(out / "images" / split / f"{stem}.jpg", format="JPEG", quality=95)
         labels[stem] = lines
         written[stem] = (split, im)
+        ident_of[stem] = ident
     if not written:
         why = dict(sorted(Counter(r["reason"].split(":")[0] for r in rejected).items()))
         raise DetectorError(f"no annotated image could be read (rejections by reason: {why})")
     if counts["boxes"] == 0:
         raise DetectorError("no box is left to train on (every category was dropped by the class map?)")
     if len(written) >= 2:  # at least one image on each side
-        ranked = sorted(written, key=lambda st: hashlib.sha256(f"{seed}\x00{written[st][1].key}".encode()).hexdigest())
+        ranked = sorted(written, key=lambda st: hashlib.sha256(f"{seed}\x00{ident_of[st]}".encode()).hexdigest())
         for side, stem in (("val", ranked[0]), ("train", ranked[-1])):
             if all(sp != side for sp, _ in written.values()):
                 old_side, im = written[stem]

@@ -92,9 +92,9 @@ class ShopSpider(scrapy.Spider):
             yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
             return
         products = shopify_products(doc, response.url)
-        for p in products:
+        for i, p in enumerate(products):
             url = p.pop("url")
-            yield ProductItem(kind="product", site=self.site.name, url=url, **p)
+            yield ProductItem(kind="product", site=self.site.name, url=url, page_position=i, **p)
         yield self._page(response.url, response.status, "product" if products else "listing",
                          n_items=len(products))
         if origin and products and "products" in doc:
@@ -190,8 +190,8 @@ class ShopSpider(scrapy.Spider):
             yield self._page(response.url, response.status, "rejected", NOINDEX)
             products, look = [], None
         refused = {"images_refused": NOIMAGEINDEX} if optout == NOIMAGEINDEX else {}
-        for p in products:
-            yield ProductItem(kind="product", site=self.site.name, url=response.url, **p, **refused)
+        for i, p in enumerate(products):
+            yield ProductItem(kind="product", site=self.site.name, url=response.url, page_position=i, **p, **refused)
         if look:
             yield LookItem(kind="look", site=self.site.name, url=response.url, **look, **refused)
         if optout == NOINDEX:
