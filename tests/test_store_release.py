@@ -193,3 +193,24 @@ def test_the_old_release_module_still_exports_its_names_with_a_deprecation_warni
                  "read_file", "read_manifest", "read_manifest_bytes", "read_range", "release_prefix",
                  "resolve_version"):
         assert getattr(old, name) is getattr(reader, name)
+
+
+def test_a_release_table_encodes_the_same_built_in_memory_or_read_back():
+    """pyarrow names a list's values ``item`` in memory and ``element`` when it reads Parquet back; the Arrow schema
+    stored in the file keeps the name, so without normalising, a same-day rerun that published a table read back
+    from its candidate met ReleaseExistsError on identical data."""
+    import io
+
+    import pyarrow.parquet as pq
+
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.releases.candidate import parquet_bytes
+
+    row = {name: None for name in schemas.RELEASE.names}
+    row.update(item_ID="i1", sample_id="s1", attributes=[{"name": "color", "value": "red"}], box=[1.0, 2.0, 3.0, 4.0])
+    built = schemas.from_rows([row], schemas.RELEASE)
+    assert "item" in str(built.schema.field("attributes").type)
+    data = parquet_bytes(built)
+    back = pq.read_table(io.BytesIO(data))
+    assert "element" in str(back.schema.field("attributes").type)
+    assert parquet_bytes(back) == data and back.equals(pq.read_table(io.BytesIO(parquet_bytes(back))))

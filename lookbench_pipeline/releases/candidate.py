@@ -35,8 +35,29 @@ class ReleaseTables:
     counts: dict[str, Any] = field(default_factory=dict)
 
 
+def _compliant(t: pa.DataType) -> pa.DataType:
+    """``t`` with every list's value field named ``element``, as the Parquet format names it."""
+    if pa.types.is_struct(t):
+        return pa.struct([f.with_type(_compliant(f.type)) for f in t])
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        v = t.value_field
+        value = pa.field("element", _compliant(v.type), v.nullable, v.metadata)
+        if pa.types.is_fixed_size_list(t):
+            return pa.list_(value, t.list_size)
+        return pa.large_list(value) if pa.types.is_large_list(t) else pa.list_(value)
+    return t
+
+
 def parquet_bytes(table: pa.Table) -> bytes:
-    """Deterministic Parquet encoding of a release table (same table -> same bytes)."""
+    """Deterministic Parquet encoding of a release table (same table -> same bytes).
+
+    The same data gives the same bytes whether the table was built in memory (pyarrow names a list's values
+    ``item``) or read back from Parquet (``element``): list value fields are named ``element`` before writing, since
+    the Arrow schema stored in the file keeps the name. A same-day rerun that built a table one way and published
+    it the other way met ``ReleaseExistsError`` on identical data."""
+    schema = pa.schema([f.with_type(_compliant(f.type)) for f in table.schema], metadata=table.schema.metadata)
+    if not schema.equals(table.schema, check_metadata=True):
+        table = table.cast(schema)
     buf = io.BytesIO()
     pq.write_table(table, buf, **PARQUET_OPTS)
     return buf.getvalue()
