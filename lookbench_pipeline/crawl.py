@@ -388,7 +388,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
 
     products: dict[str, dict] = {}
     on_page: dict[str, list[PageProduct]] = {}  # path_key of a page -> its products, in page order
-    for it in in_page_order(out.of_kind("product")):
+    product_items = in_page_order(out.of_kind("product"))
+    for it in product_items:
         # an item of a feed written before variant_id existed: its sku was its id
         pid = product_key(out.site, it["url"], it.get("variant_id", it.get("sku")), it.get("color"))
         crawled = _ts(it["crawled_at"])
@@ -425,7 +426,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
 
     files_root = out.feed.parent / "files"
     downloads: dict[str, dict] = {}
-    for it in in_page_order(out.of_kind("product")) + out.of_kind("look"):
+    for it in product_items + out.of_kind("look"):
         for d in it.get("images") or []:
             downloads.setdefault(d["url"], {
                 "site": out.site, "url": d["url"], "reason": d.get("reason"),
