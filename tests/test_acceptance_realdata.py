@@ -48,7 +48,7 @@ def test_detector_train_from_real_annotation_files(tmp_path, realdata):
     assert report["dataset"]["train_images"] + report["dataset"]["val_images"] == 4
     assert report["dataset"]["boxes"] == 7  # 2 shoes, a dress, trousers, a shirt (Fashionpedia), 2 DeepFashion2 dresses
     assert 0 <= report["map50_95"] <= report["map50"] <= 1
-    assert report["weights_sha256"] == hashlib.sha256((tmp_path / "detector/detector.pt").read_bytes()).hexdigest()
+    assert report["weights_file_sha256"] == hashlib.sha256((tmp_path / "detector/detector.pt").read_bytes()).hexdigest()
     # the weights are usable as detect.weights with the class mapping (checked against the model's names)
     cfg = {"detect": {"weights": str(tmp_path / "detector/detector.pt"), "classes": DETECTOR_CLASSES}}
     (tmp_path / "p.yaml").write_text(yaml.safe_dump(cfg))

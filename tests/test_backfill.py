@@ -105,6 +105,9 @@ def test_rebuild_a_window_from_the_store_alone_gives_identical_files(tmp_path, r
     rebuilt = rebuild_window(str(rebuilt_cfg), live["window"], instance=DagsterInstance.ephemeral())
     m2 = rebuilt["manifest"]
     assert list((tmp_path / "rebuilt-data" / "detector").glob("demo-*/detector.pt")), "the rebuild trained its own"
+    # another file (ultralytics dates the checkpoint), the same weights: the provenance names the same detector
+    [d1], [d2] = ([m for m in m["models"] if m["role"] == "detector"] for m in (m1, m2))
+    assert d2["weights_sha256"] == d1["weights_sha256"] and d2["weights_sha256_of"] == "tensors"
 
     assert rebuilt["replayed"] == {"demo": [archived.key]}
     assert m2["version"] == m1["version"] and m2["window"] == m1["window"]

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from PIL import Image
 
 from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.demo.detector import DEMO_CLASSES
@@ -36,7 +37,9 @@ def shop(tmp_path_factory):
 
 def test_demo_detector_is_trained_and_scored_on_held_out_looks(demo_detector):
     weights, report = demo_detector
-    assert weights.is_file() and report["weights_sha256"] == __import__("hashlib").sha256(weights.read_bytes()).hexdigest()
+    assert weights.is_file()
+    assert report["weights_file_sha256"] == __import__("hashlib").sha256(weights.read_bytes()).hexdigest()
+    assert report["weights_sha256_of"] == "tensors" and report["weights_sha256"] != report["weights_file_sha256"]
     assert report["classes"] == sorted(DEMO_CLASSES, key=list(DEMO_CLASSES).index)
     assert report["eval_images"] >= 10 and report["dataset"]["train_images"] > report["eval_images"]
     assert 0.5 < report["map50"] <= 1.0 and 0.0 < report["map50_95"] <= report["map50"]
@@ -64,6 +67,32 @@ def test_it_finds_the_garments_of_the_published_looks(demo_detector, shop):
     assert total >= 30 and found / total >= 0.6, f"found {found} of {total} garments"
     info = det.info()
     assert info["weights_sha256"] == report["weights_sha256"] and info["map50"] == report["map50"]
+
+
+def test_the_weights_are_identified_by_their_tensors_not_the_file(demo_detector, tmp_path):
+    """Training the same weights twice writes two files (ultralytics puts the date into the checkpoint); the
+    detector's identity, which the release's provenance records, is the same for both, and another tensor is
+    another detector."""
+    import torch
+
+    weights, report = demo_detector
+    ckpt = torch.load(weights, weights_only=False)
+    ckpt["date"] = "2030-01-01T00:00:00+00:00"
+    retrained = tmp_path / "retrained.pt"
+    torch.save(ckpt, retrained)
+    a = Detector(weights, DEMO_CLASSES, CATEGORIES, source="demo", device="cpu")
+    b = Detector(retrained, DEMO_CLASSES, CATEGORIES, source="demo", device="cpu")
+    assert a.file_sha256 != b.file_sha256
+    assert a.sha256 == b.sha256 == report["weights_sha256"]
+    assert a.info()["weights_sha256"] == a.sha256 and a.info()["weights_sha256_of"] == "tensors"
+    # the identity is taken before prediction fuses the layers, so it holds after predicting too
+    list(a.predict([("x", Image.new("RGB", (64, 80), "white"))]))
+    assert a.sha256 == Detector(weights, DEMO_CLASSES, CATEGORIES, device="cpu").sha256
+    with torch.no_grad():
+        next(ckpt["model"].parameters()).add_(1e-3)
+    changed = tmp_path / "changed.pt"
+    torch.save(ckpt, changed)
+    assert Detector(changed, DEMO_CLASSES, CATEGORIES, device="cpu").sha256 != a.sha256
 
 
 def test_street_items_are_cropped_stored_and_matched(demo_detector, shop, tmp_path):

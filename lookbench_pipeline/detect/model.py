@@ -11,9 +11,31 @@ from typing import Any
 
 from PIL import Image
 
+from ..embed.torch_backends import weights_checksum
 from ..wheelmodels import file_sha256
 from .core import DetectorError, RawDetection
 from .offline import DEFAULT_CACHE, prepare_offline, resolve_device
+
+
+def weights_identity(yolo: Any, file_checksum: str) -> tuple[str, str]:
+    """What identifies a loaded detector's weights: ``(sha256 hex, "tensors" | "file")``.
+
+    A PyTorch model (``yolo.model`` is a ``torch.nn.Module``, as for ``.pt`` weights) is identified by the checksum
+    of its state dict as loaded (:func:`lookbench_pipeline.embed.weights_checksum`: every tensor's name, dtype, shape
+    and bytes), not by the file's: ultralytics writes the training date (and optimizer state) into a checkpoint, so
+    the same weights trained twice make two files, and a release whose provenance named the file's checksum would
+    read as changed (a same-day rerun after the demo detector was retrained met ``ReleaseExistsError``). Call it
+    before the first prediction: ultralytics fuses convolution and batch-norm layers then, which changes the
+    tensors. Other formats (ONNX, TorchScript, ...) are identified by ``file_checksum``, the file's sha256.
+    """
+    try:
+        import torch
+    except ImportError:
+        return file_checksum, "file"
+    module = getattr(yolo, "model", None)
+    if isinstance(module, torch.nn.Module):
+        return weights_checksum(module.state_dict()), "tensors"
+    return file_checksum, "file"
 
 
 class Detector:
@@ -29,6 +51,9 @@ class Detector:
         report: the training report, when the weights were trained here (mAP, data checksum).
         cache_dir: where ultralytics keeps its settings (see :func:`prepare_offline`, called here when ultralytics
             is not imported yet); default a folder in the temporary directory.
+
+    ``sha256`` identifies the weights (see :func:`weights_identity`): for a PyTorch model, the checksum of its
+    tensors as loaded; for other formats, of the file. ``file_sha256`` is always the file's.
 
     Raises:
         DetectorError: the weights do not load, or the mapping misses a model class, names a class the model does
@@ -56,12 +81,14 @@ class Detector:
         self.device = resolve_device(device)
         self.source = source or str(weights)
         self.report = report or {}
-        self.sha256 = file_sha256(self.weights)
+        self.file_sha256 = file_sha256(self.weights)
+        self.sha256, self.sha256_of = weights_identity(self.model, self.file_sha256)
 
     def info(self) -> dict[str, Any]:
         """What the release manifest records about the detector (``provenance.models``)."""
         out = {"role": "detector", "backend": "ultralytics", "weights": self.source, "weights_file": self.weights.name,
-               "weights_sha256": self.sha256, "classes": self.names, "class_map": self.class_map,
+               "weights_sha256": self.sha256, "weights_sha256_of": self.sha256_of, "classes": self.names,
+               "class_map": self.class_map,
                "imgsz": self.imgsz, "conf": self.conf, "iou": self.iou, "max_det": self.max_det}
         for k in ("map50", "map50_95", "data_sha256", "trained_by", "eval_split", "eval_images"):
             if k in self.report:

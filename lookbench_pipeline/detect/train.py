@@ -22,6 +22,7 @@ from PIL import Image
 from ..wheelmodels import file_sha256
 from .core import _ORIENT, DetectorError, clip_box, transpose_box
 from .datasets import AnnotatedImage, AnnotationSource, read_annotations
+from .model import weights_identity
 from .offline import prepare_offline, resolve_device
 
 log = logging.getLogger(__name__)
@@ -229,7 +230,8 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
     """Train a YOLO detector on annotation sources and score it on the held-out split.
 
     Writes under ``out``: ``dataset/`` (the YOLO data set), ``train/`` (ultralytics' run folder),
-    ``detector.pt`` (the best weights) and ``report.json``, which is returned: ``weights``, ``weights_sha256``,
+    ``detector.pt`` (the best weights) and ``report.json``, which is returned: ``weights``, ``weights_sha256`` (of
+    the tensors, :func:`lookbench_pipeline.detect.model.weights_identity`), ``weights_file_sha256`` (of the file),
     ``map50`` and ``map50_95`` (on the held-out split, ultralytics' COCO-style AP), ``per_class_map50_95``,
     ``classes``, ``data_sha256``, the data set counts and rejections, ``unmatched_class_map_keys`` and
     ``classes_without_boxes`` (see :func:`build_yolo_dataset`), the training arguments, library versions and
@@ -265,13 +267,15 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
     best = Path(yolo.trainer.best if Path(yolo.trainer.best).is_file() else yolo.trainer.last)
     weights = out / "detector.pt"
     shutil.copyfile(best, weights)
-    metrics = YOLO(str(weights), task="detect").val(data=str(ds.data_yaml), split="val", imgsz=imgsz, batch=batch,
-                                                    device=dev, workers=0, plots=False, verbose=False,
-                                                    project=str(out), name="val", exist_ok=True)
+    trained = YOLO(str(weights), task="detect")
+    weights_sha, weights_sha_of = weights_identity(trained, file_sha256(weights))  # before val fuses the layers
+    metrics = trained.val(data=str(ds.data_yaml), split="val", imgsz=imgsz, batch=batch, device=dev, workers=0,
+                          plots=False, verbose=False, project=str(out), name="val", exist_ok=True)
     per_class = {ds.classes[int(i)]: float(m) for i, m in zip(metrics.box.ap_class_index, metrics.box.maps[metrics.box.ap_class_index])} \
         if len(getattr(metrics.box, "ap_class_index", [])) else {}
     report = {
-        "weights": str(weights), "weights_sha256": file_sha256(weights), "trained_by": trained_by,
+        "weights": str(weights), "weights_sha256": weights_sha, "weights_sha256_of": weights_sha_of,
+        "weights_file_sha256": file_sha256(weights), "trained_by": trained_by,
         "map50": float(metrics.box.map50), "map50_95": float(metrics.box.map), "eval_split": "val",
         "eval_images": ds.counts["val_images"], "per_class_map50_95": per_class, "classes": ds.classes,
         "data_sha256": ds.sha256, "dataset": ds.counts, "rejected": ds.rejected[:1000],
