@@ -16,7 +16,7 @@ from parsel import Selector
 
 from lookbench_pipeline.extract import (choose_identifier, extract_look, extract_products, main_product,
                                         parse_jsonld_block, parse_price, product_key)
-from lookbench_pipeline.pagetext import normalise_availability, url_identifier, visible_product
+from lookbench_pipeline.pagetext import labelled_identifier, normalise_availability, url_identifier, visible_product
 from lookbench_pipeline.renditions import RenditionIndex, is_full_size, rendition
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -175,6 +175,21 @@ def test_sku_fallbacks_and_blank_values():
     assert url_identifier("https://s.test/dp/B07FW264WL") == "B07FW264WL"
     assert url_identifier("https://s.test/store/36064?pid=262388") == "262388"
     assert url_identifier("https://s.test/women/dresses") is None
+
+
+def test_labelled_identifier_separators_and_capitals():
+    """The label and the code apart by a spaced dash ("Product Code - 39139301", John Lewis), a full-width colon
+    ("商品編號：M14876706", PChome), or a capitalised label word; an unspaced dash ("Item-1234") and prose numbers
+    are no such label, and a code needs four digits."""
+    def ident(body):
+        return labelled_identifier(Selector(text=f"<html><body>{body}</body></html>"))
+
+    assert ident("<li><strong>Product Code - </strong>39139301</li><li>Brand GANT</li>") == "39139301"
+    assert ident("<td>〈商品編號：M14876706〉</td>") == "M14876706"
+    assert ident("<p>Item Number: AB-12345</p>") == "AB-12345"
+    assert ident("<p>Product Code \u2013 7712-001</p>") == "7712-001"
+    assert ident("<p>Product Code - XL</p><p>Item-1234 sold</p>") is None
+    assert ident("<p>SKU: 12</p>") is None
 
 
 def test_template_junk_and_prose_refused():

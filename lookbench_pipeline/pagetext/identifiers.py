@@ -16,10 +16,11 @@ from .nodes import _NO_TEXT, _node_text
 # (4x faster on a page's text); a new label's first letter must be added to it.
 _ID_LABEL = re.compile(
     r"(?=[SAIPRCMVTN\u0410\u041a\u5546\uc0c1])"
-    r"(?:\bSKU|\bArt(?:ikel)?\.?[\s-]*Nr\.?|Artikelnummer|Item\s*(?:#|No\.?|number)|Item\s+code|Product\s*(?:code|#|"
-    r"no\.?|number|ID)|\bRef(?:erence|\.)|Référence|Referencia|Riferimento|Codice(?:\s+articolo)?|Código|"
-    r"Cod\.|Model\s*(?:#|No\.?)|Varenummer|Artikelnr\.?|Tuotenumero|Numer\s+produktu|Артикул|Код(?:\s+товара)?|商品編號|商品番号|"
-    r"상품번호)\s*[:#.]?\s*(?P<id>[A-Za-z0-9][A-Za-z0-9\-/._]{2,30})")
+    r"(?:\bSKU|\bArt(?:ikel)?\.?[\s-]*Nr\.?|Artikelnummer|Item\s*(?:#|No\.?|[Nn]umber)|Item\s+[Cc]ode|"
+    r"Product\s*(?:[Cc]ode|#|[Nn]o\.?|[Nn]umber|ID)|\bRef(?:erence|\.)|Référence|Referencia|Riferimento|"
+    r"Codice(?:\s+articolo)?|Código|Cod\.|Model\s*(?:#|No\.?)|Varenummer|Artikelnr\.?|Tuotenumero|Numer\s+produktu|"
+    r"Артикул|Код(?:\s+товара)?|商品編號|商品番号|상품번호)"
+    r"\s*(?:[:#.\uff1a]|[-\u2013\u2014](?=\s))?\s*(?P<id>[A-Za-z0-9][A-Za-z0-9\-/._]{2,30})")
 _PLACEHOLDER = re.compile(r"^\s*(?:\$\w+|\{\{.*\}\}|\$\{.*\}|%\w+%|\[\[.*\]\]|<%.*%>|#\{.*\}|undefined|null|none|"
                           r"n/?a|-+|\.+)\s*$", re.IGNORECASE)
 
@@ -83,9 +84,11 @@ def _body_texts(sel: Selector, limit: int) -> list[str]:
 
 def labelled_identifier(sel: Selector, body_text: bool = True, model_numbers: bool = True) -> str | None:
     """An identifier the page prints after a label ("SKU: 123", "Art.-Nr. 4711", "Ref. 1044/320", "Item #
-    99-1"): from an element marked as an identifier (``_identifier_nodes``; its text is the label and the code, or
-    the code alone; it must carry at least four digits); else, when ``body_text``, after such a label anywhere in
-    the visible text (it must then carry at least four digits: a bare label scan meets sizes and counts too).
+    99-1", "Product Code - 39139301", "商品編號：M14876706"; the label and the code apart by spaces, or by a colon
+    (also the full-width "："), "#", "." or a spaced dash): from an element marked as an identifier
+    (``_identifier_nodes``; its text is the label and the code, or the code alone; it must carry at least four
+    digits); else, when ``body_text``, after such a label anywhere in the visible text (it must then carry at least
+    four digits: a bare label scan meets sizes and counts too).
     ``model_numbers=False`` skips a "Model #" / "Model No." label: a manufacturer's model number, not the shop's
     own reference."""
     for node in _identifier_nodes(sel):
