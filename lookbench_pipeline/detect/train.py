@@ -268,14 +268,15 @@ def train_detector(sources: Sequence[AnnotationSource], out: Path, *, model: str
     weights = out / "detector.pt"
     shutil.copyfile(best, weights)
     trained = YOLO(str(weights), task="detect")
-    weights_sha, weights_sha_of = weights_identity(trained, file_sha256(weights))  # before val fuses the layers
+    file_sha = file_sha256(weights)
+    weights_sha, weights_sha_of = weights_identity(trained, file_sha)  # before val fuses the layers
     metrics = trained.val(data=str(ds.data_yaml), split="val", imgsz=imgsz, batch=batch, device=dev, workers=0,
                           plots=False, verbose=False, project=str(out), name="val", exist_ok=True)
     per_class = {ds.classes[int(i)]: float(m) for i, m in zip(metrics.box.ap_class_index, metrics.box.maps[metrics.box.ap_class_index])} \
         if len(getattr(metrics.box, "ap_class_index", [])) else {}
     report = {
         "weights": str(weights), "weights_sha256": weights_sha, "weights_sha256_of": weights_sha_of,
-        "weights_file_sha256": file_sha256(weights), "trained_by": trained_by,
+        "weights_file_sha256": file_sha, "trained_by": trained_by,
         "map50": float(metrics.box.map50), "map50_95": float(metrics.box.map), "eval_split": "val",
         "eval_images": ds.counts["val_images"], "per_class_map50_95": per_class, "classes": ds.classes,
         "data_sha256": ds.sha256, "dataset": ds.counts, "rejected": ds.rejected[:1000],
