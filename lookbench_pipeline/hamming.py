@@ -316,13 +316,15 @@ _ONES = np.uint64(0x0101010101010101)
 
 @njit(cache=True, nogil=True, inline="always")
 def _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used, dist, dist8):
-    """Compare the codes ``[s, e)`` of a bucket with the ``nb`` gathered partner codes ``bc`` (their original indices
-    ``bi``): a pass over the whole buffer without branches (vectorised) counts a code's partners within ``r``; only a
+    """Compare the codes ``[s, e)`` of a bucket with the ``nb`` gathered partner codes ``bc``: a pass over the whole
+    buffer without branches (vectorised) counts a code's partners within ``r``; only a
     code with some is compared again, its distances stored as bytes (``dist8``, a ``uint8`` view of the ``uint64``
     scratch ``dist``, both vectorised), and the hits are picked out eight distances at a time (a byte-wise ``> r``
     test on one word: ``(word + 0x7F - r) & 0x80`` per byte, distances being at most 64), the scan stopping once all
     the code's partners are found. Near a crowded layout most codes have partners, so the cost of a hit decides the
-    join's speed on skewed codes. Writes the new pairs from row ``used`` on; returns the new ``used``."""
+    join's speed on skewed codes. A hit's position in the table: the gathered segment it falls in (``vstart``: the
+    first buffer index of each of the ``nv`` segments, ``vcs``: that segment's first position in the table), found
+    by bisection. Writes the new pairs from row ``used`` on; returns the new ``used``."""
     cap = out.shape[0]
     over = _LOW7 - r * _ONES  # a byte's high bit is set after adding this exactly when the byte is > r
     words = (nb + 7) >> 3
@@ -429,8 +431,8 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
                 cs = starts[c]
                 m = starts[c + np.uint64(1)] - cs
                 if nb + max(m, SLOTS) > _BUFFER or nv == _BUFFER:
-                    used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used, dist,
-                      dist8)
+                    used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used,
+                                  dist, dist8)
                     nb = 0
                     nv = 0
                 if m <= SLOTS:  # a fixed-size copy (the slots past m are overwritten or never read)
@@ -640,7 +642,7 @@ def _sort_unpack(packed, bounds, g0, g1, ibits, low, out):
 
 
 _SORT_PARTITION = 1 << 15
-"""Pairs per partition (on average) when the found pairs are sorted: 128 KiB, radix-sorted within the caches (a
+"""Pairs per partition (on average) when the found pairs are sorted: 256 KiB, radix-sorted within the caches (a
 partition of skewed codes holds a few times that)."""
 
 
@@ -806,8 +808,7 @@ def _join_tables(h: np.ndarray, radius: int, tables: list, ex: ThreadPoolExecuto
             pm = np.array(prev_masks, dtype=np.uint64)
             pt = np.array(prev_taus, dtype=np.uint64)
             # runs of buckets holding about the same number of codes, several per worker, so that the workers
-            # share the work evenly (a crowded bucket of skewed codes is one run's) and a job whose output
-            # outgrows its buffer repeats little
+            # share the work evenly (a crowded bucket of skewed codes is one run's)
             cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
             if _C_BALL * _ball_visits(w, tau) < _C_VISIT * _bucket_visits(len(present), w, tau):
                 # centre by centre (threshold 2): the jobs are runs of keys
