@@ -3,6 +3,7 @@ against brute force and FAISS (IndexBinaryFlat, IndexBinaryMultiHash) in the sam
 
     .venv/bin/python benchmarks/near_duplicates.py [--sizes 1000000 10000000] [--kinds uniform clustered]
         [--radius 8] [--sample 20000] [--peer-n 100000] [--queries 300] [--threads N] [--repeats 3]
+    .venv/bin/python benchmarks/near_duplicates.py --phases [--sizes ...] [--kinds ...]
 
 Code sets (lookbench_pipeline.testing.codes, seeded): ``uniform`` (random bits, 5% near copies of others, 1–6 bits)
 and ``clustered`` (pHash-like: biased, correlated bits calibrated on the real photos' pHashes, 30% near copies in
@@ -15,6 +16,10 @@ families, popular layouts). For each kind:
    seconds reported, with the range: a 0.5 s run moves by 20% on a shared machine), peak RSS, pairs, and exactness
    on a sample: ``--queries`` random codes compared with all ``n`` codes in numpy, their pairs == ours;
 4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on the median wall and CPU times.
+
+``--phases`` times the parts of one search instead (each size in its own process, one run each): the tables' joins
+at radius 0 with the plan chosen for ``--radius`` (the same candidate pairs compared, no hits: the comparisons
+alone), the joins at ``--radius``, and the sort and unpacking of the pairs found, with the exponent of each part.
 
 FAISS is optional (``pip install faiss-cpu``, the ``faiss`` extra); without it the peers are skipped with a note.
 The machine's load average is printed before and after: on a shared machine the wall time is longer than CPU time /
@@ -34,6 +39,10 @@ import time
 
 import numpy as np
 
+from concurrent.futures import ThreadPoolExecutor
+
+from lookbench_pipeline import hamming
+from lookbench_pipeline.cpus import usable_cpus
 from lookbench_pipeline.dedup import near_pairs
 from lookbench_pipeline.hamming import bit_entropy_order, pairs_within, plan
 from lookbench_pipeline.testing.codes import clustered_codes, uniform_codes
@@ -114,6 +123,48 @@ def child(kind: str, n: int, radius: int, queries: int, threads: int | None, rep
                       "sample_pairs": sampled, "sample_exact": ok}))
 
 
+def phases_child(kind: str, n: int, radius: int, threads: int | None) -> None:
+    """One search taken apart: joins at radius 0 (comparisons alone) and at ``radius``, then the sort of the pairs."""
+    warm_up(radius)
+    h = KINDS[kind](n)
+    p = plan(n, radius, bit_entropy_order(h))
+    workers = usable_cpus(threads)
+    res: dict = {"kind": kind, "n": n, "tables": [(len(b), t) for b, t in p.tables]}
+    with ThreadPoolExecutor(workers) as ex:
+        found: list[np.ndarray] = []
+        for r in (radius, 0):  # the search's own radius first: the first join also pays for first-touched memory
+            parts: list[np.ndarray] = []
+            t = time.perf_counter()
+            hamming._join_tables(h, r, list(p.tables), ex, workers, hamming._Collector(), parts)
+            res[f"join_r{r}_s"] = time.perf_counter() - t
+            found = found or parts
+        parts = found
+        t = time.perf_counter()
+        pairs = hamming._sorted_pairs(parts, n, ex, workers)
+        res["sort_s"] = time.perf_counter() - t
+    res["pairs"] = len(pairs)
+    print(json.dumps(res))
+
+
+def phases(a: argparse.Namespace) -> None:
+    for kind in a.kinds:
+        rows = []
+        for n in a.sizes:
+            cmd = [sys.executable, __file__, "--phases-child", kind, str(n), "--radius", str(a.radius)]
+            if a.threads:
+                cmd += ["--threads", str(a.threads)]
+            out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+            r = rows[-1]
+            print(f"[{kind}] n={n:,}: joins at radius 0 {r['join_r0_s']:.2f} s, at radius {a.radius} "
+                  f"{r[f'join_r{a.radius}_s']:.2f} s; sort of {r['pairs']:,} pairs {r['sort_s']:.2f} s; tables "
+                  f"{r['tables']}; load average {os.getloadavg()[0]:.1f}", flush=True)
+        for (r1, r2) in zip(rows, rows[1:]):
+            span = math.log(r2["n"] / r1["n"])
+            ex = {k: math.log(r2[k] / r1[k]) / span for k in ("join_r0_s", f"join_r{a.radius}_s", "sort_s")}
+            print(f"[{kind}] exponents {r1['n']:,} -> {r2['n']:,}: " + ", ".join(f"{k} {v:.2f}" for k, v in ex.items()))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--sizes", type=int, nargs="+", default=[1_000_000, 10_000_000])
@@ -125,8 +176,17 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--repeats", type=int, default=3, help="searches per size; the median is reported")
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--phases", action="store_true", help="time the joins (radius 0 and --radius) and the sort apart")
+    ap.add_argument("--phases-child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     a = ap.parse_args()
     r = a.radius
+    if a.phases_child:
+        phases_child(a.phases_child[0], int(a.phases_child[1]), r, a.threads)
+        return
+    if a.phases:
+        print(f"{os.cpu_count()} CPUs; load average at start {os.getloadavg()}; radius {r}")
+        phases(a)
+        return
     if a.child:
         child(a.child[0], int(a.child[1]), r, a.queries, a.threads, a.repeats)
         return

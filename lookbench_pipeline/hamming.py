@@ -12,14 +12,17 @@ substring ``i`` (otherwise they would differ in ``sum(tau_i + 1) > radius`` bits
 2. bucket by bucket (:func:`_join`; each worker takes a run of buckets in key order), the codes of every partner
    bucket ``b ^ f``, ``f`` a flip mask with 1..``tau_i`` bits set and ``b < b ^ f`` (the masks grouped by their
    highest bit, so that one test of ``b``'s bit skips a whole group), are gathered into a buffer (a fixed 8-slot copy
-   per partner, so the copy has no data-dependent loop), and every code of ``b`` is compared with the whole buffer:
-   XOR, popcount, ``<= radius``, in runs of 32 that the compiler vectorises, a run with a hit compared again one by
-   one to record the pair; pairs within ``b`` are compared directly. A table at threshold 2 whose keys are dense
+   per partner, so the copy has no data-dependent loop), and every code of ``b`` is compared with the whole buffer
+   (:func:`_flush`): XOR, popcount, ``<= radius`` counted in a pass the compiler vectorises; a code with partners is
+   compared again with its distances stored as bytes, and its hits are picked out eight at a time; pairs within
+   ``b`` are compared directly (a large ``b`` through the same pass). A table at threshold 2 whose keys are dense
    enough is joined centre by centre instead (:func:`_join_ball`): each key's radius-1 ball (its bucket and the ``w``
    buckets one bit away) is gathered once, ``w`` gathers per key instead of ``(V(w, 2) - 1) / 2`` partner visits per
    bucket, with the same candidate pairs;
 3. a pair is kept by the first table whose substring condition it meets (it also meets that condition in any later
-   table only if the earlier one did not apply), so no pair is reported twice and no global ``unique`` is needed.
+   table only if the earlier one did not apply), so no pair is reported twice and no global ``unique`` is needed;
+4. the pairs found, packed into one ``uint64`` each, are partitioned by the high bits of ``i`` and each partition is
+   radix-sorted and unpacked into the result by the workers (:func:`_sorted_pairs`).
 
 The kernels are compiled with numba (``nogil``, the hardware ``popcnt`` through an LLVM ``ctpop`` intrinsic; the
 buckets of a table are shared among threads, and the next table is sorted while the workers join the current one). The
@@ -32,12 +35,14 @@ entropy so that every substring carries about the same information.
 
 from __future__ import annotations
 
+import ctypes
 import math
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from itertools import combinations
 
 import numpy as np
+from llvmlite import ir
 from numba import njit, types
 from numba.extending import intrinsic
 
@@ -188,6 +193,17 @@ def _ctpop(typingctx, x):
     return sig, codegen
 
 
+@intrinsic
+def _cttz(typingctx, x):
+    """LLVM's ``cttz`` on a nonzero uint64: the index of its lowest set bit (``tzcnt``)."""
+    sig = types.uint64(types.uint64)
+
+    def codegen(context, builder, signature, args):
+        return builder.cttz(args[0], ir.Constant(ir.IntType(1), 1))
+
+    return sig, codegen
+
+
 @njit(cache=True, nogil=True, inline="always")
 def _popcount(x):
     return _ctpop(np.uint64(x))
@@ -196,7 +212,6 @@ def _popcount(x):
 SLOTS = 8
 """Codes copied per partner bucket whatever its size (a bucket with more is copied in a loop)."""
 _BUFFER = 4096  # gathered partner codes compared at once (32 KiB: in L2)
-_RUN = 32  # buffer entries tested together for a hit (a vectorised loop) before any is looked at one by one
 
 
 _PARTITION_BITS = 8
@@ -286,62 +301,89 @@ def _earlier(x, prev_masks, prev_taus):
     return False
 
 
-# The kernels write found pairs (packed) into a preallocated ``out`` and return how many they found; when that is more
-# than ``out`` holds, the rows past its end are counted but not written, and the caller runs the kernel again with
-# room for all of them (found pairs are rare next to the candidates compared, and a buffer reassigned inside the
-# loops would cost reference counting on every candidate).
+# The join kernels write found pairs (packed) into a preallocated ``out`` and return ``(kept, stop, need)``: the rows
+# of ``out`` written for the units (buckets, centres, rows) before ``stop``; ``stop`` is the end of their range when
+# all fitted. When a unit's pairs run past the end of ``out`` (they are counted, not written), the kernel stops after
+# that unit and returns the rows before it, the unit's index and the number of rows it needs (``need``); the caller
+# goes on from there with a new buffer (a buffer reassigned inside the loops would cost reference counting on every
+# candidate, and running the whole range again would repeat its work).
+
+
+_LOW7 = np.uint64(0x7F7F7F7F7F7F7F7F)
+_HIGH = np.uint64(0x8080808080808080)
+_ONES = np.uint64(0x0101010101010101)
 
 
 @njit(cache=True, nogil=True, inline="always")
-def _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used):
+def _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used, dist, dist8):
     """Compare the codes ``[s, e)`` of a bucket with the ``nb`` gathered partner codes ``bc``: a pass over the whole
-    buffer without branches (vectorised) tells whether a code has any partner within ``r`` (skipped after a code that
-    had one: skewed codes come in crowds); only then are runs of ``_RUN`` tested, and a run with a hit compared one by one. A hit's position in the table: the gathered segment
-    it falls in (``vstart``: the first buffer index of each of the ``nv`` segments, ``vcs``: that segment's first
-    position in the table), found by bisection. Writes the new pairs from row ``used`` on; returns the new ``used``."""
+    buffer without branches (vectorised) counts a code's partners within ``r``; only a
+    code with some is compared again, its distances stored as bytes (``dist8``, a ``uint8`` view of the ``uint64``
+    scratch ``dist``, both vectorised), and the hits are picked out eight distances at a time (a byte-wise ``> r``
+    test on one word: ``(word + 0x7F - r) & 0x80`` per byte, distances being at most 64), the scan stopping once all
+    the code's partners are found. Near a crowded layout most codes have partners, so the cost of a hit decides the
+    join's speed on skewed codes. A hit's position in the table: the gathered segment it falls in (``vstart``: the
+    first buffer index of each of the ``nv`` segments, ``vcs``: that segment's first position in the table), found
+    by bisection. Writes the new pairs from row ``used`` on; returns the new ``used``."""
     cap = out.shape[0]
-    previous_hit = False
+    over = _LOW7 - r * _ONES  # a byte's high bit is set after adding this exactly when the byte is > r
+    words = (nb + 7) >> 3
     for p in range(s, e):
         cp = codes[p]
-        if not previous_hit:  # after a code with a hit (crowded, skewed codes) the next one likely has one too
-            hit = 0
-            for u in range(nb):
-                hit += _popcount(cp ^ bc[u]) <= r
-            if hit == 0:
-                continue
-        previous_hit = False
+        hit = 0
+        for u in range(nb):
+            hit += _popcount(cp ^ bc[u]) <= r
+        if hit == 0:
+            continue
         ip = ids[p]
-        for u0 in range(0, nb, _RUN):
-            u1 = min(nb, u0 + _RUN)
-            run_hit = 0
-            for u in range(u0, u1):
-                run_hit += _popcount(cp ^ bc[u]) <= r
-            if run_hit == 0:
-                continue
-            previous_hit = True
-            for u in range(u0, u1):
+        for u in range(nb):
+            dist8[u] = _popcount(cp ^ bc[u])
+        for u in range(nb, words << 3):
+            dist8[u] = 127  # the last word's bytes past the buffer: never a hit
+        left = hit
+        for wd in range(words):
+            m = ~(dist[wd] + over) & _HIGH
+            while m:
+                u = (wd << 3) + (_cttz(m) >> 3)
+                m &= m - np.uint64(1)
                 x = cp ^ bc[u]
-                d = _popcount(x)
-                if d <= r and not _earlier(x, prev_masks, prev_taus):
-                    lo, hi = 0, nv - 1  # the last segment starting at or before u (empty segments share a start)
-                    while lo < hi:
-                        mid = (lo + hi + 1) >> 1
-                        if vstart[mid] <= u:
-                            lo = mid
-                        else:
-                            hi = mid - 1
+                if not _earlier(x, prev_masks, prev_taus):
                     if used < cap:
+                        lo, hi = 0, nv - 1  # the last segment starting at or before u (empty ones share a start)
+                        while lo < hi:
+                            mid = (lo + hi + 1) >> 1
+                            if vstart[mid] <= u:
+                                lo = mid
+                            else:
+                                hi = mid - 1
                         iq = ids[vcs[lo] + (u - vstart[lo])]
-                        out[used] = _pack(min(ip, iq), max(ip, iq), d)
+                        out[used] = _pack(min(ip, iq), max(ip, iq), _popcount(x))
                     used += 1
+                left -= 1
+            if left == 0:
+                break
     return used
 
 
+_WITHIN_DIRECT = 32
+"""A bucket of at most this many codes has its pairs compared one by one; a larger one (crowded keys of skewed codes)
+code by code against the codes after it, through :func:`_flush`'s vectorised pass."""
+
+
 @njit(cache=True, nogil=True, inline="always")
-def _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used):
-    """Every pair within one bucket ``[s, e)`` of the table, compared directly; writes from row ``used`` on and returns
-    the new ``used`` (past ``out``'s end only counted)."""
+def _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used, dist, dist8, seg_start, seg_cs):
+    """Every pair within one bucket ``[s, e)`` of the table; writes from row ``used`` on and returns the new ``used``
+    (past ``out``'s end only counted). ``seg_start``, ``seg_cs``: one-entry scratch arrays for :func:`_flush`."""
     cap = out.shape[0]
+    if e - s > _WITHIN_DIRECT:
+        seg_start[0] = 0
+        for p in range(s, e - 1):
+            for o in range(p + 1, e, _BUFFER):  # the codes after p, at most the buffer's size at a time
+                take = min(_BUFFER, e - o)
+                seg_cs[0] = o
+                used = _flush(codes, ids, p, p + 1, codes[o:o + take], seg_start, seg_cs, 1, take, r, prev_masks,
+                              prev_taus, out, used, dist, dist8)
+        return used
     for p in range(s, e):
         cp = codes[p]
         for q in range(p + 1, e):
@@ -360,27 +402,37 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
     """Pairs ``(i, j, d)`` (``i < j`` original indices) with ``d <= radius`` that no earlier table found, between the
     non-empty buckets ``b = present[t0:t1]`` and their partners ``b ^ f``, ``b < b ^ f``, and within each ``b``.
     ``flips`` sorted by their highest set bit, ``group_starts[k]`` the first mask whose highest bit is ``k``
-    (``width + 1`` entries): ``b < b ^ f`` exactly when ``b`` lacks that bit. Returns the number found."""
+    (``width + 1`` entries): ``b < b ^ f`` exactly when ``b`` lacks that bit. Returns ``(kept, stop, need)``, see
+    above."""
     used = 0
     r = np.uint64(radius)
     bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
+    dist = np.empty((_BUFFER + SLOTS) // 8 + 1, dtype=np.uint64)
+    dist8 = dist.view(np.uint8)
     vstart = np.empty(_BUFFER + 1, dtype=np.int64)
     vcs = np.empty(_BUFFER + 1, dtype=np.int64)
+    seg_start = np.zeros(1, dtype=np.int64)
+    seg_cs = np.empty(1, dtype=np.int64)
+    cap = out.shape[0]
+    mark = 0
     for t in range(t0, t1):
+        mark = used
         b = present[t]
         s, e = starts[b], starts[b + 1]
-        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used)
+        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used, dist, dist8, seg_start, seg_cs)
         nb = 0
         nv = 0
         for k in range(width):
             if (b >> k) & 1:
                 continue
             for g in range(group_starts[k], group_starts[k + 1]):
-                c = np.uint64(b ^ flips[np.uint64(g)])  # unsigned indices: no negative-index wraparound code in the hot loop
+                # unsigned indices: no negative-index wraparound code in the hot loop
+                c = np.uint64(b ^ flips[np.uint64(g)])
                 cs = starts[c]
                 m = starts[c + np.uint64(1)] - cs
                 if nb + max(m, SLOTS) > _BUFFER or nv == _BUFFER:
-                    used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used)
+                    used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used,
+                                  dist, dist8)
                     nb = 0
                     nv = 0
                 if m <= SLOTS:  # a fixed-size copy (the slots past m are overwritten or never read)
@@ -403,11 +455,14 @@ def _join(present, starts, codes, ids, flips, group_starts, width, t0, t1, radiu
                         q += take
                         if nb == _BUFFER or nv == _BUFFER:
                             used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus,
-                                          out, used)
+                                          out, used, dist, dist8)
                             nb = 0
                             nv = 0
-        used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used)
-    return used
+        used = _flush(codes, ids, s, e, bc, vstart, vcs, nv, nb, r, prev_masks, prev_taus, out, used, dist,
+                      dist8)
+        if used > cap:
+            return mark, t, used - mark
+    return used, t1, 0
 
 
 @njit(cache=True, nogil=True)
@@ -422,18 +477,25 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
     ``i > j``, at the one of its two centres ``c`` and ``c ^ e_i ^ e_j`` whose bit ``i`` is clear; pairs within a
     bucket at that bucket's centre. ``width`` gathers per centre instead of ``(V(width, 2) - 1) / 2`` per non-empty
     bucket (21 against 116 at 21 bits). A ball holding more than the buffer is compared segment by segment from the
-    table. Returns the number found."""
+    table. Returns ``(kept, stop, need)``, see above."""
     used = 0
     r = np.uint64(radius)
     bc = np.empty(_BUFFER + SLOTS, dtype=np.uint64)
+    dist = np.empty((_BUFFER + SLOTS) // 8 + 1, dtype=np.uint64)
+    dist8 = dist.view(np.uint8)
     vstart = np.empty(width + 2, dtype=np.int64)
     vcs = np.empty(width + 2, dtype=np.int64)
     seg_start = np.zeros(1, dtype=np.int64)
     seg_cs = np.empty(1, dtype=np.int64)
     one = np.uint64(1)
+    cap = out.shape[0]
+    mark = 0
     for c in range(c0, c1):
+        if used > cap:  # the previous centre's pairs did not fit
+            return mark, c - 1, used - mark
+        mark = used
         s, e = starts[c], starts[c + 1]
-        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used)
+        used = _within(codes, ids, s, e, r, prev_masks, prev_taus, out, used, dist, dist8, seg_start, seg_cs)
         vstart[0] = 0
         vcs[0] = s
         total = e - s
@@ -467,7 +529,7 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
                     continue
                 cs = vcs[i + 1]
                 used = _flush(codes, ids, cs, cs + m, bc, vstart, vcs, i + 1, vstart[i + 1], r, prev_masks,
-                              prev_taus, out, used)
+                              prev_taus, out, used, dist, dist8)
         else:  # a crowded ball: neighbour i against each earlier segment, read in place from the table
             for i in range(width):
                 m = vstart[i + 2] - vstart[i + 1]
@@ -476,23 +538,30 @@ def _join_ball(starts, codes, ids, width, c0, c1, radius, prev_masks, prev_taus,
                 cs = vcs[i + 1]
                 for g in range(i + 1):
                     gm = vstart[g + 1] - vstart[g]
-                    if gm == 0:
-                        continue
-                    seg_cs[0] = vcs[g]
-                    used = _flush(codes, ids, cs, cs + m, codes[vcs[g]:vcs[g] + gm], seg_start, seg_cs, 1, gm, r,
-                                  prev_masks, prev_taus, out, used)
-    return used
+                    for o in range(0, gm, _BUFFER):  # a segment at most the buffer's size at a time
+                        gs = vcs[g] + o
+                        take = min(_BUFFER, gm - o)
+                        seg_cs[0] = gs
+                        used = _flush(codes, ids, cs, cs + m, codes[gs:gs + take], seg_start, seg_cs, 1, take, r,
+                                      prev_masks, prev_taus, out, used, dist, dist8)
+    if used > cap:
+        return mark, c1 - 1, used - mark
+    return used, c1, 0
 
 
 @njit(cache=True, nogil=True)
 def _brute(h, start, stop, radius, out):
-    """Pairs ``(i, j, d)``, ``start <= i < stop``, ``i < j``, ``d <= radius``, by comparing every pair. Returns the
-    number found."""
+    """Pairs ``(i, j, d)``, ``start <= i < stop``, ``i < j``, ``d <= radius``, by comparing every pair. Returns
+    ``(kept, stop, need)`` (see above)."""
     used = 0
     cap = out.shape[0]
     r = np.uint64(radius)
     n = h.shape[0]
+    mark = 0
     for i in range(start, stop):
+        if used > cap:
+            return mark, i - 1, used - mark
+        mark = used
         hi = h[i]
         for j in range(i + 1, n):
             d = _popcount(hi ^ h[j])
@@ -500,24 +569,148 @@ def _brute(h, start, stop, radius, out):
                 if used < cap:
                     out[used] = _pack(i, j, d)
                 used += 1
-    return used
+    if used > cap:
+        return mark, stop - 1, used - mark
+    return used, stop, 0
+
+
+@njit(cache=True, nogil=True)
+def _histogram(part, shift, counts):
+    """Add the number of packed pairs of ``part`` in each partition (``pair >> shift``) to ``counts``."""
+    for q in range(part.shape[0]):
+        counts[np.int64(part[q] >> shift)] += 1
+
+
+@njit(cache=True, nogil=True)
+def _scatter(part, shift, fill, dest):
+    """Copy the packed pairs of ``part`` into ``dest``, each at ``fill`` of its partition (advanced)."""
+    for q in range(part.shape[0]):
+        x = part[q]
+        g = np.int64(x >> shift)
+        dest[fill[g]] = x
+        fill[g] += 1
+
+
+@njit(cache=True, nogil=True)
+def _sort_unpack(packed, bounds, g0, g1, ibits, low, out):
+    """Sort the partitions ``g0..g1`` of ``packed`` (rows ``bounds[g]:bounds[g + 1]``, pairs whose ``i`` agree on all
+    but the ``low`` lowest of its ``ibits`` bits) by ``i``, then ``j``, and unpack them into the same rows of ``out``
+    (``i, j, distance``). Within a partition an LSD radix sort on the ``low + ibits`` bits that differ (``i``'s low
+    bits, then ``j``), in passes of at most 12 bits: a few passes over data in the caches, where a comparison sort
+    costs ``log2`` of the partition's size per pair."""
+    keybits = low + ibits
+    passes = max(1, (keybits + 11) // 12)
+    digit = (keybits + passes - 1) // passes
+    dmask = np.uint64((1 << digit) - 1)
+    imask = np.uint64((1 << low) - 1)
+    jmask = np.uint64((1 << ibits) - 1)
+    size = 0
+    for g in range(g0, g1):
+        size = max(size, bounds[g + 1] - bounds[g])
+    buf = np.empty(2 * size, dtype=np.uint64)
+    counts = np.empty((1 << digit) + 1, dtype=np.int64)
+    ishift, jshift, ib = np.uint64(_I_SHIFT), np.uint64(_J_SHIFT), np.uint64(ibits)
+    for g in range(g0, g1):
+        s, e = bounds[g], bounds[g + 1]
+        m = e - s
+        src, dst = 0, size  # the two halves of buf, swapped after every pass
+        buf[:m] = packed[s:e]
+        if m > 1:
+            for d in range(passes):
+                sh = np.uint64(d * digit)
+                counts[:] = 0
+                for q in range(m):
+                    x = buf[src + q]
+                    k = (((x >> ishift) & imask) << ib) | ((x >> jshift) & jmask)
+                    counts[np.int64((k >> sh) & dmask) + 1] += 1
+                if counts.max() == m:
+                    continue  # every pair has the same digit: nothing to move
+                for k in range(1 << digit):
+                    counts[k + 1] += counts[k]
+                for q in range(m):
+                    x = buf[src + q]
+                    k = (((x >> ishift) & imask) << ib) | ((x >> jshift) & jmask)
+                    c = np.int64((k >> sh) & dmask)
+                    buf[dst + counts[c]] = x
+                    counts[c] += 1
+                src, dst = dst, src
+        for q in range(m):
+            x = buf[src + q]
+            out[s + q, 0] = np.int64(x >> np.uint64(_I_SHIFT))
+            out[s + q, 1] = np.int64((x >> np.uint64(_J_SHIFT)) & np.uint64(_ID_MASK))
+            out[s + q, 2] = np.int64(x & np.uint64(_D_MASK))
+
+
+_SORT_PARTITION = 1 << 15
+"""Pairs per partition (on average) when the found pairs are sorted: 256 KiB, radix-sorted within the caches (a
+partition of skewed codes holds a few times that)."""
+
+
+def _release_freed_memory() -> None:
+    """Hand the heap memory freed so far back to the operating system (glibc's ``malloc_trim``; nothing elsewhere).
+    The found pairs come in parts allocated by the worker threads, many inside glibc's per-thread arenas; freed, such
+    memory stays with the process, and at 10M clustered codes about 300 MB of it would sit beside the 2 GB result."""
+    try:
+        ctypes.CDLL(None).malloc_trim(0)
+    except (OSError, AttributeError, TypeError):  # not glibc
+        pass
+
+
+def _sorted_pairs(parts: list[np.ndarray], n: int, ex: ThreadPoolExecutor, workers: int) -> np.ndarray:
+    """The packed pairs of ``parts`` (emptied) as the ``(k, 3)`` int64 result sorted by ``i`` then ``j``: a counting
+    pass into partitions by the high bits of ``i`` (the pairs are unique, so sorting the packed words sorts by
+    ``i``, then ``j``), then the partitions sorted and unpacked by the workers. Memory: the pairs twice (8 bytes
+    each) while they are partitioned, then once with the result (24 bytes each)."""
+    total = sum(len(q) for q in parts)
+    ibits = max(1, (n - 1).bit_length())
+    pbits = min(ibits, max(0, (total // _SORT_PARTITION).bit_length()))
+    shift = np.uint64(_I_SHIFT + ibits - pbits)
+    counts = np.zeros((len(parts), (1 << pbits) + 1), dtype=np.int64)
+    for k in range(len(parts)):
+        _histogram(parts[k], shift, counts[k, 1:])
+    bounds = np.concatenate(([0], np.cumsum(counts.sum(axis=0)[1:])))
+    # where each part's pairs of each partition go: the partition's start plus the earlier parts' counts
+    fills = bounds[:-1] + np.cumsum(counts[:, 1:], axis=0) - counts[:, 1:]
+    packed = np.empty(total, dtype=np.uint64)
+
+    def scatter(k: int) -> None:  # the parts write to disjoint places: the workers copy them side by side
+        _scatter(parts[k], shift, fills[k], packed)
+        parts[k] = None  # freed as soon as it is copied
+
+    list(ex.map(scatter, range(len(parts))))
+    parts.clear()
+    _release_freed_memory()
+    out = np.empty((total, 3), dtype=np.int64)
+    # runs of partitions holding about the same number of pairs, a few per worker
+    nparts = 1 << pbits
+    inner = np.searchsorted(bounds, np.linspace(0, total, 4 * workers + 1)[1:-1]).clip(0, nparts)
+    cuts = sorted({0, nparts, *inner.tolist()})
+    jobs = [(lo, hi) for lo, hi in zip(cuts, cuts[1:])]
+    list(ex.map(lambda j: _sort_unpack(packed, bounds, j[0], j[1], ibits, ibits - pbits, out), jobs))
+    return out
 
 
 class _Collector:
-    """Runs kernels with an output buffer sized from the previous runs' yields (a hint shared by the jobs of one
-    search), again with room for all rows when the first buffer was too small."""
+    """Runs a join kernel over a range of units (buckets, centres, rows) with an output buffer sized from the earlier
+    jobs' yields (a hint shared by the jobs of one search), going on with a larger buffer where the kernel stopped
+    because the buffer was full."""
 
     def __init__(self) -> None:
         self.hint = 1 << 12
 
-    def __call__(self, kernel, *args) -> np.ndarray:
-        out = np.empty(self.hint, dtype=np.uint64)
-        found = kernel(*args, out)
-        if found > len(out):
-            out = np.empty(found, dtype=np.uint64)
-            found = kernel(*args, out)
+    def __call__(self, kernel, head: tuple, lo: int, hi: int, tail: tuple) -> np.ndarray:
+        pieces = []
+        size = self.hint
+        while True:
+            out = np.empty(size, dtype=np.uint64)
+            kept, stop, need = kernel(*head, lo, hi, *tail, out)
+            pieces.append(out[:kept].copy() if kept < len(out) // 4 else out[:kept])
+            if stop >= hi:
+                break
+            lo, size = stop, max(need, min(1 << 24, 2 * size))
+        found = sum(len(q) for q in pieces)
         self.hint = max(1 << 12, min(1 << 24, 2 * found))
-        return out[:found].copy() if found < len(out) // 4 else out[:found]
+        return pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
 
 
 # --------------------------------------------------------------------------------------------- the search
@@ -537,8 +730,9 @@ def pairs_within(hashes: np.ndarray, radius: int, *, threads: int | None = None,
     Returns:
         ``int64`` array (k, 3): ``i, j, distance``, sorted by ``i`` then ``j`` — the same rows as a brute-force
         comparison of every pair. Memory: the codes five times over plus two tables' buckets at a time
-        (the one joined and the next one sorted: ``2^width`` int64 each, width <= :data:`MAX_KEY_BITS`), the pairs found at 8 bytes each (twice while they are
-        gathered), plus the result (24 bytes per pair).
+        (the one joined and the next one sorted: ``2^width`` int64 each, width <= :data:`MAX_KEY_BITS`); the pairs
+        found at 8 bytes each, twice while they are partitioned for sorting, then once with the result (24 bytes
+        per pair): 32 bytes per pair at the peak.
 
     Raises:
         ValueError: ``radius`` outside 0..64, ``hashes`` not a one-dimensional integer array, or more than
@@ -579,59 +773,54 @@ def search(h: np.ndarray, radius: int, p: Plan, *, threads: int | None = None) -
         raise ValueError(f"plan {p}: tables of at most {MAX_KEY_BITS} bits and thresholds >= 0")
     workers = usable_cpus(threads)
     parts: list[np.ndarray] = []
-    if p.brute_force:
-        # rows of decreasing length: many small chunks so that every worker gets about the same work
-        chunk = max(1, math.ceil(n / (16 * workers)))
-        bounds = [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
-        collect = _Collector()
-        with ThreadPoolExecutor(workers) as ex:
-            parts = list(ex.map(lambda b: collect(_brute, h, b[0], b[1], radius), bounds))
-    else:
-        prev_masks: list[int] = []
-        prev_taus: list[int] = []
-        collect = _Collector()
-        tables = list(p.tables)
-        with ThreadPoolExecutor(workers) as ex, ThreadPoolExecutor(1) as sorter:
-            # the next table is sorted (one thread, memory-bound) while the workers join the current one
-            pending = sorter.submit(_bucket, h, _key_luts(tables[0][0]), 1 << len(tables[0][0]))
-            for k, (bits, tau) in enumerate(tables):
-                w = len(bits)
-                present, starts, codes, ids = pending.result()
-                if k + 1 < len(tables):
-                    nxt = tables[k + 1][0]
-                    pending = sorter.submit(_bucket, h, _key_luts(nxt), 1 << len(nxt))
-                flips = _flip_masks(w, tau)
-                highest = np.array([int(f).bit_length() - 1 for f in flips], dtype=np.int64)
-                order = np.argsort(highest, kind="stable")
-                flips = flips[order]
-                group_starts = np.searchsorted(highest[order], np.arange(w + 1)).astype(np.int64)
-                pm = np.array(prev_masks, dtype=np.uint64)
-                pt = np.array(prev_taus, dtype=np.uint64)
-                # runs of buckets holding about the same number of codes, several per worker, so that the workers
-                # share the work evenly (a crowded bucket of skewed codes is one run's) and a job whose output
-                # outgrows its buffer repeats little
-                cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
-                if _C_BALL * _ball_visits(w, tau) < _C_VISIT * _bucket_visits(len(present), w, tau):
-                    # centre by centre (threshold 2): the jobs are runs of keys
-                    firsts, kernel = starts[:-1], _join_ball
-                    args = (starts, codes, ids, w)
-                else:  # bucket by bucket: the jobs are runs of non-empty buckets
-                    firsts, kernel = starts[present], _join
-                    args = (present, starts, codes, ids, flips, group_starts, w)
-                # cut where the codes before a run reach each share
-                bounds = [0, *np.unique(np.searchsorted(firsts, cuts)).tolist(), len(firsts)]
-                jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
-                parts += list(ex.map(lambda j: collect(kernel, *args, j[0], j[1], radius, pm, pt), jobs))
-                del present, starts, codes, ids, firsts, args
-                prev_masks.append(_bit_mask(bits))
-                prev_taus.append(tau)
-    packed = np.concatenate(parts) if parts else np.zeros(0, dtype=np.uint64)
-    del parts
-    packed.sort()  # in place: by i, then j (each pair once)
-    out = np.empty((len(packed), 3), dtype=np.int64)
-    for s in range(0, len(packed), 1 << 20):  # unpacked in slices: no temporary of the whole result
-        k = packed[s:s + (1 << 20)]
-        out[s:s + len(k), 0] = k >> np.uint64(_I_SHIFT)
-        out[s:s + len(k), 1] = (k >> np.uint64(_J_SHIFT)) & np.uint64(_ID_MASK)
-        out[s:s + len(k), 2] = k & np.uint64(_D_MASK)
-    return out
+    collect = _Collector()
+    with ThreadPoolExecutor(workers) as ex:
+        if p.brute_force:
+            # rows of decreasing length: many small chunks so that every worker gets about the same work
+            chunk = max(1, math.ceil(n / (16 * workers)))
+            bounds = [(s, min(n, s + chunk)) for s in range(0, n, chunk)]
+            parts = list(ex.map(lambda b: collect(_brute, (h,), b[0], b[1], (radius,)), bounds))
+        else:
+            _join_tables(h, radius, list(p.tables), ex, workers, collect, parts)
+        return _sorted_pairs(parts, n, ex, workers)
+
+
+def _join_tables(h: np.ndarray, radius: int, tables: list, ex: ThreadPoolExecutor, workers: int,
+                 collect: _Collector, parts: list[np.ndarray]) -> None:
+    """Join the tables one after the other on the workers of ``ex``, appending the packed pairs found to ``parts``."""
+    n = len(h)
+    prev_masks: list[int] = []
+    prev_taus: list[int] = []
+    with ThreadPoolExecutor(1) as sorter:
+        # the next table is sorted (one thread, memory-bound) while the workers join the current one
+        pending = sorter.submit(_bucket, h, _key_luts(tables[0][0]), 1 << len(tables[0][0]))
+        for k, (bits, tau) in enumerate(tables):
+            w = len(bits)
+            present, starts, codes, ids = pending.result()
+            if k + 1 < len(tables):
+                nxt = tables[k + 1][0]
+                pending = sorter.submit(_bucket, h, _key_luts(nxt), 1 << len(nxt))
+            flips = _flip_masks(w, tau)
+            highest = np.array([int(f).bit_length() - 1 for f in flips], dtype=np.int64)
+            order = np.argsort(highest, kind="stable")
+            flips = flips[order]
+            group_starts = np.searchsorted(highest[order], np.arange(w + 1)).astype(np.int64)
+            pm = np.array(prev_masks, dtype=np.uint64)
+            pt = np.array(prev_taus, dtype=np.uint64)
+            # runs of buckets holding about the same number of codes, several per worker, so that the workers
+            # share the work evenly (a crowded bucket of skewed codes is one run's)
+            cuts = np.linspace(0, n, 16 * workers + 1)[1:-1]
+            if _C_BALL * _ball_visits(w, tau) < _C_VISIT * _bucket_visits(len(present), w, tau):
+                # centre by centre (threshold 2): the jobs are runs of keys
+                firsts, kernel = starts[:-1], _join_ball
+                args = (starts, codes, ids, w)
+            else:  # bucket by bucket: the jobs are runs of non-empty buckets
+                firsts, kernel = starts[present], _join
+                args = (present, starts, codes, ids, flips, group_starts, w)
+            # cut where the codes before a run reach each share
+            bounds = [0, *np.unique(np.searchsorted(firsts, cuts)).tolist(), len(firsts)]
+            jobs = [(lo, hi) for lo, hi in zip(bounds, bounds[1:]) if hi > lo]
+            parts += list(ex.map(lambda j: collect(kernel, args, j[0], j[1], (radius, pm, pt)), jobs))
+            del present, starts, codes, ids, firsts, args
+            prev_masks.append(_bit_mask(bits))
+            prev_taus.append(tau)

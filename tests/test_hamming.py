@@ -122,6 +122,55 @@ def test_threshold_two_tables_by_centre_and_by_bucket_are_both_exact(monkeypatch
         assert calls["ball"] == 0
 
 
+@pytest.mark.parametrize("case", ["crowded", "clustered", "brute"])
+def test_a_full_output_buffer_is_continued_not_run_again(monkeypatch, case):
+    """Every job starts with a one-row buffer: the kernels stop after the bucket, centre or row that overflowed it
+    and the collector goes on from there with room for that unit's pairs (a crowded centre needs thousands). Same
+    rows as brute force, each pair once, and the kernels did stop and go on."""
+    calls = []  # per job: the number of kernel runs
+    real = hamming._Collector.__call__
+
+    def tiny(self, kernel, head, lo, hi, tail):
+        self.hint = 1
+        runs = [0]
+
+        def counted(*args):
+            runs[0] += 1
+            return kernel(*args)
+
+        got = real(self, counted, head, lo, hi, tail)
+        calls.append(runs[0])
+        return got
+
+    monkeypatch.setattr(hamming._Collector, "__call__", tiny)
+    if case == "crowded":
+        h, p = _crowded_codes()
+        r = 4
+    elif case == "clustered":
+        h, r = clustered_codes(20_000, seed=8), 8
+        p = plan(len(h), r, hamming.bit_entropy_order(h))
+    else:
+        h, r = clustered_codes(1500, seed=3), 8
+        p = Plan((), 0.0)
+    assert np.array_equal(search(h, r, p, threads=2), brute(h, r))
+    assert max(calls) >= 2  # jobs went on from where their buffer filled
+
+
+@pytest.mark.parametrize("partition", [1, 7, 256, None])
+def test_found_pairs_are_sorted_by_partitions_of_i_then_radix(monkeypatch, partition):
+    """The found pairs are partitioned by the high bits of ``i`` and radix-sorted within each partition: tiny
+    partitions (many of them, one crowded ``i`` spanning several radix digits), odd sizes and the shipped size give
+    the rows sorted by ``i`` then ``j``, as brute force does."""
+    if partition is not None:
+        monkeypatch.setattr(hamming, "_SORT_PARTITION", partition)
+    h, p = _crowded_codes()
+    got = search(h, 4, p, threads=2)
+    want = brute(h, 4)
+    assert len(want) > 2 * hamming._SORT_PARTITION  # several partitions, also at the shipped size
+    assert np.array_equal(got, want)
+    assert np.array_equal(pairs_within(clustered_codes(5000, seed=1), 8), brute(clustered_codes(5000, seed=1), 8))
+
+
 def test_the_cost_model_joins_a_dense_threshold_two_table_by_centre():
     """At 10M codes the chosen plan is 3 tables of 21 bits at threshold 2, joined centre by centre: 21 gathers per key
     against 115 partner visits per bucket (BENCHMARKS.md: 1.8x faster)."""
