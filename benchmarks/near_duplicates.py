@@ -131,16 +131,14 @@ def phases_child(kind: str, n: int, radius: int, threads: int | None) -> None:
     workers = usable_cpus(threads)
     res: dict = {"kind": kind, "n": n, "tables": [(len(b), t) for b, t in p.tables]}
     with ThreadPoolExecutor(workers) as ex:
-        found: list[np.ndarray] = []
+        found: list[np.ndarray] = []  # the pairs at ``radius``, sorted last
         for r in (radius, 0):  # the search's own radius first: the first join also pays for first-touched memory
-            parts: list[np.ndarray] = []
+            parts: list[np.ndarray] = found if r == radius else []
             t = time.perf_counter()
             hamming._join_tables(h, r, list(p.tables), ex, workers, hamming._Collector(), parts)
             res[f"join_r{r}_s"] = time.perf_counter() - t
-            found = found or parts
-        parts = found
         t = time.perf_counter()
-        pairs = hamming._sorted_pairs(parts, n, ex, workers)
+        pairs = hamming._sorted_pairs(found, n, ex, workers)
         res["sort_s"] = time.perf_counter() - t
     res["pairs"] = len(pairs)
     print(json.dumps(res))
