@@ -36,10 +36,9 @@ import resource
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
-
-from concurrent.futures import ThreadPoolExecutor
 
 from lookbench_pipeline import hamming
 from lookbench_pipeline.cpus import usable_cpus
@@ -157,10 +156,11 @@ def phases(a: argparse.Namespace) -> None:
             print(f"[{kind}] n={n:,}: joins at radius 0 {r['join_r0_s']:.2f} s, at radius {a.radius} "
                   f"{r[f'join_r{a.radius}_s']:.2f} s; sort of {r['pairs']:,} pairs {r['sort_s']:.2f} s; tables "
                   f"{r['tables']}; load average {os.getloadavg()[0]:.1f}", flush=True)
-        for (r1, r2) in zip(rows, rows[1:]):
+        for r1, r2 in zip(rows, rows[1:]):
             span = math.log(r2["n"] / r1["n"])
             ex = {k: math.log(r2[k] / r1[k]) / span for k in ("join_r0_s", f"join_r{a.radius}_s", "sort_s")}
-            print(f"[{kind}] exponents {r1['n']:,} -> {r2['n']:,}: " + ", ".join(f"{k} {v:.2f}" for k, v in ex.items()))
+            parts = ", ".join(f"{k} {v:.2f}" for k, v in ex.items())
+            print(f"[{kind}] exponents {r1['n']:,} -> {r2['n']:,}: {parts}")
 
 
 def main() -> None:
