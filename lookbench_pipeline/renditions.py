@@ -133,7 +133,25 @@ _URL_IN_TEXT = re.compile(r"""(?:https?:)?//[^\s"'<>()\\,]+?\.(?:jpe?g|png|webp|
                           re.IGNORECASE)
 
 
+_URL_START = re.compile(r"(?:https?:)?//", re.IGNORECASE)
+_URL_RUN = re.compile(r"""[^\s"'<>()\\,]*""")
+
+
 def image_urls_in(text: str) -> list[str]:
     """Image URLs written anywhere in a page's source (attributes, inline JSON with ``\\/`` unescaped), as
-    absolute or protocol-relative strings: the renditions a page offers beyond its ``img`` tags."""
-    return _URL_IN_TEXT.findall(text.replace("\\/", "/").replace("&amp;", "&"))
+    absolute or protocol-relative strings: the renditions a page offers beyond its ``img`` tags.
+
+    The same matches as ``_URL_IN_TEXT.findall``, in time linear in ``len(text)``: ``findall`` would retry the lazy
+    scan from every ``//`` of a run of URL characters (quadratic on a hostile page of slashes), but an end that fails
+    from a run's first start fails from every later start in it, so a failed start skips the rest of its run."""
+    text = text.replace("\\/", "/").replace("&amp;", "&")
+    out: list[str] = []
+    pos = 0
+    while (start := _URL_START.search(text, pos)) is not None:
+        m = _URL_IN_TEXT.match(text, start.start())
+        if m is not None:
+            out.append(m.group())
+            pos = m.end()
+        else:
+            pos = max(_URL_RUN.match(text, start.end()).end(), start.end())
+    return out

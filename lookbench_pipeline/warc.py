@@ -79,7 +79,8 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     """Products and looks found in the archived pages: dicts with ``kind`` (product | look), ``url`` and the
     extracted fields, as the spider yields them (without ``crawled_at``). A page that opted out of indexing
     (``optout``: ``noindex`` for ``agent``) gives nothing; one that opted its images out gives its items with
-    ``images_refused``."""
+    ``images_refused``; one whose extraction raised gives the spider's rejection record (``kind`` page,
+    ``outcome`` rejected, ``reason`` ``extraction_error:<exception type>``) and the other pages are still read."""
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
@@ -91,9 +92,16 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
         if optout == NOINDEX:
             continue
         refused = {"images_refused": NOIMAGEINDEX} if optout == NOIMAGEINDEX else {}
-        for i, p in enumerate(extract_products(text, url, site.product_rules)):
+        try:
+            products = extract_products(text, url, site.product_rules)
+            look = extract_look(text, url, site.look_rules)
+        except Exception as exc:  # as in the spider: one hostile page is a named rejection, not a lost archive
+            log.warning("extraction failed on %s: %r", url, exc)
+            out.append({"kind": "page", "site": site.name, "url": url, "status": rec.http_headers.get_statuscode(),
+                        "outcome": "rejected", "reason": f"extraction_error:{type(exc).__name__}", "n_items": 0})
+            continue
+        for i, p in enumerate(products):
             out.append({"kind": "product", "site": site.name, "url": url, "page_position": i, **p, **refused})
-        look = extract_look(text, url, site.look_rules)
         if look:
             out.append({"kind": "look", "site": site.name, "url": url, **look, **refused})
     return out

@@ -182,3 +182,190 @@ def test_navigation_links_do_not_eat_the_page_budget(tmp_path):
         feed, _ = run_spider(p, srv.base_url, tmp_path / "n", "bot")
     items = [json.loads(x) for x in feed.read_text().splitlines()]
     assert len({i["sku"] for i in items if i["kind"] == "product"}) == n + 1
+
+
+# A second adversarial review (2026-12-05): pages that cost time quadratic in their size, product groups written
+# with @id references, prices the parser misread.
+
+def test_image_urls_in_text_match_the_pattern_on_any_text():
+    """``image_urls_in`` skips the restarts of the lazy pattern; its matches stay those of ``findall``."""
+    import random
+
+    from lookbench_pipeline.renditions import _URL_IN_TEXT, image_urls_in
+
+    alphabet = list("/:.htps ?\"'<>(),\\a=&") + ["jpg", "png", "https:", "//", ".jpg", "\\/", "&amp;"]
+    rng = random.Random(5)
+    for _ in range(20000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(0, 30)))
+        assert image_urls_in(text) == _URL_IN_TEXT.findall(text.replace("\\/", "/").replace("&amp;", "&")), text
+
+
+@pytest.mark.parametrize("filler", ["/", "//a", "https:/"])
+def test_a_page_of_slashes_is_read_in_one_pass(filler):
+    """600 KB of slashes in a comment: the page's product is still found (a quadratic scan took ~40 minutes)."""
+    ld = {"@type": "Product", "name": "Dress", "sku": "S1", "image": "https://c.test/a.jpg"}
+    html = (f"<html><script type='application/ld+json'>{json.dumps(ld)}</script><body><!--"
+            f"{filler * (600_000 // len(filler))}--></body></html>")
+    [p] = extract_products(html, "https://s.test/p/1")
+    assert p["sku"] == "S1" and p["image_urls"] == ["https://c.test/a.jpg"]
+
+
+def _collapse_pairwise(found):
+    """The pairwise ``_collapse`` the indexed one replaced (before 2026-12-05), as the reference of its rules."""
+    from lookbench_pipeline.extract.identity import _colour_identity, _merge, _norm
+
+    items = []
+    for p in found:
+        match = None
+        for q in items:
+            if p["sku"] and q["sku"]:
+                if p["sku"].lower() == q["sku"].lower():
+                    match = q
+                    break
+                continue
+            if _norm(p["title"]) and _norm(p["title"]) == _norm(q["title"]) \
+                    and _norm(p["color"]) == _norm(q["color"]):
+                match = q
+                break
+        if match is None and not p["color"]:
+            same = [q for q in items if _norm(q["title"]) == _norm(p["title"]) and _norm(p["title"])
+                    and (not p["sku"] or not q["sku"])]
+            match = same[0] if len(same) == 1 else None
+        if match is not None:
+            items[items.index(match)] = _merge(match, p)
+        else:
+            items.append(p)
+    out = []
+    for p in items:
+        group = _norm(p["group_id"]) or _norm(p["title"])
+        match = None
+        for q in out:
+            if (_norm(q["group_id"]) or _norm(q["title"])) != group or not group:
+                continue
+            if p["color"] or q["color"]:
+                if _norm(p["color"]) == _norm(q["color"]):
+                    match = q
+                    break
+            elif p["image_urls"] == q["image_urls"]:
+                match = q
+                break
+        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"))]
+        if match is not None:
+            merged = _merge(match, p)
+            if "InStock" in (match.get("availability"), p.get("availability")):
+                merged["availability"] = "InStock"
+            merged["_nodes"] = match["_nodes"] + nodes
+            out[out.index(match)] = merged
+        else:
+            out.append({**p, "_nodes": nodes})
+    for p in out:
+        _colour_identity(p)
+    return out
+
+
+def test_indexed_collapse_merges_as_the_pairwise_rules_do():
+    import copy
+    import random
+
+    from lookbench_pipeline.extract.identity import _collapse
+
+    rng = random.Random(11)
+    for _ in range(5000):
+        found = [{"sku": rng.choice([None, "", "A1", "a1", "B2"]),
+                  "title": rng.choice([None, "", "Tee", "tee ", "Top"]),
+                  "color": rng.choice([None, "", "Red", "red", "Blue", " "]),
+                  "group_id": rng.choice([None, "", "G1", "g1", "G2"]),
+                  "image_urls": rng.choice([[], ["a"], ["b"], ["a", "b"]]),
+                  "availability": rng.choice([None, "InStock", "OutOfStock"]), "price": rng.choice([None, 1.0, 2.0]),
+                  "_size": rng.choice([None, "S", "M"]), "_ids": [], "extracted_from": "json-ld", "_sources": {}}
+                 for _ in range(rng.randint(0, 9))]
+        assert _collapse(copy.deepcopy(found)) == _collapse_pairwise(copy.deepcopy(found)), found
+
+
+def test_a_group_of_thousands_of_variants_is_one_item_per_colour():
+    variants = [{"@type": "Product", "sku": f"T-{c}-{s}", "color": c, "size": str(s),
+                 "image": f"https://c.test/{c}.jpg", "offers": {"price": "10", "priceCurrency": "EUR"}}
+                for c in ("red", "blue") for s in range(2500)]
+    html = _page({"@type": "ProductGroup", "name": "Tee", "productGroupID": "T", "hasVariant": variants})
+    products = extract_products(html, "https://s.test/p/tee")
+    assert [(p["color"], p["group_id"], p["image_urls"]) for p in products] == [
+        ("red", "T", ["https://c.test/red.jpg"]), ("blue", "T", ["https://c.test/blue.jpg"])]
+
+
+def _page(ld) -> str:
+    return f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head><body></body></html>"
+
+
+def test_group_variants_by_id_reference_are_the_items_and_the_group_is_not():
+    red = {"@type": "Product", "@id": "#red", "sku": "R1", "color": "Red", "image": "https://c.test/r.jpg",
+           "isVariantOf": {"@id": "#g"}, "offers": {"price": "10", "priceCurrency": "EUR"}}
+    blue = {**red, "@id": "#blue", "sku": "B1", "color": "Blue", "image": "https://c.test/b.jpg"}
+    group = {"@type": "ProductGroup", "@id": "#g", "name": "Tee", "productGroupID": "G1",
+             "image": "https://c.test/g.jpg", "hasVariant": [{"@id": "#red"}, {"@id": "#blue"}, {"@id": "#gone"}]}
+    expected = [("Tee", "R1", "G1", "Red", ["https://c.test/r.jpg"]),
+                ("Tee", "B1", "G1", "Blue", ["https://c.test/b.jpg"])]
+    for graph in ([group, red, blue], [red, blue, {k: v for k, v in group.items() if k != "hasVariant"}]):
+        products = extract_products(_page({"@graph": graph}), "https://s.test/p/tee")
+        assert [(p["title"], p["sku"], p["group_id"], p["color"], p["image_urls"]) for p in products] == expected
+
+
+def test_nested_groups_keep_their_sizes_and_the_model_id():
+    """model → colour group → sizes: the sizes of a colour are one item, and the colours share the model's id."""
+    ld = {"@type": "ProductGroup", "name": "Tee", "productGroupID": "G1", "image": "https://c.test/g.jpg",
+          "hasVariant": [{"@type": "ProductGroup", "productGroupID": "G1-B", "color": "Blue",
+                          "hasVariant": [{"@type": "Product", "sku": "B-S", "size": "S"},
+                                         {"@type": "Product", "sku": "B-M", "size": "M"}]},
+                         {"@type": "ProductGroup", "productGroupID": "G1-R", "color": "Red",
+                          "image": "https://c.test/r.jpg", "hasVariant": [{"@type": "Product", "sku": "R-S"}]}]}
+    products = extract_products(_page(ld), "https://s.test/p/tee")
+    assert [(p["title"], p["color"], p["group_id"], p["image_urls"]) for p in products] == [
+        ("Tee", "Blue", "G1", ["https://c.test/g.jpg"]), ("Tee", "Red", "G1", ["https://c.test/r.jpg"])]
+
+
+def test_a_cycle_of_group_references_ends():
+    ld = {"@graph": [{"@type": "ProductGroup", "@id": "#a", "name": "A", "hasVariant": {"@id": "#b"}},
+                     {"@type": "ProductGroup", "@id": "#b", "name": "B", "hasVariant": {"@id": "#a"}}]}
+    assert isinstance(extract_products(_page(ld), "https://s.test/p/a"), list)
+
+
+def test_prices_the_parser_would_misread_are_unreadable():
+    for bad in ("1e309", "$1e5", "€-5", "-€5", "EUR −5", 10 ** 400):
+        assert parse_price(bad)[0] is None, bad
+    assert parse_price("10 - 20 €") == (10.0, "€"), "a range is its low end, not a negative price"
+    ld = {"@type": "Product", "name": "X", "sku": "S", "offers": {"price": 10 ** 400, "priceCurrency": "EUR"}}
+    [p] = extract_products(_page(ld), "https://s.test/p/x")
+    assert (p["sku"], p["price"]) == ("S", None), "one unreadable field, not a lost page"
+
+
+def test_a_page_whose_extraction_raises_is_a_rejection_in_the_warc_reader(tmp_path, monkeypatch):
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    from lookbench_pipeline import warc
+
+    path = tmp_path / "crawl.warc.gz"
+    with open(path, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True)
+        for name in ("good", "bad"):
+            ld = {"@type": "Product", "name": name, "sku": name.upper()}
+            body = _page(ld).encode()
+            headers = StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")
+            writer.write_record(writer.create_warc_record(f"https://s.test/p/{name}", "response",
+                                                          payload=io.BytesIO(body), http_headers=headers))
+    real = warc.extract_products
+
+    def hostile(text, url, *a, **k):
+        if url.endswith("/bad"):
+            raise RecursionError("hostile page")
+        return real(text, url, *a, **k)
+
+    monkeypatch.setattr(warc, "extract_products", hostile)
+    records = warc.extract_from_warc([path], _warc_site(tmp_path))
+    assert [(r["kind"], r["url"].rsplit("/", 1)[1]) for r in records] == [("product", "good"), ("page", "bad")]
+    assert records[1]["reason"] == "extraction_error:RecursionError" and records[1]["outcome"] == "rejected"
+
+
+def _warc_site(tmp_path):
+    f = tmp_path / "site.yaml"
+    f.write_text("name: s\nstart_urls: [https://s.test/]\n")
+    return SiteConfig.from_yaml(f)

@@ -5,8 +5,10 @@
 
 from __future__ import annotations
 
+import heapq
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Hashable, Iterable
+from functools import lru_cache
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -101,8 +103,40 @@ def _merge(primary: dict[str, Any], extra: dict[str, Any], fields: Iterable[str]
     return out
 
 
+@lru_cache(maxsize=65536)
+def _norm_text(v: str) -> str:
+    return re.sub(r"\s+", " ", v).strip().lower()
+
+
 def _norm(v: str | None) -> str:
-    return re.sub(r"\s+", " ", (v or "")).strip().lower()
+    return _norm_text(v) if v else ""
+
+
+class _FirstByKey:
+    """The lowest position whose *current* key is ``key``, for keys that change as items merge: a heap of
+    positions per key, stale entries (the item's key moved on) dropped when they reach the top. Pushes are O(log n)
+    and each entry is popped at most once, so a page's collapse stays O(n log n) (a pairwise scan was O(n²): a
+    hostile page of 5,000 variants took 25 s)."""
+
+    def __init__(self, key_of: Callable[[int], Hashable | None]) -> None:
+        self.key_of = key_of
+        self.heaps: dict[Hashable, list[int]] = {}
+
+    def add(self, i: int) -> None:
+        key = self.key_of(i)
+        if key is not None:
+            heapq.heappush(self.heaps.setdefault(key, []), i)
+
+    def first(self, key: Hashable) -> int | None:
+        heap = self.heaps.get(key)
+        while heap and self.key_of(heap[0]) != key:
+            heapq.heappop(heap)
+        return heap[0] if heap else None
+
+
+def _first_of(*positions: int | None) -> int | None:
+    found = [i for i in positions if i is not None]
+    return min(found) if found else None
 
 
 def _collapse(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -112,51 +146,86 @@ def _collapse(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
        (a node with no colour joins the only same-titled item there is).
     2. Size variants of one colour are one item: the same group (``group_id``, else the title) and the same colour;
        when no colour is given, the same images (sizes share photos, colours do not).
-    Different colours are never merged, whatever their title and images."""
+    Different colours are never merged, whatever their title and images. Each node joins the first earlier entry
+    it matches; the entries are found through indexes on those keys, in O(n log n) for n nodes."""
     items: list[dict[str, Any]] = []
+
+    def title(i: int) -> str:
+        return _norm(items[i]["title"])
+
+    def tc(i: int, with_sku: bool) -> tuple[str, str] | None:
+        q = items[i]
+        return (title(i), _norm(q["color"])) if title(i) and bool(q["sku"]) == with_sku else None
+
+    by_sku = _FirstByKey(lambda i: items[i]["sku"].lower() if items[i]["sku"] else None)
+    by_tc_sku = _FirstByKey(lambda i: tc(i, True))
+    by_tc_nosku = _FirstByKey(lambda i: tc(i, False))
+    indexes = (by_sku, by_tc_sku, by_tc_nosku)
+    by_title: dict[str, set[int]] = {}
+    by_title_nosku: dict[str, set[int]] = {}
+
+    def index(i: int, old_title: str) -> None:
+        for ix in indexes:
+            ix.add(i)
+        if old_title:
+            by_title[old_title].discard(i)
+            by_title_nosku.get(old_title, set()).discard(i)
+        if title(i):
+            by_title.setdefault(title(i), set()).add(i)
+            if not items[i]["sku"]:
+                by_title_nosku.setdefault(title(i), set()).add(i)
+
     for p in found:
-        match = None
-        for q in items:
-            if p["sku"] and q["sku"]:
-                if p["sku"].lower() == q["sku"].lower():
-                    match = q
-                    break
-                continue
-            if _norm(p["title"]) and _norm(p["title"]) == _norm(q["title"]):
-                if _norm(p["color"]) == _norm(q["color"]):
-                    match = q
-                    break
-        if match is None and not p["color"]:
-            same = [q for q in items if _norm(q["title"]) == _norm(p["title"]) and _norm(p["title"])
-                    and (not p["sku"] or not q["sku"])]
-            match = same[0] if len(same) == 1 else None
+        t, c = _norm(p["title"]), _norm(p["color"])
+        match = _first_of(
+            by_sku.first(p["sku"].lower()) if p["sku"] else None,
+            by_tc_nosku.first((t, c)) if t else None,
+            by_tc_sku.first((t, c)) if t and not p["sku"] else None)
+        if match is None and not p["color"] and t:
+            same = (by_title_nosku if p["sku"] else by_title).get(t, set())
+            match = next(iter(same)) if len(same) == 1 else None
         if match is not None:
-            items[items.index(match)] = _merge(match, p)
+            old_title = title(match)
+            items[match] = _merge(items[match], p)
+            index(match, old_title)
         else:
             items.append(p)
+            index(len(items) - 1, "")
+
     out: list[dict[str, Any]] = []
+
+    def group(i: int) -> str:
+        return _norm(out[i]["group_id"]) or _norm(out[i]["title"])
+
+    def images(i: int) -> Hashable:
+        v = out[i]["image_urls"]
+        return tuple(v) if isinstance(v, list) else v
+
+    by_colour = _FirstByKey(lambda i: (group(i), _norm(out[i]["color"])) if group(i) else None)
+    by_blank_colour = _FirstByKey(lambda i: group(i) or None if out[i]["color"] and not _norm(out[i]["color"])
+                                  else None)
+    by_images = _FirstByKey(lambda i: (group(i), images(i)) if group(i) and not out[i]["color"] else None)
     for p in items:
-        group = _norm(p["group_id"]) or _norm(p["title"])
+        g = _norm(p["group_id"]) or _norm(p["title"])
         match = None
-        for q in out:
-            if (_norm(q["group_id"]) or _norm(q["title"])) != group or not group:
-                continue
-            if p["color"] or q["color"]:
-                if _norm(p["color"]) == _norm(q["color"]):
-                    match = q
-                    break
-            elif p["image_urls"] == q["image_urls"]:
-                match = q
-                break
+        if g and p["color"]:
+            match = by_colour.first((g, _norm(p["color"])))
+        elif g:
+            v = p["image_urls"]
+            match = _first_of(by_blank_colour.first(g), by_images.first((g, tuple(v) if isinstance(v, list) else v)))
         nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"))]
         if match is not None:
-            merged = _merge(match, p)
-            if "InStock" in (match.get("availability"), p.get("availability")):
+            merged = _merge(out[match], p)
+            if "InStock" in (out[match].get("availability"), p.get("availability")):
                 merged["availability"] = "InStock"
-            merged["_nodes"] = match["_nodes"] + nodes
-            out[out.index(match)] = merged
+            merged["_nodes"] = out[match]["_nodes"] + nodes
+            out[match] = merged
+            at = match
         else:
             out.append({**p, "_nodes": nodes})
+            at = len(out) - 1
+        for ix in (by_colour, by_blank_colour, by_images):
+            ix.add(at)
     for p in out:
         _colour_identity(p)
     return out

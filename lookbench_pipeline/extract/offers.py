@@ -12,6 +12,7 @@ from ..pagetext import normalise_availability
 from .jsonld import _first, _text, _walk
 
 _MACHINE_NUMBER = re.compile(r"^\d+(\.\d+)?$")
+_SCIENTIFIC = re.compile(r"\d[eE][+-]?\d")
 
 
 # ISO 4217 currencies whose minor unit is 0 (no decimals): an amount written "24.990" in one of them has a
@@ -25,8 +26,8 @@ def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | 
 
     A number written for machines (``"1234.5"``, a JSON number) uses ``.`` as the decimal point, except that
     ``d.ddd`` in a currency without decimals (``ZERO_DECIMAL_CURRENCIES``: CLP, JPY, KRW…) is a thousands
-    separator (``("24.990", "CLP") -> 24990.0``). Returns ``(None, currency)`` for a negative, NaN, infinite or
-    unreadable amount."""
+    separator (``("24.990", "CLP") -> 24990.0``). Returns ``(None, currency)`` for a negative (a minus before the
+    number: ``"€-5"``), NaN, infinite or unreadable amount (scientific notation, an integer too large for a float)."""
     import math
 
     if amount is None:
@@ -34,7 +35,12 @@ def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | 
     if isinstance(amount, bool) or not isinstance(amount, (int, float, str)):
         return None, _text(currency)
     if isinstance(amount, (int, float)):
-        value = float(amount)
+        try:
+            value = float(amount)
+        except OverflowError:  # a JSON integer of hundreds of digits
+            return None, _text(currency)
+    elif _SCIENTIFIC.search(amount):
+        return None, _text(currency)  # "1e309", "$1e5": price-parser would read the mantissa's first digit
     elif _MACHINE_NUMBER.match(amount.strip()):
         value = float(amount.strip())  # schema.org prices use "." as the decimal point ("1.234" is 1.234)
         code = (_text(currency) or "").upper()
@@ -44,8 +50,9 @@ def parse_price(amount: Any, currency: Any = None) -> tuple[float | None, str | 
         p = Price.fromstring(amount, currency_hint=_text(currency))
         value = float(p.amount) if p.amount is not None else None
         currency = currency or p.currency
-        if value is not None and re.search(r"(^|\s)-\s*\d", amount):
-            value = -value
+        first_digit = re.search(r"\d", amount)
+        if value is not None and first_digit and re.search("[-\u2212]", amount[:first_digit.start()]):
+            value = -value  # a minus before the number ("-5", "€-5", "EUR −5"), not in a range ("10 - 20")
     if value is None or not math.isfinite(value) or value < 0:
         return None, _text(currency)  # a negative, NaN or infinite price is not a price
     return value, _text(currency)

@@ -93,39 +93,95 @@ def _split_offer_colours(p: dict, node: dict, syntax: str) -> list[dict]:
     return out
 
 
+_INHERITED = ("title", "brand", "description", "material", "category_text", "price", "currency", "availability",
+              "color")
+_MAX_GROUP_DEPTH = 4
+
+
 def _schema_products(data: Any, syntax: str) -> list[dict[str, Any]]:
-    """Products of one syntax's tree, one per sellable item: a ``ProductGroup``'s ``hasVariant`` children inherit
-    the group's name, brand, description and images and carry its ``productGroupID`` as ``group_id``; every other
+    """Products of one syntax's tree, one per sellable item, in the order of the tree.
+
+    A product group's variants are its ``hasVariant`` children and the Product nodes whose ``isVariantOf`` names
+    it, inline or by ``@id`` reference (``{"@id": "#red"}`` resolved against the nodes of the same tree; a reference
+    to no node is not an item). Each variant inherits the group's name, brand, description, material, category,
+    price, availability, colour and images where it has none, and carries the group's ``productGroupID`` (else its
+    sku, ``@id``, name) as ``group_id``. A variant that is itself a group (model → colour → sizes, up to
+    ``_MAX_GROUP_DEPTH`` levels) passes both on to its own variants, which keep the outermost group's id, so the
+    colours of one model share it. The group node is not an item itself; a group without variants is. Every other
     Product node is an item of its own (per-offer colours split)."""
+    nodes = list(_walk(data))
+    by_ref: dict[str, dict] = {}
+    for n in nodes:
+        ref = n.get("@id")
+        if isinstance(ref, str) and len(n) > 1:
+            by_ref.setdefault(ref, n)
+
+    def deref(v: Any) -> dict | None:
+        if isinstance(v, dict) and set(v) == {"@id"}:
+            return by_ref.get(v["@id"]) if isinstance(v["@id"], str) else None
+        return v if isinstance(v, dict) else None
+
+    products = [n for n in nodes if _types(n) & _PRODUCT_TYPES]
+    is_product = {id(n) for n in products}
+    variants: dict[int, list[dict]] = {}
+    for n in products:
+        listed = n.get("hasVariant") if isinstance(n.get("hasVariant"), list) else [n.get("hasVariant")]
+        for v in map(deref, listed):
+            if v is not None and v is not n and all(v is not x for x in variants.get(id(n), [])):
+                variants.setdefault(id(n), []).append(v)
+    for n in products:
+        parent = deref(_first(n.get("isVariantOf")))
+        if parent is not None and parent is not n and id(parent) in is_product \
+                and all(n is not x for x in variants.get(id(parent), [])):
+            variants.setdefault(id(parent), []).append(n)
+    member = {id(v) for vs in variants.values() for v in vs}
+    covered: set[int] = set()
+
+    def expand(g: dict, inherited: dict[str, Any] | None, gid: str | None, depth: int) -> list[dict[str, Any]]:
+        covered.add(id(g))
+        group = _from_schema_node(g, syntax)
+        if inherited is not None:
+            _inherit(group, inherited, syntax)
+        gid = gid or _text(g.get("productGroupID")) or group["sku"] or _text(g.get("@id")) or group["title"]
+        out: list[dict[str, Any]] = []
+        for v in variants[id(g)]:
+            if id(v) in covered:
+                continue
+            if id(v) in variants and depth < _MAX_GROUP_DEPTH:
+                out.extend(expand(v, group, gid, depth + 1))
+                continue
+            covered.update(id(x) for x in _walk(v))
+            child = _from_schema_node(v, syntax)
+            _inherit(child, group, syntax)
+            child["group_id"] = _text(v.get("inProductGroupWithID")) or gid
+            if child["title"] or child["sku"]:
+                out.append(child)
+        return out
+
+    expanded: dict[int, list[dict[str, Any]]] = {}
+    for roots_only in (True, False):   # the outermost groups first; then any left (a cycle of references)
+        for n in products:
+            if id(n) in variants and id(n) not in covered and not (roots_only and id(n) in member):
+                expanded[id(n)] = expand(n, None, None, 0)
     out: list[dict[str, Any]] = []
-    seen: set[int] = set()
-    for node in _walk(data):
-        if id(node) in seen or not (_types(node) & _PRODUCT_TYPES):
-            continue
-        seen.add(id(node))
-        variants = [v for v in (node.get("hasVariant") if isinstance(node.get("hasVariant"), list)
-                                else [node.get("hasVariant")]) if isinstance(v, dict)]
-        if variants:
-            group = _from_schema_node(node, syntax)
-            gid = _text(node.get("productGroupID")) or group["sku"] or _text(node.get("@id")) or group["title"]
-            for v in variants:
-                seen.update(id(x) for x in _walk(v))
-                child = _from_schema_node(v, syntax)
-                for k in ("title", "brand", "description", "material", "category_text", "price", "currency",
-                          "availability", "color"):
-                    if child.get(k) in (None, "") and group.get(k) not in (None, ""):
-                        child[k] = group[k]
-                        child["_sources"][k] = f"{syntax}:group"
-                if not child["image_urls"]:
-                    child["image_urls"] = group["image_urls"]
-                child["group_id"] = child["group_id"] or gid
-                if child["title"] or child["sku"]:
-                    out.append(child)
-            continue
-        p = _from_schema_node(node, syntax)
-        if p["title"] or p["sku"]:
-            out.extend(_split_offer_colours(p, node, syntax))
+    for n in products:
+        if id(n) in expanded:
+            out.extend(expanded[id(n)])
+        elif id(n) not in covered and id(n) not in member:
+            p = _from_schema_node(n, syntax)
+            if p["title"] or p["sku"]:
+                out.extend(_split_offer_colours(p, n, syntax))
     return out
+
+
+def _inherit(child: dict[str, Any], group: dict[str, Any], syntax: str) -> None:
+    """Fill ``child``'s empty inheritable fields and its images from its ``group``, in place."""
+    for k in _INHERITED:
+        if child.get(k) in (None, "") and group.get(k) not in (None, ""):
+            child[k] = group[k]
+            child["_sources"][k] = f"{syntax}:group"
+    if not child["image_urls"]:
+        child["image_urls"] = group["image_urls"]
 
 
 def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
