@@ -7,7 +7,7 @@ Normalisation (applied before anything looks at pixels: hash, detector, crops, e
 3. EXIF orientation is applied (``ImageOps.exif_transpose``);
 4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
 5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
-6. alpha and palette transparency are composited on white;
+6. alpha, palette transparency and a transparent colour key (RGB or grey, 8 or 16 bits) are composited on white;
 7. the first frame of an animated image is used, and the image is flagged ``animated``.
 
 Every reference ends ``accepted`` or ``rejected`` with one reason from :class:`Reject`; ``in = accepted + rejected``.
@@ -51,6 +51,7 @@ class Reject:
     NOT_DOWNLOADED = "not_downloaded"
     TOO_LARGE = "too_large_bytes"
     NOT_FOUND = "file_not_found"
+    UNREADABLE = "file_unreadable"  # permission denied, an I/O error
     EMPTY = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     TRUNCATED = "truncated"
@@ -177,6 +178,9 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
 
 def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
     icc = im.info.get("icc_profile")
+    key = im.info.get("transparency")
+    # a 16/32-bit grey PNG's transparent colour key (tRNS), kept as a mask before the pixels are scaled to 8 bits
+    grey_alpha = np.asarray(im) != key if im.mode.startswith("I") and isinstance(key, int) else None
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N"):
         flags.append("16bit")  # scaled by the bit depth, never by the image's own maximum
         im = Image.fromarray((np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8), "L")
@@ -193,6 +197,8 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
         im = Image.fromarray((np.clip(arr / top, 0, 1) * 255).round().astype(np.uint8), "L")
     elif im.mode == "RGBA" and im.info.get("bits") == 16:
         flags.append("16bit")
+    if grey_alpha is not None and im.mode == "L":
+        im = Image.merge("LA", (im, Image.fromarray(grey_alpha.astype(np.uint8) * 255, "L")))
     if im.mode == "P":
         im = im.convert("RGBA") if "transparency" in im.info else im.convert("RGB")
     if im.mode == "CMYK":
@@ -215,7 +221,7 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
                 flags.append("icc_converted")
         except (ImageCms.PyCMSError, OSError):
             pass
-    if im.mode in ("RGBA", "LA", "PA") or (im.mode == "RGB" and "transparency" in im.info):
+    if im.mode in ("RGBA", "LA", "PA") or (im.mode in ("RGB", "L") and "transparency" in im.info):
         flags.append("had_alpha")
         rgba = im.convert("RGBA")
         white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
@@ -306,11 +312,21 @@ class SourceReader:
                 raise ImageRejected(d["reason"] or Reject.FETCH_ERROR, source)
             source = d["stored_path"]
         p = Path(source.removeprefix("file://"))
-        if not p.is_file():
-            raise ImageRejected(Reject.NOT_FOUND, source)
-        if p.stat().st_size > self.max_bytes:
-            raise ImageRejected(Reject.TOO_LARGE, f"{p.stat().st_size} bytes")
-        return p.read_bytes()
+        try:
+            if not p.is_file():
+                raise ImageRejected(Reject.NOT_FOUND, source)
+            size = p.stat().st_size
+            if size > self.max_bytes:
+                raise ImageRejected(Reject.TOO_LARGE, f"{size} bytes")
+            with open(p, "rb") as fh:
+                data = fh.read(self.max_bytes + 1)  # a file that grew since the stat is still capped
+        except FileNotFoundError:  # removed between the listing and the read
+            raise ImageRejected(Reject.NOT_FOUND, source) from None
+        except OSError as exc:  # no permission, an I/O error, a name too long
+            raise ImageRejected(Reject.UNREADABLE, f"{source}: {exc.strerror or exc}") from None
+        if len(data) > self.max_bytes:
+            raise ImageRejected(Reject.TOO_LARGE, f"more than {self.max_bytes} bytes")
+        return data
 
 
 @dataclass
@@ -350,6 +366,9 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             data = fetch(source)
         except ImageRejected as exc:
             return source, exc.reason, None, None
+        except Exception as exc:  # a fetcher's own failure is this reference's rejection, not the batch's end
+            log.warning("intake: %s could not be fetched: %r", source, exc)
+            return source, Reject.FETCH_ERROR, None, None
         sha = hashlib.sha256(data).hexdigest()
         try:
             dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)

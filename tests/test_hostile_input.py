@@ -369,3 +369,41 @@ def _warc_site(tmp_path):
     f = tmp_path / "site.yaml"
     f.write_text("name: s\nstart_urls: [https://s.test/]\n")
     return SiteConfig.from_yaml(f)
+
+
+def test_an_unreadable_file_is_one_rejection_and_the_counts_reconcile(tmp_path):
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline.store import LocalStore
+
+    ok, locked = tmp_path / "ok.png", tmp_path / "locked.png"
+    Image.new("RGB", (80, 60), (200, 30, 30)).save(ok)
+    Image.new("RGB", (80, 60), (30, 30, 200)).save(locked)
+    t = datetime(2026, 12, 1, tzinfo=timezone.utc)
+    refs = [ImageRef("drop", f"o{i}", 0, str(p), "x", t) for i, p in enumerate((ok, locked, tmp_path / "gone.png"))]
+
+    def reader(source):
+        if source.endswith("locked.png"):
+            raise PermissionError(13, "Permission denied", source)  # as a chmod 000 file gives a non-root user
+        return SourceReader()(source)
+
+    result = take_in(refs, reader, LocalStore(tmp_path / "store"))
+    assert [r["reason"] for r in result.refs] == [None, "fetch_error", "file_not_found"]
+    counts = result.counts
+    assert (counts["in"], counts["accepted"], counts["rejected"]) == (3, 1, 2)
+    # SourceReader's own read error: /proc/self/mem is a regular file whose read fails (EIO), even for root
+    refs[1] = ImageRef("drop", "o1", 0, "/proc/self/mem", "x", t)
+    result = take_in(refs, SourceReader(), LocalStore(tmp_path / "store"))
+    assert [r["reason"] for r in result.refs] == [None, "file_unreadable", "file_not_found"]
+
+
+@pytest.mark.parametrize("dtype,key,mode", [(np.uint8, 100, "L"), (np.uint16, 30000, "I;16")])
+def test_a_grey_png_colour_key_is_white(dtype, key, mode):
+    arr = np.full((60, 80), key, dtype)
+    arr[20:40, 20:40] = 5
+    b = io.BytesIO()
+    Image.fromarray(arr).save(b, "PNG", transparency=key)
+    dec = decode(b.getvalue())
+    rgb = np.asarray(dec.rgb)
+    assert "had_alpha" in dec.flags and (rgb[0, 0] == 255).all(), "the keyed grey is transparent: white"
+    assert (rgb[30, 30] < 10).all(), "the other pixels keep their grey"
