@@ -311,3 +311,12 @@ def test_a_mistyped_model_without_torch_is_named_as_not_in_the_registry(monkeypa
     reason = availability.unavailable_reason(availability.ModelEntry.of("marqo-fashionsiglip"))
     assert reason.startswith("'marqo-fashionsiglip' is not in the model registry"), reason
     assert "needs torch" in reason
+
+
+def test_info_shows_the_distractor_gallery_as_a_gallery_without_queries(store, capsys):
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V3, range(0, 4))), store, {})
+    assert main(["info", V3, "--store", str(store.root)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("noise"))
+    assert row.split()[:3] == ["noise", "-", "5"] and "in every subset's gallery" in row

@@ -107,6 +107,8 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
     rows per subset and role, the files' total size, label sources, what changed since the previous version.
     ``present``: the file keys a pulled folder holds; subsets whose files are not all there are marked
     ``not pulled``."""
+    from ..releases.reader import NOISE
+
     files = {**m.get("files", {}), **m.get("metadata_files", {})}
     w = m.get("window") if isinstance(m.get("window"), dict) else {}
     lines = [f"{m.get('name', 'LookBench')} {m.get('version')}  window {w.get('start', '?')} to {w.get('end', '?')} "
@@ -122,8 +124,10 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
         lines.append(f"\n{'subset'.ljust(width)}  {'query':>7}  {'gallery':>7}")
         for sub, roles in subsets.items():
             absent = present is not None and any(f"{sub}/{r}.parquet" not in present for r in roles)
-            lines.append(f"{sub.ljust(width)}  {roles.get('query', 0):>7}  {roles.get('gallery', 0):>7}"
-                         + ("  not pulled" if absent else ""))
+            q = roles.get("query", "-" if sub == NOISE else 0)  # the distractor gallery has no queries
+            lines.append(f"{sub.ljust(width)}  {q:>7}  {roles.get('gallery', 0):>7}"
+                         + ("  not pulled" if absent else "")
+                         + ("  (distractors, in every subset's gallery)" if sub == NOISE else ""))
     total = sum(int(v.get("bytes") or 0) for v in files.values())
     lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
     c = m.get("counts") if isinstance(m.get("counts"), dict) else {}

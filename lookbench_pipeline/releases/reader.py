@@ -167,7 +167,8 @@ def resolve_version(store: ObjectStore, version: str) -> str:
     """
     if version == "latest":
         if not store.exists(LATEST_KEY):
-            raise StoreError(f"{store.url} has no releases/latest (`lookbench releases` lists its versions)")
+            raise StoreError(f"{store.url} has no releases/latest: name a version (vYYYYMMDD; `lookbench releases` "
+                             "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
         version = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
     return check_version(version)
 
