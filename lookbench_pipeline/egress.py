@@ -2,13 +2,19 @@
 
 An allow-list, not a deny-list: a crawl connects only to globally routable addresses (``ipaddress``'s
 ``is_global``: not loopback, private, link-local, shared address space 100.64.0.0/10, benchmarking, reserved,
-multicast or unspecified; an IPv4-mapped IPv6 address is judged as its IPv4 address), on an allowed port (80 and
+multicast or unspecified; IPv6 site-local fec0::/10 and the reserved ::/8, which holds the deprecated
+IPv4-compatible ``::a.b.c.d``, are refused too, since Python 3.11's ``is_global`` passes them). An IPv6 address that
+carries an IPv4 address a gateway forwards to is judged by that IPv4 address as well: IPv4-mapped ``::ffff:a.b.c.d``,
+the NAT64 well-known prefix 64:ff9b::/96 (RFC 6052; ``64:ff9b::a9fe:a9fe`` reaches 169.254.169.254 through a
+NAT64 gateway), 6to4 2002::/16 (RFC 3056); the local-use NAT64 prefix 64:ff9b:1::/48 (RFC 8215) is refused
+whole. Connections go on an allowed port (80 and
 443 unless the site config names others), plus the exact ``host:port`` pairs a config allows for a named test or
 demo host (the demo shop and the replay server on ``127.0.0.1:<their port>``). A name that does not resolve is
 refused. The check is made on the address the connection will use (``lookbench_crawlers.resolver``), so a name
 that resolves to another address later (DNS rebinding) cannot slip past a check made earlier.
 
-Sources: RFC 6890 (special-purpose address registries), RFC 6598 (100.64.0.0/10), the cloud metadata services at
+Sources: RFC 6890 (special-purpose address registries), RFC 6052 / 8215 (NAT64 prefixes), RFC 3056 (6to4),
+RFC 3879 (site-local deprecated), RFC 6598 (100.64.0.0/10), the cloud metadata services at
 169.254.169.254 and 100.100.100.200 that a server-side request must never reach (OWASP, "Server Side Request
 Forgery Prevention Cheat Sheet").
 """
@@ -24,6 +30,37 @@ DEFAULT_PORTS = frozenset({80, 443})
 NOT_GLOBAL = "address_not_global"
 PORT_NOT_ALLOWED = "port_not_allowed"
 UNRESOLVABLE = "name_not_resolved"
+
+_NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
+_NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
+
+
+def reached_address(addr: ipaddress.IPv4Address | ipaddress.IPv6Address
+                    ) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """The address a connection to ``addr`` ends at when a gateway translates it: the IPv4 address of an
+    IPv4-mapped (``::ffff:a.b.c.d``) or NAT64 well-known-prefix (``64:ff9b::a.b.c.d``, RFC 6052) address, else
+    ``addr``."""
+    if addr.version == 6:
+        if addr.ipv4_mapped is not None:
+            return addr.ipv4_mapped
+        if addr in _NAT64_WELL_KNOWN:
+            return ipaddress.IPv4Address(int(addr) & 0xFFFF_FFFF)
+    return addr
+
+
+def is_routable(addr: ipaddress.IPv4Address | ipaddress.IPv6Address) -> bool:
+    """True when ``addr`` (after :func:`reached_address`) is globally routable and unicast: ``is_global``, not
+    multicast, not reserved, not IPv6 site-local, not in the local-use NAT64 prefix, and for a 6to4 address its
+    embedded IPv4 address routable too."""
+    addr = reached_address(addr)
+    if not addr.is_global or addr.is_multicast or addr.is_reserved:
+        return False
+    if addr.version == 6:
+        if addr.is_site_local or addr in _NAT64_LOCAL_USE:
+            return False
+        if addr.sixtofour is not None and not is_routable(addr.sixtofour):
+            return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -55,19 +92,23 @@ class EgressPolicy:
             addr = ipaddress.ip_address(ip.strip("[]"))
         except ValueError:
             return NOT_GLOBAL
-        mapped = getattr(addr, "ipv4_mapped", None)
-        if mapped is not None:
-            addr = mapped
-        key = str(addr)
+        key = str(reached_address(addr))
         if (key, None) in self.allowed or (key, port) in self.allowed:
             return None
         if port is None and any(a == key for a, _ in self.allowed):
             return None
-        if not addr.is_global or addr.is_multicast:
+        if not is_routable(addr):
             return NOT_GLOBAL
         if port is not None and port not in self.ports:
             return PORT_NOT_ALLOWED
         return None
+
+    def routable(self, ip: str) -> bool:
+        """:func:`is_routable` of an address string (False for anything that is not an IP address)."""
+        try:
+            return is_routable(ipaddress.ip_address(ip.strip("[]")))
+        except ValueError:
+            return False
 
     def port_refusal(self, port: int) -> str | None:
         """``port_not_allowed`` unless ``port`` is one of ``ports`` or of an ``allowed`` pair (a named test host on

@@ -57,10 +57,12 @@ def _unit(vecs: np.ndarray, what: Callable[[int], str]) -> np.ndarray:
     vecs = np.asarray(vecs)
     if vecs.ndim != 2 or not np.issubdtype(vecs.dtype, np.number) or np.issubdtype(vecs.dtype, np.complexfloating):
         raise EmbeddingsError(f"embeddings must be a real (n, d) array, got shape {vecs.shape} dtype {vecs.dtype}")
-    vecs = vecs.astype(np.float32, copy=False)
+    with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: refused below, by row
+        vecs = vecs.astype(np.float32, copy=False)
     finite = np.isfinite(vecs).all(axis=1)
     if not finite.all():
-        raise EmbeddingsError(f"{what(int(np.argmin(finite)))}: the vector has a NaN or infinite value")
+        raise EmbeddingsError(f"{what(int(np.argmin(finite)))}: the vector has a NaN or infinite value (or one "
+                              "beyond float32's range, about ±3.4e38)")
     norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
     if (norms == 0).any():
         raise EmbeddingsError(f"{what(int(np.argmin(norms)))}: the vector is all zeros (no direction to compare)")
@@ -299,7 +301,7 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
     Returns:
         The :class:`lookbench_pipeline.evaluate.Evaluation`: ``.scores`` is the SCORES table (one row per model,
         subset incl. ``overall``, metric; ``value`` with its bootstrap interval ``ci_low`` / ``ci_high``;
-        ``.scores.to_pandas()`` for a DataFrame); :func:`site_benchmark` turns it into ``benchmark.json``.
+        ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into ``benchmark.json``.
     Raises:
         ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff.
         EmbeddingsError: embeddings that cannot be scored.

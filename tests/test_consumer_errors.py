@@ -69,7 +69,7 @@ def test_a_destination_that_is_a_file_and_a_mistyped_store_are_errors(store, tmp
 def test_releases_lists_only_versions_with_a_readable_manifest(store, capsys):
     store.put_bytes("releases/notaversion/manifest.json", store.get_bytes(f"releases/{V1}/manifest.json"))
     store.put_bytes("releases/v20260401/manifest.json", b"\x00garbage")
-    assert main(["releases", "--store", str(store.root)]) == 0
+    assert main(["releases", "--store", str(store.root)]) == 1  # the readable ones listed, the exit status says
     out, err = capsys.readouterr()
     assert out.split() == [V1, V2]
     assert "v20260401 is left out" in err and "not JSON" in err and "notaversion" not in out + err
@@ -214,3 +214,109 @@ def test_unknown_environment_variables_and_fields_get_a_did_you_mean(tmp_path, m
     monkeypatch.setenv("LOOKBENCH_IMAGES__MIN_SIDE_PX", "many")
     with pytest.raises(ConfigError, match="environment variable LOOKBENCH_IMAGES__MIN_SIDE_PX='many'"):
         load_config(cfg)
+
+
+# --- a researcher's pulled subset, hostile manifests, exit codes (audit of 2026-12-05) ---------------------------
+
+V3 = "v20261101"
+
+
+def test_a_subset_pull_brings_the_distractor_gallery_and_scores_what_was_pulled(store, tmp_path, capsys, caplog):
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V3, range(0, 6))), store, {})
+    dest = tmp_path / "pulled"
+    assert main(["pull", V3, "--subset", "real_studio_flat", "--store", str(store.root), "--dest", str(dest),
+                 "--quiet"]) == 0
+    folder = dest / V3
+    assert (folder / "noise" / "gallery.parquet").is_file(), "every subset's gallery includes the distractors"
+    assert not (folder / "real_streetlook").exists()
+    capsys.readouterr()
+    assert main(["info", str(folder)]) == 0
+    rows = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line[:1].islower()}
+    assert rows["real_streetlook"].endswith("not pulled") and not rows["real_studio_flat"].endswith("not pulled")
+
+    base = ["--model", "baseline/hsv-hog-v1", "--quiet", "--cache", str(tmp_path / "c")]
+    with caplog.at_level(logging.WARNING, logger="lookbench_pipeline"):
+        assert main(["evaluate", str(folder), *base]) == 0
+    out = capsys.readouterr().out
+    assert "real_studio_flat" in out and "real_streetlook" not in out
+    assert "not pulled: real_streetlook" in caplog.text
+    # a subset asked for that was not pulled: the command that brings it
+    assert main(["evaluate", str(folder), "--subset", "real_streetlook", *base]) == 1
+    assert f"lookbench pull {V3} --subset real_streetlook --dest DIR" in capsys.readouterr().err
+    # a folder without the distractor gallery (pulled by an older version): scoring it would be easier than the
+    # release is, so it is refused with the fix
+    (folder / "noise" / "gallery.parquet").unlink()
+    assert main(["evaluate", str(folder), *base]) == 1
+    assert "noise" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("edit, match", [
+    (lambda m: m["files"].update({"real_studio_flat/query.parquet/x.jpg": m["files"]["real_studio_flat/query.parquet"]}),
+     "both as a file and as the folder"),
+    (lambda m: m["files"].update({"a/" + "n" * 300: m["files"]["real_studio_flat/query.parquet"]}),
+     "bytes long \\(at most 255\\)"),
+    (lambda m: m["files"].update({"/".join(["d"] * 600): m["files"]["real_studio_flat/query.parquet"]}),
+     "characters \\(at most 1024\\)"),
+    (lambda m: m["metadata_files"].update({"manifest.json.part": m["files"]["real_studio_flat/query.parquet"]}),
+     "'.part' names the files a pull is still downloading"),
+    (lambda m: m["files"].pop("real_streetlook/gallery.parquet"),
+     "real_streetlook/query.parquet without real_streetlook/gallery.parquet"),
+])
+def test_a_manifest_a_pull_could_not_write_as_named_is_refused_before_anything_is_written(store, tmp_path, edit,
+                                                                                          match):
+    _edit_manifest(store, V2, edit)
+    with pytest.raises(ReleaseIntegrityError, match=match):
+        pull(store, V2, tmp_path / "d", progress=False)
+    assert not _files(tmp_path / "d")
+
+
+def test_a_manifest_nested_too_deeply_is_an_integrity_error(store, tmp_path, capsys):
+    store.put_bytes(f"releases/{V2}/manifest.json", b"[" * 200_000)
+    with pytest.raises(ReleaseIntegrityError, match="nests too deeply"):
+        pull(store, V2, tmp_path / "d", progress=False)
+    assert main(["info", V2, "--store", str(store.root)]) == 1
+    assert "nests too deeply" in capsys.readouterr().err
+
+
+def test_the_look_bench_link_is_not_made_through_a_planted_link(store, tmp_path, capsys):
+    outside, dest = tmp_path / "outside", tmp_path / "dest"
+    outside.mkdir()
+    dest.mkdir()
+    (dest / "srpone").symlink_to(outside, target_is_directory=True)
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(dest), "--quiet", "--look-bench"]) == 1
+    assert "symbolic link" in capsys.readouterr().err
+    assert not list(outside.iterdir()), "no link was made outside the destination"
+
+
+def test_evaluate_usage_errors_exit_2(store, tmp_path, capsys):
+    base = ["--store", str(store.root), "--quiet", "--release", V2]
+    assert main(["evaluate", *base, "--cutoff", ""]) == 2
+    assert "--cutoff must be a date" in capsys.readouterr().err
+    assert main(["evaluate", *base, "--embeddings", str(tmp_path / "vecs.npy")]) == 2
+    assert "--ids FILE gives their sample_ids" in capsys.readouterr().err
+    assert main(["evaluate", *base, "--embeddings", str(tmp_path / "a.parquet"), "--ids", str(tmp_path / "i")]) == 2
+    assert "--ids goes with exactly one .npy" in capsys.readouterr().err
+
+
+def test_a_mistyped_model_without_torch_is_named_as_not_in_the_registry(monkeypatch):
+    import importlib
+    import importlib.util
+
+    availability = importlib.import_module("lookbench_pipeline.evaluate.availability")
+    real = importlib.util.find_spec
+    monkeypatch.setattr(availability.importlib.util, "find_spec",
+                        lambda name, *a: None if name in ("torch", "transformers") else real(name, *a))
+    reason = availability.unavailable_reason(availability.ModelEntry.of("marqo-fashionsiglip"))
+    assert reason.startswith("'marqo-fashionsiglip' is not in the model registry"), reason
+    assert "needs torch" in reason
+
+
+def test_info_shows_the_distractor_gallery_as_a_gallery_without_queries(store, capsys):
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V3, range(0, 4))), store, {})
+    assert main(["info", V3, "--store", str(store.root)]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("noise"))
+    assert row.split()[:3] == ["noise", "-", "5"] and "in every subset's gallery" in row

@@ -33,6 +33,14 @@ sys.path.insert(0, str(ROOT / "crawlers"))
     ("198.18.0.1", 80, "address_not_global"),        # benchmarking range
     ("8.8.8.8", 6379, "port_not_allowed"), ("8.8.8.8", 443, None), ("2001:4860:4860::8888", 80, None),
     ("127.0.0.1", 8123, None), ("127.0.0.1", 8124, "address_not_global"),
+    # IPv6 forms that reach an IPv4 address through a gateway are judged by it; deprecated and local-use ranges
+    ("64:ff9b::a9fe:a9fe", 80, "address_not_global"),   # NAT64 (RFC 6052) to 169.254.169.254
+    ("64:ff9b::7f00:1", 80, "address_not_global"), ("64:ff9b::808:808", 443, None),  # ... and to 8.8.8.8
+    ("64:ff9b:1::808:808", 443, "address_not_global"),  # local-use NAT64 (RFC 8215)
+    ("2002:a9fe:a9fe::1", 80, "address_not_global"), ("2002:808:808::1", 443, None),  # 6to4 (RFC 3056)
+    ("::a9fe:a9fe", 80, "address_not_global"), ("::808:808", 80, "address_not_global"),  # IPv4-compatible, ::/8
+    ("fec0::1", 443, "address_not_global"),            # site-local (RFC 3879)
+    ("64:ff9b::7f00:1", 8123, None),                   # the allowed pair, reached through NAT64
 ])
 def test_policy(ip, port, reason):
     policy = EgressPolicy.from_strings([80, 443], ["127.0.0.1:8123"])
@@ -196,3 +204,38 @@ def test_rendered_page_subresources_meet_the_egress_guard(tmp_path):
     assert "/steal.js" not in hits, "nothing was fetched through a name outside the site"
     stats = json.loads((tmp_path / "crawl" / "stats.json").read_text())
     assert stats["lookbench/render_refused/address_not_global"] == 3
+
+
+def test_an_allowed_pair_is_reached_only_through_the_names_the_configuration_gives_it(monkeypatch):
+    """DNS rebinding against an allow-listed loopback pair: a site's name that resolves to 127.0.0.1 is refused
+    (its port could be any allowed one, 80 included); localhost and a static host name reach the pair's port only."""
+    from types import SimpleNamespace
+
+    from scrapy import Request
+    from scrapy.resolver import CachingThreadedResolver
+    from scrapy.settings import Settings
+
+    from lookbench_crawlers.middlewares import AddressPolicyMiddleware, AddressRefused
+
+    r = _resolver({"demo.test": "127.0.0.1"})
+    r._parent_lookup = lambda n, t=(): defer.succeed("127.0.0.1")  # every other name rebinds to loopback
+    monkeypatch.setattr(CachingThreadedResolver, "getHostByName", lambda self, n, t=(): self._parent_lookup(n, t))
+    answers = {}
+    for name in ("demo.test", "localhost", "shop.example"):
+        d = r.getHostByName(name)
+        d.addBoth(lambda v, n=name: answers.__setitem__(n, getattr(v.value, "reason", None)
+                                                           if hasattr(v, "value") else v))
+    assert answers == {"demo.test": "127.0.0.1", "localhost": "127.0.0.1", "shop.example": "address_not_global"}
+
+    settings = Settings({"LOOKBENCH_EGRESS_ALLOW": ["127.0.0.1:8123"],
+                         "LOOKBENCH_STATIC_HOSTS": json.dumps({"demo.test": "127.0.0.1"})})
+    mw = AddressPolicyMiddleware(SimpleNamespace(settings=settings, spider=None))
+    spider = SimpleNamespace(address_policy=(set(), None), image_hosts=set())
+    for url, reason in (("http://demo.test:8123/p", None), ("http://localhost:8123/p", None),
+                        ("http://demo.test/p", "address_not_global"), ("http://localhost:80/", "address_not_global")):
+        if reason is None:
+            assert mw.process_request(Request(url), spider) is None
+        else:
+            with pytest.raises(AddressRefused) as exc:
+                mw.process_request(Request(url), spider)
+            assert exc.value.reason == reason, url

@@ -127,3 +127,16 @@ def test_benchmark_json_has_the_sites_shape(pulled, tmp_path):
     assert main(["evaluate", str(pulled["folder"]), "--model", BASELINE, "--quiet", "--report", str(report),
                  "--benchmark-json", str(tmp_path / "b.json"), "--cache", str(tmp_path / "c")]) == 0
     assert json.loads((tmp_path / "b.json").read_text()) == json.loads((report / "benchmark.json").read_text()) == doc
+
+
+def test_a_float64_beyond_float32s_range_is_refused_by_row_without_a_numpy_warning():
+    import warnings
+
+    from lookbench_pipeline.scoring import _unit
+
+    vecs = np.ones((3, 4), np.float64)
+    vecs[1, 2] = 1e300
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(EmbeddingsError, match="row 1: the vector has a NaN or infinite value .*float32's range"):
+            _unit(vecs, lambda i: f"row {i}")

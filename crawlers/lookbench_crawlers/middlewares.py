@@ -4,8 +4,8 @@ from urllib.parse import urlsplit
 
 from scrapy.exceptions import IgnoreRequest
 
-from lookbench_crawlers.resolver import policy_from_settings
-from lookbench_pipeline.egress import EgressPolicy, is_ip
+from lookbench_crawlers.resolver import policy_from_settings, static_hosts_from_settings
+from lookbench_pipeline.egress import UNRESOLVABLE, EgressPolicy, is_ip
 
 
 REFUSALS = {"host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"}
@@ -43,6 +43,7 @@ class AddressPolicyMiddleware:
     def __init__(self, crawler=None):
         self.crawler = crawler
         self.policy = policy_from_settings(crawler.settings) if crawler is not None else EgressPolicy()
+        self.static_hosts = static_hosts_from_settings(crawler.settings) if crawler is not None else {}
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -66,8 +67,16 @@ class AddressPolicyMiddleware:
             port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
         except ValueError:
             raise AddressRefused("port_not_allowed", request.url) from None
+        static = self.static_hosts
         if is_ip(host):
             reason = self.policy.refusal(host, port)
+        elif host == "localhost" or host in static:
+            # names the configuration gives an address: that address with this port (the resolver lets an
+            # allowed pair's address through for these names only, so the pair's port is checked here)
+            ips = [static[host]] if host in static else ["127.0.0.1", "::1"]
+            reasons = [self.policy.refusal(ip, port) for ip in ips if ip]
+            reason = self.policy.port_refusal(port) or (
+                None if None in reasons else (reasons[0] if reasons else UNRESOLVABLE))
         else:
             reason = self.policy.port_refusal(port) if port is not None else None
         if reason:

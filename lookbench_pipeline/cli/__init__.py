@@ -1,6 +1,6 @@
 """The ``lookbench`` command line.
 
-Consumers (the base install, ``pip install lookbench-pipeline``):
+Consumers (the base install, ``pip install <checkout>`` with no extras):
 
     lookbench releases [--store URL] [--config F]
                                            list published versions

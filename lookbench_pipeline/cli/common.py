@@ -20,7 +20,7 @@ BUILD_MODULES = {"dagster": "dagster", "scrapy": "scrapy", "extruct": "extruct",
 
 def need_build_stack(command: str, modules: tuple[str, ...] = tuple(BUILD_MODULES)) -> None:
     """Raise UsageError naming the extra to install when a build command runs in the consumer install (the base
-    ``pip install lookbench-pipeline``: releases, info, pull, evaluate only)."""
+    ``pip install <checkout>``, no extras: releases, info, pull, evaluate only)."""
     missing = [BUILD_MODULES.get(m, m) for m in modules if importlib.util.find_spec(m) is None]
     if missing:
         raise UsageError(f"`lookbench {command}` builds releases and needs the build stack, which this install "

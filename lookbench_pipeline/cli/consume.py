@@ -59,25 +59,35 @@ def cmd_releases(args: argparse.Namespace) -> int:
     versions = list_releases(store)
     if not versions:
         print(f"no releases in {store.url}")
+    left_out = 0
     for v in versions:
         try:
             read_manifest(store, v)
         except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
             print(f"warning: {v} is left out: {exc}", file=sys.stderr)
+            left_out += 1
             continue
         print(v)
-    return 0
+    if left_out:
+        print(f"error: {left_out} of {len(versions)} versions in {store.url} have a manifest that cannot be read "
+              "(above)", file=sys.stderr)
+    return EXIT_ERROR if left_out else EXIT_OK
 
 
 def cmd_info(args: argparse.Namespace) -> int:
     from ..releases.reader import read_manifest
+
+    from ..releases.reader import release_prefix
+    from ..store import ReleaseFolder
 
     store, version = _release_source(args, args.version)
     m = read_manifest(store, version)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
-        print(format_manifest(m))
+        prefix = f"{release_prefix(version)}/"
+        here = {k[len(prefix):] for k in store.list(prefix)} if isinstance(store, ReleaseFolder) else None
+        print(format_manifest(m, here))
     return 0
 
 
@@ -92,9 +102,13 @@ def _count(v: object) -> int:
     return 0
 
 
-def format_manifest(m: dict) -> str:
+def format_manifest(m: dict, present: set[str] | None = None) -> str:
     """A release manifest (checked by ``release.check_manifest``) as a person reads it: version, window, build,
-    rows per subset and role, the files' total size, label sources, what changed since the previous version."""
+    rows per subset and role, the files' total size, label sources, what changed since the previous version.
+    ``present``: the file keys a pulled folder holds; subsets whose files are not all there are marked
+    ``not pulled``."""
+    from ..releases.reader import NOISE
+
     files = {**m.get("files", {}), **m.get("metadata_files", {})}
     w = m.get("window") if isinstance(m.get("window"), dict) else {}
     lines = [f"{m.get('name', 'LookBench')} {m.get('version')}  window {w.get('start', '?')} to {w.get('end', '?')} "
@@ -109,7 +123,11 @@ def format_manifest(m: dict) -> str:
         width = max(len(s) for s in subsets)
         lines.append(f"\n{'subset'.ljust(width)}  {'query':>7}  {'gallery':>7}")
         for sub, roles in subsets.items():
-            lines.append(f"{sub.ljust(width)}  {roles.get('query', 0):>7}  {roles.get('gallery', 0):>7}")
+            absent = present is not None and any(f"{sub}/{r}.parquet" not in present for r in roles)
+            q = roles.get("query", "-" if sub == NOISE else 0)  # the distractor gallery has no queries
+            lines.append(f"{sub.ljust(width)}  {q:>7}  {roles.get('gallery', 0):>7}"
+                         + ("  not pulled" if absent else "")
+                         + ("  (distractors, in every subset's gallery)" if sub == NOISE else ""))
     total = sum(int(v.get("bytes") or 0) for v in files.values())
     lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
     c = m.get("counts") if isinstance(m.get("counts"), dict) else {}
@@ -144,8 +162,12 @@ def cmd_pull(args: argparse.Namespace) -> int:
     if args.look_bench:
         # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
         # that name (relative to the working directory) before the Hub.
-        link = Path(args.dest) / "srpone" / "look-bench"
-        link.parent.mkdir(parents=True, exist_ok=True)
+        from ..safepath import resolve_inside
+
+        # a symbolic link planted at DEST/srpone would put ours outside DEST: refused (UnsafePathError)
+        parent = resolve_inside(Path(args.dest), "srpone")
+        parent.mkdir(exist_ok=True)
+        link = resolve_inside(Path(args.dest), "srpone") / "look-bench"
         if link.is_symlink() or link.exists():
             if not link.is_symlink():
                 raise ValueError(f"{link} exists and is not a link; move it away first")
@@ -196,7 +218,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
                          "(--release vYYYYMMDD|latest)")
     for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", args.training_cutoff)):
-        if value and not (flag == "--cutoff" and value == "model"):
+        if value is not None and not (flag == "--cutoff" and value == "model"):
             try:
                 date.fromisoformat(value)
             except ValueError as exc:
@@ -204,6 +226,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                                  f"got {value!r}") from exc
     if args.ids and not args.embeddings:
         raise UsageError("--ids goes with --embeddings FILE.npy")
+    npy = [e for e in args.embeddings or [] if Path(e).suffix.lower() == ".npy"]
+    if npy and not args.ids:
+        raise UsageError(f"{npy[0]}: a .npy file holds vectors only; --ids FILE gives their sample_ids, one per line "
+                         "in row order (or write Parquet / .npz with the ids inside)")
+    if args.ids and (len(args.embeddings or []) != 1 or not npy):
+        raise UsageError("--ids goes with exactly one .npy embeddings file")
     if (args.name or args.training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):

@@ -168,10 +168,17 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
     reasons = []
     if entry.needs_cuda and not (cuda if cuda is not None else _cuda_available()):
         reasons.append("needs CUDA (no GPU on this machine)")
+    # a bare name that is no registry entry, no local path and no backend prefix is read as a Hugging Face id: most
+    # often a mistyped registry name, which is what to say first (before any missing package)
+    unregistered = (spec.backend == "transformers" and ":" not in entry.model_id and not _exists(entry.model_id)
+                    and entry.model_id not in load_registry())
+    hint = (f"{entry.model_id!r} is not in the model registry (lookbench_pipeline/data/models.yaml)"
+            f"{did_you_mean_model(entry.model_id)}, so it was read as a Hugging Face model id; other forms: "
+            "open_clip:<arch>/<tag>, timm:<name>, transformers:<id or folder>, a local folder")
     missing = [m for m in ("torch", BACKEND_MODULES[spec.backend]) if importlib.util.find_spec(m) is None]
     if missing:
         reasons.append(f"needs {' and '.join(missing)} (pip install 'lookbench-pipeline[models]')")
-        return "; ".join(reasons)
+        return "; ".join([hint, *reasons] if unregistered else reasons)
     if spec.backend == "efficientnet_lite":
         why = _efficientnet_weights(spec)
         if why:
@@ -187,11 +194,8 @@ def unavailable_reason(entry: ModelEntry, cuda: bool | None = None) -> str | Non
             ok = _exists(spec.architecture) or _hf_cached(spec.architecture, ["config.json"])
     if not ok:
         why = "weights not available offline (not in the local Hugging Face / open_clip cache)"
-        if spec.backend == "transformers" and not entry.model_id.startswith("transformers:") \
-                and not _exists(entry.model_id) and entry.model_id not in load_registry():
-            why += (f"; {entry.model_id!r} is not in the model registry (lookbench_pipeline/data/models.yaml)"
-                    f"{did_you_mean_model(entry.model_id)}, so it was read as a Hugging Face model id; other forms: "
-                    "open_clip:<arch>/<tag>, timm:<name>, transformers:<id or folder>, a local folder")
+        if unregistered:
+            why += f"; {hint}"
         reasons.append(why)
     return "; ".join(reasons) or None
 

@@ -22,7 +22,7 @@ from .. import schemas
 from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
-from ..releases.reader import SUBSETS, choose_subsets, read_manifest
+from ..releases.reader import NOISE, SUBSETS, choose_subsets, read_manifest, release_prefix
 from ..store import ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -32,7 +32,6 @@ from .subset import _after, _fine, _noise_hits_top, _thumb, contamination_flags,
 log = logging.getLogger(__name__)
 
 DEFAULT_KS = (1, 5, 10, 20)
-NOISE = "noise"  # a release's distractor gallery (noise/gallery.parquet), added to every subset's gallery
 
 
 # ---------------------------------------------------------------------------------------------------------------
@@ -301,6 +300,34 @@ def _add_legacy_rows(run: _Run, src: Any, data_dir: Path | None) -> None:
                              "n_queries": res["queries"], "cutoff": None, **_model_columns(emb.info())})
 
 
+def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: list[str], asked: bool) -> list[str]:
+    """On a pulled release folder (``lookbench pull --subset`` brings some subsets): the ``subsets`` whose files are
+    there. Subsets not pulled are left out with a warning when none were asked for; ``FileNotFoundError`` names the
+    command that pulls a missing file otherwise (an asked-for subset, the distractor gallery). Other stores hold
+    every file the manifest names: ``subsets`` unchanged."""
+    from ..store import ReleaseFolder
+
+    if not isinstance(store, ReleaseFolder):
+        return subsets
+    prefix = release_prefix(version)
+    present = [s for s in subsets
+               if all(store.exists(f"{prefix}/{s}/{r}.parquet") for r in ("query", "gallery"))]
+    missing = [s for s in subsets if s not in present]
+    noise_key = f"{NOISE}/gallery.parquet"
+    if noise_key in manifest["files"] and not store.exists(f"{prefix}/{noise_key}"):
+        missing.append(NOISE)
+    if missing and (asked or NOISE in missing or not present):
+        raise FileNotFoundError(f"{store.url} lacks {', '.join(missing)} of {version}: `lookbench pull {version} "
+                                + "".join(f"--subset {s} " for s in missing if s != NOISE)
+                                + "--dest DIR` brings " + ("them" if len(missing) > 1 else "it")
+                                + (" (and the distractor gallery noise/, which every subset's gallery includes)"
+                                   if NOISE in missing else ""))
+    if missing:
+        log.warning("%s: scoring the pulled subsets %s; not pulled: %s", version, ", ".join(present),
+                    ", ".join(missing))
+    return present
+
+
 def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = (), cache_dir: Path | None = None,
                    ks: Sequence[int] = DEFAULT_KS, cutoff: date | str | None = None, registry: bool = False,
                    legacy: Sequence[Any] = (), data_dir: Path | None = None,
@@ -337,11 +364,14 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         An :class:`Evaluation`.
     Raises:
         StoreError: the version is not published. ValueError: a bad cutoff or legacy source (a missing demo tree).
+        FileNotFoundError: a pulled release folder lacks an asked-for subset or the distractor gallery (on such a
+            folder, subsets that were not pulled are otherwise left out, with a warning).
     """
     ks, cutoff = _checked(ks, cutoff)
     manifest = read_manifest(store, version)
     have = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
     subsets = choose_subsets(have, list(subsets), version) if subsets else have
+    subsets = _pulled_subsets(store, version, manifest, subsets, asked=bool(subsets) and have != subsets)
     entries = {e.model_id: e for e in registry_entries()}
     wanted = list(dict.fromkeys([*model_ids, *(entries if registry else [])]))
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}

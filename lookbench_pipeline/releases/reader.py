@@ -31,6 +31,12 @@ STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
 SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
                "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
                "noise": ("distractor", "n/a")}
+NOISE = "noise"
+"""The release's distractor gallery (``noise/gallery.parquet``): added to every subset's gallery when scoring, so a
+pull of some subsets always brings it."""
+MAX_KEY_CHARS = 1024
+"""The longest file key a manifest may name, and each path segment at most 255 bytes (UTF-8; NAME_MAX on Linux,
+macOS and Windows file systems)."""
 
 LATEST_KEY = "releases/latest"
 """The key naming the newest published version (written after its manifest)."""
@@ -86,7 +92,8 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
     if both:
         raise ReleaseIntegrityError(f"{version}: manifest.json lists {sorted(both)[0]!r} both as a data file and "
                                     "as a metadata file")
-    for k, meta in all_files(m).items():
+    every = all_files(m)
+    for k, meta in every.items():
         if k == "manifest.json":
             raise UnsafePathError(f"{version}: the manifest lists manifest.json itself")
         try:
@@ -94,6 +101,7 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
         except UnsafePathError as exc:
             raise UnsafePathError(f"{version}: refused: the manifest names a file outside the release: "
                                   f"{exc}") from None
+        _check_writable_key(k, version)
 
         def whole(v: Any, hi: int | None = None) -> bool:
             return isinstance(v, int) and not isinstance(v, bool) and v >= 0 and (hi is None or v <= hi)
@@ -107,7 +115,33 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
              f"rows {meta.get('rows')!r:.40} is not a whole number")
         if bad:
             raise ReleaseIntegrityError(f"{version}/{k}: manifest entry refused: {bad}")
+    for k in every:  # a key that is also another key's folder cannot be written (``a`` and ``a/b``)
+        parts = k.split("/")
+        for i in range(1, len(parts)):
+            if "/".join(parts[:i]) in every:
+                raise ReleaseIntegrityError(f"{version}: manifest.json lists {'/'.join(parts[:i])!r} both as a file "
+                                            f"and as the folder of {k!r}")
+    for s in SUBSETS:  # a subset is scored on its query and gallery together: one without the other is no subset
+        roles = [r for r in ("query", "gallery") if f"{s}/{r}.parquet" in m["files"]]
+        if len(roles) == 1:
+            raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/{roles[0]}.parquet without "
+                                        f"{s}/{'gallery' if roles[0] == 'query' else 'query'}.parquet")
     return m
+
+
+def _check_writable_key(k: str, version: str) -> None:
+    """Refuse a key that a pull could not write as named, before anything is written: longer than
+    :data:`MAX_KEY_CHARS`, a segment over 255 bytes, or a name of pull's own (a ``.part`` download in progress)."""
+    if len(k) > MAX_KEY_CHARS:
+        raise ReleaseIntegrityError(f"{version}: manifest.json names a file key of {len(k)} characters "
+                                    f"(at most {MAX_KEY_CHARS})")
+    seg = max(k.split("/"), key=lambda x: len(x.encode("utf-8")))
+    if len(seg.encode("utf-8")) > 255:
+        raise ReleaseIntegrityError(f"{version}: manifest.json names a file whose name {seg[:40]!r}... is "
+                                    f"{len(seg.encode('utf-8'))} bytes long (at most 255)")
+    if k.endswith(".part"):
+        raise ReleaseIntegrityError(f"{version}: manifest.json names {k[:80]!r}: '.part' names the files a pull is "
+                                    "still downloading")
 
 
 def list_releases(store: ObjectStore) -> list[str]:
@@ -133,7 +167,8 @@ def resolve_version(store: ObjectStore, version: str) -> str:
     """
     if version == "latest":
         if not store.exists(LATEST_KEY):
-            raise StoreError(f"{store.url} has no releases/latest (`lookbench releases` lists its versions)")
+            raise StoreError(f"{store.url} has no releases/latest: name a version (vYYYYMMDD; `lookbench releases` "
+                             "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
         version = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
     return check_version(version)
 
@@ -190,6 +225,9 @@ def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = 
         m = json.loads(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not JSON ({exc})") from None
+    except RecursionError:
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} nests too deeply to be a "
+                                    "manifest") from None
     return raw, check_manifest(m, version, store.url)
 
 
@@ -299,7 +337,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     """Download a published release (or some of its subsets; ``version`` may be ``latest``) into
     ``dest/<version>/``, verifying every file's sha256 and size against the manifest before it is moved into
     place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
-    ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along.
+    ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along, and so does the distractor
+    gallery (``noise/``), which every subset's gallery includes when scoring.
 
     Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
@@ -333,8 +372,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                                   f"{out}: {exc}") from None
     data_keys = sorted(manifest["files"])
     if subsets:
-        subsets = choose_subsets(sorted({k.split("/")[0] for k in data_keys}), subsets, version)
-        data_keys = [k for k in data_keys if k.split("/")[0] in subsets]
+        subsets = choose_subsets(sorted({k.split("/")[0] for k in data_keys} - {NOISE}), subsets, version)
+        # the distractor gallery belongs to every subset's gallery: scoring a pulled subset needs it
+        data_keys = [k for k in data_keys if k.split("/")[0] in {*subsets, NOISE}]
     keys = data_keys + sorted(manifest.get("metadata_files", {}))
     need = sum(every[k]["bytes"] for k in keys)
     have_room = shutil.disk_usage(next(p for p in [out, *out.parents] if p.exists())).free

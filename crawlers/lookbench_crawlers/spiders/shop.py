@@ -55,12 +55,9 @@ class ShopSpider(scrapy.Spider):
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
         if spider.site.render_js:  # Chromium's own requests meet the egress policy too (render_guard)
-            import json
+            from lookbench_crawlers.resolver import policy_from_settings, static_hosts_from_settings
 
-            from lookbench_crawlers.resolver import policy_from_settings
-
-            static = crawler.settings.get("LOOKBENCH_STATIC_HOSTS") or {}
-            static = json.loads(static) if isinstance(static, str) and static.strip() else (static or {})
+            static = static_hosts_from_settings(crawler.settings)
             hosts = spider.address_policy[0] | spider.image_hosts | {h.lower() for h in spider.site.render_hosts}
             render_guard.install(crawler, hosts, policy_from_settings(crawler.settings), static)
         return spider
