@@ -376,8 +376,10 @@ def _pool_record(src: LegacySource, im: SourceImage, ann: CatalogTextAnnotator, 
         return label.reason, b"", {}
     try:
         data = im.read_bytes()
-    except OSError:
+    except FileNotFoundError:
         return "file_not_found", b"", {}
+    except OSError:  # no permission, an I/O error: the file is there but cannot be read
+        return "file_unreadable", b"", {}
     if not data:
         return "empty_file", b"", {}
     sha = hashlib.sha256(data).hexdigest()

@@ -318,3 +318,19 @@ def test_soft_negative_hit_rate_and_model_cutoff():
     assert hits["distractor@1"].tolist() == [0, 1, 1, 1] and hits["soft_negative@1"].tolist() == [0, 1, 0, 1]
     assert model_cutoff("srpone/gr-lite") == date(2026, 1, 20)
     assert model_cutoff("baseline/hsv-hog-v1") is None and model_cutoff("some/unknown-model") is None
+
+
+def test_a_pool_image_that_is_there_but_cannot_be_read_is_told_apart_from_a_missing_one(tmp_path):
+    from lookbench_pipeline.contamination import SourceImage
+    from lookbench_pipeline.negatives import _pool_record
+
+    src = LegacySource(name="f200k", kind="fashion200k", path=str(tmp_path))
+    ann = CatalogTextAnnotator(TAX)
+
+    def reason(path):
+        im = SourceImage(path=path, rel="a.jpg", item_id="1", description="white cotton blouse",
+                         categories=("top", "tops", "blouses"))
+        return _pool_record(src, im, ann, set(), set())[0]
+
+    assert reason(tmp_path / "gone.jpg") == "file_not_found"
+    assert reason(tmp_path) == "file_unreadable"  # a folder where a file should be: IsADirectoryError

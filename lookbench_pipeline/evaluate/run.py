@@ -370,8 +370,9 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     ks, cutoff = _checked(ks, cutoff)
     manifest = read_manifest(store, version)
     have = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
+    asked = bool(subsets)
     subsets = choose_subsets(have, list(subsets), version) if subsets else have
-    subsets = _pulled_subsets(store, version, manifest, subsets, asked=bool(subsets) and have != subsets)
+    subsets = _pulled_subsets(store, version, manifest, subsets, asked)
     entries = {e.model_id: e for e in registry_entries()}
     wanted = list(dict.fromkeys([*model_ids, *(entries if registry else [])]))
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
