@@ -244,7 +244,7 @@ def test_a_subset_pull_brings_the_distractor_gallery_and_scores_what_was_pulled(
     assert "not pulled: real_streetlook" in caplog.text
     # a subset asked for that was not pulled: the command that brings it
     assert main(["evaluate", str(folder), "--subset", "real_streetlook", *base]) == 1
-    assert f"lookbench pull {V3} --subset real_streetlook --dest DIR" in capsys.readouterr().err
+    assert f"lookbench pull {V3} --subset real_streetlook --store STORE --dest DIR" in capsys.readouterr().err
     # a folder without the distractor gallery (pulled by an older version): scoring it would be easier than the
     # release is, so it is refused with the fix
     (folder / "noise" / "gallery.parquet").unlink()
@@ -263,6 +263,10 @@ def test_a_subset_pull_brings_the_distractor_gallery_and_scores_what_was_pulled(
      "'.part' names the files a pull is still downloading"),
     (lambda m: m["files"].pop("real_streetlook/gallery.parquet"),
      "real_streetlook/query.parquet without real_streetlook/gallery.parquet"),
+    (lambda m: m["files"].update({"foo/query.parquet": m["files"]["real_studio_flat/query.parquet"]}),
+     "foo/query.parquet without foo/gallery.parquet"),  # a subset name this version does not know, too
+    (lambda m: m["files"].update({"Real_Studio_Flat/query.parquet": m["files"]["real_studio_flat/query.parquet"]}),
+     "differ only in case"),
 ])
 def test_a_manifest_a_pull_could_not_write_as_named_is_refused_before_anything_is_written(store, tmp_path, edit,
                                                                                           match):
@@ -280,6 +284,30 @@ def test_a_manifest_nested_too_deeply_is_an_integrity_error(store, tmp_path, cap
     assert "nests too deeply" in capsys.readouterr().err
 
 
+def test_a_subset_this_version_does_not_know_is_named_not_lost(store, tmp_path, capsys, caplog):
+    q, g = "real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet"
+    for role, key in (("query", q), ("gallery", g)):
+        store.put_bytes(f"releases/{V2}/foo/{role}.parquet", store.get_bytes(f"releases/{V2}/{key}"))
+    _edit_manifest(store, V2, lambda m: m["files"].update({"foo/query.parquet": m["files"][q],
+                                                          "foo/gallery.parquet": m["files"][g]}))
+    base = ["--store", str(store.root), "--quiet", "--release", V2, "--model", "baseline/hsv-hog-v1",
+            "--cache", str(tmp_path / "c")]
+    with caplog.at_level(logging.WARNING, logger="lookbench_pipeline"):
+        assert main(["evaluate", *base]) == 0
+    assert "not scored, subsets this version of lookbench_pipeline does not know: foo" in caplog.text
+    assert main(["evaluate", *base, "--subset", "foo"]) == 1
+    assert "does not know the subset foo" in capsys.readouterr().err
+
+
+def test_the_look_bench_link_is_checked_before_the_download(store, tmp_path, capsys):
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    (dest / "srpone").write_text("a file")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(dest), "--quiet", "--look-bench"]) == 2
+    assert "is not a folder: move it away, or pull without --look-bench" in capsys.readouterr().err
+    assert not (dest / V2).exists(), "nothing was downloaded"
+
+
 def test_the_look_bench_link_is_not_made_through_a_planted_link(store, tmp_path, capsys):
     outside, dest = tmp_path / "outside", tmp_path / "dest"
     outside.mkdir()
@@ -288,6 +316,7 @@ def test_the_look_bench_link_is_not_made_through_a_planted_link(store, tmp_path,
     assert main(["pull", V2, "--store", str(store.root), "--dest", str(dest), "--quiet", "--look-bench"]) == 1
     assert "symbolic link" in capsys.readouterr().err
     assert not list(outside.iterdir()), "no link was made outside the destination"
+    assert not (dest / V2).exists(), "refused before the download"
 
 
 def test_evaluate_usage_errors_exit_2(store, tmp_path, capsys):

@@ -42,8 +42,8 @@ def _release_source(args: argparse.Namespace, name: str):
         folder = ReleaseFolder(name)
         return folder, folder.version
     if "/" in name or os.sep in name or Path(name).is_dir():
-        raise UsageError(f"{name}: not a release folder (no manifest.json in it) and not a version (vYYYYMMDD or "
-                         "latest)")
+        raise UsageError(f"{name}: not a release folder (no manifest.json in it; a pull writes it last, so a pull "
+                         "that stopped left none: run it again) and not a version (vYYYYMMDD or latest)")
     store = consumer_store(args)
     # a version that is not published (or not a version name) is reported by read_manifest, with the published
     # versions and the closest one
@@ -156,26 +156,37 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     store = consumer_store(args)
     version = resolve_version(store, args.version)
+    if args.look_bench:
+        _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
     folder = Path(args.dest) / version
     print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
         # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
         # that name (relative to the working directory) before the Hub.
-        from ..safepath import resolve_inside
-
-        # a symbolic link planted at DEST/srpone would put ours outside DEST: refused (UnsafePathError)
-        parent = resolve_inside(Path(args.dest), "srpone")
-        parent.mkdir(exist_ok=True)
-        link = resolve_inside(Path(args.dest), "srpone") / "look-bench"
-        if link.is_symlink() or link.exists():
-            if not link.is_symlink():
-                raise ValueError(f"{link} exists and is not a link; move it away first")
+        _look_bench_link(Path(args.dest)).parent.mkdir(exist_ok=True)
+        link = _look_bench_link(Path(args.dest))  # again, once its folder exists
+        if link.is_symlink():
             link.unlink()
         link.symlink_to(Path("..") / version, target_is_directory=True)
         print(f"{link} -> {folder}: from {args.dest}, look_bench.utils.load_lookbench_dataset(\"<subset>\") "
               "loads this release")
     return 0
+
+
+def _look_bench_link(dest: Path) -> Path:
+    """``dest/srpone/look-bench``, the link ``pull --look-bench`` makes, once it is checked that it can be made
+    there. Raises UnsafePathError for a symbolic link at ``dest/srpone`` (ours would land outside ``dest``) and
+    UsageError for a file at ``dest/srpone`` or something other than a link at ``dest/srpone/look-bench``."""
+    from ..safepath import resolve_inside
+
+    parent = resolve_inside(dest, "srpone")
+    if parent.exists() and not parent.is_dir():
+        raise UsageError(f"{parent} exists and is not a folder: move it away, or pull without --look-bench")
+    link = parent / "look-bench"
+    if link.exists() and not link.is_symlink():
+        raise UsageError(f"{link} exists and is not a link: move it away, or pull without --look-bench")
+    return link
 
 
 def _user_cache() -> Path:

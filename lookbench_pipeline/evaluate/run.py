@@ -319,7 +319,8 @@ def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: l
     if missing and (asked or NOISE in missing or not present):
         raise FileNotFoundError(f"{store.url} lacks {', '.join(missing)} of {version}: `lookbench pull {version} "
                                 + "".join(f"--subset {s} " for s in missing if s != NOISE)
-                                + "--dest DIR` brings " + ("them" if len(missing) > 1 else "it")
+                                + "--store STORE --dest DIR` (the store it was pulled from) brings "
+                                + ("them" if len(missing) > 1 else "it")
                                 + (" (and the distractor gallery noise/, which every subset's gallery includes)"
                                    if NOISE in missing else ""))
     if missing:
@@ -371,6 +372,14 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     manifest = read_manifest(store, version)
     have = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
     asked = bool(subsets)
+    unknown = sorted({k.split("/")[0] for k in manifest["files"] if k.endswith("/query.parquet")} - set(SUBSETS))
+    named_unknown = [s for s in subsets or [] if s in unknown]
+    if named_unknown:
+        raise ValueError(f"{version}: this version of lookbench_pipeline does not know the subset "
+                         f"{', '.join(named_unknown)} (it knows {', '.join(SUBSETS)}); a newer version may score it")
+    if unknown and not asked:
+        log.warning("%s: not scored, subsets this version of lookbench_pipeline does not know: %s", version,
+                    ", ".join(unknown))
     subsets = choose_subsets(have, list(subsets), version) if subsets else have
     subsets = _pulled_subsets(store, version, manifest, subsets, asked)
     entries = {e.model_id: e for e in registry_entries()}

@@ -99,8 +99,8 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
         try:
             check_key(k)
         except UnsafePathError as exc:
-            raise UnsafePathError(f"{version}: refused: the manifest names a file outside the release: "
-                                  f"{exc}") from None
+            raise UnsafePathError(f"{version}: refused: the manifest names a file key that is not a plain relative "
+                                  f"path inside the release: {exc}") from None
         _check_writable_key(k, version)
 
         def whole(v: Any, hi: int | None = None) -> bool:
@@ -121,9 +121,18 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
             if "/".join(parts[:i]) in every:
                 raise ReleaseIntegrityError(f"{version}: manifest.json lists {'/'.join(parts[:i])!r} both as a file "
                                             f"and as the folder of {k!r}")
-    for s in SUBSETS:  # a subset is scored on its query and gallery together: one without the other is no subset
+    folded: dict[str, str] = {}
+    for k in every:  # on a case-insensitive disk (macOS, Windows) these would be one file
+        other = folded.setdefault(k.casefold(), k)
+        if other != k:
+            raise ReleaseIntegrityError(f"{version}: manifest.json lists {other!r} and {k!r}, which differ only in "
+                                        "case")
+    # a subset is scored on its query and gallery together: one without the other is no subset (the distractor
+    # gallery, noise/, has no queries)
+    for s in sorted({k.split("/")[0] for k in m["files"] if k.endswith(("/query.parquet", "/gallery.parquet"))
+                     and k.count("/") == 1}):
         roles = [r for r in ("query", "gallery") if f"{s}/{r}.parquet" in m["files"]]
-        if len(roles) == 1:
+        if len(roles) == 1 and not (s == NOISE and roles == ["gallery"]):
             raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/{roles[0]}.parquet without "
                                         f"{s}/{'gallery' if roles[0] == 'query' else 'query'}.parquet")
     return m
