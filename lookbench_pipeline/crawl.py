@@ -105,13 +105,15 @@ def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:
     import ipaddress
     from urllib.parse import urlsplit
 
+    from .egress import LOCALHOST_ADDRESSES
+
     out = list(site.allowed_addresses)
     if site.allow_private_addresses:
         for u in site.start_urls + site.sitemap_urls:
             parts = urlsplit(u.replace("{{BASE}}", base_url.rstrip("/")))
             host = (parts.hostname or "").lower()
             port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-            ips = ["127.0.0.1", "::1"] if host == "localhost" else [host]
+            ips = list(LOCALHOST_ADDRESSES) if host == "localhost" else [host]
             for ip in ips:
                 try:
                     addr = ipaddress.ip_address(ip)

@@ -31,6 +31,9 @@ NOT_GLOBAL = "address_not_global"
 PORT_NOT_ALLOWED = "port_not_allowed"
 UNRESOLVABLE = "name_not_resolved"
 
+LOCALHOST_ADDRESSES = ("127.0.0.1", "::1")
+"""What ``localhost`` resolves to (IPv4 and IPv6 loopback)."""
+
 _NAT64_WELL_KNOWN = ipaddress.ip_network("64:ff9b::/96")
 _NAT64_LOCAL_USE = ipaddress.ip_network("64:ff9b:1::/48")
 
@@ -116,6 +119,17 @@ class EgressPolicy:
         if port in self.ports or any(p == port for _, p in self.allowed):
             return None
         return PORT_NOT_ALLOWED
+
+
+def configured_addresses(name: str, static_hosts: dict[str, str]) -> list[str] | None:
+    """The addresses the configuration itself gives a host name: ``localhost``'s (:data:`LOCALHOST_ADDRESSES`) or a
+    ``LOOKBENCH_STATIC_HOSTS`` entry's (``static_hosts``, lower-case names; an empty entry: no address), else None
+    (the name is DNS's to answer). Only these names, and IP literals, may reach an allowed pair's address that is not
+    globally routable (``lookbench_crawlers.resolver``)."""
+    name = name.lower()
+    if name in static_hosts:
+        return [static_hosts[name]] if static_hosts[name] else []
+    return list(LOCALHOST_ADDRESSES) if name.rstrip(".") == "localhost" else None
 
 
 def split_host_port(netloc: str) -> tuple[str, int | None]:

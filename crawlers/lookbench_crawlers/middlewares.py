@@ -5,7 +5,7 @@ from urllib.parse import urlsplit
 from scrapy.exceptions import IgnoreRequest
 
 from lookbench_crawlers.resolver import policy_from_settings, static_hosts_from_settings
-from lookbench_pipeline.egress import UNRESOLVABLE, EgressPolicy, is_ip
+from lookbench_pipeline.egress import UNRESOLVABLE, EgressPolicy, configured_addresses, is_ip
 
 
 REFUSALS = {"host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"}
@@ -67,14 +67,13 @@ class AddressPolicyMiddleware:
             port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
         except ValueError:
             raise AddressRefused("port_not_allowed", request.url) from None
-        static = self.static_hosts
+        ips = None if is_ip(host) else configured_addresses(host, self.static_hosts)
         if is_ip(host):
             reason = self.policy.refusal(host, port)
-        elif host == "localhost" or host in static:
-            # names the configuration gives an address: that address with this port (the resolver lets an
+        elif ips is not None:
+            # a name the configuration gives an address: that address with this port (the resolver lets an
             # allowed pair's address through for these names only, so the pair's port is checked here)
-            ips = [static[host]] if host in static else ["127.0.0.1", "::1"]
-            reasons = [self.policy.refusal(ip, port) for ip in ips if ip]
+            reasons = [self.policy.refusal(ip, port) for ip in ips]
             reason = self.policy.port_refusal(port) or (
                 None if None in reasons else (reasons[0] if reasons else UNRESOLVABLE))
         else:

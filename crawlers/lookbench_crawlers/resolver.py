@@ -16,7 +16,7 @@ from scrapy.resolver import CachingThreadedResolver
 from twisted.internet import defer
 from twisted.internet.error import DNSLookupError
 
-from lookbench_pipeline.egress import NOT_GLOBAL, UNRESOLVABLE, EgressPolicy, is_ip
+from lookbench_pipeline.egress import NOT_GLOBAL, UNRESOLVABLE, EgressPolicy, configured_addresses, is_ip
 
 
 # name -> why the resolver refused it, for this crawl process: Twisted turns a resolver's failure into "no results
@@ -52,10 +52,10 @@ class GuardedResolver(CachingThreadedResolver):
     """Scrapy's caching threaded resolver, with each answer checked by ``EgressPolicy`` for the global-address
     rule (the port is checked by ``middlewares.AddressPolicyMiddleware``, which knows it). An address that is not
     globally routable but allowed by a ``LOOKBENCH_EGRESS_ALLOW`` pair (the demo or replay server on loopback) is
-    reached only as an IP literal or through names the configuration gives it, ``localhost`` and
-    ``LOOKBENCH_STATIC_HOSTS``, whose
-    port the middleware checks against the pair: a site's own name that resolves there (DNS rebinding) is refused
-    (``address_not_global``), since its port could be any allowed one."""
+    reached only as an IP literal or through names the configuration gives it (``egress.configured_addresses``:
+    ``localhost`` and ``LOOKBENCH_STATIC_HOSTS``), whose port the middleware checks against the pair: a site's own
+    name that resolves there (DNS rebinding) is refused (``address_not_global``), since its port could be any
+    allowed one."""
 
     def __init__(self, reactor, cache_size, timeout, policy: EgressPolicy | None = None,
                  static_hosts: dict[str, str] | None = None, replay: bool = False):
@@ -68,8 +68,8 @@ class GuardedResolver(CachingThreadedResolver):
     def from_crawler(cls, crawler, reactor):
         s = crawler.settings
         cache_size = s.getint("DNSCACHE_SIZE") if s.getbool("DNSCACHE_ENABLED") else 0
-        return cls(reactor, cache_size, s.getfloat("DNS_TIMEOUT"), policy_from_settings(s), static_hosts_from_settings(s),
-                   bool(s.getlist("LOOKBENCH_REPLAY_WARC")))
+        return cls(reactor, cache_size, s.getfloat("DNS_TIMEOUT"), policy_from_settings(s),
+                   static_hosts_from_settings(s), bool(s.getlist("LOOKBENCH_REPLAY_WARC")))
 
     def getHostByName(self, name, timeout=()):
         if self.replay:
@@ -84,7 +84,7 @@ class GuardedResolver(CachingThreadedResolver):
     def _check(self, name: str, ip: str) -> str:
         reason = self.policy.refusal(ip, None)  # the port is the middleware's check, which knows it
         if reason is None and not self.policy.routable(ip) and not (
-                is_ip(name) or name.lower().rstrip(".") == "localhost" or name.lower() in self.static_hosts):
+                is_ip(name) or configured_addresses(name, self.static_hosts) is not None):
             reason = NOT_GLOBAL  # an allowed pair's address, through a name the configuration did not give it
         if reason:
             raise AddressRefusedError(name, reason, ip)
