@@ -43,7 +43,7 @@ from .config import ImageConfig, LegacySource
 from .contamination import SourceImage, iter_source
 from .dedup import cluster, confirmed_by_colour, hex_to_u64, near_pairs_mih
 from .embed import Embedder, EmbeddingCache
-from .images import ImageRef, ImageRejected, decode, take_in
+from .images import ImageRef, ImageRejected, Reject, decode, take_in
 # noise_rows moved to the release build (its only user); importable from here for one release
 from .releases.build import noise_rows  # noqa: F401
 from .search import topk
@@ -377,9 +377,9 @@ def _pool_record(src: LegacySource, im: SourceImage, ann: CatalogTextAnnotator, 
     try:
         data = im.read_bytes()
     except FileNotFoundError:
-        return "file_not_found", b"", {}
+        return Reject.NOT_FOUND, b"", {}
     except OSError:  # no permission, an I/O error: the file is there but cannot be read
-        return "file_unreadable", b"", {}
+        return Reject.UNREADABLE, b"", {}
     if not data:
         return "empty_file", b"", {}
     sha = hashlib.sha256(data).hexdigest()
@@ -414,7 +414,7 @@ def _reread(sources: list[LegacySource], wanted: dict[str, int], max_pool: int |
 
 def _fetch(data: dict[str, bytes], key: str) -> bytes:
     if key not in data:
-        raise ImageRejected("file_not_found", key)
+        raise ImageRejected(Reject.NOT_FOUND, key)
     return data[key]
 
 

@@ -301,7 +301,8 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
     Returns:
         The :class:`lookbench_pipeline.evaluate.Evaluation`: ``.scores`` is the SCORES table (one row per model,
         subset incl. ``overall``, metric; ``value`` with its bootstrap interval ``ci_low`` / ``ci_high``;
-        ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into ``benchmark.json``.
+        ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into
+        ``benchmark.json``.
     Raises:
         ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff.
         EmbeddingsError: embeddings that cannot be scored.

@@ -75,9 +75,7 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ..releases.reader import read_manifest
-
-    from ..releases.reader import release_prefix
+    from ..releases.reader import read_manifest, release_prefix
     from ..store import ReleaseFolder
 
     store, version = _release_source(args, args.version)

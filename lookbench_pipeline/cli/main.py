@@ -54,7 +54,8 @@ def main(argv: list[str] | None = None) -> int:
     p.set_defaults(fn=cmd_info)
     p = sub.add_parser("pull", help="download a release with sha256 verification")
     p.add_argument("version", help="vYYYYMMDD, or latest")
-    p.add_argument("--subset", action="append", help="only this subset (repeatable); the distractor gallery noise/ always comes along")
+    p.add_argument("--subset", action="append",
+                   help="only this subset (repeatable); the distractor gallery noise/ always comes along")
     p.add_argument("--dest", default="lookbench-releases", help="folder to write into (default: %(default)s)")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     p.add_argument("--look-bench", action="store_true",

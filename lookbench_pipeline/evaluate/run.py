@@ -22,7 +22,7 @@ from .. import schemas
 from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
-from ..releases.reader import NOISE, SUBSETS, choose_subsets, read_manifest, release_prefix
+from ..releases.reader import NOISE, SUBSETS, choose_subsets, manifest_subsets, read_manifest, release_prefix
 from ..store import ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -370,9 +370,10 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     """
     ks, cutoff = _checked(ks, cutoff)
     manifest = read_manifest(store, version)
-    have = [s for s in SUBSETS if f"{s}/query.parquet" in manifest["files"]]
+    listed = manifest_subsets(manifest)
+    have = [s for s in SUBSETS if s in listed]
     asked = bool(subsets)
-    unknown = sorted({k.split("/")[0] for k in manifest["files"] if k.endswith("/query.parquet")} - set(SUBSETS))
+    unknown = [s for s in listed if s not in SUBSETS]
     named_unknown = [s for s in subsets or [] if s in unknown]
     if named_unknown:
         raise ValueError(f"{version}: this version of lookbench_pipeline does not know the subset "

@@ -54,7 +54,7 @@ from ..store import ObjectStore, derived_key
 from ..taxonomy import Taxonomy
 from ..windows import Window
 from .candidate import ReleaseTables
-from .reader import STREET_SUBSETS, SUBSET_TASK, SUBSETS
+from .reader import NOISE, STREET_SUBSETS, SUBSET_TASK, SUBSETS
 
 _SKIP: Any = object()
 """A step of the ladder the caller does not ask for."""
@@ -390,7 +390,7 @@ def build(
     if noise is not None and noise.num_rows and files:
         noise_rows, noise_counts = _noise_gallery(noise, lad.img, gallery + kept_queries, taxonomy)
         if noise_rows:
-            files[("noise", "gallery")] = _with_bytes(noise_rows, store, jpegs)
+            files[(NOISE, "gallery")] = _with_bytes(noise_rows, store, jpegs)
     reasons = Counter(r["reason"] for r in lad.rejected)
     counts = {
         "candidates": lad.candidates,
@@ -423,7 +423,7 @@ def _noise_gallery(noise: pa.Table, window_images: dict[str, dict], release_rows
     whose image is an image of the window, or whose item id is a release item id, is dropped (the mining stage
     already deduplicated; this is the last guard). Returns ``(rows, counts)`` with ``in = rows + dropped``."""
     release_items = {r["item_ID"] for r in release_rows}
-    t, difficulty = SUBSET_TASK["noise"]
+    t, difficulty = SUBSET_TASK[NOISE]
     rows, dropped = [], Counter()
     distinct = noise_rows(noise)
     for d in distinct:
@@ -441,7 +441,7 @@ def _noise_gallery(noise: pa.Table, window_images: dict[str, dict], release_rows
             "image": {"bytes": None, "path": f"{sha}.jpg"}, "item_ID": item, "category": d["distractor_category"],
             "main_attribute": main_s, "other_attributes": other_s, "task": t, "difficulty": difficulty,
             "sample_id": hashlib.sha1(f"gallery\x00noise\x00{item}\x00{sha}\x00None".encode()).hexdigest()[:16],
-            "subset": "noise", "role": "gallery", "attributes": d["distractor_attributes"],
+            "subset": NOISE, "role": "gallery", "attributes": d["distractor_attributes"],
             "annotator": d["distractor_annotator"], "image_sha256": sha, "width": d["width"], "height": d["height"],
             "look_id": None, "box": None, "site": f"legacy:{d['distractor_source']}",
             "source_url": d["distractor_path"], "crawled_at": None, "first_seen_at": None,

@@ -28,12 +28,12 @@ from ..store import ObjectStore, StoreError
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
-SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
-               "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
-               "noise": ("distractor", "n/a")}
 NOISE = "noise"
 """The release's distractor gallery (``noise/gallery.parquet``): added to every subset's gallery when scoring, so a
 pull of some subsets always brings it."""
+SUBSET_TASK = {"real_studio_flat": ("single-item", "easy"), "aigen_studio": ("single-item", "medium"),
+               "real_streetlook": ("multi-item", "hard"), "aigen_streetlook": ("multi-item", "hard"),
+               NOISE: ("distractor", "n/a")}
 MAX_KEY_CHARS = 1024
 """The longest file key a manifest may name, and each path segment at most 255 bytes (UTF-8; NAME_MAX on Linux,
 macOS and Windows file systems)."""
@@ -129,13 +129,21 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
                                         "case")
     # a subset is scored on its query and gallery together: one without the other is no subset (the distractor
     # gallery, noise/, has no queries)
-    for s in sorted({k.split("/")[0] for k in m["files"] if k.endswith(("/query.parquet", "/gallery.parquet"))
-                     and k.count("/") == 1}):
-        roles = [r for r in ("query", "gallery") if f"{s}/{r}.parquet" in m["files"]]
-        if len(roles) == 1 and not (s == NOISE and roles == ["gallery"]):
-            raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/{roles[0]}.parquet without "
-                                        f"{s}/{'gallery' if roles[0] == 'query' else 'query'}.parquet")
+    for s in manifest_subsets(m, role="gallery"):
+        if f"{s}/query.parquet" not in m["files"] and s != NOISE:
+            raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/gallery.parquet without "
+                                        f"{s}/query.parquet")
+    for s in manifest_subsets(m):
+        if f"{s}/gallery.parquet" not in m["files"]:
+            raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/query.parquet without "
+                                        f"{s}/gallery.parquet")
     return m
+
+
+def manifest_subsets(m: dict[str, Any], role: str = "query") -> list[str]:
+    """The subsets a manifest lists, sorted: the folders holding a ``<role>.parquet`` directly (``query``: the
+    scored subsets, names this version does not know included; ``gallery``: those and the distractor gallery)."""
+    return sorted({k.split("/")[0] for k in m["files"] if k.count("/") == 1 and k.endswith(f"/{role}.parquet")})
 
 
 def _check_writable_key(k: str, version: str) -> None:
@@ -381,7 +389,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                                   f"{out}: {exc}") from None
     data_keys = sorted(manifest["files"])
     if subsets:
-        subsets = choose_subsets(sorted({k.split("/")[0] for k in data_keys} - {NOISE}), subsets, version)
+        subsets = choose_subsets(manifest_subsets(manifest), subsets, version)
         # the distractor gallery belongs to every subset's gallery: scoring a pulled subset needs it
         data_keys = [k for k in data_keys if k.split("/")[0] in {*subsets, NOISE}]
     keys = data_keys + sorted(manifest.get("metadata_files", {}))
