@@ -126,6 +126,36 @@ def cutout_pairs(images: list[dict], split: int | None = None) -> list[tuple[int
     return [(int(i), int(j)) for i, j in cand if cutout_match(images[i], images[j])]
 
 
+def _join_groups(first: list[int], second: list[int], images: list[dict], uf: UnionFind, max_color_diff: float,
+                 max_foreground_delta_e: float) -> None:
+    """Join the members of two near hash groups whose colours agree (:func:`confirmed_by_colour`).
+
+    Gives the clusters that checking every pair of ``first`` x ``second`` gives: a pair already in one cluster is
+    skipped, which changes no cluster. The second group's members are kept by cluster, so a member of the first
+    costs one step per cluster of the second, not one per member, and two groups of thousands of copies of one
+    picture cost O(|first| + |second|) checks, not |first| x |second| (colour is not transitive, so members of one
+    cluster are still checked one by one until one agrees).
+    """
+    if len(first) == 1 and len(second) == 1:
+        i, j = first[0], second[0]
+        if uf.find(i) != uf.find(j) and confirmed_by_colour(images[i], images[j], max_color_diff,
+                                                             max_foreground_delta_e):
+            uf.union(i, j)
+        return
+    by_root: dict[int, list[int]] = {}
+    for j in second:
+        by_root.setdefault(uf.find(j), []).append(j)
+    for i in first:
+        for r in list(by_root):
+            ri = uf.find(i)
+            if r == ri or r not in by_root:
+                continue
+            if any(confirmed_by_colour(images[i], images[j], max_color_diff, max_foreground_delta_e)
+                   for j in by_root[r]):
+                uf.union(i, r)
+                by_root[uf.find(i)] = by_root.pop(r) + by_root.pop(ri, [])
+
+
 def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
             max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E, cutouts: bool = True) -> list[dict]:
     """Cluster accepted images (rows of the ``images`` table) into duplicate groups: pHash within ``threshold``
@@ -151,24 +181,17 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
         groups_by_hash[u].append(k)
     # Within a hash group every member is compared with one member of each colour-confirmed subgroup so far (the
     # colour check is not transitive: a red and a blue shirt share a hash, and so do their copies).
-    candidate_pairs = []
     for g in groups_by_hash:
         heads: list[int] = []
         for m in g:
             agree = [h for h in heads if confirmed_by_colour(images[h], images[m], max_color_diff,
                                                              max_foreground_delta_e)]
-            candidate_pairs += [(h, m) for h in agree]
+            for h in agree:
+                uf.union(h, m)
             if not agree:
                 heads.append(m)
-    pairs = near_pairs_mih(uniq, threshold)
-    for a, b, _ in pairs:
-        candidate_pairs += [(i, j) for i in groups_by_hash[a] for j in groups_by_hash[b]]
-    for i, j in candidate_pairs:
-        if uf.find(i) == uf.find(j):
-            continue
-        if not confirmed_by_colour(images[i], images[j], max_color_diff, max_foreground_delta_e):
-            continue
-        uf.union(int(i), int(j))
+    for a, b, _ in near_pairs_mih(uniq, threshold).tolist():
+        _join_groups(groups_by_hash[a], groups_by_hash[b], images, uf, max_color_diff, max_foreground_delta_e)
     if cutouts:  # among one member of each cluster so far: near-copies are joined already
         reps = [i for i in range(n) if uf.find(i) == i]
         for i, j in cutout_pairs([images[k] for k in reps]):

@@ -116,7 +116,10 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
 
     Raises:
         ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
-            ``decode_error`` or ``too_small`` (a side below ``cfg.min_side_px`` pixels).
+            ``decode_error`` or ``too_small`` (a side below ``cfg.min_side_px`` pixels). Bytes that carry an
+            allowed format's signature (JPEG, PNG, GIF, TIFF, WebP, AVIF) but whose header Pillow cannot read are a
+            broken image, ``truncated`` when the file ends inside the header, else ``decode_error``; only bytes
+            with no such signature are ``not_an_image``.
     """
     cfg = cfg or ImageConfig()
     if not data:
@@ -126,7 +129,13 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     except Image.DecompressionBombError as exc:  # Pillow's own limit (2x MAX_IMAGE_PIXELS) trips at open
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except Image.UnidentifiedImageError as exc:
+        claimed = _signature_format(data)
+        if claimed:  # the bytes say JPEG, PNG… but Pillow cannot read their header: a broken image, not a non-image
+            raise ImageRejected(Reject.DECODE_ERROR, f"{claimed} signature, but the header cannot be read") from exc
         raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
+    except OSError as exc:  # a JPEG cut inside its header: "Truncated File Read"
+        raise ImageRejected(Reject.TRUNCATED if "truncated" in str(exc).lower() else Reject.DECODE_ERROR,
+                            str(exc)) from exc
     except Exception as exc:
         raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
     fmt = im.format or "UNKNOWN"
@@ -145,6 +154,8 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
         if w // mw >= 2 and h // mh >= 2:  # Pillow picks the scale 1/s, s = 2, 4 or 8 <= min(w // mw, h // mh)
             im.draft(im.mode if im.mode == "L" else "RGB", (mw, mh))
     flags: list[str] = []
+    if im.mode in ("RGB", "RGBA", "LA") and any(";16" in str(t.args) for t in im.tile):
+        flags.append("16bit")  # a 16-bit colour PNG or TIFF: Pillow keeps 8 bits a channel (the high byte)
     n_frames = int(getattr(im, "n_frames", 1) or 1)
     if n_frames > 1:
         flags.append("animated")  # policy: first frame, flagged
@@ -176,6 +187,19 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
 
 
+_SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
+               (b"II*\x00", "TIFF"), (b"MM\x00*", "TIFF"))  # BMP's "BM" is too short to tell it from text
+
+
+def _signature_format(data: bytes) -> str | None:
+    """The allowed format whose file signature ("magic number") ``data`` starts with, else None."""
+    if data[:4] == b"RIFF" and data[8:12] == b"WEBP":
+        return "WEBP" if "WEBP" in ALLOWED_FORMATS else None
+    if data[4:12] in (b"ftypavif", b"ftypavis"):
+        return "AVIF" if "AVIF" in ALLOWED_FORMATS else None
+    return next((f for sig, f in _SIGNATURES if data.startswith(sig) and f in ALLOWED_FORMATS), None)
+
+
 def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
     icc = im.info.get("icc_profile")
     key = im.info.get("transparency")
@@ -195,8 +219,6 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
         top = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
         flags.append("float")
         im = Image.fromarray((np.clip(arr / top, 0, 1) * 255).round().astype(np.uint8), "L")
-    elif im.mode == "RGBA" and im.info.get("bits") == 16:
-        flags.append("16bit")
     if grey_alpha is not None and im.mode == "L":
         im = Image.merge("LA", (im, Image.fromarray(grey_alpha.astype(np.uint8) * 255, "L")))
     if im.mode == "P":

@@ -61,6 +61,39 @@ def test_sixteen_bit_is_scaled_not_clipped():
     assert "16bit" in d.flags
 
 
+def test_sixteen_bit_colour_png_is_flagged():
+    import struct
+    import zlib
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+
+    for colour_type, channels, mode in ((2, 3, "RGB"), (6, 4, "RGBA")):
+        row = b"\0" + b"\x9c\x40\x00\x00\xff\xff\xff\xff"[:2 * channels] * 40
+        png = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 40, 40, 16, colour_type, 0, 0, 0))
+               + chunk(b"IDAT", zlib.compress(row * 40)) + chunk(b"IEND", b""))
+        assert Image.open(io.BytesIO(png)).mode == mode
+        d = decode(png)
+        assert "16bit" in d.flags, mode
+        assert d.rgb.getpixel((0, 0))[0] == 0x9C  # the high byte of 0x9c40 (40000)
+    assert "16bit" not in decode(_bytes(Image.new("RGB", (40, 40)))).flags
+
+
+def test_jpeg_cut_inside_its_header_is_truncated():
+    full = _bytes(Image.new("RGB", (200, 200), (200, 10, 10)), "JPEG")
+    reasons = set()
+    for cut in range(3, len(full) - 2, 5):
+        with pytest.raises(ImageRejected) as e:
+            decode(full[:cut])
+        reasons.add(e.value.reason)
+    # cut before the scan data ("Truncated File Read" at open) or inside it; a header Pillow cannot parse at all
+    # is a broken JPEG, never "not an image"
+    assert Reject.TRUNCATED in reasons and Reject.NOT_AN_IMAGE not in reasons
+    with pytest.raises(ImageRejected) as e:
+        decode(full[:200])
+    assert e.value.reason == Reject.TRUNCATED
+
+
 def test_rejections_named():
     with pytest.raises(ImageRejected) as e:
         decode(b"")

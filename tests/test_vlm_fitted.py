@@ -34,7 +34,8 @@ def _photo(w: int, h: int, seed: int, fmt: str = "JPEG") -> bytes:
 @pytest.fixture()
 def shop(tmp_path):
     """A store with a 3 MP JPEG, a 2 MP PNG, a small JPEG the server takes as it is, an image the model cannot take
-    (aspect ratio 300:1) and bytes that are no image; plus the sha256 of an original that is not there."""
+    (aspect ratio 300:1) and bytes that start like a JPEG whose first segment claims 8302 bytes the file does not
+    have (a truncated image); plus the sha256 of an original that is not there."""
     store = LocalStore(tmp_path / "store")
     originals = {"jpeg": _photo(1500, 2000, 1), "png": _photo(1200, 1600, 2, "PNG"), "small": _photo(280, 420, 3),
                  "thin": _photo(3000, 10, 4), "junk": b"\xff\xd8\xff\xe0 not a jpeg"}
@@ -51,7 +52,7 @@ def test_fit_inputs_stores_what_prepare_image_sends_once_and_counts_reconcile(sh
     counts = fit_inputs(store, [*shas.values(), shas["jpeg"]], 1280, workers=2)
     assert counts.images == 7 - 1  # distinct
     assert counts.fitted == 3 and counts.reused == 0
-    assert dict(counts.refused) == {"aspect_ratio_over_200": 1, "image_decode_error": 1}
+    assert dict(counts.refused) == {"aspect_ratio_over_200": 1, "image_truncated": 1}
     assert dict(counts.unreadable) == {"no_original": 1}
     assert counts.images == counts.fitted + counts.reused + sum(counts.refused.values()) \
         + sum(counts.unreadable.values())

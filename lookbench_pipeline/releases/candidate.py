@@ -20,6 +20,7 @@ import pyarrow.parquet as pq
 
 from .. import schemas
 from ..windows import Window
+from .reader import NOISE
 
 PARQUET_OPTS = {"compression": "zstd", "compression_level": 3, "use_dictionary": True, "write_statistics": True}
 
@@ -183,11 +184,11 @@ def check_candidate(rel: ReleaseTables, overlap_allowed: tuple[str, ...] | list[
     bad_schema = [f"{s}/{r}" for (s, r), t in rel.files.items() if not t.schema.equals(schemas.RELEASE)]
     out["schema"] = (not bad_schema, {"files_not_matching": bad_schema})
     no_pos, both, dup = {}, {}, []
-    noise = rel.files.get(("noise", "gallery"))
+    noise = rel.files.get((NOISE, "gallery"))
     noise_sha = set(noise["image_sha256"].to_pylist()) if noise is not None else set()
     noise_items = set(noise["item_ID"].to_pylist()) if noise is not None else set()
     if noise is not None and len(noise["sample_id"].to_pylist()) != len(set(noise["sample_id"].to_pylist())):
-        dup.append("noise/gallery")
+        dup.append(f"{NOISE}/gallery")
     for subset in sorted({s for s, _ in rel.files}):
         q, g = rel.files.get((subset, "query")), rel.files.get((subset, "gallery"))
         if q is None or g is None:
@@ -203,7 +204,7 @@ def check_candidate(rel: ReleaseTables, overlap_allowed: tuple[str, ...] | list[
         in_noise = (set(q["image_sha256"].to_pylist()) | set(g["image_sha256"].to_pylist())) & noise_sha
         in_noise_items = (set(q["item_ID"].to_pylist()) | g_items) & noise_items
         if in_noise or in_noise_items:
-            both[f"{subset}+noise"] = len(in_noise) + len(in_noise_items)
+            both[f"{subset}+{NOISE}"] = len(in_noise) + len(in_noise_items)
         for role, t in (("query", q), ("gallery", g)):
             ids = t["sample_id"].to_pylist()
             if len(ids) != len(set(ids)):

@@ -19,6 +19,7 @@ import pyarrow as pa
 import yaml
 
 from .. import schemas
+from .reader import NOISE
 
 CROISSANT_CONTEXT: dict[str, Any] = {
     "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
@@ -172,9 +173,9 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
              "A live, contamination-aware fashion image retrieval benchmark built from public shop websites: each "
              "subset has a `query` split (pictures to search with) and a `gallery` split (the whole catalogue of "
              "the window; a query's positives are the gallery rows with its `item_ID`, every other row is a "
-             "distractor)." + (" The `noise` config has only a `gallery` split: pictures from Fashion200K that look "
+             "distractor)." + (f" The `{NOISE}` config has only a `gallery` split: pictures from Fashion200K that look "
                                "like a query item but are not it (soft negatives); add them to every subset's gallery "
-                               "when evaluating." if "noise" in subsets else ""), "",
+                               "when evaluating." if NOISE in subsets else ""), "",
              f"* **Version** `{version}`; items first seen in **[{w0}, {w1})** (UTC).",
              f"* **Previous release** {('`' + changes['previous_version'] + '`') if changes.get('previous_version') else 'none'}"
              " — what changed: `CHANGES.md` and `changes.parquet`.",
