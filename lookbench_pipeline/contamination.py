@@ -12,7 +12,9 @@ holds the sha256, pHash (same method as the intake) and colour signature of ever
   ``annos/*.json``), ``folder`` (any images under a folder);
 * earlier LookBench releases in the object store (their published image bytes).
 
-The index is incremental: a file already indexed with the same size and mtime is not read again. A new image
+The index is incremental: a file already indexed with the same :func:`memo.file_stamp` (size, modification and
+status-change times in ns, inode) is not read again; a file copied over with its size and modification time kept
+is read again. A new image
 matching an index entry within the Hamming threshold (colour-confirmed, as in dedup) is contamination, recorded
 with the matching source and path; the release keeps it out of queries.
 """
@@ -35,6 +37,7 @@ import numpy as np
 from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih, popcount64
 from .foreground import MAX_FOREGROUND_DELTA_E, block_codes, foreground_signature
 from .images import PHASH_METHOD, PHASH_WORK_SIDE, ImageRejected, color_signature, decode, phash_hex
+from .memo import file_stamp
 from .releases.reader import list_releases, read_file
 from .store import ObjectStore
 
@@ -189,7 +192,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
             except FileNotFoundError:
                 n_bad += 1
                 continue
-            stamp = f"{st.st_size}:{int(st.st_mtime)}"
+            stamp = file_stamp(st)
             prev = old.get((src.name, im.rel))
             if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD and prev.get("fg_signature"):
                 rows[(src.name, im.rel)] = prev

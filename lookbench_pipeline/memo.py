@@ -109,6 +109,16 @@ def _walk(path: Path) -> Iterable[Path]:
                 yield Path(root) / f
 
 
+def file_stamp(st: os.stat_result) -> str:
+    """What a file is without reading it, from ``os.stat``: ``"size:mtime_ns:ctime_ns:inode"`` (bytes,
+    nanoseconds since the epoch, the inode number). A file edited, replaced or copied over keeps none of them
+    unchanged together: a copy that keeps the size and modification time (``cp -p``, ``rsync -t``, ``tar x``, or
+    a rewrite within one second) still gets a new status-change time, which no user can set back. The one rule for
+    every "unchanged, not read again" decision: stage fingerprints (:func:`files_digest`), the contamination
+    index, the evaluator's verified release files, the label readers' cache."""
+    return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ctime_ns}:{st.st_ino}"
+
+
 def files_digest(paths: Iterable[Path | str | None]) -> str:
     """sha256 (hex) of every file under ``paths`` (files, or folders walked recursively; None skipped) as
     ``path, size in bytes, modification time, status-change time (ns), inode``, plus ``missing`` for a path that
@@ -129,7 +139,7 @@ def files_digest(paths: Iterable[Path | str | None]) -> str:
             except OSError:
                 h.update(f"{f}\0unreadable\n".encode())
                 continue
-            h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\0{st.st_ino}\n".encode())
+            h.update(f"{f}\0{file_stamp(st)}\n".encode())
     return h.hexdigest()
 
 

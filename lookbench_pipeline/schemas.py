@@ -195,7 +195,7 @@ CONTAMINATION_INDEX = pa.schema(
         ("fg_signature", pa.string()),  # as in IMAGES; null in rows indexed before it existed (re-indexed)
         ("block_codes", pa.string()),
         ("flags", pa.list_(pa.string())),
-        ("stamp", pa.string()),  # "size:mtime" of the file when indexed (incremental re-indexing)
+        ("stamp", pa.string()),  # memo.file_stamp of the file when indexed (incremental re-indexing)
     ]
 )
 

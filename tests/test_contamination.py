@@ -91,6 +91,31 @@ def test_index_is_incremental(tmp_path, monkeypatch):
     assert index.num_rows == 1
 
 
+def test_index_reads_again_a_file_copied_over_with_its_size_and_time_kept(tmp_path):
+    """``cp -p`` / ``rsync -t`` / a rewrite within one second keep size and modification time: the index must not
+    keep the old picture's pHash (a leak would go unseen)."""
+    import os
+
+    f2 = tmp_path / "f200k"
+    rel = "women/tops/t/1/1_0.jpeg"
+    _fashion200k(f2, {rel: _photo(5)})
+    src = [LegacySource(name="f", kind="fashion200k", path=f2)]
+    before, _ = update_index(tmp_path / "i.parquet", src)
+    p = f2 / rel
+    old, st = p.read_bytes(), p.stat()
+    b = io.BytesIO()
+    _photo(6).save(b, "JPEG", quality=60)
+    assert len(b.getvalue()) < len(old)
+    new = b.getvalue() + b"\0" * (len(old) - len(b.getvalue()))  # padding after the end-of-image marker
+    p.write_bytes(new)
+    os.utime(p, ns=(st.st_atime_ns, st.st_mtime_ns))
+    assert (p.stat().st_size, p.stat().st_mtime_ns) == (st.st_size, st.st_mtime_ns)
+    after, _ = update_index(tmp_path / "i.parquet", src)
+    fresh, _ = update_index(tmp_path / "fresh.parquet", src)
+    [r0], [r1], [r2] = before.to_pylist(), after.to_pylist(), fresh.to_pylist()
+    assert r1["phash"] == r2["phash"] != r0["phash"]
+
+
 def test_bad_layouts_are_named(tmp_path):
     with pytest.raises(LegacyFormatError, match="labels"):
         list(iter_source("fashion200k", tmp_path))

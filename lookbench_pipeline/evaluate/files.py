@@ -17,6 +17,7 @@ import pyarrow.parquet as pq
 
 from ..embed import EmbeddingCache
 from ..embed.packs import file_pack_load, file_pack_save, published_image
+from ..memo import file_stamp
 from ..metrics import LabelCodes
 from ..releases.reader import read_file, release_prefix
 from ..store import LocalStore, ObjectStore
@@ -31,7 +32,7 @@ class ReleaseFile:
     embedding not in the cache, a thumbnail for the report, the contamination re-check of queries).
 
     Integrity: the file is checked against the manifest's sha256 (``self.sha256``) before use. On a local store it
-    is read in place and a verified ``(path, size, mtime)`` is remembered in ``verified`` (a dict the caller
+    is read in place and a verified ``(path, memo.file_stamp)`` is remembered in ``verified`` (a dict the caller
     persists), so a re-evaluation does not hash gigabytes of gallery again; other stores are fetched whole and
     verified by ``release.read_file``.
     """
@@ -113,7 +114,7 @@ def _verify_local(path: Path, expected: str, name: str, verified: dict[str, str]
     from ..releases.reader import ReleaseIntegrityError
 
     st = path.stat()
-    key = f"{path.resolve()}:{st.st_size}:{st.st_mtime_ns}"
+    key = f"{path.resolve()}:{file_stamp(st)}"
     if verified.get(key) == expected:
         return
     h = hashlib.sha256()

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from ..config import ConfigError
+from ..memo import file_stamp
 from .mapper import KINDS, LabelMapper, _given, _norm, annotator_of
 
 if TYPE_CHECKING:
@@ -83,14 +84,16 @@ class AnnotationFile:
         return out
 
 
-_JSON_CACHE: dict[tuple[str, int, int], Any] = {}
+_JSON_CACHE: dict[tuple[str, str], Any] = {}
 
 
 def _load_json(path: Path) -> Any:
-    """A JSON file (cached by path, size and mtime: one file serves several sources). Raises ConfigError."""
+    """A JSON file (cached by path and :func:`memo.file_stamp`: one file serves several sources).
+
+    Raises ConfigError."""
     try:
         st = path.stat()
-        key = (str(path.resolve()), st.st_size, st.st_mtime_ns)
+        key = (str(path.resolve()), file_stamp(st))
         if key not in _JSON_CACHE:
             _JSON_CACHE.clear()
             _JSON_CACHE[key] = json.loads(path.read_bytes().decode("utf-8"))
