@@ -175,7 +175,9 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                  ) -> tuple[pa.Table, dict]:
     """Bring the index up to date with ``sources`` and (when ``store`` is given) the published releases not in
     ``exclude_releases`` (earlier builds of the same window are predecessors, not leaks). Returns
-    ``(index, counts)`` with per-source counts of indexed / unreadable files."""
+    ``(index, counts)`` with per-source counts ``<source>.indexed`` and ``<source>.unreadable`` (a file that
+    cannot be read, or whose bytes the intake rejects, each logged with its reason): indexed + unreadable = the
+    files the source lists. Raises :class:`LegacyFormatError` for a source whose layout is not its kind's."""
     cfg = cfg or ImageConfig()
     old = {(r["source"], r["path"]): r for r in pq.read_table(index_path).to_pylist()} if index_path.is_file() else {}
     rows: dict[tuple[str, str], dict] = {}
@@ -188,17 +190,19 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
         for im in iter_source(src.kind, src.path):
             prog.update()
             try:
-                st = im.path.stat()
-            except FileNotFoundError:
+                stamp = file_stamp(im.path.stat())
+                prev = old.get((src.name, im.rel))
+                if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD \
+                        and prev.get("fg_signature"):
+                    rows[(src.name, im.rel)] = prev
+                    n_ok += 1
+                    continue
+                data = im.read_bytes()
+            except OSError as exc:  # missing, a folder, no permission, an I/O error, deleted after the listing
+                log.warning("index: %s/%s not indexed: cannot read it: %s", src.name, im.rel, exc)
                 n_bad += 1
                 continue
-            stamp = file_stamp(st)
-            prev = old.get((src.name, im.rel))
-            if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD and prev.get("fg_signature"):
-                rows[(src.name, im.rel)] = prev
-                n_ok += 1
-                continue
-            row = _row(src.name, im.rel, im.item_id, im.read_bytes(), stamp, cfg)
+            row = _row(src.name, im.rel, im.item_id, data, stamp, cfg)
             if row is None:
                 n_bad += 1
             else:
@@ -217,7 +221,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                 rows.update(prior)
                 counts[f"{name}.indexed"] = len(prior)
                 continue
-            n = 0
+            n = n_bad = 0
             for subset, role in _release_files(store, version):
                 t = read_file(store, version, subset, role)
                 for r in t.select(["image", "item_ID", "sample_id"]).to_pylist():
@@ -226,7 +230,10 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                     if row:
                         rows[(name, rel)] = row
                         n += 1
+                    else:
+                        n_bad += 1
             counts[f"{name}.indexed"] = n
+            counts[f"{name}.unreadable"] = n_bad
     table = schemas.from_rows([rows[k] for k in sorted(rows)], schemas.CONTAMINATION_INDEX)
     index_path.parent.mkdir(parents=True, exist_ok=True)
     pq.write_table(table, index_path)

@@ -126,34 +126,56 @@ def cutout_pairs(images: list[dict], split: int | None = None) -> list[tuple[int
     return [(int(i), int(j)) for i, j in cand if cutout_match(images[i], images[j])]
 
 
-def _join_groups(first: list[int], second: list[int], images: list[dict], uf: UnionFind, max_color_diff: float,
-                 max_foreground_delta_e: float) -> None:
-    """Join the members of two near hash groups whose colours agree (:func:`confirmed_by_colour`).
+class _ColourCheck:
+    """:func:`confirmed_by_colour` between rows of ``images`` by index, remembered per pair of colour keys: the
+    check reads only a row's ``grayscale`` flag, ``color_signature`` and ``fg_signature``, so copies that carry
+    the same three (the same picture re-served) are checked once, however many there are."""
+
+    def __init__(self, images: list[dict], max_color_diff: float, max_foreground_delta_e: float):
+        self.images, self.max_color_diff, self.max_fg = images, max_color_diff, max_foreground_delta_e
+        self.keys = [("grayscale" in (r.get("flags") or []), r.get("color_signature"), r.get("fg_signature"))
+                     for r in images]
+        self.known: dict[tuple, bool] = {}
+
+    def __call__(self, i: int, j: int) -> bool:
+        pair = (self.keys[i], self.keys[j])
+        ok = self.known.get(pair)
+        if ok is None:
+            ok = self.known[pair] = confirmed_by_colour(self.images[i], self.images[j], self.max_color_diff,
+                                                        self.max_fg)
+        return ok
+
+
+def _join_groups(first: list[int], second: list[int], agree: _ColourCheck, uf: UnionFind) -> None:
+    """Join the members of two near hash groups whose colours agree (``agree``, :func:`confirmed_by_colour`).
 
     Gives the clusters that checking every pair of ``first`` x ``second`` gives: a pair already in one cluster is
-    skipped, which changes no cluster. The second group's members are kept by cluster, so a member of the first
-    costs one step per cluster of the second, not one per member, and two groups of thousands of copies of one
-    picture cost O(|first| + |second|) checks, not |first| x |second| (colour is not transitive, so members of one
-    cluster are still checked one by one until one agrees).
+    skipped, which changes no cluster, and of the second group's members only one per colour key is checked (the
+    others give the same answer). The second group's members are kept by cluster, so a member of the first costs
+    one step per distinct colour of each cluster of the second, not one per member: two groups of thousands of
+    copies of one picture cost O(|first| + |second|), whether their colours agree or not. (Colour is not
+    transitive, so the distinct colours of one cluster are still checked one by one until one agrees; groups whose
+    every member has its own colour stay |first| x |second|.)
     """
     if len(first) == 1 and len(second) == 1:
         i, j = first[0], second[0]
-        if uf.find(i) != uf.find(j) and confirmed_by_colour(images[i], images[j], max_color_diff,
-                                                             max_foreground_delta_e):
+        if uf.find(i) != uf.find(j) and agree(i, j):
             uf.union(i, j)
         return
-    by_root: dict[int, list[int]] = {}
+    by_root: dict[int, dict[tuple, int]] = {}  # a cluster's root -> one member per colour key
     for j in second:
-        by_root.setdefault(uf.find(j), []).append(j)
+        by_root.setdefault(uf.find(j), {}).setdefault(agree.keys[j], j)
     for i in first:
         for r in list(by_root):
             ri = uf.find(i)
             if r == ri or r not in by_root:
                 continue
-            if any(confirmed_by_colour(images[i], images[j], max_color_diff, max_foreground_delta_e)
-                   for j in by_root[r]):
+            if any(agree(i, j) for j in by_root[r].values()):
                 uf.union(i, r)
-                by_root[uf.find(i)] = by_root.pop(r) + by_root.pop(ri, [])
+                merged = by_root.pop(r)
+                for key, j in by_root.pop(ri, {}).items():
+                    merged.setdefault(key, j)
+                by_root[uf.find(i)] = merged
 
 
 def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
@@ -181,17 +203,17 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
         groups_by_hash[u].append(k)
     # Within a hash group every member is compared with one member of each colour-confirmed subgroup so far (the
     # colour check is not transitive: a red and a blue shirt share a hash, and so do their copies).
+    agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e)
     for g in groups_by_hash:
         heads: list[int] = []
         for m in g:
-            agree = [h for h in heads if confirmed_by_colour(images[h], images[m], max_color_diff,
-                                                             max_foreground_delta_e)]
-            for h in agree:
+            same = [h for h in heads if agree(h, m)]
+            for h in same:
                 uf.union(h, m)
-            if not agree:
+            if not same:
                 heads.append(m)
     for a, b, _ in near_pairs_mih(uniq, threshold).tolist():
-        _join_groups(groups_by_hash[a], groups_by_hash[b], images, uf, max_color_diff, max_foreground_delta_e)
+        _join_groups(groups_by_hash[a], groups_by_hash[b], agree, uf)
     if cutouts:  # among one member of each cluster so far: near-copies are joined already
         reps = [i for i in range(n) if uf.find(i) == i]
         for i, j in cutout_pairs([images[k] for k in reps]):

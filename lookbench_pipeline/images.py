@@ -3,7 +3,9 @@
 Normalisation (applied before anything looks at pixels: hash, detector, crops, embeddings):
 
 1. the pixel count is checked against ``max_pixels`` from the header, before decoding (decompression bombs);
-2. the whole file is decoded; a truncated file is rejected, never loaded half grey;
+2. the whole file is decoded; a truncated file is rejected, never loaded half grey (a JPEG's scan data is also
+   checked by libjpeg-turbo, strict: data cut short before an end-of-image marker is refused, see
+   :func:`_check_jpeg_scan`);
 3. EXIF orientation is applied (``ImageOps.exif_transpose``);
 4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
 5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
@@ -173,6 +175,8 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
         raise ImageRejected(reason, msg) from exc
     except Exception as exc:  # SyntaxError, ValueError from broken plugins
         raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
+    if fmt == "JPEG" and _scan_may_be_cut(im):
+        _check_jpeg_scan(data)
     orientation = im.getexif().get(0x0112, 1) if hasattr(im, "getexif") else 1
     if orientation in (2, 3, 4, 5, 6, 7, 8):  # other values are invalid and ignored, as exif_transpose does
         im = ImageOps.exif_transpose(im)
@@ -185,6 +189,57 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     if flag_uniform and _is_uniform(rgb):
         flags.append("uniform")
     return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
+
+
+_JPEG_CUT = ("premature end",)  # libjpeg's JWRN_HIT_MARKER / JWRN_JPEG_EOF: the scan data stops early
+_JPEG_CORRUPT = ("bad huffman code", "bad arithmetic code", "instead of rst")  # JWRN_HUFF_BAD_CODE, _MUST_RESYNC…
+
+
+def _scan_may_be_cut(im: Image.Image) -> bool:
+    """Whether a decoded JPEG (before EXIF orientation) needs :func:`_check_jpeg_scan`.
+
+    When a baseline scan stops early, libjpeg decodes the MCU in which the data ends from zero bits and leaves
+    every later block with zero coefficients, which decode to luma exactly 128 (the level shift of ITU-T T.81,
+    A.3.1): unless the data ends inside the last MCU, the last block, and so the last pixel in raster order, has
+    luma 128 whatever the chroma its neighbours lend it through upsampling (at most 7/16 of theirs, which stays
+    clear of clipping, so ``0.299 R + 0.587 G + 0.114 B`` gives the luma back within rounding). A last pixel whose
+    luma is more than 2 from 128 rules out a cut before the last MCU (one inside it changes at most that MCU, 16 x
+    16 pixels, and is let through); others, and the files where that reasoning does not hold (progressive, whose
+    first scans can be whole while later ones are cut; CMYK / YCCK; modes other than RGB and L) are checked. On
+    the 122 decodable JPEGs of ``../shared/realdata``: 1 of the 95 baseline ones has a mid-grey last pixel, and
+    27 are progressive."""
+    if im.mode not in ("RGB", "L") or im.info.get("progressive") or im.info.get("progression"):
+        return True
+    px = im.getpixel((im.width - 1, im.height - 1))
+    luma = px if isinstance(px, (int, float)) else 0.299 * px[0] + 0.587 * px[1] + 0.114 * px[2]
+    return abs(luma - 128) <= 2
+
+
+def _check_jpeg_scan(data: bytes) -> None:
+    """Reject a JPEG whose scan data libjpeg only *warns* about, which Pillow decodes without a word: data that
+    stops early but is followed by an end-of-image marker (or a frame header that claims more rows than the data
+    holds) is filled with mid-grey blocks, and a corrupt entropy code decodes to garbage.
+
+    libjpeg-turbo (``simplejpeg``, strict) re-reads the scan at 1/8 scale: every entropy-coded byte is decoded
+    again, which costs about as much as the intake's own reduced decode, so it runs only where
+    :func:`_scan_may_be_cut` cannot rule a cut out. Warnings that do not lose pixels ("extraneous bytes before marker", an unknown
+    JFIF revision…) are accepted, as libjpeg accepts them; a file libjpeg-turbo cannot set up at all (an unusual
+    sampling layout that Pillow's libjpeg decoded) is left to Pillow's verdict.
+
+    Raises:
+        ImageRejected: ``truncated`` for data that ends early, ``decode_error`` for a corrupt entropy code.
+    """
+    import simplejpeg
+
+    try:
+        colorspace = "CMYK" if simplejpeg.decode_jpeg_header(data)[2] in ("CMYK", "YCCK") else "GRAY"
+        simplejpeg.decode_jpeg(data, colorspace=colorspace, min_factor=8, strict=True)
+    except ValueError as exc:
+        msg = str(exc)
+        if any(k in msg.lower() for k in _JPEG_CUT):
+            raise ImageRejected(Reject.TRUNCATED, f"{msg}: libjpeg would fill the rest with grey") from exc
+        if any(k in msg.lower() for k in _JPEG_CORRUPT):
+            raise ImageRejected(Reject.DECODE_ERROR, msg) from exc
 
 
 _SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),

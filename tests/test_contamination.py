@@ -116,6 +116,18 @@ def test_index_reads_again_a_file_copied_over_with_its_size_and_time_kept(tmp_pa
     assert r1["phash"] == r2["phash"] != r0["phash"]
 
 
+def test_a_listed_file_that_cannot_be_read_is_counted_not_fatal(tmp_path):
+    f2 = tmp_path / "f200k"
+    _fashion200k(f2, {"women/tops/t/1/1_0.jpeg": _photo(5)})
+    (f2 / "women/tops/t/2/2_0.jpeg").mkdir(parents=True)  # listed, but a folder: IsADirectoryError on read
+    (f2 / "women/tops/t/3").mkdir(parents=True)
+    (f2 / "women/tops/t/3/3_0.jpeg").write_bytes(b"<html>not found</html>")  # read, then rejected by the intake
+    with open(f2 / "labels/dress_train_detect_all.txt", "a") as fh:
+        fh.write("women/tops/t/2/2_0.jpeg\t0.5\tx\nwomen/tops/t/3/3_0.jpeg\t0.5\ty\n")
+    index, counts = update_index(tmp_path / "i.parquet", [LegacySource(name="f", kind="fashion200k", path=f2)])
+    assert index.num_rows == 1 and counts == {"f.indexed": 1, "f.unreadable": 2}
+
+
 def test_bad_layouts_are_named(tmp_path):
     with pytest.raises(LegacyFormatError, match="labels"):
         list(iter_source("fashion200k", tmp_path))

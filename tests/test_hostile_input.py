@@ -103,7 +103,8 @@ def test_sixteen_bit_dark_and_32_bit_grey():
 
 def test_many_identical_hashes_cluster_in_linear_checks(monkeypatch):
     """Thousands of images sharing one pHash, or two pHashes one bit apart, once made the pair list quadratic
-    (minutes and gigabytes). Counted, not timed: the colour checks and the codes searched stay linear in n."""
+    (minutes and gigabytes), and so did two neighbouring hashes whose copies disagree in colour. Counted, not
+    timed: the colour checks and the codes searched stay linear in n."""
     from datetime import datetime, timezone
 
     from lookbench_pipeline import dedup
@@ -114,15 +115,19 @@ def test_many_identical_hashes_cluster_in_linear_checks(monkeypatch):
     monkeypatch.setattr(dedup, "near_pairs_mih", lambda h, t: searched.append(len(h)) or real_search(h, t))
     t = datetime(2026, 1, 1, tzinfo=timezone.utc)
     n = 3000
-    for codes in (["0123456789abcdef"], ["0123456789abcdef", "0123456789abcdee"]):
+    dark, light = "00" * 192, "ff" * 192  # 8 x 8 RGB colour signatures that disagree
+    for codes, colours, clusters in ((["0123456789abcdef"], [None], 1),
+                                     (["0123456789abcdef", "0123456789abcdee"], [None], 1),
+                                     # a dark picture's copies on one hash, a light one's on its neighbour
+                                     (["0123456789abcdef", "0123456789abcdee"], [dark, light], 2)):
         checks.clear()
         searched.clear()
         imgs = [{"image_sha256": f"{i:064x}", "phash": codes[i % len(codes)], "first_seen_at": t, "width": 10,
-                 "height": 10, "flags": [], "color_signature": None} for i in range(n)]
+                 "height": 10, "flags": [], "color_signature": colours[i % len(colours)]} for i in range(n)]
         rows = dedup.cluster(imgs, 8)
-        assert len(rows) == n and len({r["cluster_id"] for r in rows}) == 1
+        assert len(rows) == n and len({r["cluster_id"] for r in rows}) == clusters
         assert searched == [len(codes)]  # the distinct hashes, not every copy
-        assert len(checks) <= n  # one per member within its hash group, one across the two groups
+        assert len(checks) <= n  # at most one per member within its hash group, one across the two groups
 
 
 def test_bad_rules_fail_at_load(tmp_path):

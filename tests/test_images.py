@@ -2,6 +2,7 @@
 
 import io
 
+import numpy as np
 import pytest
 from PIL import Image
 
@@ -92,6 +93,27 @@ def test_jpeg_cut_inside_its_header_is_truncated():
     with pytest.raises(ImageRejected) as e:
         decode(full[:200])
     assert e.value.reason == Reject.TRUNCATED
+
+
+def test_jpeg_scan_cut_before_an_end_marker_is_truncated_not_grey():
+    """libjpeg only warns when the scan data stops at a marker, and fills the rest with mid-grey blocks: Pillow
+    decodes such a file without a word. Extraneous bytes before a marker, which libjpeg skips losing nothing, stay
+    accepted."""
+    rng = np.random.default_rng(0)
+    full = _bytes(Image.fromarray((rng.random((256, 256, 3)) * 255).astype(np.uint8)), "JPEG")
+    sos = full.index(b"\xff\xda")
+    for cut in (sos + 40, sos + (len(full) - sos) // 2, len(full) - 2000):  # ~2,500 bytes an MCU row here
+        for work_side in (None, 128):  # the full decode and the intake's reduced one
+            with pytest.raises(ImageRejected) as e:
+                decode(full[:cut] + b"\xff\xd9", work_side=work_side)
+            assert e.value.reason == Reject.TRUNCATED and "grey" in e.value.detail
+    sof = full.index(b"\xff\xc0")  # the frame header claims twice the rows the scan holds
+    taller = full[:sof + 5] + (512).to_bytes(2, "big") + full[sof + 7:]
+    with pytest.raises(ImageRejected) as e:
+        decode(taller)
+    assert e.value.reason == Reject.TRUNCATED
+    padded = full[:-2] + b"\x00\x00\x00" + full[-2:]  # "3 extraneous bytes before marker 0xd9"
+    assert np.array_equal(np.asarray(decode(padded).rgb), np.asarray(decode(full).rgb))
 
 
 def test_rejections_named():
