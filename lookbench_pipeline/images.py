@@ -401,16 +401,22 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
         flags.append("16bit")  # scaled by the bit depth, never by the image's own maximum
         im = Image.fromarray((np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8), "L")
     elif im.mode == "I":
-        # 32-bit integer pixels: Pillow opens 16-bit greyscale PNG/TIFF this way (values 0..65535)
-        arr = np.clip(np.asarray(im, dtype=np.int64), 0, None)
+        # 32-bit integer pixels: Pillow opens 16-bit greyscale PNG/TIFF this way (values 0..65535); one working
+        # copy, changed in place (8 bytes a pixel)
+        arr = np.array(im, dtype=np.int64)
+        np.clip(arr, 0, None, out=arr)
         shift = 8 if arr.max(initial=0) <= 0xFFFF else 24
         flags.append("16bit" if shift == 8 else "32bit")
-        im = Image.fromarray(np.clip(arr >> shift, 0, 255).astype(np.uint8), "L")
+        np.right_shift(arr, shift, out=arr)
+        im = Image.fromarray(np.clip(arr, 0, 255, out=arr).astype(np.uint8), "L")
     elif im.mode == "F":
-        arr = np.nan_to_num(np.asarray(im, dtype=np.float64))
+        arr = np.nan_to_num(np.array(im, dtype=np.float64), copy=False)  # one working copy, changed in place
         top = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
         flags.append("float")
-        im = Image.fromarray((np.clip(arr / top, 0, 1) * 255).round().astype(np.uint8), "L")
+        np.divide(arr, top, out=arr)
+        np.clip(arr, 0, 1, out=arr)
+        np.multiply(arr, 255, out=arr)
+        im = Image.fromarray(np.round(arr, out=arr).astype(np.uint8), "L")
     if grey_alpha is not None and im.mode == "L":
         im = Image.merge("LA", (im, Image.fromarray(grey_alpha.astype(np.uint8) * 255, "L")))
     if im.mode == "P":
