@@ -41,6 +41,14 @@ Depends = Callable[[PipelineConfig], Any]
 Verify = Callable[[PipelineConfig, Any, dict[str, Any], dict[str, dict[str, Any]]], str | None]
 
 
+def reused_message(run_id: str, computed_at: str) -> str:
+    """The log message of a stage skipped because nothing it depends on changed. Its first line, all that the
+    build's terminal shows of a stage (``logs.compact``), stays short enough to be read whole on a line of 100
+    columns; the second, in the Dagster event log, says when the reused result was computed."""
+    return (f"skipped: unchanged since run {run_id[:8]}, stored result reused\n"
+            f"computed at {computed_at}; inputs, code and configuration are as they were then")
+
+
 def fingerprint_parts(cfg: PipelineConfig, partition: str, inputs: dict[str, Any],
                       uses: dict[str, Callable[[Any], Any]] | None = None) -> dict[str, str]:
     """The named digests of what an asset is computed from, known before it runs (module docstring). ``uses``:
@@ -163,8 +171,7 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
         def reused(p: _Plan) -> list[Output]:
             extra = p.record.extra
             by, at = extra.get("computed_by", p.record.run_id), extra.get("computed_at", p.record.recorded_at)
-            p.context.log.info(f"skipped: unchanged since run {by[:8]} ({at}), stored result reused (inputs, code "
-                               "and configuration as then)")
+            p.context.log.info(reused_message(by, at))
             mds = _metadata(p.record)
             return [Output(p.values[name], name if len(names) > 1 else "result",
                            metadata={**mds.get(name, {}), "lookbench/reused_from_run": by,

@@ -35,8 +35,7 @@ def plain_event(entry) -> tuple[str, str | None, int, str]:
         data = ev.event_specific_data
         if getattr(data, "passed", True):
             return kind, entry.step_key, entry.level, ""
-        return ("CHECK_FAILED", entry.step_key, entry.level,
-                f"check {data.asset_key.to_user_string()}/{data.check_name} failed ({data.severity.value})")
+        return "CHECK_FAILED", entry.step_key, entry.level, check_failure_line(data)
     return kind, entry.step_key, entry.level, ev.message or entry.user_message or ""
 
 
@@ -63,13 +62,15 @@ def failed_checks(result: ExecuteInProcessResult) -> list[str]:
     """One line per asset check that failed in the run: ``check <asset>/<name> failed (<severity>): key=value,
     ...`` with the check's metadata (the measured rate and its bound, the offending subsets...), so that a blocked
     release says why without the Dagster UI."""
-    lines = []
-    for ev in result.get_asset_check_evaluations():
-        if ev.passed:
-            continue
-        md = ", ".join(f"{k}={_md_text(v)}" for k, v in ev.metadata.items())
-        lines.append(f"check {ev.asset_key.to_user_string()}/{ev.check_name} failed ({ev.severity.value}): {md}")
-    return lines
+    return [check_failure_line(ev) for ev in result.get_asset_check_evaluations() if not ev.passed]
+
+
+def check_failure_line(ev) -> str:
+    """``check <asset>/<name> failed (<severity>): key=value, ...`` for a failed ``AssetCheckEvaluation``: the
+    one wording of a failed check, in the terminal's warning as the build runs and in a blocked build's error."""
+    md = ", ".join(f"{k}={_md_text(v)}" for k, v in (ev.metadata or {}).items())
+    head = f"check {ev.asset_key.to_user_string()}/{ev.check_name} failed ({ev.severity.value})"
+    return f"{head}: {md}" if md else head
 
 
 def _check(result: ExecuteInProcessResult) -> None:

@@ -5,11 +5,13 @@ Normalisation (applied before anything looks at pixels: hash, detector, crops, e
 1. the pixel count is checked against ``max_pixels`` from the header, before decoding (decompression bombs);
 2. the whole file is decoded; a truncated file is rejected, never loaded half grey (a JPEG's scan data is also
    checked by libjpeg-turbo, strict: data cut short before an end-of-image marker is refused, see
-   :func:`_check_jpeg_scan`);
+   :func:`_check_jpeg_scan`; a GIF's or PNG's blocks are walked to the end, later frames included, and a file
+   Pillow fails on is ``truncated`` when its own structure says it goes on, see :func:`_ends_early`);
 3. EXIF orientation is applied (``ImageOps.exif_transpose``);
 4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
 5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
-6. alpha, palette transparency and a transparent colour key (RGB or grey, 8 or 16 bits) are composited on white;
+6. alpha, palette transparency and a transparent colour key (RGB or grey, 8 or 16 bits; a 16-bit RGB key is
+   matched on the high bytes Pillow keeps) are composited on white;
 7. the first frame of an animated image is used, and the image is flagged ``animated``.
 
 Every reference ends ``accepted`` or ``rejected`` with one reason from :class:`Reject`; ``in = accepted + rejected``.
@@ -132,14 +134,15 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except Image.UnidentifiedImageError as exc:
         claimed = _signature_format(data)
+        if claimed and _ends_early(data, claimed):
+            raise ImageRejected(Reject.TRUNCATED, f"{claimed} signature, but the file ends inside its header") from exc
         if claimed:  # the bytes say JPEG, PNG… but Pillow cannot read their header: a broken image, not a non-image
             raise ImageRejected(Reject.DECODE_ERROR, f"{claimed} signature, but the header cannot be read") from exc
         raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
     except OSError as exc:  # a JPEG cut inside its header: "Truncated File Read"
-        raise ImageRejected(Reject.TRUNCATED if "truncated" in str(exc).lower() else Reject.DECODE_ERROR,
-                            str(exc)) from exc
+        raise _broken(data, _signature_format(data), str(exc)) from exc
     except Exception as exc:
-        raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
+        raise _broken(data, _signature_format(data), repr(exc)) from exc
     fmt = im.format or "UNKNOWN"
     w, h = im.size
     if w * h > cfg.max_pixels:
@@ -158,7 +161,10 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     flags: list[str] = []
     if im.mode in ("RGB", "RGBA", "LA") and any(";16" in str(t.args) for t in im.tile):
         flags.append("16bit")  # a 16-bit colour PNG or TIFF: Pillow keeps 8 bits a channel (the high byte)
-    n_frames = int(getattr(im, "n_frames", 1) or 1)
+    try:
+        n_frames = int(getattr(im, "n_frames", 1) or 1)  # a GIF's frames are counted by reading through them
+    except Exception as exc:  # Pillow's GIF reader raises IndexError / OSError on a frame cut short
+        raise _broken(data, fmt, repr(exc)) from exc
     if n_frames > 1:
         flags.append("animated")  # policy: first frame, flagged
     if Image.MAX_IMAGE_PIXELS and w * h > Image.MAX_IMAGE_PIXELS:
@@ -170,13 +176,17 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     except Image.DecompressionBombError as exc:
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except OSError as exc:
-        msg = str(exc)
-        reason = Reject.TRUNCATED if "truncated" in msg.lower() or "broken data" in msg.lower() else Reject.DECODE_ERROR
-        raise ImageRejected(reason, msg) from exc
+        raise _broken(data, fmt, str(exc)) from exc
     except Exception as exc:  # SyntaxError, ValueError from broken plugins
-        raise ImageRejected(Reject.DECODE_ERROR, repr(exc)) from exc
+        raise _broken(data, fmt, repr(exc)) from exc
     if fmt == "JPEG" and _scan_may_be_cut(im):
         _check_jpeg_scan(data)
+    if fmt in ("GIF", "PNG") and _ends_early(data, fmt):
+        # the decoder stopped once it had the (first) frame's pixels: a cut in a later frame of an animation, or
+        # in the checksum or the chunks after the pixel data, went unseen, and the stored original would be a
+        # broken file (the whole download a second sha256)
+        where = "a later frame" if n_frames > 1 else "what follows the pixel data"
+        raise ImageRejected(Reject.TRUNCATED, f"{fmt}: the file ends inside {where}")
     orientation = im.getexif().get(0x0112, 1) if hasattr(im, "getexif") else 1
     if orientation in (2, 3, 4, 5, 6, 7, 8):  # other values are invalid and ignored, as exif_transpose does
         im = ImageOps.exif_transpose(im)
@@ -191,7 +201,19 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
 
 
-_JPEG_CUT = ("premature end",)  # libjpeg's JWRN_HIT_MARKER / JWRN_JPEG_EOF: the scan data stops early
+def _broken(data: bytes, fmt: str | None, msg: str) -> ImageRejected:
+    """The rejection of a file Pillow failed on: ``truncated`` when Pillow says so or the file ends before its
+    structure does (:func:`_ends_early`; libwebp, for one, only says it "could not create decoder object"),
+    else ``decode_error``."""
+    low = msg.lower()
+    if "truncated" in low or "broken data" in low:
+        return ImageRejected(Reject.TRUNCATED, msg)
+    if _ends_early(data, fmt):
+        return ImageRejected(Reject.TRUNCATED, f"{msg} (the file ends before its {fmt} structure does)")
+    return ImageRejected(Reject.DECODE_ERROR, msg)
+
+
+_JPEG_CUT = "premature end"  # libjpeg's JWRN_HIT_MARKER / JWRN_JPEG_EOF: the scan data stops early
 _JPEG_CORRUPT = ("bad huffman code", "bad arithmetic code", "instead of rst")  # JWRN_HUFF_BAD_CODE, _MUST_RESYNC…
 
 
@@ -222,9 +244,9 @@ def _check_jpeg_scan(data: bytes) -> None:
 
     libjpeg-turbo (``simplejpeg``, strict) re-reads the scan at 1/8 scale: every entropy-coded byte is decoded
     again, which costs about as much as the intake's own reduced decode, so it runs only where
-    :func:`_scan_may_be_cut` cannot rule a cut out. Warnings that do not lose pixels ("extraneous bytes before marker", an unknown
-    JFIF revision…) are accepted, as libjpeg accepts them; a file libjpeg-turbo cannot set up at all (an unusual
-    sampling layout that Pillow's libjpeg decoded) is left to Pillow's verdict.
+    :func:`_scan_may_be_cut` cannot rule a cut out. Warnings that do not lose pixels ("extraneous bytes before
+    marker", an unknown JFIF revision…) are accepted, as libjpeg accepts them; a file libjpeg-turbo cannot set up
+    at all (an unusual sampling layout that Pillow's libjpeg decoded) is left to Pillow's verdict.
 
     Raises:
         ImageRejected: ``truncated`` for data that ends early, ``decode_error`` for a corrupt entropy code.
@@ -236,9 +258,10 @@ def _check_jpeg_scan(data: bytes) -> None:
         simplejpeg.decode_jpeg(data, colorspace=colorspace, min_factor=8, strict=True)
     except ValueError as exc:
         msg = str(exc)
-        if any(k in msg.lower() for k in _JPEG_CUT):
+        low = msg.lower()
+        if _JPEG_CUT in low:
             raise ImageRejected(Reject.TRUNCATED, f"{msg}: libjpeg would fill the rest with grey") from exc
-        if any(k in msg.lower() for k in _JPEG_CORRUPT):
+        if any(k in low for k in _JPEG_CORRUPT):
             raise ImageRejected(Reject.DECODE_ERROR, msg) from exc
 
 
@@ -255,25 +278,145 @@ def _signature_format(data: bytes) -> str | None:
     return next((f for sig, f in _SIGNATURES if data.startswith(sig) and f in ALLOWED_FORMATS), None)
 
 
+_TIFF_TYPE_SIZE = {1: 1, 2: 1, 3: 2, 4: 4, 5: 8, 6: 1, 7: 1, 8: 2, 9: 4, 10: 8, 11: 4, 12: 8, 13: 4}  # bytes
+
+
+def _ends_early(data: bytes, fmt: str | None) -> bool:
+    """Whether ``data`` stops before the end its own structure declares (a download cut short).
+
+    Asked of every file Pillow failed on, and of every GIF and PNG it decoded (their decoders stop once they have
+    the first frame's pixels). Walks the container far enough to tell: a JPEG's marker segments up to the start
+    of scan (each segment's length field, ITU-T T.81 B.1.1.4); a PNG's chunks up to IEND; a GIF's blocks and
+    their data sub-blocks up to the trailer (GIF89a, sections 15-27), every frame included; a TIFF's first IFD
+    and the values it points to (TIFF 6.0, section 2); a WebP's RIFF length; an AVIF's top-level ISO BMFF box
+    sizes. A length that points past the last byte is a cut (or a corrupt length, which cannot be told apart and
+    loses the same pixels). Anything else that does not parse is not a cut, nor is a GIF or PNG that ends between
+    two blocks after its first pixel data (no trailer or IEND, which some encoders leave out). ``fmt`` is the
+    signature's format (:func:`_signature_format`) or Pillow's; other formats give False."""
+    n = len(data)
+    if fmt == "JPEG":
+        pos = 2
+        while pos + 2 <= n:
+            if data[pos] != 0xFF:
+                return False
+            marker = data[pos + 1]
+            if marker == 0xFF:  # fill byte
+                pos += 1
+                continue
+            if marker == 0xDA:  # start of scan: the header is whole
+                return pos + 4 > n or pos + 2 + int.from_bytes(data[pos + 2:pos + 4], "big") > n
+            if marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+                pos += 2
+                continue
+            if marker == 0xD9:
+                return False
+            if pos + 4 > n:
+                return True
+            pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+        return True
+    if fmt == "PNG":
+        pos, pixels = 8, False
+        while pos + 8 <= n:
+            length, tag = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
+            if length > 0x7FFFFFFF:
+                return False
+            if pos + 12 + length > n:
+                return True
+            if tag == b"IEND":
+                return False
+            pixels = pixels or tag == b"IDAT"
+            pos += 12 + length
+        # ending between two chunks with no IEND: a cut if no pixel data came yet (some encoders omit IEND)
+        return pos < n or not pixels
+    if fmt == "GIF":
+        if n < 13:
+            return True
+        pos, pixels = 13 + (3 << ((data[10] & 7) + 1) if data[10] & 0x80 else 0), False
+        while pos < n:
+            block = data[pos]
+            if block == 0x2C:  # image descriptor (10 bytes), its local colour table, the LZW code size
+                if pos + 10 > n:
+                    return True
+                pos += 11 + (3 << ((data[pos + 9] & 7) + 1) if data[pos + 9] & 0x80 else 0)
+                pixels = True
+            elif block == 0x21:  # extension: label, then sub-blocks
+                pos += 2
+            else:  # the trailer (0x3B) or a stray byte: not a cut
+                return False
+            while pos < n and data[pos]:  # data sub-blocks, each led by its size, up to a zero size
+                pos += 1 + data[pos]
+            if pos >= n:
+                return True
+            pos += 1
+        return not pixels  # ending between two blocks with no trailer: as for a PNG without IEND
+    if fmt == "TIFF":
+        if n < 8:
+            return True
+        order = "little" if data[:2] == b"II" else "big"
+        if int.from_bytes(data[2:4], order) == 43:  # BigTIFF: an 8-byte offset of the first IFD at byte 8
+            return n < 16 or int.from_bytes(data[8:16], order) + 8 > n
+        ifd = int.from_bytes(data[4:8], order)
+        if ifd + 2 > n:
+            return True
+        entries = int.from_bytes(data[ifd:ifd + 2], order)
+        if ifd + 2 + 12 * entries + 4 > n:
+            return True
+        for e in range(ifd + 2, ifd + 2 + 12 * entries, 12):  # a value of over 4 bytes lies at its offset
+            size = _TIFF_TYPE_SIZE.get(int.from_bytes(data[e + 2:e + 4], order), 1)
+            size *= int.from_bytes(data[e + 4:e + 8], order)
+            if size > 4 and int.from_bytes(data[e + 8:e + 12], order) + size > n:
+                return True
+        return False
+    if fmt == "WEBP":
+        return n < 12 or 8 + int.from_bytes(data[4:8], "little") > n
+    if fmt == "AVIF":
+        pos = 0
+        while pos + 8 <= n:
+            size = int.from_bytes(data[pos:pos + 4], "big")
+            if size == 1:  # a 64-bit size follows the type
+                if pos + 16 > n:
+                    return True
+                size = int.from_bytes(data[pos + 8:pos + 16], "big")
+            elif size == 0:  # runs to the end of the file
+                return False
+            if size < 8:
+                return False
+            if pos + size > n:
+                return True
+            pos += size
+        return pos < n
+    return False
+
+
 def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
     icc = im.info.get("icc_profile")
     key = im.info.get("transparency")
+    if im.mode == "RGB" and isinstance(key, tuple) and "16bit" in flags:
+        # a 16-bit colour PNG's tRNS key is stored as 16-bit values, but Pillow keeps only each sample's high byte:
+        # the key is compared on those, so a pixel within 1/256 of the key in every channel is taken as transparent
+        im.info["transparency"] = tuple(int(k) >> 8 for k in key)
     # a 16/32-bit grey PNG's transparent colour key (tRNS), kept as a mask before the pixels are scaled to 8 bits
     grey_alpha = np.asarray(im) != key if im.mode.startswith("I") and isinstance(key, int) else None
     if im.mode in ("I;16", "I;16B", "I;16L", "I;16N"):
         flags.append("16bit")  # scaled by the bit depth, never by the image's own maximum
         im = Image.fromarray((np.asarray(im, dtype=np.uint32) >> 8).astype(np.uint8), "L")
     elif im.mode == "I":
-        # 32-bit integer pixels: Pillow opens 16-bit greyscale PNG/TIFF this way (values 0..65535)
-        arr = np.clip(np.asarray(im, dtype=np.int64), 0, None)
+        # 32-bit integer pixels: Pillow opens 16-bit greyscale PNG/TIFF this way (values 0..65535); one working
+        # copy, changed in place (8 bytes a pixel)
+        arr = np.array(im, dtype=np.int64)
+        np.clip(arr, 0, None, out=arr)
         shift = 8 if arr.max(initial=0) <= 0xFFFF else 24
         flags.append("16bit" if shift == 8 else "32bit")
-        im = Image.fromarray(np.clip(arr >> shift, 0, 255).astype(np.uint8), "L")
+        np.right_shift(arr, shift, out=arr)
+        im = Image.fromarray(np.clip(arr, 0, 255, out=arr).astype(np.uint8), "L")
     elif im.mode == "F":
-        arr = np.nan_to_num(np.asarray(im, dtype=np.float64))
+        arr = np.nan_to_num(np.array(im, dtype=np.float64), copy=False)  # one working copy, changed in place
         top = 1.0 if arr.max(initial=0) <= 1.0 else 255.0
         flags.append("float")
-        im = Image.fromarray((np.clip(arr / top, 0, 1) * 255).round().astype(np.uint8), "L")
+        np.divide(arr, top, out=arr)
+        np.clip(arr, 0, 1, out=arr)
+        np.multiply(arr, 255, out=arr)
+        im = Image.fromarray(np.round(arr, out=arr).astype(np.uint8), "L")
     if grey_alpha is not None and im.mode == "L":
         im = Image.merge("LA", (im, Image.fromarray(grey_alpha.astype(np.uint8) * 255, "L")))
     if im.mode == "P":
@@ -300,15 +443,32 @@ def _to_rgb(im: Image.Image, flags: list[str]) -> Image.Image:
             pass
     if im.mode in ("RGBA", "LA", "PA") or (im.mode in ("RGB", "L") and "transparency" in im.info):
         flags.append("had_alpha")
-        rgba = im.convert("RGBA")
-        white = Image.new("RGBA", rgba.size, (255, 255, 255, 255))
-        # Pixels with alpha 0 become pure white whatever colour they hid.
-        return Image.alpha_composite(white, rgba).convert("RGB")
+        return _on_white(im)
     if im.mode != "RGB":
         if im.mode in ("L", "1"):
             flags.append("grayscale")
         im = im.convert("RGB")
     return im
+
+
+_STRIP_PIXELS = 1 << 22  # pixels composited at a time: 16 MB of RGBA
+
+
+def _on_white(im: Image.Image, strip_pixels: int = _STRIP_PIXELS) -> Image.Image:
+    """``im`` (with alpha or a transparent colour key) composited on opaque white, as RGB of the same size.
+
+    Pixels with alpha 0 become pure white whatever colour they hid. ``Image.alpha_composite`` over the whole
+    picture holds four full-size copies at once (the RGBA conversion, the white canvas, the composite, its RGB
+    conversion: 1.3 GB beside the decoded 256 MB for 8000 x 8000 RGBA); it runs here on strips of rows of about
+    ``strip_pixels`` pixels, pixel for pixel the same result (the operation is per pixel), so only the RGB output
+    (3 bytes a pixel) is held at full size."""
+    out = Image.new("RGB", im.size)
+    rows = max(1, strip_pixels // max(1, im.width))
+    for top in range(0, im.height, rows):
+        strip = im.crop((0, top, im.width, min(im.height, top + rows))).convert("RGBA")  # crop keeps a colour key
+        white = Image.new("RGBA", strip.size, (255, 255, 255, 255))
+        out.paste(Image.alpha_composite(white, strip).convert("RGB"), (0, top))
+    return out
 
 
 def _is_uniform(rgb: Image.Image, max_std: float = 2.0) -> bool:

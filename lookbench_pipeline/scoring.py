@@ -163,6 +163,7 @@ class PrecomputedEmbeddings:
             elif not np.array_equal(vectors[keep[j]], vectors[i]):
                 raise EmbeddingsError(f"{source or name}: sample_id {sid!r} is given twice with different vectors")
         self.vectors = vectors[keep]
+        self.used = np.zeros(len(keep), dtype=bool)  # which vectors a scored file's rows asked for
         self.name, self.source, self.training_cutoff = name, source, training_cutoff
         h = hashlib.sha256()
         for sid in self.index:
@@ -210,7 +211,27 @@ class PrecomputedEmbeddings:
                 "(--subset)")
         if progress is not None:
             progress.update(len(ids))
-        return self.vectors[np.asarray(rows, dtype=np.int64)] if rows else np.zeros((0, self.dim), np.float32)
+        if not rows:
+            return np.zeros((0, self.dim), np.float32)
+        rows_arr = np.asarray(rows, dtype=np.int64)
+        self.used[rows_arr] = True
+        return self.vectors[rows_arr]
+
+    def unused_ids(self) -> list[str]:
+        """The sample_ids whose vectors no file scored so far asked for (ids of another release, or of subsets
+        not scored), in the order given."""
+        return [sid for sid, j in self.index.items() if not self.used[j]]
+
+    def unused_note(self, version: str, subsets: Sequence[str] | None = None) -> str | None:
+        """What to tell the researcher about :meth:`unused_ids` (None when every vector was used): of the whole
+        ``version``, or of the ``subsets`` asked for."""
+        unused = self.unused_ids()
+        if not unused:
+            return None
+        scope = f"the subsets scored ({', '.join(subsets)})" if subsets else version
+        return (f"{len(unused)} of the {len(self.index)} sample_ids in {self.source or self.name} are not in "
+                f"{scope} and were not used (e.g. {', '.join(map(repr, unused[:3]))})"
+                + ("" if subsets else ": embeddings of another release?"))
 
     @property
     def dim(self) -> int:
@@ -303,6 +324,8 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         subset incl. ``overall``, metric; ``value`` with its bootstrap interval ``ci_low`` / ``ci_high``;
         ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into
         ``benchmark.json``.
+    Warns:
+        UserWarning: ``embeddings`` hold sample_ids that no file scored has (they are not used).
     Raises:
         ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff.
         EmbeddingsError: embeddings that cannot be scored.
@@ -327,6 +350,11 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
+    note = model.unused_note(folder.version, subsets) if isinstance(model, PrecomputedEmbeddings) else None
+    if note:
+        import warnings
+
+        warnings.warn(note, UserWarning, stacklevel=2)
     return ev
 
 

@@ -190,6 +190,12 @@ def test_evaluate_exit_codes(store, tmp_path, capsys):
     assert "did you mean real_studio_flat?" in capsys.readouterr().err
     assert main(["evaluate", "--release", "v20260702", *base]) == 1
     assert f"did you mean {V2}?" in capsys.readouterr().err
+    # a name that is not a version at all is a bad option value (2), with the closest published one
+    for cmd in (["evaluate", "--release", "v2026070", *base], ["pull", "v2026070", "--store", base[1], "--quiet"],
+                ["info", "v2026070", "--store", base[1]]):
+        assert main(cmd) == 2, cmd
+        err = capsys.readouterr().err
+        assert "'v2026070' is not a release version (vYYYYMMDD) or latest" in err and f"did you mean {V2}?" in err
 
 
 def test_unknown_environment_variables_and_fields_get_a_did_you_mean(tmp_path, monkeypatch, caplog):
@@ -327,6 +333,47 @@ def test_evaluate_usage_errors_exit_2(store, tmp_path, capsys):
     assert "--ids FILE gives their sample_ids" in capsys.readouterr().err
     assert main(["evaluate", *base, "--embeddings", str(tmp_path / "a.parquet"), "--ids", str(tmp_path / "i")]) == 2
     assert "--ids goes with exactly one .npy" in capsys.readouterr().err
+    assert main(["evaluate", *base, "--embeddings", str(tmp_path / "absent.parquet")]) == 2
+    assert f"--embeddings {tmp_path / 'absent.parquet'}: no such file" in capsys.readouterr().err
+    (tmp_path / "ids.txt").write_text("a\n")
+    assert main(["evaluate", *base, "--embeddings", str(tmp_path / "ids.txt")]) == 2
+    assert "ids.txt: unknown format (expected .parquet, .npz, or .npy with --ids)" in capsys.readouterr().err
+
+
+def test_embeddings_of_samples_the_release_does_not_have_are_reported(store, tmp_path, capsys):
+    """Vectors whose sample_id is in no file scored (another release's, a typo in the ids) are not used: the
+    researcher is told how many and which, not left to believe they counted."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lookbench_pipeline.releases.reader import read_file, read_manifest
+
+    files = [k.removesuffix(".parquet").split("/") for k in read_manifest(store, V2)["files"] if k.endswith(".parquet")]
+    ids = sorted({sid for sub, role in files for sid in read_file(store, V2, sub, role).column("sample_id").to_pylist()})
+    ids += ["other-release-1", "other-release-2"]
+    vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
+    pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}),
+                   tmp_path / "mine.parquet")
+    assert main(["evaluate", "--store", str(store.root), "--quiet", "--release", V2, "--embeddings",
+                 str(tmp_path / "mine.parquet"), "--cache", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert f"2 of the {len(ids)} sample_ids in {tmp_path / 'mine.parquet'} are not in {V2}" in err, err
+    assert "'other-release-1', 'other-release-2'" in err
+
+
+def test_info_says_a_first_release_has_nothing_to_compare(tmp_path, capsys):
+    s = LocalStore(tmp_path / "store")
+    publish(make_release(V1, range(0, 4)), s, {})
+    assert main(["info", V1, "--store", str(s.root)]) == 0
+    assert "the first release: no earlier version to compare with (CHANGES.md)" in capsys.readouterr().out
+
+
+def test_a_damaged_latest_pointer_is_named(store, tmp_path, capsys):
+    store.put_bytes("releases/latest", b"../../../etc")
+    assert main(["pull", "latest", "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "releases/latest is damaged" in err and "'../../../etc' is not a release version" in err, err
 
 
 def test_a_mistyped_model_without_torch_is_named_as_not_in_the_registry(monkeypatch):

@@ -227,3 +227,26 @@ def test_the_real_assets_checks_see_a_swapped_generated_image_and_a_damaged_repo
     assert cfg.layout.reports in evaluation_reads(cfg)
     # the local weight caches are part of what the detection and the evaluation read
     assert set(weight_caches()) <= set(detector_files(cfg)) and set(weight_caches()) <= set(evaluation_reads(cfg))
+
+
+def test_the_terminal_line_of_a_skipped_stage_is_read_whole():
+    """README promises a skipped stage's line says `skipped: unchanged since run …, stored result reused`: the
+    build terminal shows a stage's first summary line cut to its width (110 columns when not a terminal), and the
+    longest step name of the demo must not push the end of it off."""
+    import io
+    import logging
+
+    from assets.reuse import reused_message
+    from lookbench_pipeline.logs import BuildTerminal
+
+    out, err = io.StringIO(), io.StringIO()
+    term = BuildTerminal(out, err, width=100, notes={})
+    for step in ("detect_garments", "aigen_detections", "generated_checks", "evaluation"):
+        term.event("STEP_START", step, logging.DEBUG, "")
+        term.event("LOG", step, logging.INFO, reused_message("eedb3f37-0c1d-4a55-9e0b-5f6a7b8c9d0e",
+                                                             "2026-12-06T02:40:11.123456+00:00"))
+        term.event("STEP_SUCCESS", step, logging.DEBUG, "")
+    lines = out.getvalue().splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        assert "skipped: unchanged since run eedb3f37, stored result reused  (" in line, line

@@ -67,6 +67,8 @@ def test_embeddings_with_a_cutoff_and_one_subset(pulled, tmp_path, capsys):
     out = tmp_path / "s.parquet"
     assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(path), "--name", "mine", "--cutoff", cut,
                  "--subset", "real_studio_flat", "--quiet", "--output", str(out)]) == 0, capsys.readouterr().err
+    err = capsys.readouterr().err  # the street-look queries' vectors were not asked for
+    assert "are not in the subsets scored (real_studio_flat) and were not used" in err and "another" not in err
     mine = pq.read_table(out)
     _same_scores(ref, mine, "mine")
     assert set(mine.column("subset").to_pylist()) == {"real_studio_flat", "overall"}
@@ -111,6 +113,14 @@ def test_embeddings_that_cannot_be_scored_are_refused(pulled, tmp_path, capsys, 
     assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(tmp_path / "bad.npz"), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+def test_the_python_api_warns_of_embeddings_it_did_not_use(pulled, tmp_path):
+    ids, vecs = export_embeddings(pulled["folder"], tmp_path / "ok.parquet")
+    np.savez(tmp_path / "more.npz", sample_id=np.array([*ids, "not-in-this-release"]),
+             embedding=np.concatenate([vecs, vecs[:1]]).astype(np.float32))
+    with pytest.warns(UserWarning, match="1 of the .* sample_ids in .*more.npz are not in .* 'not-in-this-release'"):
+        lookbench_pipeline.score(pulled["folder"], embeddings=tmp_path / "more.npz")
 
 
 def test_benchmark_json_has_the_sites_shape(pulled, tmp_path):

@@ -35,7 +35,6 @@ def consumer_store(args: argparse.Namespace):
 def _release_source(args: argparse.Namespace, name: str):
     """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
     ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
-    from ..releases.reader import resolve_version
     from ..store import ReleaseFolder
 
     if name != "latest" and (Path(name) / "manifest.json").is_file():
@@ -45,9 +44,31 @@ def _release_source(args: argparse.Namespace, name: str):
         raise UsageError(f"{name}: not a release folder (no manifest.json in it; a pull writes it last, so a pull "
                          "that stopped left none: run it again) and not a version (vYYYYMMDD or latest)")
     store = consumer_store(args)
-    # a version that is not published (or not a version name) is reported by read_manifest, with the published
-    # versions and the closest one
-    return store, resolve_version(store, name) if name == "latest" else name
+    # a version name that is not published is reported by read_manifest, with the published versions and the
+    # closest one
+    return store, _version_arg(store, name)
+
+
+def _version_arg(store, name: str) -> str:
+    """The release version a command was given (``vYYYYMMDD`` or ``latest``, resolved through the store's
+    ``releases/latest``). Raises UsageError (exit 2) for a name that is not a version, with the closest published
+    one when the store can be listed."""
+    import difflib
+
+    from ..releases.reader import list_releases, resolve_version
+    from ..safepath import UnsafePathError, check_version
+    from ..store import StoreError
+
+    if name == "latest":
+        return resolve_version(store, name)
+    try:
+        return check_version(name)
+    except UnsafePathError as exc:
+        try:
+            near = difflib.get_close_matches(name, list_releases(store), n=1)
+        except StoreError:  # an http mirror cannot be listed
+            near = []
+        raise UsageError(f"{exc} or latest" + (f"; did you mean {near[0]}?" if near else "")) from exc
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
@@ -145,15 +166,17 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
                              for f in sorted(set(added) | set(retired)))
         lines.append(f"since {ch['previous_version']}, items added / retired per file: {per_file or 'none'} "
                      "(CHANGES.md)")
+    elif ch:
+        lines.append("the first release: no earlier version to compare with (CHANGES.md)")
     lines.append("(--json prints the whole manifest)")
     return "\n".join(lines)
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..releases.reader import pull, resolve_version
+    from ..releases.reader import pull
 
     store = consumer_store(args)
-    version = resolve_version(store, args.version)
+    version = _version_arg(store, args.version)
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
@@ -271,6 +294,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
     given = {}
     if args.embeddings:
+        for e in args.embeddings:  # a file that is not there, or of no known format, is a bad option value
+            if not Path(e).is_file():
+                raise UsageError(f"--embeddings {e}: no such file")
+            if Path(e).suffix.lower() not in (".parquet", ".npz", ".npy"):
+                raise UsageError(f"--embeddings {e}: unknown format (expected .parquet, .npz, or .npy with --ids)")
         tc = date.fromisoformat(args.training_cutoff) if args.training_cutoff else None
         emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
         given[emb.name] = emb
@@ -282,6 +310,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                              registry=False if named else None, legacy=legacy, progress=not args.quiet,
                              embedders_given=given, subsets=args.subset or None)
     _print_reasons(ev, named)
+    for emb in given.values():
+        note = emb.unused_note(version, args.subset)
+        if note and ev.scores.num_rows:
+            print(f"warning: {note}", file=sys.stderr)
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR

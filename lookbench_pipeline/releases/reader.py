@@ -180,13 +180,19 @@ def resolve_version(store: ObjectStore, version: str) -> str:
 
     Raises:
         StoreError: ``latest`` was asked for and the store has none.
-        UnsafePathError: the name (given or read from the store) is not a release version.
+        UnsafePathError: the name (given or read from the store: then the message names ``releases/latest`` as
+            the damaged file) is not a release version.
     """
     if version == "latest":
         if not store.exists(LATEST_KEY):
             raise StoreError(f"{store.url} has no releases/latest: name a version (vYYYYMMDD; `lookbench releases` "
                              "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
-        version = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
+        named = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
+        try:
+            return check_version(named)
+        except UnsafePathError as exc:  # the store's fault, not the caller's: say which file is wrong
+            raise UnsafePathError(f"{store.url}/{LATEST_KEY} is damaged: {exc}; name a version instead "
+                                  "(`lookbench releases` lists them)") from exc
     return check_version(version)
 
 
