@@ -132,7 +132,8 @@ def test_empty_release_is_not_published(tmp_path):
 
 @pytest.mark.parametrize("args,match,code", [
     (["info", "v19990101"], "not published", 1),
-    (["evaluate", "--release", "vNOPE"], "not published", 1),
+    (["evaluate", "--release", "v20990101"], "not published", 1),
+    (["evaluate", "--release", "vNOPE"], "not a release version (vYYYYMMDD) or latest", 2),  # a bad option value
     (["build", "--partition", "2026-03-05"], "1 January or 1 July", 1),
     (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD", 2),  # a usage error: exit code 2
 ])
