@@ -350,7 +350,8 @@ def test_embeddings_of_samples_the_release_does_not_have_are_reported(store, tmp
     from lookbench_pipeline.releases.reader import read_file, read_manifest
 
     files = [k.removesuffix(".parquet").split("/") for k in read_manifest(store, V2)["files"] if k.endswith(".parquet")]
-    ids = sorted({sid for sub, role in files for sid in read_file(store, V2, sub, role).column("sample_id").to_pylist()})
+    ids = sorted({sid for sub, role in files
+                  for sid in read_file(store, V2, sub, role).column("sample_id").to_pylist()})
     ids += ["other-release-1", "other-release-2"]
     vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
     pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}),
