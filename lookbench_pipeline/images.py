@@ -140,9 +140,9 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             raise ImageRejected(Reject.DECODE_ERROR, f"{claimed} signature, but the header cannot be read") from exc
         raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
     except OSError as exc:  # a JPEG cut inside its header: "Truncated File Read"
-        raise _broken(data, _signature_format(data), str(exc)) from exc
+        raise _broken(data, _signature_format(data), exc) from exc
     except Exception as exc:
-        raise _broken(data, _signature_format(data), repr(exc)) from exc
+        raise _broken(data, _signature_format(data), exc) from exc
     fmt = im.format or "UNKNOWN"
     w, h = im.size
     if w * h > cfg.max_pixels:
@@ -164,7 +164,7 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     try:
         n_frames = int(getattr(im, "n_frames", 1) or 1)  # a GIF's frames are counted by reading through them
     except Exception as exc:  # Pillow's GIF reader raises IndexError / OSError on a frame cut short
-        raise _broken(data, fmt, repr(exc)) from exc
+        raise _broken(data, fmt, exc) from exc
     if n_frames > 1:
         flags.append("animated")  # policy: first frame, flagged
     if Image.MAX_IMAGE_PIXELS and w * h > Image.MAX_IMAGE_PIXELS:
@@ -176,9 +176,9 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     except Image.DecompressionBombError as exc:
         raise ImageRejected(Reject.DECOMPRESSION_BOMB, str(exc)) from exc
     except OSError as exc:
-        raise _broken(data, fmt, str(exc)) from exc
+        raise _broken(data, fmt, exc) from exc
     except Exception as exc:  # SyntaxError, ValueError from broken plugins
-        raise _broken(data, fmt, repr(exc)) from exc
+        raise _broken(data, fmt, exc) from exc
     if fmt == "JPEG" and _scan_may_be_cut(im):
         _check_jpeg_scan(data)
     if fmt in ("GIF", "PNG") and _ends_early(data, fmt):
@@ -201,12 +201,15 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
     return Decoded(rgb=rgb, format=fmt, n_frames=n_frames, width=w, height=h, flags=flags)
 
 
-def _broken(data: bytes, fmt: str | None, msg: str) -> ImageRejected:
-    """The rejection of a file Pillow failed on: ``truncated`` when Pillow says so or the file ends before its
-    structure does (:func:`_ends_early`; libwebp, for one, only says it "could not create decoder object"),
-    else ``decode_error``."""
+def _broken(data: bytes, fmt: str | None, exc: Exception) -> ImageRejected:
+    """The rejection of a file Pillow failed on with ``exc``: ``truncated`` when Pillow's decoder says the data
+    ran out (an ``OSError`` "image file is truncated" / "broken data stream") or the file ends before its structure
+    does (:func:`_ends_early`; libwebp, for one, only says it "could not create decoder object"), else
+    ``decode_error``. Other exceptions that use the word (a ``ValueError`` "Truncated tRNS chunk" in a whole file)
+    describe a malformed part, not a cut."""
+    msg = str(exc) if isinstance(exc, OSError) else repr(exc)
     low = msg.lower()
-    if "truncated" in low or "broken data" in low:
+    if isinstance(exc, OSError) and ("truncated" in low or "broken data" in low):
         return ImageRejected(Reject.TRUNCATED, msg)
     if _ends_early(data, fmt):
         return ImageRejected(Reject.TRUNCATED, f"{msg} (the file ends before its {fmt} structure does)")

@@ -222,13 +222,17 @@ class PrecomputedEmbeddings:
         not scored), in the order given."""
         return [sid for sid, j in self.index.items() if not self.used[j]]
 
-    def unused_note(self, version: str, subsets: Sequence[str] | None = None) -> str | None:
-        """What to tell the researcher about :meth:`unused_ids` (None when every vector was used): of the whole
-        ``version``, or of the ``subsets`` asked for."""
+    def unused_note(self, ev: Any, release_subsets: Sequence[str]) -> str | None:
+        """What to tell the researcher about :meth:`unused_ids` after the evaluation ``ev`` (None when every vector
+        was used). ``release_subsets``: the scored subsets the release's manifest lists
+        (``releases.reader.manifest_subsets``); when fewer were scored (``--subset``, subsets not pulled, an empty
+        gallery), the note names those scored rather than suspect another release's embeddings."""
         unused = self.unused_ids()
         if not unused:
             return None
-        scope = f"the subsets scored ({', '.join(subsets)})" if subsets else version
+        scored = sorted({s for s in ev.scores.column("subset").to_pylist() if s in set(release_subsets)})
+        subsets = scored if scored != sorted(release_subsets) else None
+        scope = f"the subsets scored ({', '.join(subsets)})" if subsets else ev.release
         return (f"{len(unused)} of the {len(self.index)} sample_ids in {self.source or self.name} are not in "
                 f"{scope} and were not used (e.g. {', '.join(map(repr, unused[:3]))})"
                 + ("" if subsets else ": embeddings of another release?"))
@@ -350,7 +354,12 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
-    note = model.unused_note(folder.version, subsets) if isinstance(model, PrecomputedEmbeddings) else None
+    if isinstance(model, PrecomputedEmbeddings):
+        from .releases.reader import manifest_subsets, read_manifest
+
+        note = model.unused_note(ev, manifest_subsets(read_manifest(folder, folder.version)))
+    else:
+        note = None
     if note:
         import warnings
 

@@ -350,7 +350,8 @@ def test_embeddings_of_samples_the_release_does_not_have_are_reported(store, tmp
     from lookbench_pipeline.releases.reader import read_file, read_manifest
 
     files = [k.removesuffix(".parquet").split("/") for k in read_manifest(store, V2)["files"] if k.endswith(".parquet")]
-    ids = sorted({sid for sub, role in files for sid in read_file(store, V2, sub, role).column("sample_id").to_pylist()})
+    ids = sorted({sid for sub, role in files
+                  for sid in read_file(store, V2, sub, role).column("sample_id").to_pylist()})
     ids += ["other-release-1", "other-release-2"]
     vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
     pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}),
@@ -360,6 +361,14 @@ def test_embeddings_of_samples_the_release_does_not_have_are_reported(store, tmp
     err = capsys.readouterr().err
     assert f"2 of the {len(ids)} sample_ids in {tmp_path / 'mine.parquet'} are not in {V2}" in err, err
     assert "'other-release-1', 'other-release-2'" in err
+    # a folder pulled with one subset: the other subsets' vectors are unused too, and the note says why
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--subset",
+                 "real_studio_flat", "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["evaluate", str(tmp_path / "d" / V2), "--quiet", "--embeddings", str(tmp_path / "mine.parquet"),
+                 "--cache", str(tmp_path / "c")]) == 0
+    err = capsys.readouterr().err
+    assert "are not in the subsets scored (real_studio_flat) and were not used" in err and "another" not in err, err
 
 
 def test_info_says_a_first_release_has_nothing_to_compare(tmp_path, capsys):

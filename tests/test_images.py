@@ -105,10 +105,20 @@ def test_a_file_cut_anywhere_is_truncated(fmt, kw):
 
 
 def test_a_broken_header_that_is_not_cut_is_a_decode_error():
+    import struct
+    import zlib
+
+    def chunk(tag: bytes, body: bytes) -> bytes:
+        return struct.pack(">I", len(body)) + tag + body + struct.pack(">I", zlib.crc32(tag + body))
+
     full = _bytes(Image.new("RGB", (64, 64), (200, 10, 10)), "JPEG")
     png = _bytes(Image.new("RGB", (64, 64), (200, 10, 10)))
+    short_trns = (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", 40, 40, 8, 2, 0, 0, 0))
+                  + chunk(b"tRNS", b"\0\1") + chunk(b"IDAT", zlib.compress((b"\0" + b"\x10\x20\x30" * 40) * 40))
+                  + chunk(b"IEND", b""))  # whole, but Pillow says "Truncated tRNS chunk" (a ValueError)
     for bad in (full[:3] + b"\x00" * 200 + full[203:],  # no marker after the start of image
-                png[:29] + b"\x00\x00\x00\x00" + png[33:]):  # IHDR with a wrong CRC
+                png[:29] + b"\x00\x00\x00\x00" + png[33:],  # IHDR with a wrong CRC
+                short_trns):
         with pytest.raises(ImageRejected) as e:
             decode(bad)
         assert e.value.reason == Reject.DECODE_ERROR, e.value.detail

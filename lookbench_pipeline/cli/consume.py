@@ -310,10 +310,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                              registry=False if named else None, legacy=legacy, progress=not args.quiet,
                              embedders_given=given, subsets=args.subset or None)
     _print_reasons(ev, named)
-    for emb in given.values():
-        note = emb.unused_note(version, args.subset)
-        if note and ev.scores.num_rows:
-            print(f"warning: {note}", file=sys.stderr)
+    if given and ev.scores.num_rows:
+        from ..releases.reader import manifest_subsets, read_manifest
+
+        listed = manifest_subsets(read_manifest(store, version))
+        for emb in given.values():
+            note = emb.unused_note(ev, listed)
+            if note:
+                print(f"warning: {note}", file=sys.stderr)
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR
