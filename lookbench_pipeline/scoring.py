@@ -47,6 +47,11 @@ class EmbeddingsError(ValueError):
     """Embeddings that cannot be scored (the message names the file, the id or the row and why)."""
 
 
+class EmbeddingsFileError(EmbeddingsError):
+    """An embeddings path that names no file, or a file of no known format: a mistaken argument (the CLI's usage
+    error, exit 2), not vectors that cannot be scored."""
+
+
 class NothingScoredError(RuntimeError):
     """An evaluation produced no score (every model skipped, or no query left after the cutoff); the message
     gives each reason."""
@@ -77,7 +82,7 @@ def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]
     """``(sample ids, (n, d) vectors)`` of one embeddings file. Raises EmbeddingsError."""
     name = path.name.lower()
     if not path.is_file():
-        raise EmbeddingsError(f"{path}: no such file")
+        raise EmbeddingsFileError(f"{path}: no such file")
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
@@ -136,7 +141,7 @@ def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]
         except (OSError, UnicodeDecodeError) as exc:
             raise EmbeddingsError(f"{ids_path}: cannot read the ids ({exc})") from None
         return ids, vecs
-    raise EmbeddingsError(f"{path}: unknown embeddings format (expected .parquet, .npz, or .npy with --ids)")
+    raise EmbeddingsFileError(f"{path}: unknown format (expected .parquet, .npz, or .npy with --ids)")
 
 
 class PrecomputedEmbeddings:
@@ -222,16 +227,19 @@ class PrecomputedEmbeddings:
         not scored), in the order given."""
         return [sid for sid, j in self.index.items() if not self.used[j]]
 
-    def unused_note(self, ev: Any, release_subsets: Sequence[str]) -> str | None:
-        """What to tell the researcher about :meth:`unused_ids` after the evaluation ``ev`` (None when every vector
-        was used). ``release_subsets``: the scored subsets the release's manifest lists
-        (``releases.reader.manifest_subsets``); when fewer were scored (``--subset``, subsets not pulled, an empty
-        gallery), the note names those scored rather than suspect another release's embeddings."""
+    def unused_note(self, ev: Any, store: Any) -> str | None:
+        """What to tell the researcher about :meth:`unused_ids` after the evaluation ``ev`` of a release in
+        ``store`` (an ObjectStore or a pulled ReleaseFolder); None when every vector was used. When fewer subsets
+        were scored than the manifest lists (``--subset``, subsets not pulled, an empty gallery), the note names
+        those scored rather than suspect another release's embeddings."""
+        from .releases.reader import manifest_subsets, read_manifest
+
         unused = self.unused_ids()
         if not unused:
             return None
-        scored = sorted({s for s in ev.scores.column("subset").to_pylist() if s in set(release_subsets)})
-        subsets = scored if scored != sorted(release_subsets) else None
+        listed = manifest_subsets(read_manifest(store, ev.release))
+        scored = sorted(set(ev.scores.column("subset").to_pylist()) & set(listed))
+        subsets = scored if scored != listed else None
         scope = f"the subsets scored ({', '.join(subsets)})" if subsets else ev.release
         return (f"{len(unused)} of the {len(self.index)} sample_ids in {self.source or self.name} are not in "
                 f"{scope} and were not used (e.g. {', '.join(map(repr, unused[:3]))})"
@@ -354,12 +362,7 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
-    if isinstance(model, PrecomputedEmbeddings):
-        from .releases.reader import manifest_subsets, read_manifest
-
-        note = model.unused_note(ev, manifest_subsets(read_manifest(folder, folder.version)))
-    else:
-        note = None
+    note = model.unused_note(ev, folder) if isinstance(model, PrecomputedEmbeddings) else None
     if note:
         import warnings
 

@@ -244,7 +244,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
     from ..config import EvaluateConfig
     from ..evaluate import evaluate_configured, format_table
-    from ..scoring import PrecomputedEmbeddings, site_benchmark
+    from ..scoring import EmbeddingsFileError, PrecomputedEmbeddings, site_benchmark
 
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
@@ -294,13 +294,11 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
     given = {}
     if args.embeddings:
-        for e in args.embeddings:  # a file that is not there, or of no known format, is a bad option value
-            if not Path(e).is_file():
-                raise UsageError(f"--embeddings {e}: no such file")
-            if Path(e).suffix.lower() not in (".parquet", ".npz", ".npy"):
-                raise UsageError(f"--embeddings {e}: unknown format (expected .parquet, .npz, or .npy with --ids)")
         tc = date.fromisoformat(args.training_cutoff) if args.training_cutoff else None
-        emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
+        try:
+            emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
+        except EmbeddingsFileError as exc:  # no such file, or no known format: a bad option value
+            raise UsageError(f"--embeddings {exc}") from exc
         given[emb.name] = emb
     named = list(dict.fromkeys([*(args.model or []), *given]))
     # models named on the command line (or embeddings) are scored alone; otherwise the config's, plus the registry's
@@ -310,14 +308,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                              registry=False if named else None, legacy=legacy, progress=not args.quiet,
                              embedders_given=given, subsets=args.subset or None)
     _print_reasons(ev, named)
-    if given and ev.scores.num_rows:
-        from ..releases.reader import manifest_subsets, read_manifest
-
-        listed = manifest_subsets(read_manifest(store, version))
-        for emb in given.values():
-            note = emb.unused_note(ev, listed)
-            if note:
-                print(f"warning: {note}", file=sys.stderr)
+    notes = [emb.unused_note(ev, store) for emb in given.values()] if ev.scores.num_rows else []
+    for note in filter(None, notes):
+        print(f"warning: {note}", file=sys.stderr)
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR
