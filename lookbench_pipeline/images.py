@@ -292,10 +292,11 @@ def _ends_early(data: bytes, fmt: str | None) -> bool:
     of scan (each segment's length field, ITU-T T.81 B.1.1.4); a PNG's chunks up to IEND; a GIF's blocks and
     their data sub-blocks up to the trailer (GIF89a, sections 15-27), every frame included; a TIFF's first IFD
     and the values it points to (TIFF 6.0, section 2); a WebP's RIFF length; an AVIF's top-level ISO BMFF box
-    sizes, and whole boxes that hold no picture data yet (no 'mdat', no 'idat' in 'meta'). A length that points past the last byte is a cut (or a corrupt length, which cannot be told apart and
-    loses the same pixels). Anything else that does not parse is not a cut, nor is a GIF or PNG that ends between
-    two blocks after its first pixel data (no trailer or IEND, which some encoders leave out). ``fmt`` is the
-    signature's format (:func:`_signature_format`) or Pillow's; other formats give False."""
+    sizes, and whole boxes that hold no picture data yet (no 'mdat', no 'idat' in 'meta'). A length that points
+    past the last byte is a cut (or a corrupt length, which cannot be told apart and loses the same pixels).
+    Anything else that does not parse is not a cut, nor is a GIF or PNG that ends between two blocks after its
+    first pixel data (no trailer or IEND, which some encoders leave out). ``fmt`` is the signature's format
+    (:func:`_signature_format`) or Pillow's; other formats give False."""
     n = len(data)
     if fmt == "JPEG":
         pos = 2
