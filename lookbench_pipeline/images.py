@@ -292,10 +292,11 @@ def _ends_early(data: bytes, fmt: str | None) -> bool:
     of scan (each segment's length field, ITU-T T.81 B.1.1.4); a PNG's chunks up to IEND; a GIF's blocks and
     their data sub-blocks up to the trailer (GIF89a, sections 15-27), every frame included; a TIFF's first IFD
     and the values it points to (TIFF 6.0, section 2); a WebP's RIFF length; an AVIF's top-level ISO BMFF box
-    sizes. A length that points past the last byte is a cut (or a corrupt length, which cannot be told apart and
-    loses the same pixels). Anything else that does not parse is not a cut, nor is a GIF or PNG that ends between
-    two blocks after its first pixel data (no trailer or IEND, which some encoders leave out). ``fmt`` is the
-    signature's format (:func:`_signature_format`) or Pillow's; other formats give False."""
+    sizes, and whole boxes that hold no picture data yet (no 'mdat', no 'idat' in 'meta'). A length that points
+    past the last byte is a cut (or a corrupt length, which cannot be told apart and loses the same pixels).
+    Anything else that does not parse is not a cut, nor is a GIF or PNG that ends between two blocks after its
+    first pixel data (no trailer or IEND, which some encoders leave out). ``fmt`` is the signature's format
+    (:func:`_signature_format`) or Pillow's; other formats give False."""
     n = len(data)
     if fmt == "JPEG":
         pos = 2
@@ -373,9 +374,9 @@ def _ends_early(data: bytes, fmt: str | None) -> bool:
     if fmt == "WEBP":
         return n < 12 or 8 + int.from_bytes(data[4:8], "little") > n
     if fmt == "AVIF":
-        pos = 0
+        pos, pixels = 0, False
         while pos + 8 <= n:
-            size = int.from_bytes(data[pos:pos + 4], "big")
+            size, kind = int.from_bytes(data[pos:pos + 4], "big"), data[pos + 4:pos + 8]
             if size == 1:  # a 64-bit size follows the type
                 if pos + 16 > n:
                     return True
@@ -386,8 +387,10 @@ def _ends_early(data: bytes, fmt: str | None) -> bool:
                 return False
             if pos + size > n:
                 return True
+            # the coded picture is in an 'mdat' box, or in an 'idat' box inside 'meta' (ISO/IEC 23008-12, 9.3)
+            pixels = pixels or kind == b"mdat" or (kind == b"meta" and b"idat" in data[pos:pos + size])
             pos += size
-        return pos < n
+        return pos < n or not pixels  # whole boxes but no picture data: cut at a box boundary
     return False
 
 

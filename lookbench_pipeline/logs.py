@@ -265,12 +265,15 @@ class BuildTerminal(logging.Handler):
 
     Fed by :meth:`event` (the Dagster run's events as plain values, from ``assets/runner.py``) and, as a logging
     handler on the library's logger, by its warning and progress records. Writes no ANSI codes unless ``bars``.
+    ``log``: a stream that also gets every line shown (not the bars), each prefixed ``<UTC time> lookbench:``, so
+    that the log file holds the stage lines, the warnings and the failed asset checks in order with the rest.
     """
 
     def __init__(self, out: TextIO, err: TextIO, *, bars: bool = False, width: int = 110,
-                 notes: dict[str, str] | None = None, expected: dict[str, str] | None = None):
+                 notes: dict[str, str] | None = None, expected: dict[str, str] | None = None,
+                 log: TextIO | None = None):
         super().__init__(logging.INFO)
-        self.out, self.err, self.bars, self.width = out, err, bars, width
+        self.out, self.err, self.bars, self.width, self.log = out, err, bars, width, log
         self.notes, self.expected = notes or {}, expected or {}
         self.started: dict[str, float] = {}
         self.summary: dict[str, str] = {}
@@ -291,6 +294,11 @@ class BuildTerminal(logging.Handler):
         stream.flush()
         if self.bar is not None:
             self.bar.refresh()
+        if self.log is not None:
+            from datetime import datetime, timezone
+
+            self.log.write(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} +0000 lookbench: {text.strip()}\n")
+            self.log.flush()
 
     def _close_bar(self) -> None:
         if self.bar is not None:

@@ -90,15 +90,19 @@ def test_jpeg_cut_inside_its_header_is_truncated():
 
 
 @pytest.mark.parametrize("fmt,kw", [("JPEG", {}), ("PNG", {}), ("GIF", {}), ("TIFF", {}),
-                                    ("TIFF", {"compression": "tiff_lzw"}), ("WEBP", {}), ("WEBP", {"lossless": True})])
+                                    ("TIFF", {"compression": "tiff_lzw"}), ("WEBP", {}), ("WEBP", {"lossless": True}),
+                                    ("AVIF", {})])
 def test_a_file_cut_anywhere_is_truncated(fmt, kw):
     """A download cut short is ``truncated`` wherever it stops after the format's signature: inside the header
     (GIF, TIFF), at the IFD a compressed TIFF keeps at its end, anywhere in a WebP (libwebp only says it "could not
-    create decoder object")."""
+    create decoder object"), at an AVIF's box boundary before its picture data."""
     rng = np.random.default_rng(1)
     full = _bytes(Image.fromarray((rng.random((64, 64, 3)) * 255).astype(np.uint8)), fmt, **kw)
-    first = 12 if fmt == "WEBP" else 8 if fmt == "PNG" else 4 if fmt == "TIFF" else 6
-    for cut in [*range(first, 200, 3), len(full) // 3, len(full) // 2, len(full) - 20]:
+    first = 12 if fmt in ("WEBP", "AVIF") else 8 if fmt == "PNG" else 4 if fmt == "TIFF" else 6
+    boxes = []  # an AVIF cut where a top-level box ends, before its 'mdat': whole boxes, but no picture data
+    while fmt == "AVIF" and full[sum(boxes) + 4:sum(boxes) + 8] != b"mdat":
+        boxes.append(int.from_bytes(full[sum(boxes):sum(boxes) + 4], "big"))
+    for cut in [*range(first, 200, 3), *np.cumsum(boxes), len(full) // 3, len(full) // 2, len(full) - 20]:
         with pytest.raises(ImageRejected) as e:
             decode(full[:cut])
         assert e.value.reason == Reject.TRUNCATED, (cut, e.value.detail)

@@ -4,6 +4,7 @@ terminal); assets get their timing as metadata."""
 import io
 import json
 import logging
+import re
 
 import pytest
 
@@ -152,9 +153,9 @@ def test_output_to_file_takes_every_writer_and_keeps_the_terminal(tmp_path, capf
 def test_build_terminal_lines_checks_and_each_warning_once():
     from lookbench_pipeline.logs import BuildTerminal, stage_context
 
-    out, err = io.StringIO(), io.StringIO()
+    out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
     term = BuildTerminal(out, err, width=100, notes={"generated_images": "with deliberate demo faults"},
-                         expected={"no image endpoint": "expected in the demo"})
+                         expected={"no image endpoint": "expected in the demo"}, log=log)
     lib = logging.getLogger("lookbench_pipeline")
     level = lib.level
     lib.addHandler(term)
@@ -193,6 +194,11 @@ def test_build_terminal_lines_checks_and_each_warning_once():
     assert warned == ["  warning (expected in the demo): aigen: no image endpoint configured (aigen.endpoint.base_url): "
                       "the scripted endpoint draws them", "  warning: check release/counts failed (ERROR)"]
     assert "\x1b" not in out.getvalue() + err.getvalue()
+    # the log file gets every line shown, in order, timestamped: a failed check is in the log, not only on screen
+    logged = [line.split(" lookbench: ", 1)[1] for line in log.getvalue().splitlines()]
+    assert logged == [line.strip() for line in [lines[0], warned[0], lines[1], warned[1], lines[2]]]
+    assert all(re.match(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d \+0000 lookbench: ", line)
+               for line in log.getvalue().splitlines())
 
 
 def test_a_step_that_materialized_an_asset_is_listed_even_without_its_summary():
@@ -209,3 +215,30 @@ def test_a_step_that_materialized_an_asset_is_listed_even_without_its_summary():
     lines = out.getvalue().splitlines()
     assert len(lines) == 1 and lines[0].startswith("  done generated_checks")
     assert lines[0].endswith("[with deliberate demo faults]")
+
+
+def test_a_failed_build_leaves_its_lines_and_its_reason_in_the_log(tmp_path, capfd):
+    """The log file alone says what ran, what was warned and why the build failed: the terminal's lines and the
+    failure (failed asset checks included) are written there too, not only on the screen."""
+    from types import SimpleNamespace
+
+    from lookbench_pipeline.cli.build import _build_terminal
+    from lookbench_pipeline.layout import DataLayout
+
+    cfg = SimpleNamespace(layout=DataLayout(tmp_path / "data"))
+
+    def run(runner, on_event):
+        on_event("STEP_START", "image_intake", logging.DEBUG, "")
+        on_event("LOG", "image_intake", logging.INFO, "image intake: {'in': 3, 'accepted': 3}")
+        on_event("STEP_SUCCESS", "image_intake", logging.DEBUG, "")
+        on_event("CHECK_FAILED", "release_checks", logging.ERROR, "check release/counts failed (ERROR): in=3")
+        raise runner.RunFailed("check release/counts failed (ERROR): in=3")
+
+    assert _build_terminal(cfg, "build", False, run) == 1
+    shown = capfd.readouterr()
+    [log] = (tmp_path / "data" / "logs").glob("build-*.log")
+    text = log.read_text()
+    assert "done image_intake" in shown.out and "done image_intake" in text
+    assert "warning: check release/counts failed (ERROR): in=3" in shown.err
+    assert "lookbench: warning: check release/counts failed (ERROR): in=3" in text
+    assert "lookbench: build failed:\ncheck release/counts failed (ERROR): in=3" in text

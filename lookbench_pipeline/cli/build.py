@@ -56,7 +56,8 @@ def _run_job(runner, config_path: str | None, partition: str | None, on_event=No
 def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -> int | dict:
     """Run a build (``run(runner, on_event)`` -> its summary, ``runner`` from :func:`_build_runner`) with a quiet
     terminal: a line per stage, a progress bar, each warning once, while everything printed (Dagster's console,
-    library chatter, ultralytics' training output) goes to ``<data_dir>/logs/<command>-<UTC time>.log``;
+    library chatter, ultralytics' training output) goes to ``<data_dir>/logs/<command>-<UTC time>.log``, which
+    also gets the terminal's lines (timestamped);
     ``verbose``: everything on the terminal as it comes.
     Dagster's Beta/Preview warnings (about Dagster's own API, nothing a user can act on) are not shown. In the demo
     (``demo``) the scripted image endpoint's deliberate faults and the expected warnings are labelled as such.
@@ -89,7 +90,8 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
         failure = None
         with output_to_file(log_path) as (out, err):
             width = os.get_terminal_size(out.fileno()).columns if out.isatty() else 110
-            term = BuildTerminal(out, err, bars=err.isatty(), width=min(width, 160), notes=notes, expected=expected)
+            term = BuildTerminal(out, err, bars=err.isatty(), width=min(width, 160), notes=notes, expected=expected,
+                                 log=sys.stdout)  # inside output_to_file: the log file
             lib.addHandler(term)
             lib.setLevel(logging.INFO if level in (logging.NOTSET,) or level > logging.INFO else level)
             try:
@@ -101,6 +103,8 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
                 lib.setLevel(level)
                 term.close()
     if failure is not None:
+        with open(log_path, "a", encoding="utf-8") as log:  # why the run failed, in the log too
+            log.write(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} +0000 lookbench: build failed:\n{failure}\n")
         print(f"{failure}\nfull log: {log_path}", file=sys.stderr)
         return 1
     return summary
