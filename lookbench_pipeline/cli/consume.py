@@ -333,6 +333,6 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         return EXIT_ERROR
     missing = [m for m in named if m not in set(live)]
     if missing:
-        print(f"error: not scored on {version}: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
+        print(f"error: not scored: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR
     return EXIT_OK
