@@ -340,6 +340,18 @@ def test_cli_evaluate_with_report_and_progress(release_store, tmp_path, capsys):
     out, err = capsys.readouterr()
     assert rc == 1 and f"nothing was scored on {VERSION}" in err
     assert "none of the others first seen on or after the cutoff 2030-01-01" in err and "not scored: " in err
+    # ... also when a legacy benchmark was scored beside it: its rows are no score on the release
+    legacy_cfg = tmp_path / "legacy.yaml"
+    legacy_cfg.write_text(yaml.safe_dump({
+        "data_dir": str(root / "cli-data"), "store": {"url": str(root / "store")},
+        "evaluate": {"legacy": [{"name": "deepfashion-inshop-demo", "kind": "deepfashion_inshop",
+                                 "path": "legacy/deepfashion-inshop-demo", "demo": True}]}}))
+    rc = main(["evaluate", "--config", str(legacy_cfg), "--release", VERSION, "--model", BASELINE_ID, "--quiet",
+               "--cutoff", "2030-01-01"])
+    out, err = capsys.readouterr()
+    assert "legacy:deepfashion-inshop-demo" in out, "the legacy benchmark's table is still shown"
+    assert rc == 1 and f"no query of {VERSION} was scored, only the legacy benchmarks" in err
+    assert "none of the others first seen on or after the cutoff 2030-01-01" in err
     rc = main(["evaluate", "--config", str(cfg), "--release", VERSION, "--cutoff", "spring"])
     assert rc == 2 and "YYYY-MM-DD or model" in capsys.readouterr().err  # a usage error
 

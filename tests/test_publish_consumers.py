@@ -82,6 +82,26 @@ def test_datasets_loads_the_release_folder_with_no_config_name(released, tmp_pat
     assert datasets.get_dataset_config_names(str(folder)) == SUBSETS
 
 
+def test_a_partial_pull_opens_in_datasets_and_a_full_pull_restores_the_published_card(released, tmp_path):
+    """`datasets` resolves every config's files when it opens a folder: a pull of one subset must give a card
+    that names only what is there; a later pull of the rest gives back the published card, byte for byte."""
+    import datasets
+
+    store, manifest, _ = released
+    pull(store, V2, tmp_path / "part", ["real_streetlook"], progress=False)
+    folder = tmp_path / "part" / V2
+    assert not (folder / "real_studio_flat").exists()
+    assert datasets.get_dataset_config_names(str(folder)) == ["real_streetlook"]
+    ds = datasets.load_dataset(str(folder), cache_dir=str(tmp_path / "hf"))  # the one config is the default
+    assert ds["query"].num_rows == manifest["files"]["real_streetlook/query.parquet"]["rows"]
+    card = (folder / "README.md").read_text()
+    assert card.split("\n---", 1)[1] == store.get_bytes(f"releases/{V2}/README.md").decode().split("\n---", 1)[1]
+    pull(store, V2, tmp_path / "part", progress=False)
+    published = manifest["metadata_files"]["README.md"]["sha256"]
+    assert hashlib.sha256((folder / "README.md").read_bytes()).hexdigest() == published
+    assert datasets.get_dataset_config_names(str(folder)) == SUBSETS
+
+
 def test_look_bench_loader_and_recall_equal_ours_on_the_same_embeddings(released, tmp_path, monkeypatch):
     import torch
     from look_bench.metrics import RankEvaluator

@@ -324,8 +324,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         report = write_report(ev, Path(args.report))
         print(f"\nreport: {report['html']} (leaderboard: {report['dir'] / 'leaderboard.md'})")
-    scored = set(ev.scores.column("model").to_pylist())
-    missing = [m for m in named if m not in scored]
+    # a legacy benchmark's rows are no score on the release: a model scored only there was not scored on it
+    live = [m for m, s in zip(ev.scores.column("model").to_pylist(), ev.scores.column("subset").to_pylist())
+            if not s.startswith("legacy:")]
+    if not live:
+        print(f"error: no query of {version} was scored, only the legacy benchmarks (the reasons are above)",
+              file=sys.stderr)
+        return EXIT_ERROR
+    missing = [m for m in named if m not in set(live)]
     if missing:
         print(f"error: not scored: {', '.join(missing)} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR

@@ -19,7 +19,7 @@ import pyarrow as pa
 import yaml
 
 from .. import schemas
-from .reader import NOISE
+from .reader import NOISE, default_config  # the default config is chosen where a pull limits a card too
 
 CROISSANT_CONTEXT: dict[str, Any] = {
     "@language": "en", "@vocab": "https://schema.org/", "citeAs": "cr:citeAs", "column": "cr:column",
@@ -104,16 +104,6 @@ def size_category(n: int) -> str:
 
 def _subsets(files: dict[str, dict]) -> list[str]:
     return sorted({k.split("/")[0] for k in files if "/" in k})
-
-
-DEFAULT_CONFIG_ORDER = ("real_studio_flat", "real_streetlook", "aigen_studio", "aigen_streetlook")
-"""Which subset is the card's default config (``default: true``), first present first: the studio subset, the
-LookBench site's first tab. Hugging Face ``datasets.load_dataset(folder)`` with no config name loads it."""
-
-
-def default_config(subsets: list[str]) -> str | None:
-    """The subset :data:`DEFAULT_CONFIG_ORDER` makes the default config (else the first subset; None if none)."""
-    return next((s for s in DEFAULT_CONFIG_ORDER if s in subsets), subsets[0] if subsets else None)
 
 
 DOCUMENTS = {

@@ -22,6 +22,7 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
 from ..store import ObjectStore, StoreError
@@ -48,6 +49,41 @@ class ReleaseExistsError(RuntimeError):
 
 class ReleaseIntegrityError(RuntimeError):
     """A file read back from the store does not have the sha256 or size that was written."""
+
+
+DEFAULT_CONFIG_ORDER = ("real_studio_flat", "real_streetlook", "aigen_studio", "aigen_streetlook")
+"""Which subset is the card's default config (``default: true``), first present first: the studio subset, the
+LookBench site's first tab. Hugging Face ``datasets.load_dataset(folder)`` with no config name loads it."""
+
+
+def default_config(subsets: list[str]) -> str | None:
+    """The subset :data:`DEFAULT_CONFIG_ORDER` makes the default config (else the first subset; None if none)."""
+    return next((s for s in DEFAULT_CONFIG_ORDER if s in subsets), subsets[0] if subsets else None)
+
+
+def limit_card(text: str, subsets: list[str]) -> str:
+    """A dataset card (``README.md`` as :func:`.card.dataset_card` writes it) whose front matter's ``configs`` name only
+    ``subsets`` (one of them ``default: true``); the body is unchanged. For a partially pulled release folder.
+
+    Raises:
+        ValueError: ``text`` has no YAML front matter with a ``configs`` list.
+    """
+    if not text.startswith("---\n") or "\n---" not in text[4:]:
+        raise ValueError("not a dataset card: no YAML front matter")
+    end = text.index("\n---", 4)
+    front = yaml.safe_load(text[4:end + 1])
+    if not isinstance(front, dict) or not isinstance(front.get("configs"), list):
+        raise ValueError("not a dataset card: its front matter has no configs list")
+    configs = [dict(c) for c in front["configs"] if isinstance(c, dict) and c.get("config_name") in subsets]
+    for c in configs:
+        c.pop("default", None)
+    default = default_config([c["config_name"] for c in configs]) if configs else None
+    for c in configs:
+        if c["config_name"] == default:
+            c["default"] = True
+    front["configs"] = configs
+    yml = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000)
+    return f"---\n{yml}" + text[end + 1:]
 
 
 def release_prefix(version: str) -> str:
@@ -355,13 +391,33 @@ def _is_file(path: Path, size: int, sha256: str) -> bool:
     return h.hexdigest() == sha256
 
 
+def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
+    """After a partial pull: the folder's dataset card (``README.md``) names only the subsets whose data files are
+    all in ``out`` (this pull's and an earlier one's), since Hugging Face ``datasets`` resolves every config's files
+    when it opens the folder and fails on the first one missing. The card is left as published (its manifest
+    sha256) when every subset is there; a rerun of the pull fetches it again and limits it again."""
+    card = out / "README.md"
+    if "README.md" not in manifest.get("metadata_files", {}) or not card.is_file():
+        return
+    data = manifest["files"]
+    present = [s for s in manifest_subsets(manifest)
+               if all((out / k).is_file() for k in data if k.split("/")[0] == s)]
+    if len(present) < len(manifest_subsets(manifest)):
+        text = limit_card(card.read_text(encoding="utf-8"), present)
+        part = card.with_name("README.md.part")
+        part.write_text(text, encoding="utf-8")
+        part.replace(card)
+
+
 def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
          progress: bool = True) -> list[Path]:
     """Download a published release (or some of its subsets; ``version`` may be ``latest``) into
     ``dest/<version>/``, verifying every file's sha256 and size against the manifest before it is moved into
     place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
     ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along, and so does the distractor
-    gallery (``noise/``), which every subset's gallery includes when scoring.
+    gallery (``noise/``), which every subset's gallery includes when scoring. After a partial pull the dataset
+    card's ``configs`` name only the subsets in the folder (so ``datasets`` can open it); its other bytes are
+    the published card's.
 
     Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
@@ -426,6 +482,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     finally:
         if bar is not None:
             bar.close()
+    _limit_card_to_present(out, manifest)
     out.mkdir(parents=True, exist_ok=True)
     target = resolve_inside(out, "manifest.json")
     with _open_part(target.with_name("manifest.json.part"), append=False) as fh:
