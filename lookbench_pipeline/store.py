@@ -2,7 +2,8 @@
 
 Keys are ``/``-separated relative paths (``originals/ab/abcdef….jpg``, ``releases/v20260701/manifest.json``).
 Both stores write atomically: a reader never sees half an object (local: write to a temp file, then ``os.replace``;
-S3: a PUT, a completed multipart upload and a copy are atomic per object).
+S3: a PUT, a completed multipart upload and a copy are atomic per object). A folder store's objects get the mode
+any new file gets (0o666 less the umask), so a folder served as a mirror can be read by the server's user.
 """
 
 from __future__ import annotations
@@ -13,6 +14,20 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Protocol
+
+
+def _file_mode() -> int:
+    """The mode a plain ``open()`` gives a new file: 0o666 less the process's umask (read from /proc where it can
+    be, since ``os.umask`` can only be read by setting it)."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    old = os.umask(0o022)
+    os.umask(old)
+    return 0o666 & ~old
 
 
 class StoreError(RuntimeError):
@@ -64,6 +79,7 @@ class LocalStore:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         try:
+            os.fchmod(fd, _file_mode())  # mkstemp's 0600 would keep a folder store's objects from other readers
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 if self.durable:
@@ -81,6 +97,7 @@ class LocalStore:
         dest.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(dir=dest.parent, prefix=".tmp-")
         try:
+            os.fchmod(fd, _file_mode())  # mkstemp's 0600 would keep a folder store's objects from other readers
             with os.fdopen(fd, "wb") as fh:
                 fh.write(data)
                 if self.durable:

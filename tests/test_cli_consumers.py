@@ -71,8 +71,12 @@ def test_pull_errors(cfg, tmp_path, capsys):
     publish(make_release(V1, range(0, 4)), store, {})
     assert main(["info", "v20990101", "--config", cfg]) == 1
     assert "not published" in capsys.readouterr().err
-    assert main(["pull", V1, "--subset", "nope", "--dest", str(tmp_path / "a"), "--config", cfg]) == 1
+    # an unknown subset is a bad option value (exit 2, README's exit codes), told before anything is written
+    assert main(["pull", V1, "--subset", "nope", "--dest", str(tmp_path / "a"), "--config", cfg]) == 2
     assert "no subset 'nope'; its subsets: real_streetlook, real_studio_flat" in capsys.readouterr().err
+    assert not (tmp_path / "a").exists()
+    assert main(["pull", V1, "--subset", "real_stdio_flat", "--dest", str(tmp_path / "a"), "--config", cfg]) == 2
+    assert "did you mean real_studio_flat?" in capsys.readouterr().err
     store.put_bytes(f"releases/{V1}/real_studio_flat/gallery.parquet", b"corrupt")
     assert main(["pull", V1, "--dest", str(tmp_path / "b"), "--quiet", "--config", cfg]) == 1
     assert "do not match the manifest" in capsys.readouterr().err

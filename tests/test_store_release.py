@@ -214,3 +214,23 @@ def test_a_release_table_encodes_the_same_built_in_memory_or_read_back():
     back = pq.read_table(io.BytesIO(data))
     assert "element" in str(back.schema.field("attributes").type)
     assert parquet_bytes(back) == data and back.equals(pq.read_table(io.BytesIO(parquet_bytes(back))))
+
+
+@pytest.mark.parametrize("umask,mode", [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_folder_store_writes_objects_with_the_umask_mode(tmp_path, umask, mode):
+    """Objects in a folder store get the mode any file gets (0o666 less the umask), not mkstemp's 0600: a release
+    in a folder store served as a mirror by another user must be readable by it."""
+    import os
+    import stat
+
+    from lookbench_pipeline.store import LocalStore
+
+    store = LocalStore(tmp_path / "store")
+    old = os.umask(umask)
+    try:
+        store.put_bytes("releases/v20260701/README.md", b"card")
+        store.put_new("releases/v20260701/manifest.json", b"{}")
+    finally:
+        os.umask(old)
+    for key in ("releases/v20260701/README.md", "releases/v20260701/manifest.json"):
+        assert stat.S_IMODE(os.stat(store.path(key)).st_mode) == mode, key

@@ -177,6 +177,13 @@ def cmd_pull(args: argparse.Namespace) -> int:
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
+    if args.subset:  # an unknown subset is a bad option value (exit 2), told before anything is downloaded
+        from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
+
+        try:
+            choose_subsets(manifest_subsets(read_manifest(store, version)), args.subset, version)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
