@@ -67,13 +67,9 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
     cmd = [sys.executable, "-m", "scrapy", "crawl", "shop",
            "-a", f"site_config={site_config_path}", "-a", f"base_url={base_url}",
            "-s", f"USER_AGENT={user_agent}",
-           "-s", f"CONCURRENT_REQUESTS_PER_DOMAIN={site.concurrency_per_domain}",
-           "-s", f"DOWNLOAD_DELAY={site.download_delay_s}",
-           "-s", f"LOOKBENCH_DOWNLOAD_BUDGET={site.download_budget_s}",
+           *[a for k, v in site_settings(site, base_url).items() for a in ("-s", f"{k}={v}")],
            "-s", f"LOG_FILE={logf}", "-s", f"FILES_STORE={out_dir / 'files'}",
            "-s", f"LOOKBENCH_WARC_PATH={warc}", "-s", f"LOOKBENCH_STATS_PATH={out_dir / 'stats.json'}",
-           "-s", "LOOKBENCH_EGRESS_PORTS=" + ",".join(str(p) for p in site.allowed_ports),
-           "-s", "LOOKBENCH_EGRESS_ALLOW=" + ",".join(egress_allowances(site, base_url)),
            "-o", f"{feed}:jsonlines"]
     if cache_dir is not None and not site.render_js:
         cmd += ["-s", "HTTPCACHE_ENABLED=True", "-s", f"HTTPCACHE_DIR={cache_dir}"]
@@ -95,6 +91,18 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
     for name, value in (extra_settings or {}).items():
         cmd += ["-s", f"{name}={value}"]
     return cmd, env
+
+
+def site_settings(site: SiteConfig, base_url: str) -> dict[str, str]:
+    """The crawler settings a site's YAML sets (``Scrapy -s NAME=VALUE`` strings): its per-domain concurrency, its
+    delay between requests (seconds), its download budget (seconds per URL), its allowed ports and its egress
+    allowances (:func:`egress_allowances`). Given on :func:`spider_command`'s command line, and applied by the
+    spider itself when it runs on its own (``scrapy crawl shop -a site_config=…``), so both crawl alike."""
+    return {"CONCURRENT_REQUESTS_PER_DOMAIN": str(site.concurrency_per_domain),
+            "DOWNLOAD_DELAY": str(site.download_delay_s),
+            "LOOKBENCH_DOWNLOAD_BUDGET": str(site.download_budget_s),
+            "LOOKBENCH_EGRESS_PORTS": ",".join(str(p) for p in site.allowed_ports),
+            "LOOKBENCH_EGRESS_ALLOW": ",".join(egress_allowances(site, base_url))}
 
 
 def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:

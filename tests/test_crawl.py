@@ -331,3 +331,30 @@ def test_private_addresses_refused_unless_allowed(tmp_path):
     items = [json.loads(line) for line in feed.read_text().splitlines()]
     assert hits == [], "nothing may be fetched from a private address"
     assert items and all(i["kind"] == "page" and i["reason"] == "address_not_global" for i in items)
+
+
+def test_the_spider_on_its_own_crawls_as_in_the_pipeline(tmp_path):
+    """README's `cd crawlers && ../.venv/bin/scrapy crawl shop -a site_config=… -a base_url=… -o items.jsonl`, with
+    no -s: the spider applies its site's settings itself (the egress allowance of its own origin, the delay, the
+    concurrency, the budget), so the demo site on 127.0.0.1 is crawled, not refused as `address_not_global`."""
+    import os
+    import subprocess
+    import sys
+
+    from lookbench_pipeline.crawl import CRAWLERS_DIR
+
+    site = _site(tmp_path)
+    root = tmp_path / "shop"
+    truth = demo_shop.generate(root, 4, 1, 7)
+    out = tmp_path / "items.jsonl"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CRAWLERS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
+    with serve.serving(serve.static_resolver(root)) as srv:
+        proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "shop", "-a", f"site_config={site}",
+                               "-a", f"base_url={srv.base_url}", "-o", f"{out}:jsonlines", "-s", "LOG_LEVEL=INFO"],
+                              cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    items = [json.loads(line) for line in out.read_text().splitlines()]
+    assert not [i for i in items if i.get("reason") == "address_not_global"]
+    assert {i["sku"] for i in items if i["kind"] == "product"} == set(truth["products"])
+    delay = yaml.safe_load(site.read_text()).get("download_delay_s")
+    assert f"'DOWNLOAD_DELAY': {delay}" in proc.stderr or delay in (None, 0), "the site's delay is applied"

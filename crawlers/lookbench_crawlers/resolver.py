@@ -68,8 +68,21 @@ class GuardedResolver(CachingThreadedResolver):
     def from_crawler(cls, crawler, reactor):
         s = crawler.settings
         cache_size = s.getint("DNSCACHE_SIZE") if s.getbool("DNSCACHE_ENABLED") else 0
-        return cls(reactor, cache_size, s.getfloat("DNS_TIMEOUT"), policy_from_settings(s),
-                   static_hosts_from_settings(s), bool(s.getlist("LOOKBENCH_REPLAY_WARC")))
+        resolver = cls(reactor, cache_size, s.getfloat("DNS_TIMEOUT"), policy_from_settings(s),
+                       static_hosts_from_settings(s), bool(s.getlist("LOOKBENCH_REPLAY_WARC")))
+        # Scrapy builds the resolver from the CrawlerProcess (its command-line settings), possibly before its
+        # spiders exist: their crawlers' own allowances (the shop spider sets its site's in
+        # ShopSpider.from_crawler) are added at the first lookup, when the spiders have been made
+        resolver.process = crawler if hasattr(crawler, "crawlers") else None
+        return resolver
+
+    def _policy(self) -> EgressPolicy:
+        process, self.process = getattr(self, "process", None), None
+        if process is not None:
+            allowed = set(self.policy.allowed).union(
+                *(policy_from_settings(c.settings).allowed for c in list(process.crawlers)))
+            self.policy = EgressPolicy(self.policy.ports, frozenset(allowed))
+        return self.policy
 
     def getHostByName(self, name, timeout=()):
         if self.replay:
@@ -82,8 +95,9 @@ class GuardedResolver(CachingThreadedResolver):
         return d
 
     def _check(self, name: str, ip: str) -> str:
-        reason = self.policy.refusal(ip, None)  # the port is the middleware's check, which knows it
-        if reason is None and not self.policy.routable(ip) and not (
+        policy = self._policy()
+        reason = policy.refusal(ip, None)  # the port is the middleware's check, which knows it
+        if reason is None and not policy.routable(ip) and not (
                 is_ip(name) or configured_addresses(name, self.static_hosts) is not None):
             reason = NOT_GLOBAL  # an allowed pair's address, through a name the configuration did not give it
         if reason:

@@ -54,6 +54,12 @@ class ShopSpider(scrapy.Spider):
     @classmethod
     def from_crawler(cls, crawler, *args, **kwargs):
         spider = super().from_crawler(crawler, *args, **kwargs)
+        # the site YAML's own settings (delay, concurrency, budget, ports, egress allowances), as the pipeline gives
+        # them on its command line: run on its own the spider crawls as in the pipeline; -s on the command line wins
+        from lookbench_pipeline.crawl import site_settings
+
+        for name, value in site_settings(spider.site, spider.base_url).items():
+            crawler.settings.set(name, value, priority="spider")
         if spider.site.render_js:  # Chromium's own requests meet the egress policy too (render_guard)
             from lookbench_crawlers.resolver import policy_from_settings, static_hosts_from_settings
 
