@@ -143,14 +143,26 @@ def parse_facets(text: str) -> list[dict[str, str]]:
 
 def files(drop: DropConfig) -> list[tuple[str, str, Path]]:
     """``(subfolder, path relative to the drop folder, file)`` of every file under the drop's mapped subfolders,
-    sorted by subfolder then path."""
-    root = Path(drop.path)
+    sorted by subfolder then path. ``file`` is the file's place in the (resolved) drop folder, its symbolic links
+    NOT followed: ``drop_items.path``. A symbolic link is listed as a file (a dangling one too: intake rejects it
+    ``file_not_found``; one that leads out of the drop folder, a file or a folder: ``link_outside_drop``, never
+    read), except a link to a folder inside the drop, whose files are listed where they are."""
+    root = Path(drop.path).resolve()
     out = []
     for sub in sorted(drop.subfolders):
         for f in sorted((root / sub).rglob("*")):
-            if f.is_file():  # every file counts: a non-image is rejected not_an_image at intake, never skipped
+            # every file counts: a non-image is rejected not_an_image at intake, never skipped
+            if f.is_file() or (f.is_symlink() and not (f.is_dir() and inside(f, root))):
                 out.append((sub, f.relative_to(root).as_posix(), f))
     return out
+
+
+def inside(path: Path, root: Path) -> bool:
+    """Whether ``path``, its symbolic links followed, is in the folder ``root`` (resolved); a link loop is not."""
+    try:
+        return path.resolve().is_relative_to(root)
+    except (OSError, RuntimeError):
+        return False
 
 
 def item_sheet(drop: DropConfig) -> dict[str, dict[str, str]]:
@@ -192,7 +204,7 @@ def scan(drop: DropConfig, state_dir: Path, now: datetime, store: ObjectStore | 
         rows.append({
             "drop_image_id": did,
             "item_id": o.get("item_id") or f"{drop.name}:{rel}",
-            "drop": drop.name, "path": str(f.resolve()),
+            "drop": drop.name, "path": str(f),
             "subset": o.get("subset") or subset, "role": o.get("role") or role,
             "title": o.get("title") or None, "description": o.get("description") or None,
             "category_text": o.get("category") or None, "facets": o.get("facets") or None,

@@ -114,6 +114,36 @@ def test_a_quoted_file_name_with_a_line_break_names_its_file(drop, tmp_path):
     assert rows["a.jpg"]["item_id"] == "it1"
 
 
+def test_a_link_out_of_the_drop_is_rejected_at_intake_never_read(drop, tmp_path):
+    """``passwd.jpg -> /etc/passwd`` and a link to a picture outside the drop: each one a ``drop_items`` row whose
+    path is the link in the drop, rejected ``link_outside_drop``; a link inside the drop is read; a dangling link
+    is ``file_not_found``. Counts reconcile: in = accepted + rejected."""
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    (tmp_path / "outside.jpg").write_bytes(_jpeg("white"))
+    os.symlink("/etc/passwd", tmp_path / "d/studio/passwd.jpg")
+    os.symlink(tmp_path / "outside.jpg", tmp_path / "d/studio/outside.jpg")
+    os.symlink("../other", tmp_path / "d/studio/folder")  # a folder link out of the studio, inside the drop
+    os.symlink(tmp_path, tmp_path / "d/studio/up")  # a folder link out of the drop
+    os.symlink("a.jpg", tmp_path / "d/studio/same.jpg")
+    os.symlink("gone.jpg", tmp_path / "d/studio/dangling.jpg")
+    d = drop("path,item_id\n")
+    items = scan(d, tmp_path / "state", NOW)
+    paths = {Path(p).name: p for p in items["path"].to_pylist()}
+    assert sorted(paths) == ["a.jpg", "dangling.jpg", "outside.jpg", "passwd.jpg", "q.jpg", "same.jpg", "up"]
+    assert paths["passwd.jpg"] == str(d.path.resolve() / "studio/passwd.jpg"), "the link, not its target"
+    cfg = load_config(tmp_path / "c.yaml")
+    refs, _, counts = stage_images(cfg, schemas.empty(schemas.PRODUCTS), schemas.empty(schemas.LOOKS), items,
+                                   schemas.empty(schemas.IMAGE_DOWNLOADS), LocalStore(tmp_path / "store"))
+    reason = {Path(r["source"]).name: r["reason"] for r in refs.to_pylist()}
+    assert reason == {"a.jpg": None, "q.jpg": None, "same.jpg": None, "dangling.jpg": "file_not_found",
+                      "outside.jpg": "link_outside_drop", "passwd.jpg": "link_outside_drop",
+                      "up": "link_outside_drop"}
+    assert counts["in"] == 7 == counts["accepted"] + counts["rejected"] and counts["rejected.link_outside_drop"] == 3
+    assert all(r["image_sha256"] is None for r in refs.to_pylist() if r["reason"]), "never read"
+
+
 def test_a_row_with_more_cells_than_the_header_is_refused_a_shorter_one_is_blank(drop):
     d = drop("path,item_id,title\nstudio/a.jpg,it1,Red, wide dress\n")
     with pytest.raises(ConfigError, match=r"items\.csv:2: 4 cells but the header names 3 columns"):
