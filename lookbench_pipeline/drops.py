@@ -6,7 +6,10 @@ becomes one ``drop_items`` row; ``subfolders`` maps a subfolder name to ``"<subs
 ``path,item_id,role,subset,title,description`` overrides per file (``path`` relative to the drop folder): files
 that share an ``item_id`` show the same item, which is how query and gallery get ground truth. Optional columns
 ``category`` and ``attributes`` (``name: value; name: value``) are the item's own facets, mapped onto the taxonomy
-like a shop's (:mod:`lookbench_pipeline.label_import`). Files are read in place: nothing is copied.
+like a shop's (:mod:`lookbench_pipeline.label_import`). Files are read in place: nothing is copied. A sheet row
+that leaves the drop folder, lies in no mapped subfolder or contradicts another row for its file is a ConfigError
+(:func:`item_sheet`); a symbolic link that leads out of the drop folder is listed where it lies and rejected
+``link_outside_drop`` at intake, never read (:func:`files`; README.md "Image drops").
 
 ``first_seen_at`` of a file is the first ingestion that saw it, kept in ``state_dir/drops/<name>.parquet`` and, with
 an object store, in the drop's records there (:class:`lookbench_pipeline.records.DropState`), which a backfill into
