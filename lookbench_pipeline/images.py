@@ -56,6 +56,7 @@ class Reject:
     TOO_LARGE = "too_large_bytes"
     NOT_FOUND = "file_not_found"
     UNREADABLE = "file_unreadable"  # permission denied, an I/O error
+    LINK_OUTSIDE_DROP = "link_outside_drop"  # a symbolic link in an image drop that leads out of its folder
     EMPTY = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     TRUNCATED = "truncated"
@@ -539,12 +540,14 @@ class SourceReader:
 
     URLs are not fetched here: the crawl downloaded them (through robots.txt, the host allow-list and throttling)
     and ``downloads`` (rows of the ``image_downloads`` table) says where each one's bytes are, or why there are
-    none. Other sources are local file paths (image drops).
+    none. Other sources are local file paths (image drops). ``confine``: the (resolved) drop folders; a path in
+    one of them whose symbolic links lead out of it is rejected ``link_outside_drop`` and never opened.
     """
 
-    def __init__(self, downloads: Iterable[dict] = (), max_bytes: int = 50_000_000):
+    def __init__(self, downloads: Iterable[dict] = (), max_bytes: int = 50_000_000, confine: Iterable[Path] = ()):
         self.downloads = {d["url"]: d for d in downloads}
         self.max_bytes = max_bytes
+        self.confine = [Path(r) for r in confine]
 
     def __call__(self, source: str) -> bytes:
         if source.startswith(("http://", "https://")):
@@ -555,6 +558,14 @@ class SourceReader:
                 raise ImageRejected(d["reason"] or Reject.FETCH_ERROR, source)
             source = d["stored_path"]
         p = Path(source.removeprefix("file://"))
+        for root in self.confine:
+            if p.is_relative_to(root):
+                try:
+                    target = p.resolve()
+                except (OSError, RuntimeError):  # a link loop
+                    raise ImageRejected(Reject.LINK_OUTSIDE_DROP, f"{source}: a symbolic link loop") from None
+                if not target.is_relative_to(root):
+                    raise ImageRejected(Reject.LINK_OUTSIDE_DROP, f"{source} -> {target}")
         try:
             if not p.is_file():
                 raise ImageRejected(Reject.NOT_FOUND, source)

@@ -167,7 +167,8 @@ def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_
     from .logs import Progress
 
     refs = image_refs_of(products, looks, drop_items)
-    reader = SourceReader(downloads.to_pylist(), cfg.images.max_bytes)
+    reader = SourceReader(downloads.to_pylist(), cfg.images.max_bytes,
+                          confine=[Path(d.path).resolve() for d in cfg.drops])  # a link out of a drop: rejected
     with Progress("image intake", len({r.source for r in refs}), "images") as prog:
         res = take_in(refs, reader, store, cfg.images, progress=lambda done, total: prog.set(done))
     counts = res.counts

@@ -77,7 +77,8 @@ class DropConfig(_Strict):
 
     ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
     An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
-    description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets).
+    description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets);
+    one row per file, its path inside a mapped subfolder (README.md, "Image drops").
     ``annotations`` lists data sets' own annotation files that describe the drop's photos
     (:class:`AnnotationFileConfig`); their labels come first (docs/ANNOTATION.md, "Imported labels"). An image
     that neither an annotation, nor facets, nor its title or description labels is rejected ``not_labelled`` at

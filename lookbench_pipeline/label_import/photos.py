@@ -36,8 +36,8 @@ def photo_names(g: Garment, templates: Sequence[str]) -> list[str]:
 
 @dataclass
 class DropImport:
-    """A drop's imported labels: per photo (the resolved absolute path, as ``drop_items.path``) its candidate label
-    rows, one per annotation source that describes it; ``counts`` per source."""
+    """A drop's imported labels: per photo (its path in the resolved drop folder, as ``drop_items.path``) its
+    candidate label rows, one per annotation source that describes it; ``counts`` per source."""
 
     photos: dict[str, list[dict]]
     counts: dict[str, dict[str, Any]]
@@ -54,7 +54,7 @@ def import_drop(drop: "DropConfig", mapper: LabelMapper) -> DropImport:
     """
     from ..drops import files
 
-    photos = {rel: str(p.resolve()) for _, rel, p in files(drop)}
+    photos = {rel: str(p) for _, rel, p in files(drop)}
     out: dict[str, list[dict]] = {}
     counts: dict[str, dict[str, Any]] = {}
     for src in drop.annotations:
