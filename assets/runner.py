@@ -82,6 +82,10 @@ def _check(result: ExecuteInProcessResult) -> None:
             err = ev.step_failure_data.error
             while err is not None and err.cause is not None:  # the library's own exception, not the wrapper
                 err = err.cause
+            if err is not None and err.cls_name == "DagsterExecutionInterruptedError":  # Ctrl-C / SIGTERM
+                msgs.append(f"step {ev.step_key} was interrupted: run the same command again to go on (a crawl "
+                            "continues where it stopped)")
+                continue
             msgs.append(f"step {ev.step_key} failed: {err.message.strip() if err else ''}")
     raise RunFailed("\n".join(msgs + failed_checks(result)) or "run failed")
 

@@ -117,3 +117,22 @@ def test_a_bad_value_stops_the_publish_step_unless_it_is_a_warning(tmp_path):
     ev = _check_results(r)[("contamination", "contamination_rate")]
     assert not ev.passed and ev.severity.value == "WARN"
     assert len(list_releases(store_of(load_config(lenient)))) == 1
+
+
+def test_an_interrupted_step_says_to_run_the_command_again():
+    """Ctrl-C (SIGINT) or SIGTERM during a step: the build's error says how to go on, not Dagster's exception name."""
+    from dagster import Definitions, asset, define_asset_job
+    from dagster._core.errors import DagsterExecutionInterruptedError
+
+    from assets.runner import RunFailed, _check
+
+    @asset
+    def crawl():
+        raise DagsterExecutionInterruptedError()
+
+    job = Definitions(assets=[crawl], jobs=[define_asset_job("j")]).get_job_def("j")
+    result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
+    with pytest.raises(RunFailed) as exc:
+        _check(result)
+    assert str(exc.value) == ("step crawl was interrupted: run the same command again to go on (a crawl continues "
+                              "where it stopped)")
