@@ -130,3 +130,21 @@ def test_build_of_a_window_not_open_yet_is_a_usage_error_before_the_log(tmp_path
     assert f"--partition: the window {ahead} has not begun" in proc.stderr and "Traceback" not in proc.stderr
     assert "DagsterUnknownPartitionError" not in proc.stderr
     assert not (tmp_path / "data").exists(), "no log file, no run"
+
+
+def test_dagster_runs_refuse_a_file_without_sites_too(tmp_path, monkeypatch):
+    """The release and crawl jobs in Dagster (make dev, a deployment) read the configuration through the
+    ``lookbench`` resource: a file that omits ``sites`` is refused there as by ``lookbench build``."""
+    from assets.resources import LookbenchConfig
+
+    monkeypatch.delenv("LOOKBENCH_CONFIG", raising=False)
+    cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data")})
+    with pytest.raises(ConfigError, match="sites: missing"):
+        LookbenchConfig(config_path=str(cfg)).load()
+    monkeypatch.setenv("LOOKBENCH_CONFIG", str(cfg))
+    with pytest.raises(ConfigError, match="sites: missing"):
+        LookbenchConfig().load()
+    monkeypatch.delenv("LOOKBENCH_CONFIG")
+    assert LookbenchConfig().load().demo_site() is not None, "no file at all is the demo"
+    cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": [str(DEMO_SITE)]})
+    assert LookbenchConfig(config_path=str(cfg)).load().sites == [DEMO_SITE.resolve()]

@@ -11,7 +11,7 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..config import ConfigError, load_config
+from ..config import ConfigError, load_config, require_named_sites
 from .common import UsageError, need_build_stack
 
 AIGEN_REASONS = ("generation_failed:", "generation_pending", "generation_skipped:", "duplicate_of_real_image",
@@ -214,12 +214,7 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
     from ..taxonomy import Taxonomy
     from ..windows import buildable_window
 
-    path = config_path or os.environ.get("LOOKBENCH_CONFIG")
-    if path and "sites" not in cfg.model_fields_set:
-        raise ConfigError(f"{path}: sites: missing: name the site files to crawl (sites: [sites/shop.yaml]); at "
-                          "least one site is needed, because the release job reads the window's weekly crawls. "
-                          "A configuration file never falls back to the embedded demo shop (`lookbench demo` "
-                          "builds that; see README.md, Configuration)")
+    require_named_sites(cfg, config_path or os.environ.get("LOOKBENCH_CONFIG"))
     if partition:
         try:
             buildable_window(partition, datetime.now(timezone.utc), cfg.timezone)

@@ -44,6 +44,18 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
         raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
 
 
+def require_named_sites(cfg: PipelineConfig, path: str | Path | None) -> None:
+    """A build from a configuration file crawls the sites that file (or ``LOOKBENCH_SITES``) names: ``sites``
+    defaults to the embedded demo shop only for the built-in configuration (no file), so that a file which omits
+    it never crawls the demo and mixes its drops into the demo's release. ``path``: the file the configuration
+    came from (``None``: the built-in one). Raises ConfigError."""
+    if path and "sites" not in cfg.model_fields_set:
+        raise ConfigError(f"{path}: sites: missing: name the site files to crawl (sites: [sites/shop.yaml]); at "
+                          "least one site is needed, because the release job reads the window's weekly crawls. "
+                          "A configuration file never falls back to the embedded demo shop (`lookbench demo` "
+                          "builds that; see README.md, Configuration)")
+
+
 def _read_and_resolve(path: str | Path) -> dict[str, Any]:
     """Read a config file and resolve its relative paths against its folder (shape errors surface as
     KeyError / TypeError / AttributeError, turned into ConfigError by the caller)."""
