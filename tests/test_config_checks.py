@@ -148,3 +148,15 @@ def test_dagster_runs_refuse_a_file_without_sites_too(tmp_path, monkeypatch):
     assert LookbenchConfig().load().demo_site() is not None, "no file at all is the demo"
     cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": [str(DEMO_SITE)]})
     assert LookbenchConfig(config_path=str(cfg)).load().sites == [DEMO_SITE.resolve()]
+
+
+def test_build_of_a_real_shop_without_an_image_endpoint_is_refused_before_any_run(tmp_path):
+    """aigen's default endpoint is the demo's scripted one: a real shop's build without aigen.endpoint.base_url
+    failed after its crawl; it is refused at the start, and `aigen.enabled: false` builds."""
+    (tmp_path / "pages").mkdir()
+    (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages"}))
+    cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": ["shop.yaml"]})
+    proc = _lookbench(tmp_path, "build", "--config", str(cfg), "--partition", "2025-01-01")
+    assert proc.returncode == 2, proc.stderr
+    assert "configuration error: aigen: no image endpoint configured" in proc.stderr, proc.stderr
+    assert not (tmp_path / "data").exists(), "nothing ran"

@@ -204,8 +204,9 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
     """What a release run needs beyond a valid configuration, checked before any crawl or log file: the sites a
     configuration file names (a file that omits ``sites`` would crawl the embedded demo shop; only the built-in
     default, no file at all, is the demo), at least one site (the release job reads the window's weekly crawls;
-    README.md "Configuration"), every drop's item sheet and every drop's annotation files, and that the
-    ``partition``'s window can be built now (in the configuration's time zone). Raises ConfigError or UsageError
+    README.md "Configuration"), every drop's item sheet and every drop's annotation files, an image endpoint for
+    the AI-generated subsets (the scripted one is the demo's only), and that the ``partition``'s window can be built
+    now (in the configuration's time zone). Raises ConfigError or UsageError
     (exit 2)."""
     from datetime import datetime, timezone
 
@@ -220,6 +221,12 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
             buildable_window(partition, datetime.now(timezone.utc), cfg.timezone)
         except ValueError as exc:
             raise UsageError(f"--partition: {exc}") from None
+    a = cfg.aigen
+    if a.enabled and a.backend == "endpoint" and not a.endpoint.base_url and a.subsets and a.items_per_subset and \
+            cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl (aigen.backends)
+        raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
+                          "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
+                          "draws with the scripted endpoint")
     if not cfg.sites:
         raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
                           "weekly crawls (see README.md, Configuration)")
