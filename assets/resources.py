@@ -14,12 +14,13 @@
 """
 
 
+import os
 from typing import Any
 
 from dagster import ConfigurableResource, InitResourceContext
 from pydantic import Field, PrivateAttr
 
-from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_error, load_config
+from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_error, load_config, require_named_sites
 from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.store import ObjectStore
 
@@ -105,6 +106,7 @@ class LookbenchConfig(ConfigurableResource):
 
     def _parse(self) -> PipelineConfig:
         cfg = load_config(self.config_path)
+        require_named_sites(cfg, self.config_path or os.environ.get("LOOKBENCH_CONFIG"))  # never the demo by default
         for resource in (self.object_store, self.vllm, self.image_endpoint):
             if resource is not None:
                 cfg = resource.apply(cfg)

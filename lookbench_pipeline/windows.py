@@ -53,10 +53,27 @@ def window_starting(start_key: str, tz: str = "UTC") -> Window:
 
     Raises ValueError when the date is not 1 January or 1 July.
     """
-    d = datetime.strptime(start_key, "%Y-%m-%d")
+    try:
+        d = datetime.strptime(start_key, KEY_FORMAT)
+    except ValueError as exc:
+        raise ValueError(f"{start_key!r} is not a date YYYY-MM-DD (a release window starts on 1 January or "
+                         "1 July)") from exc
     if (d.month, d.day) not in ((1, 1), (7, 1)):
         raise ValueError(f"release windows start on 1 January or 1 July, not {start_key}")
     return window_containing(d.replace(tzinfo=ZoneInfo(tz)), tz)
+
+
+def buildable_window(start_key: str, now: datetime, tz: str = "UTC") -> Window:
+    """The window ``start_key`` names, if a release of it can be built at ``now``: from ``FIRST_WINDOW`` to the
+    window still open at ``now`` (the release partitions' range, ``assets/partitions.py``). Raises ValueError
+    naming the range otherwise (or for a key that is no window start)."""
+    window = window_starting(start_key, tz)
+    current = window_containing(now, tz).start.astimezone(ZoneInfo(tz)).strftime(KEY_FORMAT)
+    if start_key < FIRST_WINDOW or start_key > current:
+        when = "has not begun" if start_key > current else "is before the first window"
+        raise ValueError(f"the window {start_key} {when}: release windows run from {FIRST_WINDOW} to the open window "
+                         f"{current} ({tz})")
+    return window
 
 
 def version_for(window: Window, now: datetime, tz: str = "UTC") -> str:

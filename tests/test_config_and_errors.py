@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.config import DEMO_SITE, ConfigError, load_config
 from lookbench_pipeline.images import ImageRejected, Reject, decode
 from lookbench_pipeline.windows import version_for, window_containing, window_starting
 
@@ -134,7 +134,13 @@ def test_empty_release_is_not_published(tmp_path):
     (["info", "v19990101"], "not published", 1),
     (["evaluate", "--release", "v20990101"], "not published", 1),
     (["evaluate", "--release", "vNOPE"], "not a release version (vYYYYMMDD) or latest", 2),  # a bad option value
-    (["build", "--partition", "2026-03-05"], "1 January or 1 July", 1),
+    (["build", "--partition", "2026-03-05"], "1 January or 1 July", 2),  # a bad option value: a usage error
+    (["build", "--partition", "2026-13-01"], "'2026-13-01' is not a date YYYY-MM-DD", 2),
+    (["backfill", "--partition", "2024-07-01"], "the first release window starts on 2025-01-01", 2),
+    (["detector", "train", "--annotations", "a.json", "--images", "nowhere", "--out", "o"],
+     "argument --images: nowhere: no such folder", 2),
+    (["detector", "train", "--annotations", "a.json", "--images", ".", "--out", "o", "--epochs", "0"],
+     "argument --epochs: must be an integer >= 1, got 0", 2),
     (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD", 2),  # a usage error: exit code 2
 ])
 def test_cli_errors_are_one_line(tmp_path, args, match, code):
@@ -150,8 +156,13 @@ def test_build_refuses_a_bad_item_sheet_or_no_site_before_any_run(tmp_path):
     (tmp_path / "d/studio/a.jpg").write_bytes(b"x")
     (tmp_path / "d/items.csv").write_text("path,item_id\nstudio/a.jpg,i\nstudio/gone.jpg,j\n")
     drop = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"}}
-    for data, match in (({"drops": [drop]}, "items.csv:3: studio/gone.jpg does not exist"),
-                        ({"sites": []}, "at least one site is needed")):
+    (tmp_path / "d2/studio").mkdir(parents=True)
+    fine = {"name": "d2", "path": "d2", "subfolders": {"studio": "real_studio_flat:gallery"}}
+    for data, match in (({"drops": [drop], "sites": [str(DEMO_SITE)]}, "items.csv:3: studio/gone.jpg does not exist"),
+                        ({"sites": []}, "at least one site is needed"),
+                        # a file without `sites` never crawls the embedded demo shop, with or without drops
+                        ({"drops": [fine]}, "sites: missing: name the site files to crawl"),
+                        ({}, "sites: missing: name the site files to crawl")):
         cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), **data})
         proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
                               capture_output=True, text=True, cwd=ROOT, timeout=120)

@@ -248,25 +248,33 @@ def test_training_class_map_names_one_class_per_category_and_unmatched_categorie
         build_yolo_dataset([src], tmp_path / "ds", {"Dress": "dress", "hat": "hat", "belt": None})
 
 
-@pytest.mark.parametrize("extra,match", [
-    (["--epochs", "0"], "--epochs must be >= 1, got 0"),
-    (["--imgsz", "0"], "--imgsz must be >= 32 (pixels), got 0"),
-    (["--val-fraction", "0"], "--val-fraction must be between 0 and 1 (exclusive), got 0.0"),
-    (["--val-fraction", "1.5"], "--val-fraction must be between 0 and 1 (exclusive), got 1.5"),
-    (["--images", "/nonexistent"], "--images /nonexistent: no such folder"),
-    (["--classes", "LIST"], "category 'short sleeve top' maps to [1, 2] (list); each annotation category maps to ONE"),
+@pytest.mark.parametrize("extra,match,code", [
+    # bad option values are usage errors (exit code 2, README.md), refused by the argument parser
+    (["--epochs", "0"], "argument --epochs: must be an integer >= 1, got 0", 2),
+    (["--epochs", "two"], "argument --epochs: 'two' is not an integer >= 1", 2),
+    (["--imgsz", "0"], "argument --imgsz: must be an integer >= 32 (pixels), got 0", 2),
+    (["--batch", "-1"], "argument --batch: must be an integer >= 1, got -1", 2),
+    (["--val-fraction", "0"], "argument --val-fraction: must be a number between 0 and 1 (exclusive), got 0", 2),
+    (["--val-fraction", "1.5"], "argument --val-fraction: must be a number between 0 and 1 (exclusive), got 1.5", 2),
+    (["--images", "/nonexistent"], "argument --images: /nonexistent: no such folder", 2),
+    (["--classes", "LIST"], "category 'short sleeve top' maps to [1, 2] (list); each annotation category maps to ONE",
+     1),
 ])
-def test_detector_train_cli_refuses_bad_arguments(tmp_path, capsys, extra, match):
+def test_detector_train_cli_refuses_bad_arguments(tmp_path, capsys, extra, match, code):
     from lookbench_pipeline.cli import main
 
     src = _two_dresses(tmp_path)
     (tmp_path / "classes.yaml").write_text("dress: dress\nshort sleeve top: [1, 2]\n")
     extra = [str(tmp_path / "classes.yaml") if e == "LIST" else e for e in extra]
     images = [] if "--images" in extra else ["--images", str(tmp_path)]
-    rc = main(["detector", "train", "--annotations", str(src.annotations), *images, "--out", str(tmp_path / "out"),
-               *extra])
+    try:
+        rc = main(["detector", "train", "--annotations", str(src.annotations), *images, "--out",
+                   str(tmp_path / "out"), *extra])
+    except SystemExit as exc:  # the argument parser's usage error
+        rc = exc.code
     err = capsys.readouterr().err
-    assert rc == 1 and err.startswith("error: ") and match in err and "Counter(" not in err, err
+    assert rc == code and match in err and "Counter(" not in err and "Traceback" not in err, err
+    assert err.startswith("error: " if code == 1 else "usage: "), err
     assert not (tmp_path / "out").exists(), "refused before anything is written"
 
 

@@ -10,7 +10,7 @@ import yaml
 
 from lookbench_pipeline import label_import as li
 from lookbench_pipeline import schemas
-from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.config import DEMO_SITE, ConfigError, load_config
 from lookbench_pipeline.taxonomy import Taxonomy
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -292,7 +292,8 @@ def test_build_refuses_a_malformed_annotation_file_before_any_run(tmp_path):
     _write(tmp_path, "v.json", {"data": [{"file_name": "a.jpg"}, {"tag_info": []}]})
     drop = {"name": "d", "path": "d", "subfolders": {"studio": "real_studio_flat:gallery"},
             "annotations": [{"kind": "vitonhd", "path": "v.json", "image_name": "studio/{file_name}"}]}
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "drops": [drop]}))
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "drops": [drop],
+                                                     "sites": [str(DEMO_SITE)]}))
     proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config",
                            str(tmp_path / "c.yaml")], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stderr

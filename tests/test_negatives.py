@@ -292,6 +292,9 @@ def test_demo_pool_is_skipped_without_the_demo_shop(tmp_path):
     from lookbench_pipeline.pipeline import negatives_provenance, stage_negatives
 
     (tmp_path / "c.yaml").write_text("sites: []\ndata_dir: data\n")
+    assert load_config(tmp_path / "c.yaml").negatives.sources == [], "the demo pool is a default of the demo only"
+    (tmp_path / "c.yaml").write_text("sites: []\ndata_dir: data\nnegatives: {sources: [{name: fashion200k-demo, "
+                                     "kind: fashion200k, path: legacy/fashion200k-demo, demo: true}]}\n")
     cfg = load_config(tmp_path / "c.yaml")
     empty = {name: schemas.empty(getattr(schemas, name.upper())) for name in
              ("products", "drop_items", "image_refs", "images", "annotations")}

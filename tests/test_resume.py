@@ -15,6 +15,7 @@ from pathlib import Path
 
 import yaml
 
+from lookbench_pipeline.config import DEMO_SITE
 from lookbench_pipeline.crawl import repair_feed_tail
 from lookbench_pipeline.warc import response_records, truncate_torn_tail
 
@@ -61,7 +62,7 @@ def test_torn_feed_line_and_warc_record_are_cut(tmp_path):
 def test_killed_build_resumes_the_weeks_crawl(tmp_path):
     from lookbench_crawlers.spiders.shop import finished_pages
 
-    cfg = {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "store")}}
+    cfg = {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "store")}, "sites": [str(DEMO_SITE)]}
     (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
     cmd = [sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(tmp_path / "c.yaml")]
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}

@@ -11,8 +11,8 @@ import sys
 import textwrap
 from pathlib import Path
 
-from ..config import ConfigError, load_config
-from .common import need_build_stack
+from ..config import ConfigError, load_config, require_named_sites
+from .common import UsageError, need_build_stack
 
 AIGEN_REASONS = ("generation_failed:", "generation_pending", "generation_skipped:", "duplicate_of_real_image",
                  "category_disagreement", "attribute_disagreement", "similarity_below_threshold",
@@ -200,14 +200,33 @@ def _report_of(summary: dict) -> str | None:
     return None
 
 
-def _check_build_inputs(cfg) -> None:
-    """What a release run needs beyond a valid configuration, checked before any crawl: at least one site (the
-    release job reads the window's weekly crawls; README.md "Configuration"), every drop's item sheet and every
-    drop's annotation files. Raises ConfigError (exit 2)."""
+def _check_build_inputs(cfg, config_path: str | None = None, partition: str | None = None) -> None:
+    """What a release run needs beyond a valid configuration, checked before any crawl or log file: the sites a
+    configuration file names (a file that omits ``sites`` would crawl the embedded demo shop; only the built-in
+    default, no file at all, is the demo), at least one site (the release job reads the window's weekly crawls;
+    README.md "Configuration"), every drop's item sheet and every drop's annotation files, an image endpoint for
+    the AI-generated subsets (the scripted one is the demo's only), and that the ``partition``'s window can be built
+    now (in the configuration's time zone). Raises ConfigError or UsageError
+    (exit 2)."""
+    from datetime import datetime, timezone
+
     from ..drops import item_sheet
     from ..label_import import check_drop
     from ..taxonomy import Taxonomy
+    from ..windows import buildable_window
 
+    require_named_sites(cfg, config_path or os.environ.get("LOOKBENCH_CONFIG"))
+    if partition:
+        try:
+            buildable_window(partition, datetime.now(timezone.utc), cfg.timezone)
+        except ValueError as exc:
+            raise UsageError(f"--partition: {exc}") from None
+    a = cfg.aigen
+    if a.enabled and a.backend == "endpoint" and not a.endpoint.base_url and a.subsets and a.items_per_subset and \
+            cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl (aigen.backends)
+        raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
+                          "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
+                          "draws with the scripted endpoint")
     if not cfg.sites:
         raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
                           "weekly crawls (see README.md, Configuration)")
@@ -220,11 +239,7 @@ def _check_build_inputs(cfg) -> None:
 def cmd_build(args: argparse.Namespace) -> int:
     need_build_stack("build")
     cfg = load_config(args.config)
-    _check_build_inputs(cfg)
-    if args.partition:
-        from ..windows import window_starting
-
-        window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
+    _check_build_inputs(cfg, args.config, args.partition)
     demo = getattr(args, "demo", False)
     summary = _build_terminal(cfg, "demo" if demo else "build", args.verbose,
                               lambda runner, on_event: _run_job(runner, args.config, args.partition, on_event,
@@ -240,11 +255,8 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     """Rebuild a window from the archived crawls (the build runner's ``rebuild_window``) into this config's
     data_dir and store (which must not hold crawl state yet)."""
     need_build_stack("backfill")
-    from ..windows import window_starting
-
-    window_starting(args.partition)  # ValueError: release windows start on 1 January or 1 July
     cfg = load_config(args.config)
-    _check_build_inputs(cfg)
+    _check_build_inputs(cfg, args.config, args.partition)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
     summary = _build_terminal(cfg, "backfill", args.verbose, lambda runner, on_event: runner.rebuild_window(

@@ -14,6 +14,40 @@ from .common import EXIT_ERROR, EXIT_USAGE, UsageError
 from .consume import cmd_evaluate, cmd_info, cmd_pull, cmd_releases
 from .tools import cmd_audit_export, cmd_audit_score, cmd_detector_train
 
+
+def _window_key(value: str) -> str:
+    """``--partition``: a release window's start, checked before anything runs (argparse: exit code 2). Whether
+    the window can be built yet is checked against the configuration's time zone (``cli.build``)."""
+    from ..windows import FIRST_WINDOW, window_starting
+
+    try:
+        window_starting(value)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+    if value < FIRST_WINDOW:
+        raise argparse.ArgumentTypeError(f"the first release window starts on {FIRST_WINDOW}, not {value}")
+    return value
+
+
+def _bounded(kind: type, want: str, ok):
+    """An argparse type: ``kind(value)`` that ``ok`` accepts, else a usage error saying what is wanted."""
+    def parse(value: str):
+        try:
+            v = kind(value)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{value!r} is not {want}") from None
+        if not ok(v):
+            raise argparse.ArgumentTypeError(f"must be {want}, got {value}")
+        return v
+    parse.__name__ = kind.__name__  # argparse names the type in its messages
+    return parse
+
+
+def _folder(value: str) -> str:
+    if not os.path.isdir(value):
+        raise argparse.ArgumentTypeError(f"{value}: no such folder")
+    return value
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -28,12 +62,13 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("build", help="run the release job for one release window")
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.add_argument("--config", help="pipeline YAML file (default: $LOOKBENCH_CONFIG or the demo)")
-    p.add_argument("--partition", help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
+    p.add_argument("--partition", type=_window_key,
+                   help="window start, YYYY-01-01 or YYYY-07-01 (default: the current window)")
     p.add_argument("--force", action="store_true", help=force_help)
     p.set_defaults(fn=cmd_build)
     p = sub.add_parser("backfill", help="rebuild a release window from the crawl archive, without the network")
     p.add_argument("--config", help="pipeline YAML file whose store holds the archive (warc/<site>/)")
-    p.add_argument("--partition", required=True, help="window start, YYYY-01-01 or YYYY-07-01")
+    p.add_argument("--partition", type=_window_key, required=True, help="window start, YYYY-01-01 or YYYY-07-01")
     p.add_argument("--verbose", action="store_true", help=verbose_help)
     p.set_defaults(fn=cmd_backfill)
     def store_options(p: argparse.ArgumentParser) -> None:
@@ -117,17 +152,19 @@ def main(argv: list[str] | None = None) -> int:
                                     "ultralytics and reports mAP50 and mAP50-95 on a held-out split.")
     p.add_argument("--annotations", action="append", required=True,
                    help="annotation file (or DeepFashion2 annos/ folder); repeatable")
-    p.add_argument("--images", action="append", required=True, help="image folder (one, or one per --annotations)")
+    p.add_argument("--images", action="append", required=True, type=_folder,
+                   help="image folder (one, or one per --annotations)")
     p.add_argument("--image-name", action="append",
                    help="file name template: {file_name}, {stem}, {image_id} (default {file_name})")
     p.add_argument("--format", action="append", choices=["auto", "coco", "modanet-snaps", "deepfashion2"])
     p.add_argument("--classes", help="YAML mapping 'source category: detector class' (null or absent drops it)")
     p.add_argument("--out", required=True, help="output folder: dataset/, detector.pt, report.json")
     p.add_argument("--model", help="ultralytics model YAML (from scratch) or local .pt (default yolov8n.yaml)")
-    p.add_argument("--epochs", type=int)
-    p.add_argument("--imgsz", type=int)
-    p.add_argument("--batch", type=int)
-    p.add_argument("--val-fraction", type=float)
+    p.add_argument("--epochs", type=_bounded(int, "an integer >= 1", lambda v: v >= 1))
+    p.add_argument("--imgsz", type=_bounded(int, "an integer >= 32 (pixels)", lambda v: v >= 32))
+    p.add_argument("--batch", type=_bounded(int, "an integer >= 1", lambda v: v >= 1))
+    p.add_argument("--val-fraction", type=_bounded(float, "a number between 0 and 1 (exclusive)",
+                                                   lambda v: 0 < v < 1))
     p.add_argument("--seed", type=int)
     p.add_argument("--device", default="auto", help="auto (CUDA when present), cpu, 0, cuda:1 ...")
     p.add_argument("--arg", action="append", help="more ultralytics training arguments, key=value (repeatable)")

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 import string
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict
 
 
 class ConfigError(ValueError):
@@ -40,6 +40,18 @@ class _Strict(BaseModel):
     """Unknown keys are errors at every level: a typo must not silently fall back to a default."""
 
     model_config = ConfigDict(extra="forbid")
+
+
+def _not_blank(v: Any) -> Any:
+    """An empty path is no path: ``Path("")`` is ``.``, the current (or the config file's) folder, which a blank
+    value must never silently mean."""
+    if isinstance(v, (str, Path)) and not str(v).strip():
+        raise ValueError("must not be empty (a blank path would mean the current folder)")
+    return v
+
+
+PathValue = Annotated[Path, BeforeValidator(_not_blank)]
+"""A path field that refuses an empty value (pydantic would turn ``""`` into ``Path(".")``)."""
 
 
 SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook")

@@ -3,12 +3,11 @@ and its judge (``annotate``), the AI-generated subsets (``aigen``) and garment d
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
-from .base import _Strict
+from .base import PathValue, _Strict
 
 
 class JudgeConfig(_Strict):
@@ -59,7 +58,16 @@ class AnnotateConfig(_Strict):
     temperature: float = Field(0.0, ge=0)
     seed: int | None = 0
     extra_body: dict[str, Any] = Field(default_factory=dict)
-    cache: Path | None = None
+    cache: PathValue | None = None
+
+    @model_validator(mode="after")
+    def _fits(self) -> "AnnotateConfig":
+        if self.max_backoff_s < self.backoff_s:
+            raise ValueError(f"max_backoff_s ({self.max_backoff_s}) must be >= backoff_s ({self.backoff_s})")
+        if self.max_image_tokens + self.max_tokens >= self.max_model_len:
+            raise ValueError(f"max_image_tokens ({self.max_image_tokens}) + max_tokens ({self.max_tokens}) leave no "
+                             f"room for the prompt in max_model_len ({self.max_model_len})")
+        return self
 
 
 AIGEN_SUBSETS = ("aigen_studio", "aigen_streetlook")
@@ -91,7 +99,7 @@ class AigenEndpointConfig(_Strict):
     @classmethod
     def _size(cls, v: str) -> str:
         w, _, h = v.partition("x")
-        if v != "auto" and not (w.isdigit() and h.isdigit()):
+        if v != "auto" and not (w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0):
             raise ValueError(f"size {v!r} must be WIDTHxHEIGHT in pixels (e.g. 1024x1024) or 'auto'")
         return v
 
@@ -100,6 +108,8 @@ class AigenEndpointConfig(_Strict):
         if self.base_url and not self.model_version:
             raise ValueError("aigen.endpoint.model_version is required with base_url: every generated image records "
                              "the generator's model and version")
+        if self.backoff_max_s < self.backoff_s:
+            raise ValueError(f"backoff_max_s ({self.backoff_max_s}) must be >= backoff_s ({self.backoff_s})")
         return self
 
 
@@ -125,8 +135,10 @@ class AigenConfig(_Strict):
     items_per_subset: int = Field(8, ge=0)  # reference items per subset and window
     seed: int = 0  # picks the items and derives every request's seed
     endpoint: AigenEndpointConfig = Field(default_factory=AigenEndpointConfig)
-    job_dir: Path | None = None  # job-file backend: requests JSONL + reference images; default <data_dir>/aigen/jobs
-    drop_dir: Path | None = None  # job-file backend: results <request_id>.<ext> + .json; default <data_dir>/aigen/drop
+    # job-file backend: requests JSONL + reference images; default <data_dir>/aigen/jobs
+    job_dir: PathValue | None = None
+    # job-file backend: results <request_id>.<ext> + .json; default <data_dir>/aigen/drop
+    drop_dir: PathValue | None = None
     check: AigenCheckConfig = Field(default_factory=AigenCheckConfig)
 
 class DetectorTrainConfig(_Strict):
@@ -193,7 +205,7 @@ class DetectConfig(_Strict):
     device: str = "auto"  # auto: CUDA when torch sees a GPU, else cpu; or cpu, cuda, cuda:1, 0, mps
     offline: bool = True  # no network: YOLO_OFFLINE, no Hugging Face download, no ultralytics auto-install
     min_match_similarity: float = Field(0.0, ge=-1, le=1)  # a detection never matches a product less similar
-    cache_dir: Path | None = None  # trained detectors and ultralytics' settings; default <data_dir>/detector
+    cache_dir: PathValue | None = None  # trained detectors and ultralytics' settings; default <data_dir>/detector
     demo: DemoDetectorConfig = Field(default_factory=DemoDetectorConfig)
     person_regions: PersonRegionsConfig = Field(default_factory=PersonRegionsConfig)
 

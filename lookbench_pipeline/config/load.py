@@ -44,6 +44,18 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
         raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
 
 
+def require_named_sites(cfg: PipelineConfig, path: str | Path | None) -> None:
+    """A build from a configuration file crawls the sites that file (or ``LOOKBENCH_SITES``) names: ``sites``
+    defaults to the embedded demo shop only for the built-in configuration (no file), so that a file which omits
+    it never crawls the demo and mixes its drops into the demo's release. ``path``: the file the configuration
+    came from (``None``: the built-in one). Raises ConfigError."""
+    if path and "sites" not in cfg.model_fields_set:
+        raise ConfigError(f"{path}: sites: missing: name the site files to crawl (sites: [sites/shop.yaml]); at "
+                          "least one site is needed, because the release job reads the window's weekly crawls. "
+                          "A configuration file never falls back to the embedded demo shop (`lookbench demo` "
+                          "builds that; see README.md, Configuration)")
+
+
 def _read_and_resolve(path: str | Path) -> dict[str, Any]:
     """Read a config file and resolve its relative paths against its folder (shape errors surface as
     KeyError / TypeError / AttributeError, turned into ConfigError by the caller)."""
@@ -52,44 +64,48 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
     base = path.parent.resolve()
     for key in _PATH_KEYS:
         if key in data:
-            data[key] = str(_resolve(base, data[key]))
+            data[key] = _resolve(base, data[key])
     if isinstance(data.get("sites"), list):
-        data["sites"] = [str(_resolve(base, s)) for s in data["sites"]]
+        data["sites"] = [_resolve(base, s) for s in data["sites"]]
     if isinstance(data.get("drops"), list):
         for drop in data["drops"]:
             if "path" not in drop:
                 raise KeyError(f"drop {drop.get('name', '?')!r} has no 'path'")
-            drop["path"] = str(_resolve(base, drop["path"]))
+            drop["path"] = _resolve(base, drop["path"])
             if drop.get("items_csv"):
-                drop["items_csv"] = str(_resolve(base, drop["items_csv"]))
+                drop["items_csv"] = _resolve(base, drop["items_csv"])
             for ann in drop.get("annotations") or []:
                 for key in ("path", "categories"):
                     if isinstance(ann, dict) and ann.get(key):
-                        ann[key] = str(_resolve(base, ann[key]))
+                        ann[key] = _resolve(base, ann[key])
     aigen = data.get("aigen") or {}
     if isinstance(aigen, dict):
         for key in ("job_dir", "drop_dir"):
             if aigen.get(key):
-                aigen[key] = str(_resolve(base, aigen[key]))
+                aigen[key] = _resolve(base, aigen[key])
     for section, key in (("contamination", "sources"), ("evaluate", "legacy"), ("negatives", "sources")):
         for src in (data.get(section) or {}).get(key, []):
-            src["path"] = str(_resolve(base, src["path"]))
+            src["path"] = _resolve(base, src["path"])
     detect = data.get("detect")
     if isinstance(detect, dict):
         if detect.get("cache_dir"):
-            detect["cache_dir"] = str(_resolve(base, detect["cache_dir"]))
+            detect["cache_dir"] = _resolve(base, detect["cache_dir"])
         w = detect.get("weights")
         if isinstance(w, str) and w not in ("demo", "person-regions") and \
                 (base / os.path.expandvars(w)).expanduser().exists():
-            detect["weights"] = str(_resolve(base, w))  # a local file; otherwise a Hugging Face model id
+            detect["weights"] = _resolve(base, w)  # a local file; otherwise a Hugging Face model id
     store = data.get("store") or {}
     if not isinstance(store, dict):
         raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")
     if store.get("url") and "://" not in store["url"]:
-        store["url"] = str(_resolve(base, store["url"]))
+        store["url"] = _resolve(base, store["url"])
     return data
 
 
-def _resolve(base: Path, p: str | Path) -> Path:
+def _resolve(base: Path, p: Any) -> Any:
+    """``p`` relative to ``base``, as a string; a blank value or one that is no string stays as it is, so that the
+    model refuses it by its field name (``data_dir: ''`` must not mean the config's own folder)."""
+    if not isinstance(p, (str, Path)) or not os.path.expandvars(str(p)).strip():
+        return p
     p = Path(os.path.expandvars(str(p))).expanduser()
-    return p if p.is_absolute() else (base / p).resolve()
+    return str(p if p.is_absolute() else (base / p).resolve())

@@ -11,6 +11,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 
 from ..layout import DataLayout
 from ..package_data import DEFAULT_TAXONOMY, DEMO_SITE
+from .base import PathValue
 from .inference import AigenConfig, AnnotateConfig, DetectConfig
 from .sections import (CardConfig, ChecksConfig, ContaminationConfig, DedupConfig, DropConfig, EvaluateConfig,
                        ImageConfig, NegativesConfig, StoreConfig)
@@ -22,11 +23,13 @@ class PipelineConfig(BaseSettings):
 
     model_config = SettingsConfigDict(env_prefix="LOOKBENCH_", env_nested_delimiter="__", extra="forbid")
 
-    data_dir: Path = Path("data")
+    data_dir: PathValue = Path("data")
     store: StoreConfig = Field(default_factory=StoreConfig)
-    sites: list[Path] = Field(default_factory=lambda: [DEMO_SITE])
+    # The embedded demo shop when unset; a build from a configuration file must name its sites
+    # (lookbench_pipeline.cli.build, README.md "Configuration").
+    sites: list[PathValue] = Field(default_factory=lambda: [DEMO_SITE])
     drops: list[DropConfig] = Field(default_factory=list)
-    taxonomy: Path = DEFAULT_TAXONOMY
+    taxonomy: PathValue = DEFAULT_TAXONOMY
     images: ImageConfig = Field(default_factory=ImageConfig)
     dedup: DedupConfig = Field(default_factory=DedupConfig)
     contamination: ContaminationConfig = Field(default_factory=ContaminationConfig)
@@ -88,7 +91,10 @@ class PipelineConfig(BaseSettings):
     @model_validator(mode="after")
     def _check_inputs(self) -> "PipelineConfig":
         names = set()
-        for site in self.site_configs():  # raises ConfigError on an invalid site file
+        sites = self.site_configs()  # raises ConfigError on an invalid site file
+        if not any(s.kind == "demo" for s in sites):
+            self._no_demo_sources()
+        for site in sites:
             if site.name in names:
                 raise ValueError(f"two site files are named {site.name!r}")
             names.add(site.name)
@@ -121,6 +127,16 @@ class PipelineConfig(BaseSettings):
                 raise ValueError(f"aigen.categories: {unknown} are not categories of the taxonomy {self.taxonomy}")
         self._check_detect()
         return self
+
+    def _no_demo_sources(self) -> None:
+        """A configuration without a demo site gets none of the demo's legacy benchmarks by default: the defaults of
+        ``contamination.sources``, ``negatives.sources`` and ``evaluate.legacy`` are trees the demo shop draws, so
+        for a real shop they are empty (no legacy benchmark, no noise gallery, no legacy scores) unless the file
+        names its own. A section's value that the file or the environment sets is kept as it is."""
+        for section, key in (("contamination", "sources"), ("negatives", "sources"), ("evaluate", "legacy")):
+            sub = getattr(self, section)
+            if key not in sub.model_fields_set:
+                object.__setattr__(sub, key, [s for s in getattr(sub, key) if not s.demo])
 
     def _check_detect(self) -> None:
         """The detector's class mapping names taxonomy categories only (checked against the model at load)."""

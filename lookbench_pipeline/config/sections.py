@@ -6,18 +6,18 @@ from __future__ import annotations
 
 from datetime import date
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..foreground import MAX_FOREGROUND_DELTA_E
-from .base import SUBSET_NAMES, _Strict, template_fields
+from .base import SUBSET_NAMES, PathValue, _Strict, template_fields
 
 
 class StoreConfig(_Strict):
     """Where releases and original image bytes live: a local folder, or ``s3://bucket/prefix``."""
 
-    url: str | None = None  # default: <data_dir>/store
+    url: str | None = Field(default=None, min_length=1)  # default: <data_dir>/store
     endpoint_url: str | None = None
     region: str = "us-east-1"
     # Stores that reject boto3's newer default checksum trailers need "when_required".
@@ -40,9 +40,9 @@ class AnnotationFileConfig(_Strict):
     """
 
     kind: Literal["vitonhd", "fashionpedia", "deepfashion2", "modanet"]
-    path: Path
+    path: PathValue
     image_name: list[str] = Field(min_length=1)
-    categories: Path | None = None
+    categories: PathValue | None = None
     view: Literal["cloth", "image"] = "cloth"
 
     @field_validator("image_name", mode="before")
@@ -85,10 +85,10 @@ class DropConfig(_Strict):
     the release (a VLM annotator labels from pixels).
     """
 
-    name: str
-    path: Path
+    name: str = Field(min_length=1)
+    path: PathValue
     subfolders: dict[str, str] = Field(min_length=1)
-    items_csv: Path | None = None
+    items_csv: PathValue | None = None
     annotations: list[AnnotationFileConfig] = Field(default_factory=list)
     # What a release says of this drop (docs/SOURCES.md inside the release): the licence of its pictures and where
     # they come from. Unset: "not declared".
@@ -107,19 +107,31 @@ class DropConfig(_Strict):
 
 
 class ImageConfig(_Strict):
-    min_side_px: int = 32  # intake: below this an image is not a picture at all (rejected too_small)
+    min_side_px: int = Field(default=32, ge=1)  # intake: below this an image is not a picture at all (too_small)
     # A gallery image's short side must be at least this (pixels; rejected gallery_too_small): retrieval models read
     # 224 x 224 inputs (CLIP ViT-B/16 and EfficientNet-Lite0 at 224, the registry's smallest), so a shorter side is
     # a thumbnail the model would enlarge (a shop's 78-156 px swatches and strip images), not the item's photo.
-    gallery_min_side_px: int = 200
-    max_pixels: int = 64_000_000  # decompression-bomb guard, checked before decoding
-    max_bytes: int = 50_000_000
-    fetch_workers: int = 8
+    # At least min_side_px: a gallery picture is a picture first.
+    gallery_min_side_px: int = Field(default=200, ge=1)
+    max_pixels: int = Field(default=64_000_000, ge=1)  # decompression-bomb guard, checked before decoding
+    max_bytes: int = Field(default=50_000_000, ge=1)
+    fetch_workers: int = Field(default=8, ge=1, le=256)
+
+    @model_validator(mode="after")
+    def _gallery_above_intake(self) -> "ImageConfig":
+        if self.gallery_min_side_px < self.min_side_px:
+            raise ValueError(f"gallery_min_side_px ({self.gallery_min_side_px}) must be >= min_side_px "
+                             f"({self.min_side_px}): a gallery picture must first pass intake")
+        if self.max_pixels < self.min_side_px * self.min_side_px:
+            raise ValueError(f"max_pixels ({self.max_pixels}) is below min_side_px squared ({self.min_side_px}^2): "
+                             "no picture could pass")
+        return self
 
 
 class DedupConfig(_Strict):
-    hamming_threshold: int = 6  # pHash bits; <= this is a near duplicate
-    max_color_diff: float = 32.0  # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
+    hamming_threshold: int = Field(default=6, ge=0, le=64)  # pHash bits (of 64); <= this is a near duplicate
+    # 90th pct abs difference of 8x8 colour signatures (0..255) to confirm a near pair
+    max_color_diff: float = Field(default=32.0, ge=0, le=255)
     # ΔE*ab of the foreground's colours (the garment, not the packshot background) to confirm a near pair; the
     # default and its measurement: lookbench_pipeline.foreground.MAX_FOREGROUND_DELTA_E
     max_foreground_delta_e: float = Field(default=MAX_FOREGROUND_DELTA_E, ge=0)
@@ -140,9 +152,9 @@ class LegacySource(_Strict):
     (with two leaked demo-shop images) when it does not exist: the embedded default's legacy benchmark.
     """
 
-    name: str
+    name: str = Field(min_length=1)
     kind: Literal["fashion200k", "fashion200k_parquet", "deepfashion_inshop", "deepfashion2", "folder"]
-    path: Path
+    path: PathValue
     demo: bool = False
 
 
@@ -220,14 +232,15 @@ class EvaluateConfig(_Strict):
     # legacy benchmarks scored beside the live release (kinds deepfashion_inshop, fashion200k); relative paths
     # under data_dir; demo trees are generated when missing
     legacy: list[LegacySource] = Field(default_factory=lambda: [*_demo_inshop(), _demo_fashion200k_eval()])
-    ks: list[int] = Field(default_factory=lambda: [1, 5, 10, 20])  # Recall@K and nDCG@K
-    ndcg_k: int = 5
+    # Recall@K and nDCG@K: every K >= 1
+    ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 5, 10, 20], min_length=1)
+    ndcg_k: int = Field(default=5, ge=1)
     # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
     # training cutoff (model_cutoffs, else the registry)
     cutoff: str | None = None
     model_cutoffs: dict[str, str] = Field(default_factory=dict)  # model id -> YYYY-MM-DD
     exclude_contaminated: bool = True  # re-check queries against the current contamination index
-    report_examples: int = 6  # queries per subset shown with each model's top-5 in the HTML report
+    report_examples: int = Field(default=6, ge=0)  # queries per subset shown with each model's top-5 in the HTML report
 
     @field_validator("cutoff")
     @classmethod
@@ -264,6 +277,12 @@ class Bounds(_Strict):
     min: float | None = None
     max: float | None = None
 
+    @model_validator(mode="after")
+    def _ordered(self) -> "Bounds":
+        if self.min is not None and self.max is not None and self.min > self.max:
+            raise ValueError(f"min ({self.min}) must be <= max ({self.max})")
+        return self
+
     def holds(self, value: float) -> bool:
         return (self.min is None or value >= self.min) and (self.max is None or value <= self.max)
 
@@ -277,19 +296,23 @@ class ChecksConfig(_Strict):
     """
 
     products_per_crawl: Bounds = Field(default_factory=lambda: Bounds(min=1))  # one site's weekly crawl
-    max_page_rejection_rate: float = 0.5  # rejected pages / pages handled, one weekly crawl
-    max_download_failure_rate: float = 0.5  # image URLs not downloaded / image URLs, one weekly crawl
+    max_page_rejection_rate: float = Field(default=0.5, ge=0, le=1)  # rejected pages / pages handled, one weekly crawl
+    # image URLs not downloaded / image URLs, one weekly crawl
+    max_download_failure_rate: float = Field(default=0.5, ge=0, le=1)
     products_per_window: Bounds = Field(default_factory=lambda: Bounds(min=1))  # the window's catalogue
-    max_image_rejection_rate: float = 0.5  # rejected image references / references
-    max_near_duplicate_rate: float = 0.5  # near-duplicate images / distinct images
-    max_contamination_rate: float = 0.2  # images matching a legacy benchmark or earlier release / images
-    min_annotation_acceptance_rate: float = 0.5  # labelled / items the annotator could judge (the annotator's or
-    # judge's acceptance); items rejected for a reason in annotation_not_attempted had nothing to judge from
-    # (no_text) or are not garments of the taxonomy at all (no_category_match: a shop's perfume, a general store's
-    # electronics), so they say nothing about label quality; they are counted apart in the check's metadata
+    max_image_rejection_rate: float = Field(default=0.5, ge=0, le=1)  # rejected image references / references
+    max_near_duplicate_rate: float = Field(default=0.5, ge=0, le=1)  # near-duplicate images / distinct images
+    # images matching a legacy benchmark or earlier release / images
+    max_contamination_rate: float = Field(default=0.2, ge=0, le=1)
+    # labelled / items the annotator could judge (the annotator's or judge's acceptance); items rejected for a
+    # reason in annotation_not_attempted had nothing to judge from (no_text) or are not garments of the taxonomy
+    # at all (no_category_match: a shop's perfume, a general store's electronics), so they say nothing about label
+    # quality; they are counted apart in the check's metadata
+    min_annotation_acceptance_rate: float = Field(default=0.5, ge=0, le=1)
     annotation_not_attempted: list[str] = Field(default_factory=lambda: ["no_text", "no_category_match"])
     queries_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))  # subsets that have queries
     gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
-    max_candidate_rejection_rate: float = 0.95  # rejected candidates / candidates of the release
+    # rejected candidates / candidates of the release
+    max_candidate_rejection_rate: float = Field(default=0.95, ge=0, le=1)
     query_gallery_overlap_allowed: list[str] = Field(default_factory=list)  # subsets where it is intended
     severity: dict[str, Literal["error", "warn"]] = Field(default_factory=dict)

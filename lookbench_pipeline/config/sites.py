@@ -4,11 +4,11 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from .base import ConfigError, _read_yaml, _Strict, describe_error
+from .base import ConfigError, PathValue, _read_yaml, _Strict, describe_error
 
 
 class LookRules(_Strict):
@@ -78,7 +78,7 @@ class SiteConfig(_Strict):
     # loopback or private address (the demo and replay servers on 127.0.0.1:<port>), no other; allowed_addresses
     # names further exact pairs ("10.1.2.3:8080", or an address alone for every port) for a named test host.
     allow_private_addresses: bool = False
-    allowed_ports: list[int] = Field(default_factory=lambda: [80, 443])
+    allowed_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=lambda: [80, 443])
     allowed_addresses: list[str] = Field(default_factory=list)
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
@@ -88,8 +88,8 @@ class SiteConfig(_Strict):
     # (crawlers/lookbench_crawlers/render_guard.py)
     render_hosts: list[str] = Field(default_factory=list)
     chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
-    max_pages: int = 10_000
-    download_delay_s: float = 0.0
+    max_pages: int = Field(default=10_000, ge=1)
+    download_delay_s: float = Field(default=0.0, ge=0)
     # The most seconds one URL (a page, sitemap, robots.txt or image) may hold a download slot, over all its attempts
     # and redirects: each attempt's timeout is what is left of it, and no retry starts once it is spent (reason
     # download_timeout in the crawl log or the image's download row). A server that trickles bytes (slow loris)
@@ -97,17 +97,17 @@ class SiteConfig(_Strict):
     # per-attempt DOWNLOAD_TIMEOUT (30 s, crawlers/lookbench_crawlers/settings.py): an attempt that timed out is not
     # tried again, while quick failures (a reset connection, a 503) still are.
     download_budget_s: float = Field(default=30.0, gt=0, le=3600)
-    concurrency_per_domain: int = 8
+    concurrency_per_domain: int = Field(default=8, ge=1)
     look_rules: LookRules = Field(default_factory=LookRules)
     product_rules: ProductRules = Field(default_factory=ProductRules)
     # demo / replay specifics
-    demo_products: int = 48
-    demo_looks: int = 12
+    demo_products: int = Field(default=48, ge=1)
+    demo_looks: int = Field(default=12, ge=0)
     demo_seed: int = 7
     # how many of the demo products are sold in two or three colours (each colour its own item, sku and photos;
     # demo_shop.colour_variants); 0 draws every product in one colour
     demo_colour_models: int = Field(3, ge=0)
-    pages_dir: Path | None = None
+    pages_dir: PathValue | None = None
     # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
     # URLs and releases do not depend on the port of one run.
     public_origin: str | None = None
