@@ -89,7 +89,8 @@ def test_a_row_naming_a_link_out_of_the_drop_is_refused(drop, tmp_path):
 def test_build_refuses_a_conflicting_or_escaping_sheet_row_before_any_run(drop, tmp_path):
     cfg = tmp_path / "build.yaml"
     data = yaml.safe_load((tmp_path / "c.yaml").read_text())
-    cfg.write_text(yaml.safe_dump({**data, "data_dir": str(tmp_path / "data")}))
+    cfg.write_text(yaml.safe_dump({**data, "data_dir": str(tmp_path / "data"),  # a build names its sites
+                                   "sites": [str(ROOT / "lookbench_pipeline/data/sites/demo.yaml")]}))
     for sheet, match in (("path,item_id\nstudio/a.jpg,it1\nstudio/a.jpg,it2\n",
                           "items.csv:3: studio/a.jpg is already on line 2"),
                          ("path,item_id\nstudio/a.jpg,it1\n../items.orig,it2\n",
