@@ -102,8 +102,10 @@ class ShopSpider(scrapy.Spider):
                 yield self._shopify_page(origin, 1)
 
     def _shopify_page(self, origin, page):
-        return scrapy.Request(f"{origin}/products.json?limit=250&page={page}", callback=self.parse_shopify,
-                              errback=self.on_error, cb_kwargs={"origin": origin, "page": page})
+        url = f"{origin}/products.json?limit=250&page={page}"
+        meta = {"lookbench_finished": True} if self.finished(url) else {}
+        return scrapy.Request(url, callback=self.parse_shopify, errback=self.on_error, meta=meta,
+                              cb_kwargs={"origin": origin, "page": page})
 
     def parse_shopify(self, response, origin=None, page=1):
         """Shopify's public JSON: a page of /products.json (paginated until empty) or one product's .json."""
@@ -114,9 +116,14 @@ class ShopSpider(scrapy.Spider):
         try:
             doc = json.loads(response.text)
         except (ValueError, AttributeError):
-            yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
+            if not self._seen(response):
+                yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
             return
         products = shopify_products(doc, response.url)
+        if self._seen(response):  # finished by an earlier attempt: only the next page counts
+            if origin and products and "products" in doc:
+                yield self._shopify_page(origin, page + 1)
+            return
         for i, p in enumerate(products):
             url = p.pop("url")
             yield ProductItem(kind="product", site=self.site.name, url=url, page_position=i, **p)
