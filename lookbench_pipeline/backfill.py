@@ -2,12 +2,13 @@
 
 A crawl is archived by :func:`lookbench_pipeline.pipeline.stage_crawl` as ``warc/<site>/<run id>.warc.gz`` (every
 response the spider received, pages and images, led by a ``warcinfo`` record) and described by
-``warc/<site>/<run id>.json`` (site, run id, ``base-url`` the crawl served ``{{BASE}}`` from, ``started-at``
-UTC with microseconds, ``week``: the weekly crawl partition, ``sha256`` of the WARC file). Replaying a site's
-archived crawls in start order into an empty state rebuilds its weekly crawl tables, ``first_seen_at`` included, without the network
-(``crawl.replay_site``); with the rebuild records of :mod:`lookbench_pipeline.records` (first-seen times of
-image-drop files, AI-generation results), kept in the same store, a release window rebuilt into an empty
-``data_dir`` has byte-identical files.
+``warc/<site>/<run id>.json`` (site, run id, ``base-url`` the crawl served ``{{BASE}}`` from and ``base-urls``
+every origin its attempts served it from, oldest first, a crawl resumed after a kill getting a new port each time,
+``started-at`` UTC with microseconds, ``week``: the weekly crawl partition, ``sha256`` of the WARC file).
+Replaying a site's archived crawls in start order into an empty state rebuilds its weekly crawl tables,
+``first_seen_at`` included, without the network (``crawl.replay_site``); with the rebuild records of
+:mod:`lookbench_pipeline.records` (first-seen times of image-drop files, AI-generation results), kept in the same
+store, a release window rebuilt into an empty ``data_dir`` has byte-identical files.
 
 An archive is written once (keyed by the crawl's id) and checked on read: :func:`fetch` refuses a WARC file whose
 sha256 is not its description's (:class:`ArchiveError`).

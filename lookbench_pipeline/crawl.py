@@ -48,6 +48,7 @@ class CrawlOutput:
     crawl_id: str | None = None  # stable across the attempts of one resumed crawl (its archive's key)
     started_at: str | None = None  # the first attempt's start (UTC, ISO 8601)
     reused: bool = False  # a finished crawl read back, not crawled again
+    base_urls: list[str] | None = None  # every attempt's serving origin, oldest first (the last is base_url)
 
     def of_kind(self, kind: str) -> list[dict]:
         return [i for i in self.items if i.get("kind") == kind]
@@ -55,9 +56,12 @@ class CrawlOutput:
 
 def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
                    cache_dir: Path | None = None, resume: bool = False,
-                   extra_settings: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+                   extra_settings: dict[str, str] | None = None,
+                   origin_aliases: list[str] | None = None) -> tuple[list[str], dict[str, str]]:
     """The ``scrapy crawl shop`` command line and environment for one site (see :func:`run_spider`).
-    ``extra_settings``: more Scrapy settings (``-s NAME=VALUE``), e.g. a replay's."""
+    ``extra_settings``: more Scrapy settings (``-s NAME=VALUE``), e.g. a replay's. ``origin_aliases``: origins
+    an earlier attempt of the same crawl served ``{{BASE}}`` from; the spider requests their URLs from
+    ``base_url`` instead."""
     feed, logf, warc = out_dir / "items.jsonl", out_dir / "scrapy.log", out_dir / "crawl.warc.gz"
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(CRAWLERS_DIR), str(CRAWLERS_DIR.parent),
@@ -86,8 +90,12 @@ def spider_command(site_config_path: Path, base_url: str, out_dir: Path, user_ag
                 # a rendered page's navigation gets the URL's whole download budget (milliseconds)
                 "-s", f"PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT={int(site.download_budget_s * 1000)}",
                 "-s", f"CONCURRENT_REQUESTS={min(4, site.concurrency_per_domain)}"]
-    if resume:
-        cmd += ["-a", f"resume_feed={feed}"]
+    if resume:  # finished pages: no items again, and their links are read from the crawl's own WARC
+        cmd += ["-a", f"resume_feed={feed}", "-s", f"LOOKBENCH_RESUME_WARC={warc}"]
+    aliases = [a.rstrip("/") for a in origin_aliases or () if a and a.rstrip("/") != base_url.rstrip("/")]
+    if aliases:  # the spider requests their URLs from base_url; the WARC's records of them answer as its
+        cmd += ["-a", "origin_aliases=" + ",".join(aliases),
+                "-s", "LOOKBENCH_ORIGINS=" + ",".join(aliases + [base_url.rstrip("/")])]
     for name, value in (extra_settings or {}).items():
         cmd += ["-s", f"{name}={value}"]
     return cmd, env
@@ -133,13 +141,15 @@ def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:
 
 def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
                timeout_s: float = 1800, cache_dir: Path | None = None, resume: bool = False,
-               extra_settings: dict[str, str] | None = None) -> tuple[Path, Path]:
+               extra_settings: dict[str, str] | None = None,
+               origin_aliases: list[str] | None = None) -> tuple[Path, Path]:
     """Run ``scrapy crawl shop`` for one site in a child process; returns (feed JSONL path, log path).
 
     The feed (``items.jsonl``), the log and the WARC archive (``crawl.warc.gz``) are written under ``out_dir``.
     ``cache_dir`` turns on the per-site HTTP cache, so pages are revalidated with conditional requests.
-    ``resume=True`` continues an interrupted crawl in the same ``out_dir`` (finished pages are skipped, the
-    feed and the WARC are appended to); otherwise both start empty.
+    ``resume=True`` continues an interrupted crawl in the same ``out_dir`` (finished pages yield nothing again and
+    are answered from the crawl's WARC, not fetched; the feed and the WARC are appended to); otherwise both start
+    empty. ``origin_aliases``: see :func:`spider_command`.
 
     Raises:
         CrawlError: the process exited non-zero or timed out.
@@ -151,7 +161,8 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
         (out_dir / "crawl.warc.gz").unlink(missing_ok=True)
     logf.unlink(missing_ok=True)
     site = SiteConfig.from_yaml(site_config_path)
-    cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume, extra_settings)
+    cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume, extra_settings,
+                              origin_aliases)
     try:
         proc = subprocess.run(cmd, cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
@@ -179,6 +190,63 @@ def repair_feed_tail(feed: Path) -> int:
     return len(data) - keep
 
 
+SUBRESOURCE_REFUSED = "subresource_refused"  # a rendered page's refused sub-request: a crawl-log row, not a page
+
+
+def resume_key(url: str) -> str:
+    """A page's identity across the attempts of one crawl: its path and query (a demo or replay site is served
+    from another 127.0.0.1 port each attempt)."""
+    parts = urlsplit(url)
+    return f"{parts.path}?{parts.query}"
+
+
+def finished_urls(items: list[dict]) -> set[str]:
+    """The URLs of the pages an interrupted crawl finished: a page item in the feed and as many product / look
+    items for that URL as the page item's ``n_items`` (a page's items wait for their image downloads, so a kill
+    can leave its page item without them)."""
+    pages: dict[str, int] = {}
+    counts: Counter = Counter()
+    for it in items:
+        kind, url = it.get("kind"), it.get("url")
+        if not isinstance(url, str):
+            continue
+        if kind == "page" and it.get("outcome") != SUBRESOURCE_REFUSED:
+            n = it.get("n_items")
+            pages[url] = n if type(n) is int and n >= 0 else 0
+        elif kind in ("product", "look"):
+            counts[url] += 1
+    return {u for u, n in pages.items() if counts[u] >= n}
+
+
+def prune_unfinished(feed: Path) -> int:
+    """Keep in a resumed crawl's feed only the items of the pages it finished (:func:`finished_urls`), so the page
+    a kill interrupted, fetched again, is in the feed once, with the items of one fetch; returns the number of
+    lines removed. Lines that are not a page's (a refused sub-resource, an unknown kind) are kept."""
+    if not feed.is_file():
+        return 0
+    lines = feed.read_bytes().splitlines(keepends=True)
+    parsed = []
+    for line in lines:
+        try:
+            it = json.loads(line)
+        except ValueError:
+            it = None
+        parsed.append(it if isinstance(it, dict) else None)
+    done = finished_urls([it for it in parsed if it is not None])
+
+    def keep(it: dict | None) -> bool:
+        if it is None or it.get("kind") not in ("page", "product", "look") or it.get("outcome") == SUBRESOURCE_REFUSED:
+            return it is not None
+        return it.get("url") in done
+
+    kept = [line for line, it in zip(lines, parsed) if keep(it)]
+    if len(kept) < len(lines):
+        tmp = feed.with_name(feed.name + ".tmp")
+        tmp.write_bytes(b"".join(kept))
+        os.replace(tmp, feed)
+    return len(lines) - len(kept)
+
+
 def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
                resume: bool = False, local_server: LocalServer | None = None) -> CrawlOutput:
     """Crawl one configured site. ``demo`` and ``replay`` sites are served on 127.0.0.1 for the duration of the
@@ -189,9 +257,13 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
 
     ``resume``: ``work_dir`` belongs to one crawl (a week's, ``crawl_dir``), and a killed attempt left its feed,
     WARC and downloads there: a finished crawl (``finished.json``) is read back and not crawled again; an
-    unfinished one continues (torn feed line and WARC record cut off, finished pages skipped, the rest appended).
-    Every attempt's serving origin is recorded (``attempts.json``) so the items of all attempts get the site's
-    recorded origin. Without ``resume`` the crawl starts empty."""
+    unfinished one continues (torn feed line and WARC record cut off, the items of pages it did not finish
+    removed from the feed, :func:`prune_unfinished`; finished pages are not fetched again and yield nothing again,
+    their links are read from the WARC; the rest appended). Every attempt's serving origin is recorded
+    (``attempts.json``, ``CrawlOutput.base_urls``): the items of all attempts get the site's recorded origin, an
+    earlier attempt's URLs are requested from this attempt's origin, and the archive names them all so a replay
+    finds every page. Each attempt's WARC records carry its number (``WARC-LookBench-Attempt``). Without
+    ``resume`` the crawl starts empty."""
     import uuid
 
     from .warc import truncate_torn_tail
@@ -206,7 +278,9 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     continuing = resume and feed.is_file()
     if continuing:
         cut = repair_feed_tail(feed) + truncate_torn_tail(out_dir / "crawl.warc.gz")
-        log.info("resuming the crawl of %s in %s (%d torn bytes cut)", site.name, out_dir, cut)
+        pruned = prune_unfinished(feed)
+        log.info("resuming the crawl of %s in %s (%d torn bytes cut, %d items of unfinished pages removed)",
+                 site.name, out_dir, cut, pruned)
     else:
         state = {}
         marker.unlink(missing_ok=True)
@@ -220,10 +294,13 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
                 raise CrawlError(f"{site.kind} site {site.name} is served on 127.0.0.1 by the server the caller "
                                  "passes (local_server=lookbench_pipeline.demo.serve.local_site)")
             base_url = stack.enter_context(local_server(site, work_dir))
-        state["bases"] = [b for b in state["bases"] if b != base_url] + [base_url]
+        earlier = [b for b in state["bases"] if b != base_url]
+        state["bases"] = earlier + [base_url]
+        state["attempts"] = (state.get("attempts") or 0) + 1 if continuing else 1
         attempts_file.write_text(json.dumps(state, indent=1))
         feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, cache_dir=cache_dir,
-                                resume=continuing)
+                                resume=continuing, origin_aliases=earlier,
+                                extra_settings={"LOOKBENCH_ATTEMPT": str(state["attempts"])})
     if resume:
         marker.write_text(json.dumps({"finished_at": datetime.now(timezone.utc).isoformat(), **state}, indent=1))
     return _read_crawl(site, feed, logf, state)
@@ -238,7 +315,8 @@ def _read_crawl(site: SiteConfig, feed: Path, logf: Path, state: dict, reused: b
             if base:
                 items = [_rebase(it, base, site.recorded_origin) for it in items]
     return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=bases[-1], items=items,
-                       crawl_id=state.get("crawl_id"), started_at=state.get("started_at"), reused=reused)
+                       crawl_id=state.get("crawl_id"), started_at=state.get("started_at"), reused=reused,
+                       base_urls=[b for b in bases if b])
 
 
 def crawl_dir(data_dir: Path, week: str, site: str) -> Path:
@@ -248,33 +326,41 @@ def crawl_dir(data_dir: Path, week: str, site: str) -> Path:
 
 
 def replay_site(site_config_path: Path, warc_paths: list[Path], base_url: str, work_dir: Path,
-                user_agent: str) -> CrawlOutput:
+                user_agent: str, base_urls: list[str] | None = None) -> CrawlOutput:
     """Crawl one site again from archived WARC files instead of the network: the same spider, robots.txt, host
     policy and extraction, with every response answered from the archive
     (``lookbench_crawlers.replay.WarcReplayMiddleware``) and no network download handler, so nothing leaves the
     machine. ``base_url`` is the origin the archived crawl served ``{{BASE}}`` from (its warcinfo record's
-    ``base-url``; empty for a site without ``{{BASE}}``). Items carry the archived fetch times as
-    ``crawled_at``, so replaying a site's crawls in order rebuilds its state and tables as they were.
+    ``base-url``; empty for a site without ``{{BASE}}``); ``base_urls``: every origin it served from, oldest first
+    (``base-urls``: a crawl resumed after a kill served each attempt from another port), whose archived URLs are
+    answered as ``base_url``'s. Of the records of one URL the latest attempt's wins. Items carry the archived
+    fetch times as ``crawled_at``, so replaying a site's crawls in order rebuilds its state and tables as they
+    were.
 
     Raises:
         CrawlError: the spider failed, or it tried to reach the network (``lookbench/replay/network_attempts``).
     """
     site = SiteConfig.from_yaml(site_config_path)
     handler = "lookbench_crawlers.replay.NoNetworkDownloadHandler"
+    origins = [b.rstrip("/") for b in (base_urls or []) if b and b.rstrip("/") != base_url.rstrip("/")]
+    origins += [base_url.rstrip("/")] if base_url else []
     settings = {"LOOKBENCH_REPLAY_WARC": ",".join(str(p) for p in warc_paths),
                 "DOWNLOAD_HANDLERS": json.dumps({"http": handler, "https": handler}),
                 "AUTOTHROTTLE_ENABLED": "False", "RETRY_ENABLED": "False"}
     out_dir = work_dir / "crawl"
-    feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, extra_settings=settings)
+    feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, extra_settings=settings,
+                            origin_aliases=origins[:-1])
     stats_file = out_dir / "stats.json"
     stats = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
     if stats.get("lookbench/replay/network_attempts"):
         raise CrawlError(f"replay of {site.name} tried to reach the network "
                          f"{stats['lookbench/replay/network_attempts']} times")
     items = read_feed(feed)
-    if base_url and site.recorded_origin:
-        items = [_rebase(it, base_url, site.recorded_origin) for it in items]
-    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items)
+    if site.recorded_origin:
+        for origin in origins:
+            items = [_rebase(it, origin, site.recorded_origin) for it in items]
+    return CrawlOutput(site=site.name, feed=feed, log_file=logf, base_url=base_url, items=items,
+                       base_urls=origins)
 
 
 def read_feed(feed: Path) -> list[dict]:

@@ -66,7 +66,7 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     for every attempt), and an archive already in the store is not uploaded again."""
     from .backfill import archive_crawl
     from .demo.serve import local_site  # demo and replay sites are served on 127.0.0.1 for their crawl
-    from .warc import read_warcinfo
+    from .warc import read_warcinfo, serving_origins
 
     cats: list[CrawlTables] = []
     counts: dict[str, Any] = {}
@@ -79,7 +79,10 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             if not warcs:
                 raise crawl.CrawlError(f"no archived crawl of site {site.name} to replay")
             info = read_warcinfo(warcs[0])
-            out = crawl.replay_site(Path(path), warcs, info.get("base-url", ""), run_dir / site.name, cfg.user_agent)
+            base = info.get("base-url", "")
+            # every origin the crawl's attempts served from (a crawl resumed after a kill: one port per attempt)
+            bases = info["base-urls"].split() if info.get("base-urls") else serving_origins(warcs, base)
+            out = crawl.replay_site(Path(path), warcs, base, run_dir / site.name, cfg.user_agent, base_urls=bases)
         else:
             work = cfg.layout.crawl_dir(week, site.name) if week else run_dir / site.name
             out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=cfg.layout.http_cache(site.name),
@@ -94,6 +97,7 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
             counts[site.name]["warc"] = archive_crawl(
                 store, warc, {"software": f"lookbench-pipeline/{__version__}", "site": site.name,
                               "run-id": archive_id, "base-url": out.base_url,
+                              "base-urls": " ".join(out.base_urls or [out.base_url]).strip(),
                               "recorded-origin": site.recorded_origin or "", "started-at": started,
                               **(archive_info or {})})
         if replay is not None:

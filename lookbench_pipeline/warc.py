@@ -131,3 +131,29 @@ def read_warcinfo(path: Path) -> dict[str, str]:
                 return {k.strip(): v.strip() for k, _, v in (ln.partition(":") for ln in text.splitlines()) if k}
             return {"started-at": rec.rec_headers.get_header("WARC-Date") or ""}
     return {}
+
+
+def serving_origins(paths: Iterable[Path], base_url: str) -> list[str]:
+    """The origins an archived crawl served ``{{BASE}}`` from, oldest first, ``base_url`` last, for an archive
+    whose description names only ``base_url`` (archived before ``base-urls``): a crawl resumed after a kill was
+    served from another port of the same host each attempt, so the archive's response records on the same scheme
+    and host as ``base_url`` and another port are earlier attempts', in the order they first appear."""
+    from urllib.parse import urlsplit
+
+    base = base_url.rstrip("/")
+    if not base:
+        return []
+    want = urlsplit(base)
+    seen: dict[str, None] = {}
+    for path in paths:
+        with open(path, "rb") as fh:
+            try:
+                for rec in ArchiveIterator(fh):
+                    if rec.rec_type != "response":
+                        continue
+                    parts = urlsplit(rec.rec_headers.get_header("WARC-Target-URI") or "")
+                    if (parts.scheme, parts.hostname) == (want.scheme, want.hostname):
+                        seen.setdefault(f"{parts.scheme}://{parts.netloc}", None)
+            except Exception as exc:  # noqa: BLE001 - a torn tail: the records before it are read
+                log.info("%s: WARC ends in a torn record (%s)", path, exc)
+    return [o for o in seen if o != base] + [base]

@@ -9,7 +9,10 @@ Each response's fetch time (UTC, microseconds) is put in ``request.meta["lookben
 the record's ``WARC-Date`` (WARC/1.1): items from the page carry it as ``crawled_at``
 (``lookbench_crawlers.replay.FetchTimeMiddleware``), so a replay of the archive reproduces them. A response
 reached through redirects records the chain in ``WARC-LookBench-Redirect-From`` (``status|url`` hops, in order).
-A replayed response keeps its archived time.
+A replayed response keeps its archived time. With the setting ``LOOKBENCH_ATTEMPT`` (the attempt of a resumed
+crawl, 1 first) every record carries it as ``WARC-LookBench-Attempt``, so a replay takes a page's latest fetch.
+A page an earlier attempt finished, answered from this crawl's WARC on a resume (flag ``resumed``,
+``replay.WarcReplayMiddleware``), is not archived again: that attempt's record is the one whose items were kept.
 """
 
 from __future__ import annotations
@@ -23,19 +26,20 @@ from warcio.warcwriter import WARCWriter
 
 
 class WarcArchiveMiddleware:
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, attempt: str | None = None):
         self.path = path
+        self.attempt = attempt
         self.lock = threading.Lock()
 
     @classmethod
     def from_crawler(cls, crawler):
-        return cls(crawler.settings.get("LOOKBENCH_WARC_PATH"))
+        return cls(crawler.settings.get("LOOKBENCH_WARC_PATH"), crawler.settings.get("LOOKBENCH_ATTEMPT"))
 
     def process_response(self, request, response, spider=None):
         fetched_at = request.meta.get("lookbench_archived_at") or \
             datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         request.meta["lookbench_fetched_at"] = fetched_at
-        if not self.path:
+        if not self.path or "resumed" in response.flags:  # answered from this crawl's WARC: archived already
             return response
         headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, vs in response.headers.items() for v in vs]
         if "cached" in response.flags:
@@ -45,6 +49,8 @@ class WarcArchiveMiddleware:
         buf = io.BytesIO()
         writer = WARCWriter(buf, gzip=True, warc_version="1.1")
         rec_headers = {"WARC-Date": fetched_at}
+        if self.attempt:
+            rec_headers["WARC-LookBench-Attempt"] = str(self.attempt)
         reasons = request.meta.get("redirect_reasons") or []
         hops = [f"{reasons[i] if i < len(reasons) else 302}|{u}"
                 for i, u in enumerate(request.meta.get("redirect_urls") or [])]

@@ -3,13 +3,18 @@ and yields what the library's extractors find. It only crawls: ids, first-seen t
 
 Arguments (``-a``): ``site_config`` (path to the site's YAML file), ``base_url`` (replaces ``{{BASE}}`` in the
 config's URLs: the demo and replay servers pick a free port), ``resume_feed`` (the JSON-lines feed of an
-interrupted run of the same crawl: pages it finished are not fetched again).
+interrupted run of the same crawl: pages it finished are not fetched again), ``origin_aliases`` (comma-separated
+origins an earlier attempt of the same crawl, or the archived crawl a replay answers from, served ``{{BASE}}``
+from: a URL of one of them is requested from ``base_url``, so a page is one page whatever the port).
 
 Resuming: Scrapy's JOBDIR only survives a graceful stop; a crawl killed with SIGKILL may lose requests that were
 dequeued but not finished. Instead, every page item records how many products and looks the page yielded
-(``n_items``), and a page counts as finished only when its page item and that many items are in the feed; a
-restart re-reads the sitemaps and start pages and skips finished pages. Items are appended (``-o``), and the
-library merges them by id, so a page processed twice is not a duplicate.
+(``n_items``), and a page counts as finished only when its page item and that many items are in the feed
+(``lookbench_pipeline.crawl.finished_urls``; the library removes the items of unfinished pages before a restart).
+A restart walks the site as a fresh crawl would, so every link is still discovered, but a finished page's
+request is marked (``meta["lookbench_finished"]``): it is answered from the crawl's own WARC
+(``replay.WarcReplayMiddleware`` with ``LOOKBENCH_RESUME_WARC``), not archived again, and yields no item, so no
+page is logged or counted twice.
 """
 
 from urllib.parse import urlsplit
@@ -22,6 +27,8 @@ from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.middlewares import refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
+from lookbench_pipeline.crawl import finished_urls, read_feed
+from lookbench_pipeline.crawl import resume_key as _resume_key
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
@@ -29,9 +36,10 @@ from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_o
 class ShopSpider(scrapy.Spider):
     name = "shop"
 
-    def __init__(self, site_config=None, base_url="", resume_feed=None, *args, **kwargs):
+    def __init__(self, site_config=None, base_url="", resume_feed=None, origin_aliases="", *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.done = finished_pages(resume_feed) if resume_feed else set()
+        self.origin_aliases = [a.rstrip("/") for a in (origin_aliases or "").split(",") if a.strip()]
         self.pages_requested = 0
         self.requested = set()
         self.limit_logged = False
@@ -68,9 +76,29 @@ class ShopSpider(scrapy.Spider):
             render_guard.install(crawler, hosts, policy_from_settings(crawler.settings), static)
         return spider
 
+    def finished(self, url):
+        """Whether an earlier attempt of this crawl finished the page at ``url`` (its items are in the feed)."""
+        return bool(self.done) and resume_key(url) in self.done
+
+    def _here(self, url):
+        """``url`` with an earlier attempt's origin (``origin_aliases``) replaced by this attempt's."""
+        for alias in self.origin_aliases:
+            if url == alias or url.startswith(alias + "/"):
+                return self.base_url + url[len(alias):]
+        return url
+
+    def _seen(self, response):
+        """A response of a page an earlier attempt finished: its links are followed, no item is yielded again."""
+        return response.meta.get("lookbench_finished") or self.finished(response.url)
+
+    def _sitemap_request(self, url):
+        url = self._here(url)
+        meta = {"lookbench_finished": True} if self.finished(url) else {}
+        return scrapy.Request(url, callback=self.parse_sitemap, errback=self.on_error, meta=meta)
+
     async def start(self):
         for u in self.sitemap_list:
-            yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
+            yield self._sitemap_request(u)
         for u in self.start_list:
             req = self._request(u, self.parse_page)
             if req is not None:
@@ -80,8 +108,10 @@ class ShopSpider(scrapy.Spider):
                 yield self._shopify_page(origin, 1)
 
     def _shopify_page(self, origin, page):
-        return scrapy.Request(f"{origin}/products.json?limit=250&page={page}", callback=self.parse_shopify,
-                              errback=self.on_error, cb_kwargs={"origin": origin, "page": page})
+        url = f"{origin}/products.json?limit=250&page={page}"
+        meta = {"lookbench_finished": True} if self.finished(url) else {}
+        return scrapy.Request(url, callback=self.parse_shopify, errback=self.on_error, meta=meta,
+                              cb_kwargs={"origin": origin, "page": page})
 
     def parse_shopify(self, response, origin=None, page=1):
         """Shopify's public JSON: a page of /products.json (paginated until empty) or one product's .json."""
@@ -92,9 +122,14 @@ class ShopSpider(scrapy.Spider):
         try:
             doc = json.loads(response.text)
         except (ValueError, AttributeError):
-            yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
+            if not self._seen(response):
+                yield self._page(response.url, response.status, "rejected", "bad_shopify_json")
             return
         products = shopify_products(doc, response.url)
+        if self._seen(response):  # finished by an earlier attempt: only the next page counts
+            if origin and products and "products" in doc:
+                yield self._shopify_page(origin, page + 1)
+            return
         for i, p in enumerate(products):
             url = p.pop("url")
             yield ProductItem(kind="product", site=self.site.name, url=url, page_position=i, **p)
@@ -107,6 +142,7 @@ class ShopSpider(scrapy.Spider):
         """A page request; rendered in headless Chromium when the site config asks (scrapy-playwright closes
         each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
         crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
+        url = self._here(url)
         if callback == self.parse_page:
             parts = urlsplit(url)
             in_scope = parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains
@@ -125,6 +161,8 @@ class ShopSpider(scrapy.Spider):
                 self.pages_requested += 1
                 self.requested.add(key)
         meta = kw.pop("meta", {})
+        if callback == self.parse_page and self.finished(url):
+            meta = {**meta, "lookbench_finished": True}
         if self.site.render_js and callback == self.parse_page:
             meta = {**meta, "playwright": True,
                     "playwright_page_init_callback": "lookbench_crawlers.render_guard.bind_page"}
@@ -138,30 +176,32 @@ class ShopSpider(scrapy.Spider):
         body = response.body
         if response.url.endswith("/robots.txt"):
             for u in sitemap_urls_from_robots(response.text, base_url=response.url):
-                yield scrapy.Request(u, callback=self.parse_sitemap, errback=self.on_error)
+                yield self._sitemap_request(u)
             return
+        seen = self._seen(response)
         if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
             from scrapy.utils.gz import gunzip
 
             try:
                 body = gunzip(body, max_size=self.settings.getint("DOWNLOAD_MAXSIZE"))
             except Exception as exc:
-                yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+                if not seen:
+                    yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
                 return
         try:
             sm = Sitemap(body)
         except Exception as exc:  # lxml XMLSyntaxError and friends
-            yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+            if not seen:
+                yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
             return
-        yield self._page(response.url, response.status, "sitemap")
+        if not seen:
+            yield self._page(response.url, response.status, "sitemap")
         for entry in sm:
             loc = entry.get("loc")
             if not loc:
                 continue
             if sm.type == "sitemapindex":
-                yield scrapy.Request(loc, callback=self.parse_sitemap, errback=self.on_error)
-            elif resume_key(loc) in self.done:
-                continue
+                yield self._sitemap_request(loc)
             else:
                 req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
                 if req is not None:
@@ -173,6 +213,9 @@ class ShopSpider(scrapy.Spider):
             yield self._page(url, 0, SUBRESOURCE_REFUSED, reason)
 
     def parse_page(self, response):
+        if self._seen(response):  # finished by an earlier attempt: its items are in the feed; only its links count
+            yield from self._follow(response)
+            return
         yield from self._refused_subresources(response.meta)
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
@@ -209,11 +252,12 @@ class ShopSpider(scrapy.Spider):
             # a page whose JSON-LD could not be read says so (jsonld_parse_error…), not "no structured data"
             yield self._page(response.url, response.status, "listing" if listing else "rejected",
                              None if listing else (problems[0] if problems else "no_structured_data"))
-        if self.site.follow_links:
+        yield from self._follow(response)
+
+    def _follow(self, response):
+        if self.site.follow_links and isinstance(response, scrapy.http.TextResponse):
             for href in response.css("a::attr(href)").getall():
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):
-                    continue
-                if resume_key(response.urljoin(href)) in self.done:
                     continue
                 req = self._request(response.urljoin(href), self.parse_page)
                 if req is not None:
@@ -228,6 +272,8 @@ class ShopSpider(scrapy.Spider):
 
     def on_error(self, failure):
         request = failure.request
+        if request.meta.get("lookbench_finished") or self.finished(request.url):
+            return  # an earlier attempt logged this page already
         yield from self._refused_subresources(request.meta)
         exc = failure.value
         reason = getattr(exc, "reason", None)
@@ -263,27 +309,15 @@ def page_text(response):
 def resume_key(url):
     """A page's identity across the attempts of one crawl: its path and query (a demo or replay site is served
     from another 127.0.0.1 port each time)."""
-    parts = urlsplit(url)
-    return f"{parts.path}?{parts.query}"
+    return _resume_key(url)
 
 
 def finished_pages(feed_path):
-    """``resume_key`` of the pages an earlier run finished: a page item in the feed and as many product / look
-    items for that URL as the page item's ``n_items``. A torn last line (a kill mid-write) is ignored."""
-    import json
+    """``resume_key`` of the pages an earlier run finished (``lookbench_pipeline.crawl.finished_urls``: a page item
+    in the feed and as many product / look items for that URL as its ``n_items``). A torn last line is ignored."""
     from pathlib import Path
 
     p = Path(feed_path)
     if not p.is_file():
         return set()
-    pages, counts = {}, {}
-    for line in p.read_text(encoding="utf-8", errors="replace").splitlines():
-        try:
-            it = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if it.get("kind") == "page" and it.get("outcome") != SUBRESOURCE_REFUSED:  # not a page of the crawl
-            pages[it["url"]] = int(it.get("n_items") or 0)
-        elif it.get("kind") in ("product", "look"):
-            counts[it["url"]] = counts.get(it["url"], 0) + 1
-    return {resume_key(u) for u, n in pages.items() if counts.get(u, 0) >= n}
+    return {resume_key(u) for u in finished_urls([it for it in read_feed(p) if isinstance(it, dict)])}
