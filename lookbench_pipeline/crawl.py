@@ -202,8 +202,8 @@ def resume_key(url: str) -> str:
 
 def finished_urls(items: list[dict]) -> set[str]:
     """The URLs of the pages an interrupted crawl finished: a page item in the feed and as many product / look
-    items for that URL as the page item's ``n_items`` (a page's items wait for their image downloads, so a kill
-    can leave its page item without them)."""
+    items for that URL (or listed by it: ``from_page``, Shopify's ``products.json``) as the page item's
+    ``n_items`` (a page's items wait for their image downloads, so a kill can leave its page item without them)."""
     pages: dict[str, int] = {}
     counts: Counter = Counter()
     for it in items:
@@ -214,7 +214,8 @@ def finished_urls(items: list[dict]) -> set[str]:
             n = it.get("n_items")
             pages[url] = n if type(n) is int and n >= 0 else 0
         elif kind in ("product", "look"):
-            counts[url] += 1
+            page = it.get("from_page")  # an item a page listed under another url (Shopify's products.json)
+            counts[page if isinstance(page, str) else url] += 1
     return {u for u, n in pages.items() if counts[u] >= n}
 
 
@@ -237,7 +238,7 @@ def prune_unfinished(feed: Path) -> int:
     def keep(it: dict | None) -> bool:
         if it is None or it.get("kind") not in ("page", "product", "look") or it.get("outcome") == SUBRESOURCE_REFUSED:
             return it is not None
-        return it.get("url") in done
+        return (it.get("from_page") if isinstance(it.get("from_page"), str) else it.get("url")) in done
 
     kept = [line for line, it in zip(lines, parsed) if keep(it)]
     if len(kept) < len(lines):
@@ -376,8 +377,9 @@ def read_feed(feed: Path) -> list[dict]:
 
 def _rebase(obj, base: str, origin: str):
     """Replace the local serving origin by the site's recorded origin in every URL of an item."""
-    if isinstance(obj, str):
-        return origin + obj[len(base):] if obj.startswith(base) else obj
+    if isinstance(obj, str):  # the origin itself, or a URL under it ('…:4000' is not '…:40001/x')
+        base = base.rstrip("/")
+        return origin + obj[len(base):] if obj == base or obj.startswith(base + "/") else obj
     if isinstance(obj, list):
         return [_rebase(x, base, origin) for x in obj]
     if isinstance(obj, dict):

@@ -151,12 +151,21 @@ def test_dagster_runs_refuse_a_file_without_sites_too(tmp_path, monkeypatch):
 
 
 def test_build_of_a_real_shop_without_an_image_endpoint_is_refused_before_any_run(tmp_path):
-    """aigen's default endpoint is the demo's scripted one: a real shop's build without aigen.endpoint.base_url
-    failed after its crawl; it is refused at the start, and `aigen.enabled: false` builds."""
+    """aigen's default endpoint is the demo's scripted one: a real shop's build of the open window without
+    aigen.endpoint.base_url failed after its crawl; it is refused at the start. A closed window's build and a
+    backfill request no new picture (aigen.generate), so they are not refused for it."""
     (tmp_path / "pages").mkdir()
     (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages"}))
     cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": ["shop.yaml"]})
-    proc = _lookbench(tmp_path, "build", "--config", str(cfg), "--partition", "2025-01-01")
+    proc = _lookbench(tmp_path, "build", "--config", str(cfg))
     assert proc.returncode == 2, proc.stderr
     assert "configuration error: aigen: no image endpoint configured" in proc.stderr, proc.stderr
     assert not (tmp_path / "data").exists(), "nothing ran"
+    from lookbench_pipeline.cli.build import _check_build_inputs
+    from lookbench_pipeline.config import load_config
+
+    loaded = load_config(cfg)
+    _check_build_inputs(loaded, str(cfg), "2025-01-01")  # a closed window: nothing to generate
+    _check_build_inputs(loaded, str(cfg), "2026-07-01", backfill=True)
+    with pytest.raises(ConfigError, match="no image endpoint"):
+        _check_build_inputs(loaded, str(cfg))

@@ -196,3 +196,26 @@ def test_dataset_card_front_matter(released):
                                               *release_docs.PATHS}
     for name, meta in manifest["metadata_files"].items():
         assert hashlib.sha256((folder / name).read_bytes()).hexdigest() == meta["sha256"]
+
+
+def test_a_partial_pull_keeps_the_noise_config_it_brought_along(tmp_path):
+    """The distractor gallery (``noise/``) always comes with a partial pull, so its config stays on the card."""
+    from lookbench_pipeline.releases.reader import _limit_card_to_present
+
+    configs = [{"config_name": s, "data_files": [{"split": r, "path": f"{s}/{r}.parquet"} for r in roles]}
+               for s, roles in (("noise", ["gallery"]), ("real_streetlook", ["query", "gallery"]),
+                                ("real_studio_flat", ["query", "gallery"]))]
+    configs[2]["default"] = True
+    (tmp_path / "README.md").write_text("---\n" + yaml.safe_dump({"configs": configs}, sort_keys=False)
+                                        + "---\n\n# LookBench\n\nThe `noise` config has only a gallery split.\n")
+    files = {f"{c['config_name']}/{d['split']}.parquet": {} for c in configs for d in c["data_files"]}
+    for k in files:
+        if not k.startswith("real_studio_flat/"):
+            (tmp_path / k).parent.mkdir(exist_ok=True)
+            (tmp_path / k).write_bytes(b"x")
+    _limit_card_to_present(tmp_path, {"files": files, "metadata_files": {"README.md": {}}})
+    text = (tmp_path / "README.md").read_text()
+    front = yaml.safe_load(text.split("---\n")[1])
+    assert [c["config_name"] for c in front["configs"]] == ["noise", "real_streetlook"]
+    assert [c["config_name"] for c in front["configs"] if c.get("default")] == ["real_streetlook"]
+    assert text.endswith("---\n\n# LookBench\n\nThe `noise` config has only a gallery split.\n")

@@ -200,3 +200,33 @@ def test_prune_unfinished_keeps_whole_pages_only(tmp_path):
         ("product", "http://a/1"), ("page", "http://a/1"), ("page", "http://a/sitemap.xml"),
         ("page", "http://a/x.js")]
     assert prune_unfinished(feed) == 0
+
+
+def test_a_shopify_json_page_is_finished_by_the_products_it_listed(tmp_path):
+    """Shopify's products.json lists products under their own urls: its page item counts them by ``from_page``, so
+    a resumed crawl knows it finished (no second fetch, no duplicate items) or prunes its half of the products."""
+    from lookbench_pipeline.crawl import finished_urls, prune_unfinished
+
+    js = "http://a/products.json?limit=250&page=1"
+    whole = [{"kind": "product", "url": "http://a/products/x", "from_page": js},
+             {"kind": "product", "url": "http://a/products/y", "from_page": js},
+             {"kind": "page", "url": js, "n_items": 2}]
+    assert js in finished_urls(whole)
+    half = [whole[0], whole[2], {"kind": "page", "url": "http://a/products/y", "n_items": 1},
+            {"kind": "product", "url": "http://a/products/y"}]  # the HTML page of y finished on its own
+    assert finished_urls(half) == {"http://a/products/y"}
+    feed = tmp_path / "items.jsonl"
+    feed.write_text("".join(json.dumps(r) + "\n" for r in half))
+    assert prune_unfinished(feed) == 2  # the JSON page and the one product it got out before the kill
+    assert [(r["kind"], r["url"]) for r in read_feed(feed)] == [("page", "http://a/products/y"),
+                                                                ("product", "http://a/products/y")]
+
+
+def test_rebase_replaces_an_origin_only_at_a_path_boundary():
+    from lookbench_pipeline.crawl import _rebase
+
+    item = {"url": "http://127.0.0.1:4000/p/1", "images": ["http://127.0.0.1:40001/x.jpg"],
+            "home": "http://127.0.0.1:4000", "path": "http://127.0.0.1:4000/kept"}
+    assert _rebase(item, "http://127.0.0.1:4000", "https://shop.example") == {
+        "url": "https://shop.example/p/1", "images": ["http://127.0.0.1:40001/x.jpg"], "home": "https://shop.example",
+        "path": "http://127.0.0.1:4000/kept"}

@@ -29,6 +29,7 @@ class ProductItem(scrapy.Item):
     # first colour of a ProductGroup). Items reach the feed in the order their image downloads finish, so the
     # feed's order is not the page's; a look that links a page of several colours is resolved by this.
     page_position = scrapy.Field()
+    from_page = scrapy.Field()  # the page that listed it, where that is not its own url (Shopify's products.json)
     crawled_at = scrapy.Field()
 
 

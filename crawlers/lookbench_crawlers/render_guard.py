@@ -26,11 +26,11 @@ import socket
 import weakref
 from urllib.parse import urlsplit
 
+from lookbench_pipeline.crawl import SUBRESOURCE_REFUSED  # noqa: F401 (the crawl-log outcome; one owner)
 from lookbench_pipeline.egress import UNRESOLVABLE, EgressPolicy, is_ip, split_host_port
 
 log = logging.getLogger(__name__)
 
-SUBRESOURCE_REFUSED = "subresource_refused"  # the crawl-log outcome of a refused sub-resource request
 NO_NETWORK_SCHEMES = frozenset({"data", "blob", "about"})
 DEFAULT_PORTS = {"http": 80, "https": 443}
 

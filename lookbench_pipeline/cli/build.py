@@ -200,13 +200,15 @@ def _report_of(summary: dict) -> str | None:
     return None
 
 
-def _check_build_inputs(cfg, config_path: str | None = None, partition: str | None = None) -> None:
+def _check_build_inputs(cfg, config_path: str | None = None, partition: str | None = None,
+                        backfill: bool = False) -> None:
     """What a release run needs beyond a valid configuration, checked before any crawl or log file: the sites a
     configuration file names (a file that omits ``sites`` would crawl the embedded demo shop; only the built-in
     default, no file at all, is the demo), at least one site (the release job reads the window's weekly crawls;
     README.md "Configuration"), every drop's item sheet and every drop's annotation files, an image endpoint for
-    the AI-generated subsets (the scripted one is the demo's only), and that the ``partition``'s window can be built
-    now (in the configuration's time zone). Raises ConfigError or UsageError
+    the AI-generated subsets when a build of the open window would request pictures (the scripted one is the
+    demo's only; a backfill or a closed window's build generates nothing new: ``aigen.generate``), and that the
+    ``partition``'s window can be built now (in the configuration's time zone). Raises ConfigError or UsageError
     (exit 2)."""
     from datetime import datetime, timezone
 
@@ -216,14 +218,15 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
     from ..windows import buildable_window
 
     require_named_sites(cfg, config_path or os.environ.get("LOOKBENCH_CONFIG"))
+    now, open_window = datetime.now(timezone.utc), not backfill
     if partition:
         try:
-            buildable_window(partition, datetime.now(timezone.utc), cfg.timezone)
+            open_window = open_window and buildable_window(partition, now, cfg.timezone).end > now
         except ValueError as exc:
             raise UsageError(f"--partition: {exc}") from None
     a = cfg.aigen
-    if a.enabled and a.backend == "endpoint" and not a.endpoint.base_url and a.subsets and a.items_per_subset and \
-            cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl (aigen.backends)
+    if open_window and a.enabled and a.backend == "endpoint" and not a.endpoint.base_url and a.subsets and \
+            a.items_per_subset and cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl
         raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
                           "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
                           "draws with the scripted endpoint")
@@ -256,7 +259,7 @@ def cmd_backfill(args: argparse.Namespace) -> int:
     data_dir and store (which must not hold crawl state yet)."""
     need_build_stack("backfill")
     cfg = load_config(args.config)
-    _check_build_inputs(cfg, args.config, args.partition)
+    _check_build_inputs(cfg, args.config, args.partition, backfill=True)
     if args.config:
         os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
     summary = _build_terminal(cfg, "backfill", args.verbose, lambda runner, on_event: runner.rebuild_window(

@@ -392,17 +392,19 @@ def _is_file(path: Path, size: int, sha256: str) -> bool:
 
 
 def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
-    """After a partial pull: the folder's dataset card (``README.md``) names only the subsets whose data files are
-    all in ``out`` (this pull's and an earlier one's), since Hugging Face ``datasets`` resolves every config's files
-    when it opens the folder and fails on the first one missing. The card is left as published (its manifest
-    sha256) when every subset is there; a rerun of the pull fetches it again and limits it again."""
+    """After a partial pull: the folder's dataset card (``README.md``) names only the configs (subsets, and the
+    ``noise`` gallery) whose data files are all in ``out`` (this pull's and an earlier one's), since Hugging Face
+    ``datasets`` resolves every config's files when it opens the folder and fails on the first one missing. Its
+    front matter is written again with those configs; its body is the published one. The card is left as
+    published (its manifest sha256) when every config is there; a rerun of the pull fetches it again and limits
+    it again."""
     card = out / "README.md"
     if "README.md" not in manifest.get("metadata_files", {}) or not card.is_file():
         return
     data = manifest["files"]
-    present = [s for s in manifest_subsets(manifest)
-               if all((out / k).is_file() for k in data if k.split("/")[0] == s)]
-    if len(present) < len(manifest_subsets(manifest)):
+    configs = sorted({k.split("/")[0] for k in data if "/" in k})  # the subsets and the noise gallery
+    present = [s for s in configs if all((out / k).is_file() for k in data if k.split("/")[0] == s)]
+    if len(present) < len(configs):
         text = limit_card(card.read_text(encoding="utf-8"), present)
         part = card.with_name("README.md.part")
         part.write_text(text, encoding="utf-8")
@@ -416,8 +418,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
     ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along, and so does the distractor
     gallery (``noise/``), which every subset's gallery includes when scoring. After a partial pull the dataset
-    card's ``configs`` name only the subsets in the folder (so ``datasets`` can open it); its other bytes are
-    the published card's.
+    card's ``configs`` name only the subsets (and ``noise``) in the folder, so ``datasets`` can open it; its body
+    is the published card's.
 
     Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so

@@ -132,7 +132,8 @@ class ShopSpider(scrapy.Spider):
             return
         for i, p in enumerate(products):
             url = p.pop("url")
-            yield ProductItem(kind="product", site=self.site.name, url=url, page_position=i, **p)
+            yield ProductItem(kind="product", site=self.site.name, url=url, page_position=i, from_page=response.url,
+                              **p)  # from_page: the JSON page's n_items counts it (crawl.finished_urls)
         yield self._page(response.url, response.status, "product" if products else "listing",
                          n_items=len(products))
         if origin and products and "products" in doc:
