@@ -130,7 +130,7 @@ def test_an_interrupted_step_says_to_run_the_command_again():
     def crawl():
         raise DagsterExecutionInterruptedError()
 
-    job = Definitions(assets=[crawl], jobs=[define_asset_job("j")]).get_job_def("j")
+    job = Definitions(assets=[crawl], jobs=[define_asset_job("j")]).resolve_job_def("j")
     result = job.execute_in_process(instance=DagsterInstance.ephemeral(), raise_on_error=False)
     with pytest.raises(RunFailed) as exc:
         _check(result)
