@@ -375,11 +375,18 @@ def read_feed(feed: Path) -> list[dict]:
     return items
 
 
+def rebase_url(url: str, old: str, new: str) -> str:
+    """``url`` with the origin ``old`` replaced by ``new`` when it is that origin or a URL under it (``…:4000`` is
+    not ``…:40001/x``); any other URL unchanged. The one rewrite of a serving origin: the recorded origin of a
+    local site's items, an earlier attempt's port on a resume or in a replay."""
+    old = old.rstrip("/")
+    return new + url[len(old):] if old and (url == old or url.startswith(old + "/")) else url
+
+
 def _rebase(obj, base: str, origin: str):
     """Replace the local serving origin by the site's recorded origin in every URL of an item."""
-    if isinstance(obj, str):  # the origin itself, or a URL under it ('…:4000' is not '…:40001/x')
-        base = base.rstrip("/")
-        return origin + obj[len(base):] if obj == base or obj.startswith(base + "/") else obj
+    if isinstance(obj, str):
+        return rebase_url(obj, base, origin)
     if isinstance(obj, list):
         return [_rebase(x, base, origin) for x in obj]
     if isinstance(obj, dict):

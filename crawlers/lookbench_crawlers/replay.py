@@ -32,6 +32,7 @@ from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from lookbench_pipeline.crawl import rebase_url
 from lookbench_pipeline.warc import response_records
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
@@ -58,15 +59,16 @@ ATTEMPT_HEADER = "WARC-LookBench-Attempt"
 
 
 def _under(url, origin):
-    return bool(origin) and (url == origin or url.startswith(origin + "/"))
+    """Whether ``url`` is the origin ``origin`` or under it (what ``rebase_url`` would rewrite)."""
+    return rebase_url(url, origin, "") != url
 
 
 def served_from(url, origins):
     """``url`` with any of ``origins`` (the crawl's serving origins, oldest first) replaced by the last."""
-    if len(origins) > 1:
-        for origin in origins[:-1]:
-            if _under(url, origin):
-                return origins[-1] + url[len(origin):]
+    for origin in origins[:-1]:
+        moved = rebase_url(url, origin, origins[-1])
+        if moved != url:
+            return moved
     return url
 
 

@@ -27,7 +27,7 @@ from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.middlewares import refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
-from lookbench_pipeline.crawl import finished_urls, read_feed
+from lookbench_pipeline.crawl import finished_urls, read_feed, rebase_url
 from lookbench_pipeline.crawl import resume_key as _resume_key
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
@@ -83,8 +83,9 @@ class ShopSpider(scrapy.Spider):
     def _here(self, url):
         """``url`` with an earlier attempt's origin (``origin_aliases``) replaced by this attempt's."""
         for alias in self.origin_aliases:
-            if url == alias or url.startswith(alias + "/"):
-                return self.base_url + url[len(alias):]
+            moved = rebase_url(url, alias, self.base_url)
+            if moved != url:
+                return moved
         return url
 
     def _seen(self, response):
