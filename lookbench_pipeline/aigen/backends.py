@@ -188,6 +188,13 @@ class ScriptedEndpoint:
     version: str
 
 
+NO_ENDPOINT = ("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
+               "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) draws with the "
+               "scripted endpoint")
+"""Why a configuration that is not the demo's cannot generate without ``aigen.endpoint.base_url``: raised here when
+there is something to generate, and by ``lookbench build`` before its crawl."""
+
+
 @contextmanager
 def endpoint_for(ecfg: AigenEndpointConfig, scripted: ScriptedEndpoint | None = None
                  ) -> Iterator[tuple[str, str, str, str | None, str]]:
@@ -203,9 +210,7 @@ def endpoint_for(ecfg: AigenEndpointConfig, scripted: ScriptedEndpoint | None = 
                f"endpoint {ecfg.base_url} model {ecfg.model}@{ecfg.model_version}")
         return
     if scripted is None:
-        raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
-                          "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
-                          "draws with the scripted endpoint")
+        raise ConfigError(NO_ENDPOINT)
     with scripted.start() as srv:
         # the same words as before the demo package existed: run logs and counts stay as they were
         desc = (f"no image endpoint configured (aigen.endpoint.base_url): the scripted endpoint of "

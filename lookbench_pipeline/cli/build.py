@@ -227,9 +227,9 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
     a = cfg.aigen
     if open_window and a.enabled and a.backend == "endpoint" and not a.endpoint.base_url and a.subsets and \
             a.items_per_subset and cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl
-        raise ConfigError("aigen: no image endpoint configured: set aigen.endpoint.base_url (and model_version), use "
-                          "aigen.backend: job_file, or aigen.enabled: false; only the demo (a site of kind demo) "
-                          "draws with the scripted endpoint")
+        from ..aigen.backends import NO_ENDPOINT
+
+        raise ConfigError(NO_ENDPOINT)
     if not cfg.sites:
         raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
                           "weekly crawls (see README.md, Configuration)")
