@@ -250,6 +250,14 @@ def _warning_key(text: str) -> str:
     return rest if sep and len(head.split()) <= 3 and "(" not in head else t
 
 
+def log_line(text: str) -> str:
+    """``text`` as a build log file's line of our own: ``<UTC time> +0000 lookbench: <text>\\n`` (the time as
+    Dagster's console writes its own, so the two sort together)."""
+    from datetime import datetime, timezone
+
+    return f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} +0000 lookbench: {text}\n"
+
+
 class BuildTerminal(logging.Handler):
     """What a build shows on the terminal (``lookbench demo`` / ``build`` / ``backfill`` without ``--verbose``;
     the rest goes to the log file, :func:`output_to_file`):
@@ -295,9 +303,7 @@ class BuildTerminal(logging.Handler):
         if self.bar is not None:
             self.bar.refresh()
         if self.log is not None:
-            from datetime import datetime, timezone
-
-            self.log.write(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} +0000 lookbench: {text.strip()}\n")
+            self.log.write(log_line(text.strip()))
             self.log.flush()
 
     def _close_bar(self) -> None:

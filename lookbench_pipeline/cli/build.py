@@ -65,7 +65,7 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
     import warnings
     from datetime import datetime, timezone
 
-    from ..logs import BuildTerminal, output_to_file
+    from ..logs import BuildTerminal, log_line, output_to_file
 
     scripted = demo and not cfg.aigen.endpoint.base_url
     notes = {s: "with deliberate demo faults" for s in AIGEN_STEPS} if scripted else {}
@@ -104,7 +104,7 @@ def _build_terminal(cfg, command: str, verbose: bool, run, demo: bool = False) -
                 term.close()
     if failure is not None:
         with open(log_path, "a", encoding="utf-8") as log:  # why the run failed, in the log too
-            log.write(f"{datetime.now(timezone.utc):%Y-%m-%d %H:%M:%S} +0000 lookbench: build failed:\n{failure}\n")
+            log.write(log_line(f"build failed:\n{failure}"))
         print(f"{failure}\nfull log: {log_path}", file=sys.stderr)
         return 1
     return summary
