@@ -62,8 +62,9 @@ def default_config(subsets: list[str]) -> str | None:
 
 
 def limit_card(text: str, subsets: list[str]) -> str:
-    """A dataset card (``README.md`` as :func:`.card.dataset_card` writes it) whose front matter's ``configs`` name only
-    ``subsets`` (one of them ``default: true``); the body is unchanged. For a partially pulled release folder.
+    """A dataset card (``README.md`` as :func:`.card.dataset_card` writes it) whose front matter's ``configs``
+    name only ``subsets`` (one of them ``default: true``); the body is unchanged. For a partially pulled release
+    folder.
 
     Raises:
         ValueError: ``text`` has no YAML front matter with a ``configs`` list.
@@ -398,8 +399,10 @@ def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
     front matter is written again with those configs; its body is the published one. The card is left as
     published (its manifest sha256) when every config is there; a rerun of the pull fetches it again and limits
     it again."""
-    card = out / "README.md"
-    if "README.md" not in manifest.get("metadata_files", {}) or not card.is_file():
+    if "README.md" not in manifest.get("metadata_files", {}):
+        return
+    card = resolve_inside(out, "README.md")  # as every file pull writes: not through a link planted there
+    if not card.is_file():
         return
     data = manifest["files"]
     configs = sorted({k.split("/")[0] for k in data if "/" in k})  # the subsets and the noise gallery
@@ -407,7 +410,8 @@ def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
     if len(present) < len(configs):
         text = limit_card(card.read_text(encoding="utf-8"), present)
         part = card.with_name("README.md.part")
-        part.write_text(text, encoding="utf-8")
+        with _open_part(part, append=False) as fh:
+            fh.write(text.encode("utf-8"))
         part.replace(card)
 
 
