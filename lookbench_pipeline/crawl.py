@@ -7,6 +7,7 @@ Then :func:`merge_catalog` turns the feed into the ``products``, ``looks`` and `
 
 from __future__ import annotations
 
+import ipaddress
 import json
 import logging
 import os
@@ -194,10 +195,23 @@ SUBRESOURCE_REFUSED = "subresource_refused"  # a rendered page's refused sub-req
 
 
 def resume_key(url: str) -> str:
-    """A page's identity across the attempts of one crawl: its path and query (a demo or replay site is served
-    from another 127.0.0.1 port each attempt)."""
+    """A page's identity across the attempts of one crawl: its URL without the fragment, the scheme and host
+    lower-cased, and without the port when the host is a loopback address (the demo and replay servers listen on
+    another 127.0.0.1 port each attempt). The host counts: ``https://www.shop.example/`` and
+    ``https://shop.example/`` are two pages."""
     parts = urlsplit(url)
-    return f"{parts.path}?{parts.query}"
+    host = (parts.hostname or "").lower()
+    netloc = host if _loopback(host) else parts.netloc.lower()
+    return f"{parts.scheme.lower()}://{netloc}{parts.path}?{parts.query}"
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 def finished_urls(items: list[dict]) -> set[str]:
@@ -222,7 +236,8 @@ def finished_urls(items: list[dict]) -> set[str]:
 def prune_unfinished(feed: Path) -> int:
     """Keep in a resumed crawl's feed only the items of the pages it finished (:func:`finished_urls`), so the page
     a kill interrupted, fetched again, is in the feed once, with the items of one fetch; returns the number of
-    lines removed. Lines that are not a page's (a refused sub-resource, an unknown kind) are kept."""
+    lines removed. A refused sub-resource's row goes with the page that requested it (``from_page``; kept when it
+    names none, as rows written before it did). Lines of an unknown kind are kept."""
     if not feed.is_file():
         return 0
     lines = feed.read_bytes().splitlines(keepends=True)
@@ -236,9 +251,12 @@ def prune_unfinished(feed: Path) -> int:
     done = finished_urls([it for it in parsed if it is not None])
 
     def keep(it: dict | None) -> bool:
-        if it is None or it.get("kind") not in ("page", "product", "look") or it.get("outcome") == SUBRESOURCE_REFUSED:
+        if it is None or it.get("kind") not in ("page", "product", "look"):
             return it is not None
-        return (it.get("from_page") if isinstance(it.get("from_page"), str) else it.get("url")) in done
+        page = it.get("from_page")
+        if it.get("outcome") == SUBRESOURCE_REFUSED:
+            return not isinstance(page, str) or page in done
+        return (page if isinstance(page, str) else it.get("url")) in done
 
     kept = [line for line, it in zip(lines, parsed) if keep(it)]
     if len(kept) < len(lines):

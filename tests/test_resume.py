@@ -110,3 +110,87 @@ def test_killed_build_resumes_the_weeks_crawl(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (crawl / "items.jsonl").stat().st_mtime == mtime
+
+
+def _archive(warc: Path, fetches: list[tuple[str, bytes, list[str]]]) -> None:
+    """Write response records as the crawl's archive middleware does: (final URL, body, redirected-from URLs)."""
+    from scrapy.http import HtmlResponse, Request
+
+    from lookbench_crawlers.warc import WarcArchiveMiddleware
+
+    mw = WarcArchiveMiddleware(str(warc), attempt="1")
+    for url, body, chain in fetches:
+        req = Request(url, meta={"redirect_urls": chain, "redirect_reasons": [301] * len(chain)} if chain else {})
+        mw.process_response(req, HtmlResponse(url, body=body, headers={"Content-Type": "text/html"}, request=req))
+
+
+class _Stats:
+    def __init__(self):
+        self.values: Counter = Counter()
+
+    def inc_value(self, key, n=1):
+        self.values[key] += n
+
+
+def _resuming(warc: Path, done: set[str], origins: list[str]):
+    from types import SimpleNamespace
+
+    from lookbench_crawlers.replay import WarcReplayMiddleware
+    from lookbench_pipeline.crawl import resume_key
+
+    spider = SimpleNamespace(finished=lambda url: resume_key(url) in {resume_key(u) for u in done})
+    crawler = SimpleNamespace(spider=spider, stats=_Stats())
+    return WarcReplayMiddleware(crawler, [str(warc)], origins, resume=True)
+
+
+def test_a_resume_answers_every_finished_page_from_the_archive_and_fetches_no_other(tmp_path):
+    """Finished pages are not fetched again: one reached through a redirect (a sitemap URL that 301s) is answered
+    with the archived redirect, then its record; one whose earlier fetch failed (a finished page without a
+    response record) is ignored, not fetched live, or the WARC would hold a page whose items the feed lacks. A
+    page no attempt finished goes to the network."""
+    import pytest
+    from scrapy.exceptions import IgnoreRequest
+    from scrapy.http import Request
+
+    warc = tmp_path / "crawl.warc.gz"
+    base = "http://127.0.0.1:40001"
+    _archive(warc, [(f"{base}/p/new.html", b"<html>new</html>", [f"{base}/p/old.html"]),
+                    (f"{base}/p/open.html", b"<html>killed before its items</html>", [])])
+    later = "http://127.0.0.1:40002"  # the next attempt's server listens on another port
+    mw = _resuming(warc, {f"{base}/p/new.html", f"{base}/p/timed-out.html"}, [base, later])
+    redirect = mw.process_request(Request(f"{later}/p/old.html"))
+    assert redirect.status == 301 and redirect.headers[b"Location"].decode().endswith("/p/new.html")
+    page = mw.process_request(Request(f"{later}/p/new.html"))
+    assert page.body == b"<html>new</html>" and "resumed" in page.flags
+    with pytest.raises(IgnoreRequest, match="finished_earlier"):
+        mw.process_request(Request(f"{later}/p/timed-out.html"))
+    assert mw.process_request(Request(f"{later}/p/open.html")) is None  # unfinished: fetched
+    assert mw.process_request(Request(f"{later}/p/never-seen.html")) is None
+    assert mw.crawler.stats.values["lookbench/resume/finished_without_response"] == 1
+
+
+def test_the_archive_index_holds_no_body(tmp_path):
+    """A replay or resume reads a record's body when its URL is requested: the index holds places, so memory
+    does not grow with the archive (the figures: BENCHMARKS.md, "Replaying and resuming from a WARC")."""
+    from lookbench_crawlers.replay import read_archive
+    from lookbench_pipeline.warc import read_response_at
+
+    warc = tmp_path / "crawl.warc.gz"
+    bodies = {f"http://shop.example/p/{i}.html": bytes([65 + i]) * 300_000 for i in range(5)}
+    _archive(warc, [(u, b, []) for u, b in bodies.items()])
+    responses, _ = read_archive([warc])
+    assert set(responses) == set(bodies)
+    for url, (path, offset, date) in responses.items():
+        assert isinstance(offset, int) and date
+        status, headers, body = read_response_at(path, offset)
+        assert status == 200 and body == bodies[url] and ("Content-Type", "text/html") in headers
+
+
+def test_the_resume_key_keeps_the_host_and_drops_only_a_loopback_port():
+    from lookbench_pipeline.crawl import resume_key
+
+    assert resume_key("https://www.shop.example/") != resume_key("https://shop.example/")
+    assert resume_key("https://shop.example:8443/p?x=1") != resume_key("https://shop.example/p?x=1")
+    assert resume_key("http://127.0.0.1:40001/p.html?a=1#top") == resume_key("http://127.0.0.1:40002/p.html?a=1")
+    assert resume_key("http://localhost:1/p") == resume_key("http://LOCALHOST:2/p")
+    assert resume_key("http://[::1]:1/p") == resume_key("http://[::1]:2/p")

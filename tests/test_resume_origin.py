@@ -14,6 +14,7 @@ import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import pytest
 import yaml
@@ -126,7 +127,7 @@ def crawled(request, tmp_path_factory) -> Crawled:
         with pytest.raises(CrawlError, match="killed"):
             _stage(cfg, shop, mp)
         feed = next((tmp / "killed-data").glob(f"crawls/*/{site}/crawl/items.jsonl"))
-        finished = {k.split("?")[0] for k in finished_pages(feed)}
+        finished = {urlsplit(k).path for k in finished_pages(feed)}
         mp.undo()
         resumed = _stage(cfg, shop, mp)
     assert len(shop.attempts) == 2 and shop.attempts[0][0] != shop.attempts[1][0], "each attempt its own port"
@@ -192,13 +193,15 @@ def test_prune_unfinished_keeps_whole_pages_only(tmp_path):
     rows = [{"kind": "product", "url": "http://a/1"}, {"kind": "page", "url": "http://a/1", "n_items": 1},
             {"kind": "product", "url": "http://a/2"}, {"kind": "page", "url": "http://a/2", "n_items": 2},
             {"kind": "page", "url": "http://a/sitemap.xml", "n_items": 0},
-            {"kind": "page", "url": "http://a/x.js", "outcome": "subresource_refused"},
+            {"kind": "page", "url": "http://a/x.js", "outcome": "subresource_refused"},  # written before from_page
+            {"kind": "page", "url": "http://t/1.js", "outcome": "subresource_refused", "from_page": "http://a/1"},
+            {"kind": "page", "url": "http://t/2.js", "outcome": "subresource_refused", "from_page": "http://a/2"},
             {"kind": "look", "url": "http://a/3"}]
     feed.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert prune_unfinished(feed) == 3
+    assert prune_unfinished(feed) == 4  # page 2 (unfinished) goes with its refused script: fetched again, logged once
     assert [(r["kind"], r["url"]) for r in read_feed(feed)] == [
         ("product", "http://a/1"), ("page", "http://a/1"), ("page", "http://a/sitemap.xml"),
-        ("page", "http://a/x.js")]
+        ("page", "http://a/x.js"), ("page", "http://t/1.js")]
     assert prune_unfinished(feed) == 0
 
 

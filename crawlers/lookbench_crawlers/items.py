@@ -54,4 +54,5 @@ class PageItem(scrapy.Item):
     outcome = scrapy.Field()
     reason = scrapy.Field()
     n_items = scrapy.Field()  # products + looks the page yielded (resume bookkeeping)
+    from_page = scrapy.Field()  # a refused sub-resource's row: the rendered page that requested it
     crawled_at = scrapy.Field()

@@ -16,8 +16,11 @@ their page was fetched.
   the archived crawl's attempts served ``{{BASE}}`` from; an archived URL of any of them answers the same URL of
   the last (an archive without attempt numbers: an earlier origin is an earlier attempt).
   With ``LOOKBENCH_RESUME_WARC`` instead (a resumed live crawl: the crawl's own WARC as earlier attempts left it),
-  it answers only the requests for pages an earlier attempt finished (``meta["lookbench_finished"]``), flagged
-  ``resumed`` so they are not archived twice, and lets every other request go to the network.
+  it answers only the requests for pages an earlier attempt finished (``meta["lookbench_finished"]`` or the
+  spider's ``finished(url)``, or a URL an archived redirect leads from to such a page), flagged ``resumed`` so
+  they are not archived twice, ignores a finished page that has no response record (``finished_earlier``: its
+  earlier fetch failed), and lets every other request go to the network. The archive is indexed, not loaded:
+  a body is read from its file and offset when its URL is requested (:func:`read_archive`).
 * :class:`NoNetworkDownloadHandler`: the download handler a replay uses for http and https; a request that
   reaches it (nothing should) fails with ``IgnoreRequest("network_disabled")`` and counts in the stats
   ``lookbench/replay/network_attempts``.
@@ -33,7 +36,7 @@ from scrapy.responsetypes import responsetypes
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from lookbench_pipeline.crawl import rebase_url
-from lookbench_pipeline.warc import response_records
+from lookbench_pipeline.warc import read_response_at, response_offsets
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
 
@@ -82,31 +85,23 @@ def _attempt(rec, url, origins):
 
 
 def read_archive(paths, origins=(), want_url=None):
-    """``{url: record}`` of every response in the WARC files and ``{url: (status, location)}`` of every redirect
-    the recorded crawl followed, their URLs on the last of ``origins`` (:func:`served_from`). Of the records of
-    one URL the latest attempt's wins, the first within an attempt (a later one's body is never read). A record is
-    ``(status, [(header, value)], body, warc_date)``. ``want_url(url)``: only those URLs (all when None). A torn
-    last record ends a file without an error."""
+    """An index of the WARC files: ``{url: (path, offset, warc_date)}`` of every response, the place of its record
+    (:func:`lookbench_pipeline.warc.read_response_at` reads it when the URL is requested, so memory holds no
+    body), and ``{url: (status, location)}`` of every redirect the recorded crawl followed, their URLs on the last
+    of ``origins`` (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
+    attempt. ``want_url(url)``: only those URLs' responses (all when None). A torn last record ends a file
+    without an error."""
     origins = [o.rstrip("/") for o in origins if o]
     responses, redirects, rank = {}, {}, {}
-
-    def wanted(rec) -> bool:
+    for rec, path, offset in response_offsets(paths):
         raw = rec.rec_headers.get_header("WARC-Target-URI") or ""
-        url = served_from(raw, origins)
-        if want_url is not None and not want_url(url):
-            return False
-        return url not in rank or _attempt(rec, raw, origins) > rank[url]
-
-    for rec, body in response_records(paths, wanted):
-        raw = rec.rec_headers.get_header("WARC-Target-URI")
         url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
-        rank[url] = attempt
-        status = int(rec.http_headers.get_statuscode() or 200)
-        headers = [(k, v) for k, v in rec.http_headers.headers]
-        responses[url] = (status, headers, body, rec.rec_headers.get_header("WARC-Date"))
+        if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):
+            rank[url] = attempt
+            responses[url] = (path, offset, rec.rec_headers.get_header("WARC-Date"))
         # "code|url code|url …": the URLs this one was reached from by redirects, in order
         hops = [h.split("|", 1) for h in (rec.rec_headers.get_header(REDIRECT_HEADER) or "").split()]
-        hops = [(code, served_from(src, origins)) for code, src in hops]
+        hops = [(code, served_from(src, origins)) for code, src in hops if src]
         for i, (code, src) in enumerate(hops):
             target = hops[i + 1][1] if i + 1 < len(hops) else url
             if src not in redirects or redirects[src][2] < attempt:
@@ -114,16 +109,27 @@ def read_archive(paths, origins=(), want_url=None):
     return responses, {src: (code, target) for src, (code, target, _) in redirects.items()}
 
 
+def _final(url, redirects, limit=20):
+    """Where the archived redirects from ``url`` lead (``url`` itself when none; a loop ends where it closes)."""
+    seen = {url}
+    while url in redirects and len(seen) <= limit:
+        url = redirects[url][1]
+        if url in seen:
+            break
+        seen.add(url)
+    return url
+
+
 class WarcReplayMiddleware:
     def __init__(self, crawler, paths, origins=(), resume=False):
         self.crawler = crawler
         self.origins = [o.rstrip("/") for o in origins if o]
         self.resume = resume
-        want = None
+        self.finished = None
         spider = getattr(crawler, "spider", None)
         if resume and spider is not None and hasattr(spider, "finished"):
-            want = spider.finished  # a resume keeps the finished pages' records only (not the images')
-        self.responses, self.redirects = read_archive(paths, self.origins, want)
+            self.finished = spider.finished  # a resume keeps the finished pages' records only (not the images')
+        self.responses, self.redirects = read_archive(paths, self.origins, self.finished)
 
     @classmethod
     def from_crawler(cls, crawler):
@@ -136,16 +142,26 @@ class WarcReplayMiddleware:
             return cls(crawler, [own], origins, resume=True)
         raise NotConfigured("not replaying")
 
+    def _done(self, request, key):
+        """On a resume: whether an earlier attempt finished the page ``request`` asks for, or the page an archived
+        redirect from it leads to (a sitemap's URL that redirected to the page the feed names)."""
+        if request.meta.get("lookbench_finished"):
+            return True
+        if self.finished is None:
+            return False
+        return self.finished(request.url) or (key in self.redirects and self.finished(_final(key, self.redirects)))
+
     def process_request(self, request, spider=None):
-        if self.resume and not request.meta.get("lookbench_finished"):
-            return None  # a page no earlier attempt finished: fetched
-        stats = self.crawler.stats
         url = request.url
         key = served_from(url, self.origins)
+        if self.resume and not self._done(request, key):
+            return None  # a page no earlier attempt finished: fetched
+        stats = self.crawler.stats
         flags = ["replayed", "resumed"] if self.resume else ["replayed"]
         rec = self.responses.get(key)
         if rec is not None:
-            status, headers, body, date = rec
+            path, offset, date = rec
+            status, headers, body = read_response_at(path, offset)
             request.meta["lookbench_archived_at"] = date
             stats.inc_value("lookbench/resume/served" if self.resume else "lookbench/replay/served")
             cls = responsetypes.from_args(headers={k: v for k, v in headers}, url=url, body=body)
@@ -155,7 +171,11 @@ class WarcReplayMiddleware:
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
             return Response(url=url, status=code, headers={"Location": location}, request=request, flags=flags)
         if self.resume:
-            return None  # not in the WARC (cut with a torn tail): fetched again
+            # finished without a response: the earlier attempt's row is a fetch failure or a refusal (a response
+            # is archived before the spider sees it, so a finished page's record is whole); fetching it now would
+            # archive a page whose items the feed never had, and a replay would extract them
+            stats.inc_value("lookbench/resume/finished_without_response")
+            raise IgnoreRequest(f"finished_earlier: {url} failed in an earlier attempt of this crawl")
         stats.inc_value("lookbench/replay/not_archived")
         return Response(url=url, status=404, headers={"X-LookBench-Replay": "not-archived"}, request=request,
                         flags=["replayed"])

@@ -209,16 +209,19 @@ class ShopSpider(scrapy.Spider):
                 if req is not None:
                     yield req
 
-    def _refused_subresources(self, meta):
-        """One crawl-log row per URL a rendered page was refused (``render_guard``), with the reason."""
+    def _refused_subresources(self, meta, page_url):
+        """One crawl-log row per URL the rendered page at ``page_url`` was refused (``render_guard``), with the
+        reason and the page (``from_page``: a resumed crawl drops the rows of a page it fetches again)."""
         for url, reason in dict.fromkeys(meta.get("lookbench_render_refused") or []):
-            yield self._page(url, 0, SUBRESOURCE_REFUSED, reason)
+            row = self._page(url, 0, SUBRESOURCE_REFUSED, reason)
+            row["from_page"] = page_url
+            yield row
 
     def parse_page(self, response):
         if self._seen(response):  # finished by an earlier attempt: its items are in the feed; only its links count
             yield from self._follow(response)
             return
-        yield from self._refused_subresources(response.meta)
+        yield from self._refused_subresources(response.meta, response.url)
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
             yield self._page(response.url, response.status, "rejected", "not_html")
@@ -276,7 +279,7 @@ class ShopSpider(scrapy.Spider):
         request = failure.request
         if request.meta.get("lookbench_finished") or self.finished(request.url):
             return  # an earlier attempt logged this page already
-        yield from self._refused_subresources(request.meta)
+        yield from self._refused_subresources(request.meta, request.url)
         exc = failure.value
         reason = getattr(exc, "reason", None)
         status = 0
@@ -309,8 +312,8 @@ def page_text(response):
 
 
 def resume_key(url):
-    """A page's identity across the attempts of one crawl: its path and query (a demo or replay site is served
-    from another 127.0.0.1 port each time)."""
+    """A page's identity across the attempts of one crawl (``lookbench_pipeline.crawl.resume_key``: the URL, less
+    the port of a loopback host, which the demo and replay servers change each attempt)."""
     return _resume_key(url)
 
 
