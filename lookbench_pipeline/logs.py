@@ -338,7 +338,8 @@ class BuildTerminal(logging.Handler):
 
     # -- Dagster events
     def event(self, kind: str, step: str | None, level: int, message: str) -> None:
-        """One event of a Dagster run (``assets.runner.plain_event``)."""
+        """One event of a Dagster run (``assets.runner.plain_event``), or ``NOTE``: a line of the runner's own,
+        shown as it is (``assets.runner`` marked a run whose process is gone failed)."""
         if kind == "STEP_START" and step:
             self.started[step] = time.monotonic()
             self._open_bar(step)
@@ -372,6 +373,8 @@ class BuildTerminal(logging.Handler):
             tail = f"  ({took:.0f} s)" + (f"  [{note}]" if note else "")
             text = compact(self.summary.get(step, ""), max(48, self.width - len(head) - len(tail)))
             self._write(self.out, head + text + tail)
+        elif kind == "NOTE":  # the runner's own line, outside any run (a stale run marked failed)
+            self._write(self.err, f"  {message}")
         elif kind == "STEP_FAILURE" and step:
             self._close_bar()
             self.failed.append(step)

@@ -1,6 +1,7 @@
 """Every value of the pipeline file is bounded by what it means, a real shop's configuration gets none of the
 demo's legacy data, and bad command-line values are usage errors (exit code 2) before anything runs."""
 
+import json
 import subprocess
 import sys
 from datetime import datetime, timezone
@@ -9,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from lookbench_pipeline.config import DEMO_SITE, ConfigError, PipelineConfig, load_config
+from lookbench_pipeline.config import DEMO_SITE, ConfigError, PipelineConfig, load_config, require_named_sites
 from lookbench_pipeline.windows import KEY_FORMAT, window_containing
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -101,6 +102,43 @@ def test_demo_legacy_data_is_a_default_of_the_demo_only(tmp_path):
     own = {"name": "mine", "kind": "folder", "path": str(tmp_path / "legacy")}
     real = load_config(_cfg(tmp_path, {"sites": ["shop.yaml"], "contamination": {"sources": [own]}}))
     assert [s.name for s in real.contamination.sources] == ["mine"] and real.evaluate.legacy == []
+
+
+def test_a_file_without_sites_is_not_the_demo(tmp_path, monkeypatch):
+    """The embedded demo shop is the default of the built-in configuration only (no file, no $LOOKBENCH_CONFIG): a
+    file without ``sites`` (only a store, say) has no site, so none of the demo's legacy benchmarks, noise gallery
+    or contamination sources by default; ``sites`` stays unset, for the build's refusal (require_named_sites)."""
+    monkeypatch.delenv("LOOKBENCH_CONFIG", raising=False)
+    store_only = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "store")}})
+    for cfg in (load_config(store_only), _with_env(monkeypatch, "LOOKBENCH_CONFIG", store_only, load_config)):
+        assert cfg.sites == [] and cfg.site_configs() == [] and cfg.demo_site() is None
+        assert cfg.evaluate.legacy == [] and cfg.contamination.sources == [] and cfg.negatives.sources == []
+        assert "sites" not in cfg.model_fields_set
+        with pytest.raises(ConfigError, match=f"{store_only}: sites: missing"):
+            require_named_sites(cfg, store_only)
+    assert load_config(None).demo_site() is not None, "no file at all is the demo"
+    assert len(load_config(None).evaluate.legacy) == 2
+    # what the file names is kept: its own legacy benchmark, a demo tree it asks for by name
+    own = {"name": "deepfashion-inshop-demo", "kind": "deepfashion_inshop", "path": "legacy/x", "demo": True}
+    named = load_config(_cfg(tmp_path, {"store": {"url": str(tmp_path / "store")}, "evaluate": {"legacy": [own]}}))
+    assert [s.name for s in named.evaluate.legacy] == ["deepfashion-inshop-demo"]
+    # drops without sites still load (the build refuses the file, with the same message as without drops)
+    (tmp_path / "photos/studio").mkdir(parents=True)
+    drop = {"name": "photos", "path": "photos", "subfolders": {"studio": "real_studio_flat:gallery"}}
+    with_drops = load_config(_cfg(tmp_path, {"drops": [drop]}))
+    with pytest.raises(ConfigError, match="sites: missing"):
+        require_named_sites(with_drops, tmp_path / "c.yaml")
+    # LOOKBENCH_SITES names the sites of a file without them
+    monkeypatch.setenv("LOOKBENCH_SITES", json.dumps([str(DEMO_SITE)]))
+    assert load_config(store_only).demo_site() is not None
+
+
+def _with_env(monkeypatch, name, value, fn):
+    monkeypatch.setenv(name, str(value))
+    try:
+        return fn()
+    finally:
+        monkeypatch.delenv(name)
 
 
 def _lookbench(tmp_path, *args):

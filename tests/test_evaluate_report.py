@@ -356,6 +356,34 @@ def test_cli_evaluate_with_report_and_progress(release_store, tmp_path, capsys):
     assert rc == 2 and "YYYY-MM-DD or model" in capsys.readouterr().err  # a usage error
 
 
+def test_cli_evaluate_with_a_store_only_config_scores_no_demo_legacy_benchmark(release_store, tmp_path, capsys,
+                                                                             monkeypatch):
+    """A configuration file without ``sites`` (only where the store is) is not the embedded demo: ``evaluate``
+    scores the release alone, neither generating nor scoring the demo shop's legacy trees beside it (they are a
+    default of the built-in configuration only), for a version in the store and for a pulled folder alike."""
+    import yaml
+
+    from lookbench_pipeline.cli import main
+
+    store, root = release_store
+    monkeypatch.delenv("LOOKBENCH_CONFIG", raising=False)
+    data = tmp_path / "data"
+    cfg = tmp_path / "pipeline.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": str(data), "store": {"url": str(root / "store")}}))
+    assert main(["pull", VERSION, "--store", str(root / "store"), "--dest", str(tmp_path / "pulled"), "--quiet"]) == 0
+    pulled = next(p.parent for p in (tmp_path / "pulled").rglob("manifest.json"))
+    capsys.readouterr()
+    for release in (["--release", VERSION], [str(pulled)]):
+        rc = main(["evaluate", "--config", str(cfg), *release, "--model", BASELINE_ID, "--quiet",
+                   "--output", str(tmp_path / "s.parquet")])
+        out, err = capsys.readouterr()
+        assert rc == 0, err
+        assert "legacy:" not in out, "no demo legacy benchmark scored"
+        subsets = set(pq.read_table(tmp_path / "s.parquet")["subset"].to_pylist())
+        assert subsets and not any(s.startswith("legacy:") for s in subsets)
+        assert not (data / "legacy").exists(), "no demo legacy tree generated"
+
+
 def test_two_models_paired_test_and_report(release_store, tmp_path, monkeypatch):
     """A second model that can run (the baseline on images blurred to a few pixels: worse): both are scored, the
     paired bootstrap compares them on the same queries, and the report shows both."""

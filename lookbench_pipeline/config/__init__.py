@@ -2,9 +2,9 @@
 
 Precedence (highest first): environment variables ``LOOKBENCH_<FIELD>`` (nested with ``__``, e.g.
 ``LOOKBENCH_STORE__URL``), the YAML file named by ``LOOKBENCH_CONFIG`` (or passed explicitly), the defaults below.
-The defaults are the embedded demo: a shop the project generates and serves on 127.0.0.1. A build from a file must
-name its ``sites`` (:func:`require_named_sites`), and the demo's legacy trees are defaults only where a demo site
-is configured.
+The defaults are the embedded demo: a shop the project generates and serves on 127.0.0.1, when no file is given at
+all; a file without ``sites`` has no site (not the demo's), a build from a file must name its ``sites``
+(:func:`require_named_sites`), and the demo's legacy trees are defaults only where a demo site is configured.
 
 Relative paths in a YAML file are resolved against the folder of that file; relative paths from the environment or
 defaults against the working directory.

@@ -10,7 +10,7 @@ from typing import Any
 
 from .base import ConfigError, _read_yaml, describe_error
 from .env import _env_vars_of, warn_unknown_env
-from .model import PipelineConfig
+from .model import FROM_FILE, PipelineConfig
 
 
 _PATH_KEYS = ("data_dir", "taxonomy")
@@ -20,7 +20,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
     """Load the pipeline configuration.
 
     Args:
-        path: a YAML file; ``None`` uses ``$LOOKBENCH_CONFIG`` if set, else the embedded demo defaults.
+        path: a YAML file; ``None`` uses ``$LOOKBENCH_CONFIG`` if set, else the embedded demo defaults (only
+            then: a file without ``sites`` has no site, and none of the demo's legacy benchmarks by default).
         overrides: field values that win over the file (not over the environment).
 
     Raises:
@@ -34,6 +35,7 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
         raise ConfigError(f"{path}: malformed configuration ({type(exc).__name__}: {exc}); see README.md") from exc
     data.update(overrides)
     warn_unknown_env()
+    from_file = FROM_FILE.set(bool(path))  # a file without `sites` has none, not the demo's (model._default_sites)
     try:
         return PipelineConfig(**data)
     except ConfigError:
@@ -42,6 +44,8 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
         env = _env_vars_of(exc)
         where = ", ".join(f"environment variable {k}={v!r}" for k, v in env) if env else (path or "defaults")
         raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
+    finally:
+        FROM_FILE.reset(from_file)
 
 
 def require_named_sites(cfg: PipelineConfig, path: str | Path | None) -> None:

@@ -3,6 +3,7 @@ checks (site files, drop folders, the taxonomy's categories) and the paths deriv
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,19 @@ from .sections import (CardConfig, ChecksConfig, ContaminationConfig, DedupConfi
 from .sites import SiteConfig
 
 
+FROM_FILE: ContextVar[bool] = ContextVar("lookbench_config_from_file", default=False)
+"""True while :func:`lookbench_pipeline.config.load_config` builds the configuration of a file: ``sites`` then
+defaults to no site, not to the embedded demo shop (:func:`_default_sites`)."""
+
+
+def _default_sites() -> list[Path]:
+    """The embedded demo shop for the built-in configuration (no file); none for a configuration file, which means
+    what it says: without ``sites`` it has no site, so it is not the demo and gets none of the demo's defaults
+    (:meth:`PipelineConfig._no_demo_sources`). ``sites`` stays unset, so that a build refuses such a file with
+    :func:`lookbench_pipeline.config.require_named_sites`'s message."""
+    return [] if FROM_FILE.get() else [DEMO_SITE]
+
+
 class PipelineConfig(BaseSettings):
     """Everything one release build needs."""
 
@@ -25,9 +39,9 @@ class PipelineConfig(BaseSettings):
 
     data_dir: PathValue = Path("data")
     store: StoreConfig = Field(default_factory=StoreConfig)
-    # The embedded demo shop when unset; a build from a configuration file must name its sites
-    # (lookbench_pipeline.cli.build, README.md "Configuration").
-    sites: list[PathValue] = Field(default_factory=lambda: [DEMO_SITE])
+    # The embedded demo shop when unset and no configuration file is given; a file without it has no site (and a
+    # build from a file must name its sites: lookbench_pipeline.cli.build, README.md "Configuration").
+    sites: list[PathValue] = Field(default_factory=_default_sites)
     drops: list[DropConfig] = Field(default_factory=list)
     taxonomy: PathValue = DEFAULT_TAXONOMY
     images: ImageConfig = Field(default_factory=ImageConfig)
@@ -100,7 +114,7 @@ class PipelineConfig(BaseSettings):
             names.add(site.name)
             if site.kind == "replay" and (not site.pages_dir or not Path(site.pages_dir).is_dir()):
                 raise ValueError(f"replay site {site.name!r}: pages_dir {site.pages_dir} is not a folder")
-        if self.drops and not self.sites:
+        if self.drops and not self.sites and "sites" in self.model_fields_set:  # unset: require_named_sites says
             raise ValueError("sites is empty but drops are configured: at least one site is needed, because the "
                              "release job reads the window's weekly crawls (drop-only builds are not supported; "
                              "see README.md, Configuration)")

@@ -1,0 +1,191 @@
+"""A CLI build killed with SIGKILL leaves its Dagster run STARTED in the instance (run monitoring needs the daemon,
+which the CLI does not start), and `make dev` would show it running for ever: the next CLI run marks such a run
+failed, with the reason, and says so on the terminal. Only runs whose process is certainly gone on this host are
+marked; a run of a live process, of another host, or not started by the CLI is left alone."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from dagster import DagsterInstance, DagsterRunStatus, job, op
+from dagster._core.storage.dagster_run import DagsterRun
+from dagster._core.utils import make_new_run_id
+
+from assets import runner
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+class _Stop(Exception):
+    """Raised by the stubbed build in place of a whole release: the tests only need the start of a run."""
+
+
+@pytest.fixture
+def instance(tmp_path):
+    (tmp_path / "dagster").mkdir()
+    inst = DagsterInstance.local_temp(str(tmp_path / "dagster"))
+    try:
+        yield inst
+    finally:
+        inst.dispose()
+
+
+def _stored_run(instance, status=DagsterRunStatus.STARTED, **tags) -> str:
+    run_id = make_new_run_id()
+    instance.add_run(DagsterRun(job_name="crawl_job", run_id=run_id, status=status, tags=tags))
+    return run_id
+
+
+def _cli_tags(pid: int, identity: str | None = None, host: str | None = None) -> dict:
+    tags = {runner.HOST_TAG: host or socket.gethostname(), runner.PID_TAG: str(pid)}
+    identity = identity if identity is not None else runner._process_identity(pid)
+    return {**tags, **({runner.PROCESS_TAG: identity} if identity else {})}
+
+
+def _dead_pid() -> int:
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def _start_a_build(monkeypatch, instance) -> list[tuple]:
+    """``run_release`` (the CLI's entry) with the build itself stubbed out; returns the terminal's events."""
+    def no_build(*a, **kw):
+        raise _Stop
+
+    monkeypatch.setattr(runner, "build_defs", no_build)
+    events = []
+    with pytest.raises(_Stop):
+        runner.run_release(None, instance=instance, on_event=lambda *e: events.append(e))
+    return events
+
+
+def _failure_message(instance, run_id) -> str:
+    from dagster import DagsterEventType
+
+    records = instance.all_logs(run_id, of_type=DagsterEventType.RUN_FAILURE)
+    assert len(records) == 1
+    return records[0].dagster_event.message
+
+
+def test_a_run_whose_process_is_gone_is_marked_failed_with_the_reason(monkeypatch, instance):
+    pid = _dead_pid()
+    stale = _stored_run(instance, **_cli_tags(pid, identity="boot:123"))
+    not_started = _stored_run(instance, status=DagsterRunStatus.NOT_STARTED, **_cli_tags(pid, identity="boot:123"))
+    events = _start_a_build(monkeypatch, instance)
+    for run_id in (stale, not_started):
+        assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
+        reason = _failure_message(instance, run_id)
+        assert f"pid {pid}" in reason and "is gone" in reason
+    lines = [e[3] for e in events if e[0] == "NOTE"]
+    assert f"marked run {stale} failed: its process {pid} is gone" in lines
+    assert len(lines) == 2
+
+
+def test_a_run_whose_pid_now_belongs_to_another_process_is_marked_failed(monkeypatch, instance):
+    reused = _stored_run(instance, **_cli_tags(os.getpid(), identity="another-boot:1"))
+    _start_a_build(monkeypatch, instance)
+    assert instance.get_run_by_id(reused).status == DagsterRunStatus.FAILURE
+
+
+def test_runs_of_a_live_process_another_host_or_not_of_the_cli_are_left_alone(monkeypatch, instance):
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        live_child = _stored_run(instance, **_cli_tags(sleeper.pid))
+        live_self = _stored_run(instance, **_cli_tags(os.getpid()))
+        no_identity = _stored_run(instance, **{k: v for k, v in _cli_tags(sleeper.pid).items()
+                                               if k != runner.PROCESS_TAG})
+        elsewhere = _stored_run(instance, **_cli_tags(_dead_pid(), identity="boot:1", host="another-host"))
+        from_the_ui = _stored_run(instance)  # no CLI tags: launched from the UI, a schedule, a sensor
+        events = _start_a_build(monkeypatch, instance)
+        for run_id in (live_child, live_self, no_identity, elsewhere, from_the_ui):
+            assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED
+        assert not [e for e in events if e[0] == "NOTE"]
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+
+
+def test_verbose_builds_print_the_line_on_stderr(monkeypatch, instance, capsys):
+    stale = _stored_run(instance, **_cli_tags(_dead_pid(), identity="boot:123"))
+    monkeypatch.setattr(runner, "build_defs", lambda *a, **kw: (_ for _ in ()).throw(_Stop()))
+    with pytest.raises(_Stop):
+        runner.run_release(None, instance=instance)  # --verbose: no on_event
+    assert f"marked run {stale} failed" in capsys.readouterr().err
+
+
+@op
+def _one() -> int:
+    return 1
+
+
+@job
+def _tiny():
+    _one()
+
+
+def test_runs_the_cli_executes_carry_their_process(instance):
+    result = runner._execute(_tiny, instance)
+    tags = instance.get_run_by_id(result.run_id).tags
+    assert tags[runner.HOST_TAG] == socket.gethostname()
+    assert tags[runner.PID_TAG] == str(os.getpid())
+    assert tags.get(runner.PROCESS_TAG) == runner._process_identity(os.getpid())
+    assert not runner._process_gone(os.getpid(), tags.get(runner.PROCESS_TAG))
+
+
+KILLED_BUILD = textwrap.dedent("""
+    import sys, time
+    from dagster import DagsterInstance, job, op
+    from assets import runner
+
+    @op
+    def _slow():
+        time.sleep(120)
+
+    @job
+    def _slow_job():
+        _slow()
+
+    runner._execute(_slow_job, DagsterInstance.local_temp(sys.argv[1]))
+""")
+
+
+@pytest.mark.skipif(not hasattr(signal, "SIGKILL"), reason="SIGKILL")
+def test_a_build_killed_with_sigkill_is_failed_by_the_next_run(monkeypatch, instance, tmp_path):
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.Popen([sys.executable, "-c", KILLED_BUILD, str(tmp_path / "dagster")], env=env)
+    try:
+        deadline = time.monotonic() + 120
+        while not [r for r in instance.get_runs() if r.status == DagsterRunStatus.STARTED]:
+            assert proc.poll() is None and time.monotonic() < deadline, "the build did not start its run"
+            time.sleep(0.5)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+    (run,) = instance.get_runs()
+    assert run.status == DagsterRunStatus.STARTED  # what the UI would show for ever
+    events = _start_a_build(monkeypatch, instance)
+    assert instance.get_run_by_id(run.run_id).status == DagsterRunStatus.FAILURE
+    assert f"pid {proc.pid}" in _failure_message(instance, run.run_id)
+    assert [e[3] for e in events if e[0] == "NOTE"] == [f"marked run {run.run_id} failed: its process {proc.pid} "
+                                                         "is gone"]
+
+
+def test_the_build_terminal_shows_the_line():
+    import io
+
+    from lookbench_pipeline.logs import BuildTerminal
+
+    out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
+    term = BuildTerminal(out, err, log=log)
+    term.event("NOTE", None, 30, "marked run abc failed: its process 12 is gone")
+    assert err.getvalue() == "  marked run abc failed: its process 12 is gone\n"
+    assert "marked run abc failed" in log.getvalue()  # the log file has it too
