@@ -63,16 +63,28 @@ def window_starting(start_key: str, tz: str = "UTC") -> Window:
     return window_containing(d.replace(tzinfo=ZoneInfo(tz)), tz)
 
 
+def release_window_key(start_key: str) -> str:
+    """``start_key`` if it names a release window: a window start (:func:`window_starting`) not before
+    ``FIRST_WINDOW``; whether that window has begun depends on the time zone (:func:`buildable_window`).
+
+    Raises ValueError naming what is wrong."""
+    window_starting(start_key)
+    if start_key < FIRST_WINDOW:
+        raise ValueError(f"the first release window starts on {FIRST_WINDOW}, not {start_key}")
+    return start_key
+
+
 def buildable_window(start_key: str, now: datetime, tz: str = "UTC") -> Window:
-    """The window ``start_key`` names, if a release of it can be built at ``now``: from ``FIRST_WINDOW`` to the
-    window still open at ``now`` (the release partitions' range, ``assets/partitions.py``). Raises ValueError
-    naming the range otherwise (or for a key that is no window start)."""
+    """The window ``start_key`` names, if a release of it can be built at ``now``: from ``FIRST_WINDOW``
+    (:func:`release_window_key`) to the window still open at ``now`` (the release partitions' range,
+    ``assets/partitions.py``). Raises ValueError naming the range otherwise (or for a key that is no window
+    start)."""
+    release_window_key(start_key)
     window = window_starting(start_key, tz)
     current = window_containing(now, tz).start.astimezone(ZoneInfo(tz)).strftime(KEY_FORMAT)
-    if start_key < FIRST_WINDOW or start_key > current:
-        when = "has not begun" if start_key > current else "is before the first window"
-        raise ValueError(f"the window {start_key} {when}: release windows run from {FIRST_WINDOW} to the open window "
-                         f"{current} ({tz})")
+    if start_key > current:
+        raise ValueError(f"the window {start_key} has not begun: release windows run from {FIRST_WINDOW} to the "
+                         f"open window {current} ({tz})")
     return window
 
 

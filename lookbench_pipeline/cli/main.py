@@ -16,17 +16,15 @@ from .tools import cmd_audit_export, cmd_audit_score, cmd_detector_train
 
 
 def _window_key(value: str) -> str:
-    """``--partition``: a release window's start, checked before anything runs (argparse: exit code 2). Whether
-    the window can be built yet is checked against the configuration's time zone (``cli.build``)."""
-    from ..windows import FIRST_WINDOW, window_starting
+    """``--partition``: a release window's start (``windows.release_window_key``), checked before anything runs
+    (argparse: exit code 2). Whether the window has begun is checked against the configuration's time zone
+    (``cli.build``)."""
+    from ..windows import release_window_key
 
     try:
-        window_starting(value)
+        return release_window_key(value)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
-    if value < FIRST_WINDOW:
-        raise argparse.ArgumentTypeError(f"the first release window starts on {FIRST_WINDOW}, not {value}")
-    return value
 
 
 def _bounded(kind: type, want: str, ok):
