@@ -3,13 +3,14 @@
 
 import os
 
-from dagster import (AssetSelection, Definitions, SensorEvaluationContext, SensorResult, define_asset_job,
-                     sensor)
+from dagster import (AssetSelection, DefaultSensorStatus, Definitions, SensorEvaluationContext, SensorResult,
+                     SkipReason, define_asset_job, sensor)
 
 from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
 from .resources import ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource
+from .stale_runs import fail_gone_runs
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
               dedup.contamination_check, attributes.annotations, detect.detect_garments, negatives.negatives, aigen.generation_requests,
@@ -44,6 +45,15 @@ def register_sites(context: SensorEvaluationContext, lookbench: LookbenchConfig)
     names = [s.name for s in lookbench.load().site_configs()]
     new = [n for n in names if not context.instance.has_dynamic_partition(site_partitions.name, n)]
     return SensorResult(dynamic_partitions_requests=[site_partitions.build_add_request(new)] if new else [])
+
+
+@sensor(name="fail_gone_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
+        description="Marks failed the runs whose process is gone (a CLI build killed with SIGKILL, a run worker "
+                    "that died): they would hold the run queue's limits for ever (assets/stale_runs.py).")
+def fail_gone_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
+    marked = fail_gone_runs(context.instance, say=context.log.warning)
+    return SkipReason(f"marked {len(marked)} run(s) failed: {', '.join(marked)}" if marked else
+                      "no run whose process is gone")
 
 
 def _executor():
@@ -86,7 +96,7 @@ def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = No
         executor=_executor(),
         jobs=[crawl_job, release_job],
         schedules=[release_schedule, schedules.weekly_crawl],
-        sensors=[register_sites],
+        sensors=[register_sites, fail_gone_runs_sensor],
         resources={
             "lookbench": LookbenchConfig(config_path=config_path, object_store=object_store, vllm=vllm,
                                          image_endpoint=image_endpoint, reuse_unchanged=reuse_unchanged),

@@ -7,7 +7,6 @@ every site replayed in order (``crawl_job`` with ``replay: true``, no network), 
 
 import logging
 import os
-import socket
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
@@ -17,6 +16,7 @@ from dagster import DagsterInstance, ExecuteInProcessResult, MultiPartitionKey
 from .definitions import build_defs
 from .partitions import RELEASE_TIMEZONE, crawl_key, release_partitions, site_partitions
 from .resources import LookbenchConfig
+from .stale_runs import fail_gone_runs, process_tags
 
 QUIET = {"loggers": {"console": {"config": {"log_level": "INFO"}}}}
 
@@ -47,7 +47,7 @@ def _execute(job, instance: DagsterInstance, on_event=None, **kwargs) -> Execute
     called with every event of the run as it happens (:func:`plain_event`), through the instance's event
     listeners, so the run's structured event log is stored as always."""
     run_id = None
-    kwargs["tags"] = {**(kwargs.get("tags") or {}), **_process_tags()}
+    kwargs["tags"] = {**(kwargs.get("tags") or {}), **process_tags()}
     if on_event is not None:
         from dagster._core.utils import make_new_run_id
 
@@ -137,90 +137,9 @@ def _instance(instance: DagsterInstance | None) -> DagsterInstance:
     return DagsterInstance.get()
 
 
-HOST_TAG, PID_TAG, PROCESS_TAG = "lookbench/cli_host", "lookbench/cli_pid", "lookbench/cli_process"
-"""Run tags of a run this module executes in process: the host, the pid and the identity of the process
-(:func:`_process_identity`) that runs it, so that a later CLI run can tell that the process is gone
-(:func:`fail_gone_runs`)."""
-
-
-def _process_identity(pid: int) -> str | None:
-    """What tells process ``pid`` apart from a later process with the same pid: on Linux the boot id and the
-    process's start time in clock ticks since boot (``/proc``); elsewhere its creation time (psutil, when
-    installed); None where neither can be read (the process is gone, or no way to tell)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-        boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}:{stat.rsplit(')', 1)[1].split()[19]}"  # field 22, starttime (the name may hold ')')
-    except (OSError, IndexError):
-        pass
-    try:
-        import psutil
-
-        return f"created:{psutil.Process(pid).create_time():.3f}"
-    except Exception:  # no psutil, no such process, no access
-        return None
-
-
-def _process_tags() -> dict[str, str]:
-    pid = os.getpid()
-    ident = _process_identity(pid)
-    return {HOST_TAG: socket.gethostname(), PID_TAG: str(pid), **({PROCESS_TAG: ident} if ident else {})}
-
-
-def _process_gone(pid: int, identity: str | None) -> bool:
-    """True only when process ``pid`` of this host is certainly gone: no process has that pid, or one has it but
-    started at another time than ``identity`` (the pid was reused). A live process (also another user's) whose
-    identity matches or cannot be read is not gone."""
-    if pid <= 0:
-        return False
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return True
-    except PermissionError:  # alive, another user's
-        pass
-    except OSError:
-        return False
-    now = _process_identity(pid)
-    return bool(identity and now and now != identity)
-
-
-def fail_gone_runs(instance: DagsterInstance, say=None) -> list[str]:
-    """Mark as failed the runs of ``instance`` that a CLI run of this host started (the run tags
-    :data:`HOST_TAG`, :data:`PID_TAG`, :data:`PROCESS_TAG`) and that are still not started, starting or started
-    although their process is gone (:func:`_process_gone`: killed with SIGKILL, the machine went down): nothing
-    else would, since run monitoring needs the daemon, which CLI runs do not start, and the UI (``make dev``)
-    would show them running for ever. Runs of another host, of a live process, or without these tags (launched
-    from the UI, a schedule, a sensor) are left alone. ``say(line)`` gets ``marked run <id> failed: its process
-    <pid> is gone`` for each. Returns the run ids marked."""
-    from dagster import DagsterRunStatus, RunsFilter
-
-    if instance.is_ephemeral:
-        return []
-    host = socket.gethostname()
-    runs = instance.get_runs(RunsFilter(
-        statuses=[DagsterRunStatus.NOT_STARTED, DagsterRunStatus.STARTING, DagsterRunStatus.STARTED],
-        tags={HOST_TAG: host}))
-    marked = []
-    for run in runs:
-        try:
-            pid = int(run.tags.get(PID_TAG, ""))
-        except ValueError:
-            continue
-        if not _process_gone(pid, run.tags.get(PROCESS_TAG)):
-            continue
-        instance.report_run_failed(run, f"the process that ran this run (pid {pid} on {host}) is gone: it was "
-                                        f"killed or its machine stopped; marked failed by lookbench (pid "
-                                        f"{os.getpid()}) at the start of a later run")
-        marked.append(run.run_id)
-        if say is not None:
-            say(f"marked run {run.run_id} failed: its process {pid} is gone")
-    return marked
-
-
 def _start(instance: DagsterInstance | None, on_event) -> DagsterInstance:
     """The instance of a CLI run (:func:`_instance`), cleared of runs whose process is gone
-    (:func:`fail_gone_runs`); the terminal says which (through ``on_event``, else on stderr)."""
+    (:func:`assets.stale_runs.fail_gone_runs`); the terminal says which (through ``on_event``, else on stderr)."""
     instance = _instance(instance)
 
     def say(line: str) -> None:

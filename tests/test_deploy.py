@@ -78,6 +78,9 @@ def test_helm_values_have_the_keys_the_dagster_chart_expects(values):
     assert set(clm["config"]["s3ComputeLogManager"]) <= S3_CLM_KEYS and clm["config"]["s3ComputeLogManager"]["bucket"]
     assert set(values["postgresql"]) <= POSTGRESQL_KEYS and values["postgresql"]["enabled"] is False
     assert values["dagsterDaemon"]["runCoordinator"]["type"] == "QueuedRunCoordinator"
+    assert set(values["dagsterDaemon"]["runMonitoring"]) <= {
+        "enabled", "startTimeoutSeconds", "cancelTimeoutSeconds", "maxResumeRunAttempts", "pollIntervalSeconds",
+        "freeSlotsAfterRunEndSeconds"}
     assert set(values["pythonLogs"]) <= {"pythonLogLevel", "managedPythonLoggers", "dagsterHandlerConfig"}
     assert set(values["concurrency"]) <= {"enabled", "pools", "runs"}
     assert set(values["concurrency"]["pools"]) <= {"defaultLimit", "granularity", "opGranularityRunBuffer"}
@@ -140,9 +143,11 @@ def test_rendered_instance_settings_pass_dagsters_schemas(values, tmp_path):
         "python_logs": {"python_log_level": values["pythonLogs"]["pythonLogLevel"],
                         "managed_python_loggers": values["pythonLogs"]["managedPythonLoggers"]},
         "telemetry": {"enabled": False},
+        "run_monitoring": _snake_keys(values["dagsterDaemon"]["runMonitoring"]),
     }
     (tmp_path / "dagster.yaml").write_text(yaml.safe_dump(instance))
     config, _ = dagster_instance_config(str(tmp_path))
+    assert config["run_monitoring"]["enabled"] is True  # a run whose pod died does not hold the release slot
     assert config["concurrency"]["runs"]["tag_concurrency_limits"][0] == {"key": "lookbench/job",
                                                                           "value": "release", "limit": 1}
     # the same limits as the PostgreSQL instance file the tests run on a real server

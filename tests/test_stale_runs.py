@@ -19,7 +19,7 @@ from dagster import DagsterInstance, DagsterRunStatus, job, op
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.utils import make_new_run_id
 
-from assets import runner
+from assets import runner, stale_runs
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,9 +45,9 @@ def _stored_run(instance, status=DagsterRunStatus.STARTED, **tags) -> str:
 
 
 def _cli_tags(pid: int, identity: str | None = None, host: str | None = None) -> dict:
-    tags = {runner.HOST_TAG: host or socket.gethostname(), runner.PID_TAG: str(pid)}
-    identity = identity if identity is not None else runner._process_identity(pid)
-    return {**tags, **({runner.PROCESS_TAG: identity} if identity else {})}
+    tags = {stale_runs.HOST_TAG: host or socket.gethostname(), stale_runs.PID_TAG: str(pid)}
+    identity = identity if identity is not None else stale_runs.process_identity(pid)
+    return {**tags, **({stale_runs.PROCESS_TAG: identity} if identity else {})}
 
 
 def _dead_pid() -> int:
@@ -102,7 +102,7 @@ def test_runs_of_a_live_process_another_host_or_not_of_the_cli_are_left_alone(mo
         live_child = _stored_run(instance, **_cli_tags(sleeper.pid))
         live_self = _stored_run(instance, **_cli_tags(os.getpid()))
         no_identity = _stored_run(instance, **{k: v for k, v in _cli_tags(sleeper.pid).items()
-                                               if k != runner.PROCESS_TAG})
+                                               if k != stale_runs.PROCESS_TAG})
         elsewhere = _stored_run(instance, **_cli_tags(_dead_pid(), identity="boot:1", host="another-host"))
         from_the_ui = _stored_run(instance)  # no CLI tags: launched from the UI, a schedule, a sensor
         events = _start_a_build(monkeypatch, instance)
@@ -135,16 +135,16 @@ def _tiny():
 def test_runs_the_cli_executes_carry_their_process(instance):
     result = runner._execute(_tiny, instance)
     tags = instance.get_run_by_id(result.run_id).tags
-    assert tags[runner.HOST_TAG] == socket.gethostname()
-    assert tags[runner.PID_TAG] == str(os.getpid())
-    assert tags.get(runner.PROCESS_TAG) == runner._process_identity(os.getpid())
-    assert not runner._process_gone(os.getpid(), tags.get(runner.PROCESS_TAG))
+    assert tags[stale_runs.HOST_TAG] == socket.gethostname()
+    assert tags[stale_runs.PID_TAG] == str(os.getpid())
+    assert tags.get(stale_runs.PROCESS_TAG) == stale_runs.process_identity(os.getpid())
+    assert not stale_runs.process_gone(os.getpid(), tags.get(stale_runs.PROCESS_TAG))
 
 
 KILLED_BUILD = textwrap.dedent("""
     import sys, time
     from dagster import DagsterInstance, job, op
-    from assets import runner
+    from assets import runner, stale_runs
 
     @op
     def _slow():
@@ -189,3 +189,65 @@ def test_the_build_terminal_shows_the_line():
     term.event("NOTE", None, 30, "marked run abc failed: its process 12 is gone")
     assert err.getvalue() == "  marked run abc failed: its process 12 is gone\n"
     assert "marked run abc failed" in log.getvalue()  # the log file has it too
+
+
+def _launched_run(instance, pid: int) -> str:
+    """A STARTED run as a run launcher leaves it (no CLI tags), with Dagster's run-worker event naming ``pid``."""
+    from dagster._core.events import EngineEventData
+
+    run_id = _stored_run(instance)
+    instance.report_engine_event(f"Started process for run (pid: {pid}).", instance.get_run_by_id(run_id),
+                                 EngineEventData.in_process(pid))
+    return run_id
+
+
+def test_a_launched_run_whose_worker_died_is_failed_by_the_sensor(instance):
+    """`make dev`'s run launcher cannot check a STARTED run's worker, and run monitoring leaves such a run STARTED:
+    a killed release run would hold the queue's one release slot for ever. The daemon's `fail_gone_runs` sensor
+    fails it; a run whose worker is alive is left alone."""
+    from dagster import SkipReason, build_sensor_context
+
+    from assets.definitions import fail_gone_runs_sensor
+
+    dead = _launched_run(instance, _dead_pid())
+    alive = _launched_run(instance, os.getpid())  # this process started before the run: it may be its worker
+    result = fail_gone_runs_sensor(build_sensor_context(instance=instance))
+    assert isinstance(result, SkipReason) and dead in result.skip_message
+    assert instance.get_run_by_id(dead).status == DagsterRunStatus.FAILURE
+    assert "its run worker" in _failure_message(instance, dead)
+    assert instance.get_run_by_id(alive).status == DagsterRunStatus.STARTED
+
+
+def test_a_launched_run_whose_pid_went_to_a_younger_process_is_failed(instance):
+    run_id = _stored_run(instance)
+    time.sleep(stale_runs._REUSE_SLACK_S + 0.5)
+    younger = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        from dagster._core.events import EngineEventData
+
+        instance.report_engine_event(f"Started process for run (pid: {younger.pid}).",
+                                     instance.get_run_by_id(run_id), EngineEventData.in_process(younger.pid))
+        assert stale_runs.fail_gone_runs(instance) == [run_id]
+    finally:
+        younger.kill()
+        younger.wait()
+
+
+def test_launched_runs_of_a_shared_instance_are_left_to_dagsters_run_monitoring(instance, monkeypatch):
+    """On PostgreSQL the run may have run on another machine, where its pid means nothing here."""
+    monkeypatch.setattr(stale_runs, "_single_host", lambda inst: False)
+    run_id = _launched_run(instance, _dead_pid())
+    assert stale_runs.fail_gone_runs(instance) == []
+    assert instance.get_run_by_id(run_id).status == DagsterRunStatus.STARTED
+
+
+def test_the_shipped_instance_files_turn_run_monitoring_on():
+    import yaml
+    from dagster._core.instance.config import dagster_instance_config
+
+    for folder in (ROOT, ROOT / "deploy"):
+        if folder.name == "deploy":
+            continue  # dagster.postgres.yaml needs a server: tests/test_instance_postgres.py loads it
+        config, _ = dagster_instance_config(str(folder))
+        assert config["run_monitoring"]["enabled"] is True
+    assert yaml.safe_load((ROOT / "deploy" / "dagster.postgres.yaml").read_text())["run_monitoring"]["enabled"]
