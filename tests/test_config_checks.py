@@ -207,3 +207,23 @@ def test_build_of_a_real_shop_without_an_image_endpoint_is_refused_before_any_ru
     _check_build_inputs(loaded, str(cfg), "2026-07-01", backfill=True)
     with pytest.raises(ConfigError, match="no image endpoint"):
         _check_build_inputs(loaded, str(cfg))
+
+
+def test_a_build_whose_version_is_published_says_so_before_it_runs(tmp_path):
+    """Versions are immutable: a second build of the day can only confirm the release, and a changed input is
+    refused at the publish step, at the end of the run. The build says so before it starts."""
+    from lookbench_pipeline.cli.build import published_note
+
+    store = tmp_path / "store"
+    (store / "releases" / "v20261206").mkdir(parents=True)
+    (store / "releases" / "v20261206" / "manifest.json").write_text("{}")
+    cfg = load_config(_cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "store": {"url": str(store)},
+                                      "sites": [str(DEMO_SITE)]}))
+    now = datetime(2026, 12, 6, 9, 0, tzinfo=timezone.utc)
+    note = published_note(cfg, None, now)
+    assert note and "v20261206 is already published" in note and "refused" in note
+    assert published_note(cfg, "2026-01-01", now) is None  # the closed window's version, v20260630, is new
+    assert published_note(cfg, None, datetime(2026, 12, 7, 9, 0, tzinfo=timezone.utc)) is None  # the next day
+    missing = load_config(_cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "no")},
+                                          "sites": [str(DEMO_SITE)]}))
+    assert published_note(missing, None, now) is None and not (tmp_path / "no").exists()

@@ -239,10 +239,39 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
             check_drop(d, Taxonomy.load(cfg.taxonomy))
 
 
+def published_note(cfg, partition: str | None, now=None) -> str | None:
+    """The line a build prints before it runs when the version it would publish (``windows.version_for``: the
+    build day for the open window, the last day of a closed one) is already in the store: versions are
+    immutable, so the build can only confirm it, and a changed input is refused at its publish step
+    (``ReleaseExistsError``), at the end of the run. None when the version is new or the store cannot be read
+    (the build itself then says why)."""
+    from datetime import datetime, timezone
+
+    from ..releases.reader import release_prefix
+    from ..store import configured_store
+    from ..windows import version_for, window_containing, window_starting
+
+    now = now or datetime.now(timezone.utc)
+    window = window_starting(partition, cfg.timezone) if partition else window_containing(now, cfg.timezone)
+    version = version_for(window, now, cfg.timezone)
+    try:
+        published = configured_store(cfg, create=False).exists(f"{release_prefix(version)}/manifest.json")
+    except Exception:  # noqa: BLE001 - a note only: an unreadable store is the build's own error to report
+        return None
+    if not published:
+        return None
+    return (f"note: {version} is already published in {cfg.store_url}. Versions are immutable: this build "
+            f"confirms it if its content comes out unchanged, and is refused when it publishes if the input "
+            f"changed; a build on a later day publishes a new version.")
+
+
 def cmd_build(args: argparse.Namespace) -> int:
     need_build_stack("build")
     cfg = load_config(args.config)
     _check_build_inputs(cfg, args.config, args.partition)
+    note = published_note(cfg, args.partition)
+    if note:
+        print(note, file=sys.stderr, flush=True)
     demo = getattr(args, "demo", False)
     summary = _build_terminal(cfg, "demo" if demo else "build", args.verbose,
                               lambda runner, on_event: _run_job(runner, args.config, args.partition, on_event,
