@@ -128,3 +128,11 @@ def test_a_tampered_release_over_http_is_checked_as_well(store, tmp_path):
                                str(tmp_path / "c")], capture_output=True, text=True, timeout=300, cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert f"{V}/{QUERY}: no column item_ID" in proc.stderr
+
+
+def test_an_unknown_evaluate_subset_is_a_usage_error_like_pull(store, tmp_path, capsys):
+    for cmd in (["evaluate", "--release", V, "--model", "baseline/hsv-hog-v1"], ["pull", V]):
+        assert main([*cmd, "--store", str(store.root), "--quiet", "--subset", "real_studio_flta",
+                     *(["--dest", str(tmp_path / "d")] if cmd[0] == "pull" else [])]) == 2, cmd
+        err = capsys.readouterr().err
+        assert f"error: {V} has no subset 'real_studio_flta' (did you mean real_studio_flat?)" in err, err

@@ -172,18 +172,24 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
+    """An unknown ``--subset`` is a bad option value: UsageError (exit 2) naming it, the closest subset of the
+    release and its subsets, before anything is downloaded or scored."""
+    if subsets:
+        from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
+
+        try:
+            choose_subsets(manifest_subsets(read_manifest(store, version)), subsets, version)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
     from ..releases.reader import pull
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
-    if args.subset:  # an unknown subset is a bad option value (exit 2), told before anything is downloaded
-        from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
-
-        try:
-            choose_subsets(manifest_subsets(read_manifest(store, version)), args.subset, version)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
+    _check_subsets(store, version, args.subset)
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
@@ -277,6 +283,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         if value and not Path(value).resolve().parent.is_dir():
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     store, version = _release_source(args, args.release_path or args.release)
+    _check_subsets(store, version, args.subset)
     # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
     # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
     # default settings without legacy benchmarks (their data is not part of a release), cache in the user's.
