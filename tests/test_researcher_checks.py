@@ -136,3 +136,28 @@ def test_an_unknown_evaluate_subset_is_a_usage_error_like_pull(store, tmp_path, 
                      *(["--dest", str(tmp_path / "d")] if cmd[0] == "pull" else [])]) == 2, cmd
         err = capsys.readouterr().err
         assert f"error: {V} has no subset 'real_studio_flta' (did you mean real_studio_flat?)" in err, err
+
+
+def test_audit_export_takes_the_release_as_info_does_in_the_consumer_install(store, tmp_path, capsys):
+    pulled = tmp_path / "rel"
+    assert main(["pull", "latest", "--store", str(store.root), "--dest", str(pulled), "--quiet"]) == 0
+    for release, extra in (("latest", ["--store", str(store.root)]), (V, ["--store", str(store.root)]),
+                           (str(pulled / V), [])):
+        out = tmp_path / f"aud{len(extra)}{release[-3:]}"
+        assert main(["audit", "export", release, "--out", str(out), "--per-stratum", "2", *extra]) == 0, release
+        assert (out / "audit.csv").is_file() and f"of {V}:" in capsys.readouterr().out
+    # the researcher install has no w3lib (nor the rest of the build stack): audit export does not need it
+    code = ("import sys; sys.modules.update(dict.fromkeys(['w3lib', 'scrapy', 'dagster'])); "
+            "from lookbench_pipeline.cli import main; "
+            f"sys.exit(main(['audit', 'export', 'latest', '--store', {str(store.root)!r}, '--out', 'aud']))")
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert (tmp_path / "aud" / "audit.csv").is_file()
+
+
+def test_audit_score_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
+    assert main(["audit", "score", str(tmp_path / "nonexistent.csv")]) == 2
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'nonexistent.csv'}: no such file" in err and "Errno" not in err
+    assert main(["audit", "score", str(tmp_path)]) == 2
+    assert "not a file" in capsys.readouterr().err

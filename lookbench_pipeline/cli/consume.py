@@ -32,7 +32,7 @@ def consumer_store(args: argparse.Namespace):
     return configured_store(load_config(args.config))
 
 
-def _release_source(args: argparse.Namespace, name: str):
+def release_source(args: argparse.Namespace, name: str):
     """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
     ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
     from ..store import ReleaseFolder
@@ -99,7 +99,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..releases.reader import read_manifest, release_prefix
     from ..store import ReleaseFolder
 
-    store, version = _release_source(args, args.version)
+    store, version = release_source(args, args.version)
     m = read_manifest(store, version)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
@@ -282,7 +282,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and not Path(value).resolve().parent.is_dir():
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
-    store, version = _release_source(args, args.release_path or args.release)
+    store, version = release_source(args, args.release_path or args.release)
     _check_subsets(store, version, args.subset)
     # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
     # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
