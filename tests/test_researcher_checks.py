@@ -138,6 +138,16 @@ def test_an_unknown_evaluate_subset_is_a_usage_error_like_pull(store, tmp_path, 
         assert f"error: {V} has no subset 'real_studio_flta' (did you mean real_studio_flat?)" in err, err
 
 
+@pytest.mark.parametrize("cmd", [["releases"], ["info", "latest"], ["pull", "latest"],
+                                 ["evaluate", "--release", "latest"], ["audit", "export", "latest", "--out", "a"]])
+def test_a_store_url_of_an_unsupported_scheme_is_a_usage_error(cmd, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    assert main([*cmd, "--store", "ftp://x/y"]) == 2
+    err = capsys.readouterr().err
+    assert "unsupported store URL scheme 'ftp://'" in err and "s3://bucket/prefix" in err and "https://" in err
+    assert not (tmp_path / "ftp:").exists()
+
+
 def test_audit_export_takes_the_release_as_info_does_in_the_consumer_install(store, tmp_path, capsys):
     pulled = tmp_path / "rel"
     assert main(["pull", "latest", "--store", str(store.root), "--dest", str(pulled), "--quiet"]) == 0
