@@ -34,6 +34,14 @@ class StoreError(RuntimeError):
     """An object-store operation failed (the message names the key and the store)."""
 
 
+class UnsupportedStoreURL(StoreError):
+    """A store URL whose scheme :func:`open_store` does not read (the message names the schemes it does)."""
+
+
+STORE_URL_FORMS = "a folder (a path or file://…), s3://bucket/prefix, or an http:// or https:// mirror"
+"""What :func:`open_store` opens, as error messages name it."""
+
+
 class ObjectExistsError(StoreError):
     """A create-only write (``put_new``) found the object already there."""
 
@@ -445,7 +453,8 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
     missing, unless ``create`` is False: a reader's mistyped folder is an error, not an empty store).
 
     Raises:
-        StoreError: an unsupported URL scheme, or (``create=False``) no such folder.
+        UnsupportedStoreURL: an unsupported URL scheme.
+        StoreError: (``create=False``) no such folder.
     """
     if url.startswith("s3://"):
         return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
@@ -453,7 +462,9 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
     if url.startswith(("http://", "https://")):
         return HttpStore(url)
     if "://" in url and not url.startswith("file://"):
-        raise StoreError(f"unsupported store URL {url!r} (use a folder, s3://bucket/prefix or an http(s) mirror)")
+        scheme = url.split("://")[0][:20] + "://"
+        raise UnsupportedStoreURL(f"unsupported store URL scheme {scheme!r} in {url[:200]!r}; "
+                                  f"a store is {STORE_URL_FORMS}")
     return LocalStore(url.removeprefix("file://"), create=create)
 
 

@@ -186,7 +186,7 @@ def test_evaluate_exit_codes(store, tmp_path, capsys):
     assert main(["evaluate", "--release", V2, "--cutoff", "soon", *base]) == 2
     assert "--cutoff must be a date" in capsys.readouterr().err
     assert main(["evaluate", *base]) == 2
-    assert main(["evaluate", "--release", V2, "--subset", "real_studio_flta", *base]) == 1
+    assert main(["evaluate", "--release", V2, "--subset", "real_studio_flta", *base]) == 2  # as pull --subset
     assert "did you mean real_studio_flat?" in capsys.readouterr().err
     assert main(["evaluate", "--release", "v20260702", *base]) == 1
     assert f"did you mean {V2}?" in capsys.readouterr().err

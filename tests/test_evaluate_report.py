@@ -61,7 +61,9 @@ def publish_release(store, n: int = 16) -> dict:
                 shot = ImageOps.mirror(shot)
             else:
                 attrs.append({"name": "note", "value": "<b>red</b>"})
-            q.append(_row(_jpeg(shot), subset, "query", f"{subset[:4]}q{i}", p, seen, attrs))
+            # a sample_id names one image in the whole release (embeddings are keyed by it): the subsets' queries
+            # differ, their galleries share the packshots
+            q.append(_row(_jpeg(shot), subset, "query", f"{'strt' if offset else 'real'}q{i}", p, seen, attrs))
             g.append(_row(_jpeg(demo_shop.packshot(p)), subset, "gallery", f"{subset[:4]}g{i}", p, seen,
                           [{"name": "color", "value": p.color}, {"name": "pattern", "value": p.pattern}]))
         files[(subset, "query")] = schemas.from_rows(q, schemas.RELEASE)

@@ -16,11 +16,14 @@ from .common import EXIT_ERROR, EXIT_OK, UsageError
 def consumer_store(args: argparse.Namespace):
     """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
     ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
-    configuration's."""
-    from ..store import configured_store, open_store
+    configuration's. A ``--store`` URL of another scheme is a usage error (exit 2) naming those it reads."""
+    from ..store import UnsupportedStoreURL, configured_store, open_store
 
     if getattr(args, "store", None):
-        return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+        try:
+            return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+        except UnsupportedStoreURL as exc:
+            raise UsageError(f"--store: {exc}") from exc
     if args.endpoint_url or args.anon:
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
     import importlib.util
@@ -32,7 +35,7 @@ def consumer_store(args: argparse.Namespace):
     return configured_store(load_config(args.config))
 
 
-def _release_source(args: argparse.Namespace, name: str):
+def release_source(args: argparse.Namespace, name: str):
     """``(store, version)`` for a consumer command's release argument: a pulled release folder (it holds
     ``manifest.json``), or a version (``vYYYYMMDD`` or ``latest``) in the store of :func:`consumer_store`."""
     from ..store import ReleaseFolder
@@ -99,7 +102,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     from ..releases.reader import read_manifest, release_prefix
     from ..store import ReleaseFolder
 
-    store, version = _release_source(args, args.version)
+    store, version = release_source(args, args.version)
     m = read_manifest(store, version)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
@@ -172,18 +175,24 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
     return "\n".join(lines)
 
 
+def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
+    """An unknown ``--subset`` is a bad option value: UsageError (exit 2) naming it, the closest subset of the
+    release and its subsets, before anything is downloaded or scored."""
+    if subsets:
+        from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
+
+        try:
+            choose_subsets(manifest_subsets(read_manifest(store, version)), subsets, version)
+        except ValueError as exc:
+            raise UsageError(str(exc)) from exc
+
+
 def cmd_pull(args: argparse.Namespace) -> int:
     from ..releases.reader import pull
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
-    if args.subset:  # an unknown subset is a bad option value (exit 2), told before anything is downloaded
-        from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
-
-        try:
-            choose_subsets(manifest_subsets(read_manifest(store, version)), args.subset, version)
-        except ValueError as exc:
-            raise UsageError(str(exc)) from exc
+    _check_subsets(store, version, args.subset)
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
@@ -276,7 +285,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and not Path(value).resolve().parent.is_dir():
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
-    store, version = _release_source(args, args.release_path or args.release)
+    store, version = release_source(args, args.release_path or args.release)
+    _check_subsets(store, version, args.subset)
     # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
     # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
     # default settings without legacy benchmarks (their data is not part of a release), cache in the user's.

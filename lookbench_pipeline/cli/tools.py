@@ -9,16 +9,21 @@ import sys
 from pathlib import Path
 
 from ..config import load_config
-from .common import need_build_stack
+from .common import UsageError, need_build_stack
+from .consume import release_source
+
 
 def cmd_audit_export(args: argparse.Namespace) -> int:
+    """A stratified sample of a release's labels with a review form. The release is named as ``info`` and
+    ``evaluate`` name it (a version or ``latest`` in ``--store`` or the configuration's store, or a pulled folder),
+    and read in the consumer install: nothing of the build stack is imported."""
     from ..audit import export, sample_release
-    from ..pipeline import store_of
 
-    rows, images = sample_release(store_of(load_config(args.config)), args.version, args.per_stratum, args.seed)
+    store, version = release_source(args, args.version)
+    rows, images = sample_release(store, version, args.per_stratum, args.seed)
     path = export(rows, images, args.out)
     strata = len({(r.category, r.attribute) for r in rows})
-    print(f"{len(rows)} labels from {strata} strata (category x attribute) of {args.version}: {path}")
+    print(f"{len(rows)} labels from {strata} strata (category x attribute) of {version}: {path}")
     print(f"open {Path(args.out) / 'index.html'} to review, or fill the verdict column of {path.name} "
           "(correct / incorrect / unsure); then: lookbench audit score <file.csv>")
     return 0
@@ -27,6 +32,9 @@ def cmd_audit_export(args: argparse.Namespace) -> int:
 def cmd_audit_score(args: argparse.Namespace) -> int:
     from ..audit import format_score, score
 
+    if not Path(args.csv).is_file():
+        raise UsageError(f"{args.csv}: no such file (the audit.csv that `lookbench audit export` wrote, with its "
+                         "verdict column filled)" if not Path(args.csv).exists() else f"{args.csv}: not a file")
     result = score(args.csv)
     print(json.dumps(result, indent=2) if args.json else format_score(result))
     return 0

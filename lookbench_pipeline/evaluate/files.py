@@ -19,11 +19,12 @@ from ..embed import EmbeddingCache
 from ..embed.packs import file_pack_load, file_pack_save, published_image
 from ..memo import file_stamp
 from ..metrics import LabelCodes
-from ..releases.reader import read_file, release_prefix
+from ..releases.reader import (SCORED_COLUMNS, ReleaseIntegrityError, check_scored_schema, check_scored_table,
+                               read_file, release_prefix)
 from ..store import LocalStore, ObjectStore
 
 
-META_COLUMNS = ["sample_id", "item_ID", "category", "attributes", "image_sha256", "first_seen_at"]
+META_COLUMNS = [c for c in SCORED_COLUMNS if c != "image"]
 
 
 class ReleaseFile:
@@ -34,23 +35,36 @@ class ReleaseFile:
     Integrity: the file is checked against the manifest's sha256 (``self.sha256``) before use. On a local store it
     is read in place and a verified ``(path, memo.file_stamp)`` is remembered in ``verified`` (a dict the caller
     persists), so a re-evaluation does not hash gigabytes of gallery again; other stores are fetched whole and
-    verified by ``release.read_file``.
+    verified by ``release.read_file``. Then its table is checked against the published schema
+    (``releases.reader.check_scored_table``: the scored columns and their types, no null ``sample_id`` or
+    ``item_ID``, each ``sample_id`` once); an image that is missing or cannot be decoded is an error naming the file
+    and the row's ``sample_id`` when it is read (:meth:`image_bytes`, :func:`embed_file`).
     """
 
     def __init__(self, store: ObjectStore, version: str, manifest: dict, subset: str, role: str,
                  verified: dict[str, str]):
         self.key = f"{subset}/{role}.parquet"
+        self.name = f"{version}/{self.key}"
         self.sha256 = manifest["files"][self.key]["sha256"]
         local = store.path(f"{release_prefix(version)}/{self.key}") if isinstance(store, LocalStore) else None
         self._local: Path | None = None
         self._table: pa.Table | None = None
         if local is not None and local.is_file():
-            _verify_local(local, self.sha256, f"{version}/{self.key}", verified)
-            self.meta = pq.read_table(local, columns=META_COLUMNS)
+            _verify_local(local, self.sha256, self.name, verified)
+            try:
+                check_scored_schema(pq.read_schema(local), self.name)
+                self.meta = pq.read_table(local, columns=META_COLUMNS)
+            except pa.ArrowException as exc:
+                raise ReleaseIntegrityError(f"{self.name}: not a readable Parquet file ({exc})") from None
             self._local = local
         else:
-            self._table = read_file(store, version, subset, role)
+            try:
+                self._table = read_file(store, version, subset, role)
+            except pa.ArrowException as exc:
+                raise ReleaseIntegrityError(f"{self.name}: not a readable Parquet file ({exc})") from None
+            check_scored_schema(self._table.schema, self.name)
             self.meta = self._table.select(META_COLUMNS)
+        check_scored_table(self.meta, self.name)
         self.num_rows = self.meta.num_rows
         self._images: pa.ChunkedArray | None = None
 
@@ -65,8 +79,31 @@ class ReleaseFile:
         return self._images
 
     def image_bytes(self, i: int) -> bytes:
-        """The published image bytes of row ``i``."""
-        return self.images()[i]["bytes"].as_py()
+        """The published image bytes of row ``i``. Raises ReleaseIntegrityError (the file, the row and its
+        ``sample_id``) for a row without image bytes."""
+        v = self.images()[i]
+        data = v["bytes"].as_py() if v.is_valid else None
+        if not data:
+            raise ReleaseIntegrityError(f"{self.name}: column image: row {i} (sample_id {self.sample_id(i)!r}) has no "
+                                        "image bytes")
+        return data
+
+    def sample_id(self, i: int) -> str:
+        return self.meta["sample_id"][i].as_py()
+
+    def decoded_image(self, data: bytes, i: int) -> Any:
+        """Row ``i``'s image bytes ``data`` decoded (PIL, as a consumer's loader opens them). Raises
+        ReleaseIntegrityError naming the file, the row and its ``sample_id`` for bytes that are not an image."""
+        from PIL import Image
+
+        try:
+            img = published_image(data)
+            img.load()
+        except (OSError, ValueError, SyntaxError, TypeError, Image.DecompressionBombError) as exc:
+            raise ReleaseIntegrityError(f"{self.name}: column image: row {i} (sample_id {self.sample_id(i)!r}) "
+                                        f"cannot be decoded as an image ({type(exc).__name__}: "
+                                        f"{str(exc).split(' <_io.')[0]})") from None
+        return img
 
     def table_for_contamination(self) -> pa.Table:
         """``image``, ``image_sha256``, ``sample_id`` (for :func:`contamination_flags`)."""
@@ -93,7 +130,7 @@ def embed_file(cache: EmbeddingCache, emb: Any, f: ReleaseFile, progress: Any = 
         idx = range(s, min(s + chunk, f.num_rows))
         data = [f.image_bytes(i) for i in idx]
         shas = [hashlib.sha256(d).hexdigest() for d in data]
-        out[s : s + len(data)] = cache.embed(emb, shas, lambda i: published_image(data[i]))
+        out[s : s + len(data)] = cache.embed(emb, shas, lambda i, s=s: f.decoded_image(data[i], s + i))
         if progress is not None:
             progress.update(len(data))
     file_pack_save(cache, f.sha256, out)

@@ -22,7 +22,8 @@ from .. import schemas
 from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
-from ..releases.reader import NOISE, SUBSETS, choose_subsets, manifest_subsets, read_manifest, release_prefix
+from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, manifest_subsets, read_manifest,
+                               release_prefix)
 from ..store import ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -406,9 +407,14 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
              if f"{NOISE}/gallery.parquet" in manifest["files"] else None)
     if noise is not None and noise.num_rows == 0:
         noise = None
+    images_seen: dict[str, tuple[str, str]] = {}  # sample_id -> (image_sha256, file): one image in every file
+    if noise is not None:
+        check_same_images(images_seen, noise.meta, noise.name)
     for subset in subsets:
         q = ReleaseFile(store, version, manifest, subset, "query", verified)
         g_parts = [ReleaseFile(store, version, manifest, subset, "gallery", verified), *([noise] if noise else [])]
+        for f in (q, g_parts[0]):
+            check_same_images(images_seen, f.meta, f.name)
         _save_verified(cache_dir, verified)
         g_meta = pa.concat_tables([f.meta.cast(g_parts[0].meta.schema) for f in g_parts])
         clean = _clean_queries(ev, subset, q, g_parts[0].num_rows, noise, contamination_index, contamination_match)

@@ -1,7 +1,8 @@
 """Everything about a LookBench release, bottom to top:
 
-* :mod:`.reader`: reading a published release (list versions, read and check a manifest, read a file, pull); it
-  imports only ``store`` and ``safepath``, never a sibling, and what reads releases imports it;
+* :mod:`.reader`: reading a published release (list versions, read and check a manifest, read a file, pull, check
+  a file's table against the published schema before it is scored); it imports only ``store``, ``safepath`` and
+  ``schemas``, never a sibling, and what reads releases imports it;
 * :mod:`.candidate`: the release before it is published (:class:`ReleaseTables`, the candidate folder, the blocking
   checks, the :class:`Candidate` the ``release_candidate`` asset hands to ``release``), and :func:`parquet_bytes`;
 * :mod:`.build`: forming the samples from the stage tables (``build.build``: one function per candidate kind, one

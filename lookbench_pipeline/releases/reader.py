@@ -3,10 +3,11 @@
 ``releases/latest``).
 
 Listing versions, reading and checking a manifest, reading one file with its sha256 checked, and pulling a release
-(or some of its subsets) to a folder. The bottom of :mod:`lookbench_pipeline.releases`: this module imports only the
-store and the path checks (never a sibling), so everything that reads releases (contamination, changes,
-evaluation, the audit, the report, the CLI) sits below the release builder; :mod:`lookbench_pipeline.releases`
-re-exports these names.
+(or some of its subsets) to a folder, and the check that a file's table holds what scoring needs
+(:func:`check_scored_table`, against the published schema). The bottom of :mod:`lookbench_pipeline.releases`: this
+module imports only the store, the path checks and the schemas (never a sibling), so everything that reads
+releases (contamination, changes, evaluation, the audit, the report, the CLI) sits below the release builder;
+:mod:`lookbench_pipeline.releases` re-exports these names.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
+from ..schemas import RELEASE
 from ..store import ObjectStore, StoreError
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
@@ -304,6 +306,80 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
         if hashlib.sha256(data).hexdigest() != expected:
             raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
     return pq.read_table(io.BytesIO(data))
+
+
+SCORED_COLUMNS = ("sample_id", "item_ID", "category", "attributes", "image_sha256", "first_seen_at", "image")
+"""The columns of a release file (``<subset>/{query,gallery}.parquet``, ``noise/gallery.parquet``) that scoring
+reads: each must be there with its type in the published schema (:data:`schemas.RELEASE`, ``docs/schema.json``)."""
+NOT_NULL = ("sample_id", "item_ID")
+"""Columns no row may leave null, whatever ``docs/schema.json`` says of Arrow nullability (every column of a Parquet
+file is nullable there): ``sample_id`` names the row (embeddings are keyed by it), ``item_ID`` is what a query's
+positives are found by (a query without one cannot be scored; a gallery or distractor row without one shows no
+item). The other scored columns may be null: ``category`` / ``attributes`` (no label), ``first_seen_at`` (the
+noise gallery's distractors; such a query is outside every ``--cutoff``)."""
+_SHOWN = 3
+
+
+def check_scored_schema(schema: pa.Schema, where: str, columns: tuple[str, ...] = SCORED_COLUMNS) -> None:
+    """Raise ReleaseIntegrityError naming ``where`` (the file) and the column when ``schema`` lacks one of
+    ``columns`` (:data:`SCORED_COLUMNS`) or has it with another type than the published schema's."""
+    missing = [c for c in columns if c not in schema.names]
+    if missing:
+        raise ReleaseIntegrityError(f"{where}: no column {', '.join(missing)} (the published schema, docs/schema.json, "
+                                    f"has it; scoring reads {', '.join(SCORED_COLUMNS)})")
+    for c in columns:
+        if schema.names.count(c) > 1:
+            raise ReleaseIntegrityError(f"{where}: column {c} appears {schema.names.count(c)} times")
+        want, got = RELEASE.field(c).type, schema.field(c).type
+        if not got.equals(want):
+            shown = str(got) if len(str(got)) <= 120 else str(got)[:117] + "..."
+            raise ReleaseIntegrityError(f"{where}: column {c} is {shown}, the published schema (docs/schema.json) "
+                                        f"has {want}")
+
+
+def check_scored_table(table: pa.Table, where: str) -> None:
+    """Check a release file's table (:data:`SCORED_COLUMNS` at least; the ``image`` column may be left out, it is
+    read later) before it is scored: the columns and types of :func:`check_scored_schema`, no null in
+    :data:`NOT_NULL`, every ``sample_id`` once.
+
+    A release comes from a store or a mirror that someone else controls, and its manifest's sha256 only says the
+    file is the one the manifest names: a rewritten manifest passes that. Each problem is one error naming the file
+    (``where``), the column and the rows (their number, from 0, and ``sample_id``).
+
+    Raises:
+        ReleaseIntegrityError: any of the above does not hold.
+    """
+    check_scored_schema(table.schema, where,
+                        tuple(c for c in SCORED_COLUMNS if c != "image" or "image" in table.column_names))
+    ids = table.column("sample_id").to_pylist()
+    for c in NOT_NULL:
+        col = table.column(c)
+        if col.null_count:
+            rows = [i for i, v in enumerate(col.to_pylist()) if v is None]
+            shown = ", ".join(f"row {i}" + (f" (sample_id {ids[i]!r})" if ids[i] is not None else "")
+                              for i in rows[:_SHOWN])
+            why = ("a query's positives are the gallery rows with its item_ID: a row without one cannot be scored"
+                   if c == "item_ID" else "it names the row")
+            many = "s" if len(rows) > 1 else ""
+            raise ReleaseIntegrityError(f"{where}: column {c} is null in {len(rows)} row{many}: {shown}"
+                                        f"{'…' if len(rows) > _SHOWN else ''} ({why})")
+    first: dict[str, int] = {}
+    for i, s in enumerate(ids):
+        j = first.setdefault(s, i)
+        if j != i:
+            raise ReleaseIntegrityError(f"{where}: column sample_id: {s!r} names rows {j} and {i} (a sample_id names "
+                                        "one row of a file)")
+
+
+def check_same_images(seen: dict[str, tuple[str, str]], table: pa.Table, where: str) -> None:
+    """A ``sample_id`` in several files (a gallery row is in every subset's gallery) must name the same image there
+    (``image_sha256``): ``seen`` maps each id met so far to ``(image_sha256, file)`` and is extended with
+    ``table``'s. Raises ReleaseIntegrityError naming both files and the sample_id."""
+    for s, h in zip(table.column("sample_id").to_pylist(), table.column("image_sha256").to_pylist()):
+        before = seen.setdefault(s, (h, where))
+        if before[0] != h and before[1] != where:
+            raise ReleaseIntegrityError(f"{where}: column sample_id: {s!r} names another image (image_sha256 "
+                                        f"{str(h)[:16]}…) than in {before[1]} ({str(before[0])[:16]}…)")
 
 
 def choose_subsets(have: list[str], asked: list[str], what: str) -> list[str]:
