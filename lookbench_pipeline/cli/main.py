@@ -187,6 +187,20 @@ def main(argv: list[str] | None = None) -> int:
 
         configure(args.log_format, level=logging.INFO)  # INFO: progress records of long stages
         logging.getLogger("lookbench_pipeline").propagate = False
+    try:
+        return _run(args)
+    finally:
+        # Arrow's tables and readers left in reference cycles (an exception's traceback holds the frames that held
+        # them) are freed now, while Arrow is alive: freed at interpreter teardown, a reader's thread could outlive
+        # Arrow's thread pool and abort the process ("terminate called without an active exception", exit -6
+        # instead of the command's own code; apache/arrow#34314)
+        import gc
+
+        gc.collect()
+
+
+def _run(args: argparse.Namespace) -> int:
+    """``args.fn(args)`` with the errors it may raise turned into a line on stderr and an exit code."""
     from ..releases.reader import ReleaseIntegrityError
     from ..store import StoreError
 
