@@ -3,6 +3,9 @@ and its judge (``annotate``), the AI-generated subsets (``aigen``) and garment d
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
 from typing import Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -172,6 +175,39 @@ class PersonRegionsConfig(_Strict):
     # a pose keypoint counts as visible from this MoveNet score on: 0.3 is the keypoint score threshold of the
     # MoveNet demos of TensorFlow.js pose-detection (tfjs-models, MOVENET_CONFIG.scoreThreshold), not fitted here
     keypoint_conf: float = Field(0.3, gt=0, lt=1)
+
+
+HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hugging Face model id, ``owner/repo`` (:func:`lookbench_pipeline.detect.resolve_weights`)."""
+BUILTIN_WEIGHTS = ("demo", "person-regions")
+"""``detect.weights`` values that name a detector this package brings, not a file or a model id."""
+WEIGHTS_SUFFIXES = (".pt", ".pth", ".onnx", ".engine", ".torchscript", ".tflite")
+"""Endings that make a ``detect.weights`` value a file, never a Hugging Face id."""
+
+
+def weights_name_a_file(weights: str) -> bool:
+    """Whether a ``detect.weights`` value can only be a file: absolute, ``.``/``~``-led, a weights file's ending,
+    or no ``owner/repo`` Hugging Face id."""
+    p = Path(os.path.expandvars(weights)).expanduser()
+    return (weights not in BUILTIN_WEIGHTS and (p.is_absolute() or weights.startswith((".", "~"))
+            or not HF_MODEL_ID.fullmatch(weights) or p.suffix.lower() in WEIGHTS_SUFFIXES))
+
+
+def weights_problem(weights: str) -> str | None:
+    """Why ``detect.weights`` cannot be used, said before any run, or None: a value that names a file (absolute,
+    ``.``/``~``-led, a weights file's ending, or no ``owner/repo`` id) must be an existing file; an id is looked up
+    when the detector loads (the Hugging Face cache); ``demo`` / ``person-regions`` are built in."""
+    if weights in BUILTIN_WEIGHTS:
+        return None
+    p = Path(os.path.expandvars(weights)).expanduser()
+    if p.is_file():
+        return None
+    if p.is_dir():
+        return f"{weights!r} is a folder, not a weights file"
+    if weights_name_a_file(weights):
+        return (f"{weights!r}: no such file (a weights file: absolute or relative to the config file; or a Hugging "
+                f"Face model id owner/repo, or one of {', '.join(BUILTIN_WEIGHTS)})")
+    return None
 
 
 class DetectConfig(_Strict):

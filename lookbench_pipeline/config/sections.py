@@ -5,7 +5,7 @@ dataset card and the asset checks' thresholds."""
 from __future__ import annotations
 
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
@@ -98,12 +98,47 @@ class DropConfig(_Strict):
     @field_validator("subfolders")
     @classmethod
     def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        seen: dict[PurePosixPath, str] = {}
         for sub, target in v.items():
+            rel = PurePosixPath(sub)
+            if not sub.strip() or rel.is_absolute() or ".." in rel.parts or rel == PurePosixPath(".") or \
+                    "\\" in sub or "\x00" in sub:
+                raise ValueError(f"subfolder {sub!r}: a subfolder key is a folder inside the drop folder, relative, "
+                                 "without '..' (e.g. studio or photos/studio)")
+            for other, name in seen.items():
+                if rel == other or rel.is_relative_to(other) or other.is_relative_to(rel):
+                    raise ValueError(f"subfolders {name!r} and {sub!r} name the same folder or one inside the "
+                                     "other: each file must lie in one mapped subfolder")
+            seen[rel] = sub
             subset, _, role = target.partition(":")
             if subset not in SUBSET_NAMES or role not in ("query", "gallery"):
                 raise ValueError(f"subfolder {sub!r} maps to {target!r}; expected '<subset>:<query|gallery>' with "
                                  f"a subset in {list(SUBSET_NAMES)}")
         return v
+
+    @field_validator("annotations")
+    @classmethod
+    def _distinct_annotations(cls, v: list[AnnotationFileConfig]) -> list[AnnotationFileConfig]:
+        seen: dict[tuple[str, Path, str], int] = {}
+        for i, a in enumerate(v):
+            key = (a.kind, Path(a.path), a.view)
+            if key in seen:
+                raise ValueError(f"annotations[{i}] repeats annotations[{seen[key]}] ({a.kind} {a.path}): one file "
+                                 "read twice would give its photos every label twice")
+            seen[key] = i
+        return v
+
+
+def unique_names(sources: list[LegacySource]) -> list[LegacySource]:
+    """``sources`` when no two share a ``name`` (the name keys their index rows, pool images and scores);
+    ValueError otherwise (pydantic's location names the field)."""
+    seen: set[str] = set()
+    for s in sources:
+        if s.name in seen:
+            raise ValueError(f"two sources are named {s.name!r}; a source's name must be unique (it keys the "
+                             "rows read from it)")
+        seen.add(s.name)
+    return sources
 
 
 class ImageConfig(_Strict):
@@ -167,6 +202,11 @@ class ContaminationConfig(_Strict):
     sources: list[LegacySource] = Field(default_factory=_demo_legacy)
     include_published_releases: bool = True
 
+    @field_validator("sources")
+    @classmethod
+    def _names(cls, v: list[LegacySource]) -> list[LegacySource]:
+        return unique_names(v)
+
 
 def _demo_inshop() -> list[LegacySource]:
     return [LegacySource(name="deepfashion-inshop-demo", kind="deepfashion_inshop",
@@ -209,7 +249,7 @@ class NegativesConfig(_Strict):
             if s.kind not in ("fashion200k", "fashion200k_parquet"):
                 raise ValueError(f"negatives source {s.name!r}: kind must be fashion200k or fashion200k_parquet, "
                                  f"not {s.kind}")
-        return v
+        return unique_names(v)
 
     @model_validator(mode="after")
     def _enough(self) -> "NegativesConfig":
@@ -241,6 +281,11 @@ class EvaluateConfig(_Strict):
     model_cutoffs: dict[str, str] = Field(default_factory=dict)  # model id -> YYYY-MM-DD
     exclude_contaminated: bool = True  # re-check queries against the current contamination index
     report_examples: int = Field(default=6, ge=0)  # queries per subset shown with each model's top-5 in the HTML report
+
+    @field_validator("legacy")
+    @classmethod
+    def _legacy_names(cls, v: list[LegacySource]) -> list[LegacySource]:
+        return unique_names(v)
 
     @field_validator("cutoff")
     @classmethod
