@@ -3,17 +3,29 @@
 folder inside the drop, a weights file or a legacy benchmark that does not exist. A drop entry that is no regular
 file (a FIFO, a socket) is one ``drop_items`` row, rejected ``not_a_regular_file`` and never opened."""
 
+import io
 import os
+import socket
 import subprocess
 import sys
+import threading
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
 import yaml
+from PIL import Image
 
 from lookbench_pipeline.config import ConfigError, load_config
 
 ROOT = Path(__file__).resolve().parents[1]
+NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
+
+
+def _jpeg(colour="red") -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (300, 300), colour).save(buf, "JPEG")
+    return buf.getvalue()
 
 
 def _cfg(tmp_path, data) -> Path:
@@ -116,3 +128,55 @@ def test_a_weights_file_that_does_not_exist_is_refused_an_id_or_built_in_is_kept
     assert load_config(_cfg(folders, {"detect": {"weights": "models/best.pt"}})).detect.weights == \
         str(folders / "models" / "best.pt")
     load_config(_cfg(folders, {"detect": {"enabled": False, "weights": "/nonexistent.pt"}}))  # not used
+
+
+def _not_blocking(fn, timeout=60):
+    """Run ``fn`` in a thread: a FIFO opened for reading would block it forever."""
+    out = {}
+    t = threading.Thread(target=lambda: out.setdefault("v", fn()), daemon=True)
+    t.start()
+    t.join(timeout)
+    assert not t.is_alive(), "blocked (a FIFO was opened)"
+    return out["v"]
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_fifo_or_socket_in_a_drop_is_one_row_rejected_never_opened(tmp_path):
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.drops import scan
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    (tmp_path / "d" / "studio").mkdir(parents=True)
+    (tmp_path / "d/studio/a.jpg").write_bytes(_jpeg())
+    os.mkfifo(tmp_path / "d/studio/fifo.jpg")
+    os.symlink("fifo.jpg", tmp_path / "d/studio/to_fifo.jpg")
+    sock = socket.socket(socket.AF_UNIX)
+    short = Path(os.path.relpath(tmp_path / "d/studio/sock.jpg"))  # AF_UNIX paths are short
+    try:
+        sock.bind(str(short) if len(str(short)) < 100 else str(tmp_path / "d/studio/sock.jpg"))
+        cfg = load_config(_cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "drops": [
+            _drop("d", "d", {"studio": "real_studio_flat:gallery"})]}))
+        items = _not_blocking(lambda: scan(cfg.drops[0], tmp_path / "state", NOW))
+        names = sorted(Path(p).name for p in items["path"].to_pylist())
+        assert names == ["a.jpg", "fifo.jpg", "sock.jpg", "to_fifo.jpg"], "every entry is a row"
+        refs, _, counts = _not_blocking(lambda: stage_images(
+            cfg, schemas.empty(schemas.PRODUCTS), schemas.empty(schemas.LOOKS), items,
+            schemas.empty(schemas.IMAGE_DOWNLOADS), LocalStore(tmp_path / "store")))
+    finally:
+        sock.close()
+    reason = {Path(r["source"]).name: r["reason"] for r in refs.to_pylist()}
+    assert reason == {"a.jpg": None, "fifo.jpg": "not_a_regular_file", "sock.jpg": "not_a_regular_file",
+                      "to_fifo.jpg": "not_a_regular_file"}
+    assert counts["in"] == 4 == counts["accepted"] + counts["rejected"]
+    assert counts["rejected.not_a_regular_file"] == 3
+
+
+def test_a_sheet_row_naming_a_folder_says_it_is_a_folder(tmp_path):
+    from lookbench_pipeline.drops import item_sheet
+
+    (tmp_path / "d" / "studio" / "sub").mkdir(parents=True)
+    (tmp_path / "d/items.csv").write_text("path,item_id\nstudio/sub,it1\n")
+    cfg = load_config(_cfg(tmp_path, {"drops": [_drop("d", "d", {"studio": "real_studio_flat:gallery"})]}))
+    with pytest.raises(ConfigError, match=r"items\.csv:2: studio/sub is a folder under .*, not a file"):
+        item_sheet(cfg.drops[0])
