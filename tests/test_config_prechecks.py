@@ -85,6 +85,8 @@ def test_annotation_files_and_legacy_sources_are_named_once(folders):
         load_config(cfg)
     load_config(_cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery"},
                                                annotations=[ann, dict(ann, view="image")])]}))  # two views: two
+    load_config(_cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery"}, annotations=[
+        ann, dict(ann, image_name="studio/x_{file_name}")])]}))  # other photos of one file
     (folders / "f200k").mkdir()
     src = {"name": "f", "kind": "fashion200k", "path": str(folders / "f200k")}
     for section, key in (("contamination", "sources"), ("negatives", "sources"), ("evaluate", "legacy")):

@@ -119,12 +119,12 @@ class DropConfig(_Strict):
     @field_validator("annotations")
     @classmethod
     def _distinct_annotations(cls, v: list[AnnotationFileConfig]) -> list[AnnotationFileConfig]:
-        seen: dict[tuple[str, Path, str], int] = {}
+        seen: dict[tuple, int] = {}
         for i, a in enumerate(v):
-            key = (a.kind, Path(a.path), a.view)
+            key = (a.kind, Path(a.path), a.view, tuple(a.image_name), a.categories)
             if key in seen:
-                raise ValueError(f"annotations[{i}] repeats annotations[{seen[key]}] ({a.kind} {a.path}): one file "
-                                 "read twice would give its photos every label twice")
+                raise ValueError(f"annotations[{i}] repeats annotations[{seen[key]}] ({a.kind} {a.path}, the same "
+                                 "photo names): one file read twice would give its photos every label twice")
             seen[key] = i
         return v
 
