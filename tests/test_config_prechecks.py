@@ -113,15 +113,16 @@ def test_a_legacy_benchmark_that_is_not_there_is_refused_unless_it_is_a_demo_tre
     load_config(cfg)
 
 
-def test_a_weights_file_that_does_not_exist_is_refused_an_id_or_built_in_is_kept(folders):
-    with pytest.raises(ConfigError, match=r"detect\.weights: '/nonexistent\.pt': no such file"):
+def test_a_weights_file_that_does_not_exist_is_refused_an_id_or_built_in_is_kept(folders, monkeypatch):
+    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, '/nonexistent\.pt': no such file"):
         load_config(_cfg(folders, {"detect": {"weights": "/nonexistent.pt"}}))
     # relative to the config file, named in full
-    with pytest.raises(ConfigError, match=rf"detect\.weights: '{folders}/models/best\.pt': no such file"):
+    with pytest.raises(ConfigError, match=rf"detect\.weights: Value error, '{folders}/models/best\.pt': no "
+                                          r"such file"):
         load_config(_cfg(folders, {"detect": {"weights": "models/best.pt"}}))
-    with pytest.raises(ConfigError, match=r"detect\.weights: .* is a folder, not a weights file"):
+    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, .* is a folder, not a weights file"):
         load_config(_cfg(folders, {"detect": {"weights": str(folders / "A")}}))
-    with pytest.raises(ConfigError, match=r"detect\.weights: '.*/no-owner': no such file"):
+    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, '.*/no-owner': no such file"):
         load_config(_cfg(folders, {"detect": {"weights": "no-owner"}}))
     for ok in ("demo", "person-regions", "someone/deepfashion2-yolo"):
         assert load_config(_cfg(folders, {"detect": {"weights": ok}})).detect.weights == ok
@@ -130,6 +131,9 @@ def test_a_weights_file_that_does_not_exist_is_refused_an_id_or_built_in_is_kept
     assert load_config(_cfg(folders, {"detect": {"weights": "models/best.pt"}})).detect.weights == \
         str(folders / "models" / "best.pt")
     load_config(_cfg(folders, {"detect": {"enabled": False, "weights": "/nonexistent.pt"}}))  # not used
+    monkeypatch.setenv("LOOKBENCH_DETECT__WEIGHTS", "/nonexistent.pt")
+    with pytest.raises(ConfigError, match=r"environment variable LOOKBENCH_DETECT__WEIGHTS='/nonexistent\.pt'"):
+        load_config(_cfg(folders, {}))
 
 
 def _not_blocking(fn, timeout=60):

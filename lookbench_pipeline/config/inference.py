@@ -8,7 +8,7 @@ import re
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import PathValue, _Strict
 
@@ -250,4 +250,15 @@ class DetectConfig(_Strict):
     def _listify(cls, v: Any) -> Any:
         if isinstance(v, dict):
             return {k: ([] if x is None else [x] if isinstance(x, str) else x) for k, x in v.items()}
+        return v
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_exist(cls, v: str, info: ValidationInfo) -> str:
+        """A weights value that names a file names an existing one, checked when the configuration loads (a relative
+        one is resolved against the config file first); a Hugging Face id is looked up when the detector loads. A
+        disabled detector's weights are not read (``enabled`` is declared, so validated, first)."""
+        problem = weights_problem(v) if info.data.get("enabled", True) else None
+        if problem:
+            raise ValueError(problem)
         return v

@@ -13,7 +13,7 @@ from pydantic_settings import BaseSettings, PydanticBaseSettingsSource, Settings
 from ..layout import DataLayout
 from ..package_data import DEFAULT_TAXONOMY, DEMO_SITE
 from .base import PathValue
-from .inference import AigenConfig, AnnotateConfig, DetectConfig, weights_problem
+from .inference import AigenConfig, AnnotateConfig, DetectConfig
 from .sections import (CardConfig, ChecksConfig, ContaminationConfig, DedupConfig, DropConfig, EvaluateConfig,
                        ImageConfig, NegativesConfig, StoreConfig)
 from .sites import SiteConfig
@@ -177,14 +177,8 @@ class PipelineConfig(BaseSettings):
                 object.__setattr__(sub, key, [s for s in getattr(sub, key) if not s.demo])
 
     def _check_detect(self) -> None:
-        """A weights value that names a file names an existing one (a Hugging Face id is looked up when the detector
-        loads); the detector's class mapping names taxonomy categories only (checked against the model at load)."""
-        if not self.detect.enabled:
-            return
-        problem = weights_problem(self.detect.weights)
-        if problem:
-            raise ValueError(f"detect.weights: {problem}")
-        if not self.detect.classes:
+        """The detector's class mapping names taxonomy categories only (checked against the model at load)."""
+        if not self.detect.enabled or not self.detect.classes:
             return
         from ..taxonomy import Taxonomy
 
