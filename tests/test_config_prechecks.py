@@ -186,3 +186,15 @@ def test_a_sheet_row_naming_a_folder_says_it_is_a_folder(tmp_path):
     cfg = load_config(_cfg(tmp_path, {"drops": [_drop("d", "d", {"studio": "real_studio_flat:gallery"})]}))
     with pytest.raises(ConfigError, match=r"items\.csv:2: studio/sub is a folder under .*, not a file"):
         item_sheet(cfg.drops[0])
+
+
+@pytest.mark.parametrize("name", ["../../outside", "a/b", "..", ".", "  ", "x\\y"])
+def test_a_drop_or_site_name_is_one_file_name(folders, name):
+    """A drop's name makes ``state/drops/<name>.parquet``, a site's ``state/<site>/``: a name with a path in it
+    would write outside the data folder."""
+    with pytest.raises(ConfigError, match=r"drops\[0\]\.name: Value error, .* is not a name"):
+        load_config(_cfg(folders, {"drops": [_drop(name, "A", {"studio": "real_studio_flat:gallery"})]}))
+    (folders / "pages").mkdir(exist_ok=True)
+    (folders / "shop.yaml").write_text(yaml.safe_dump({"name": name, "kind": "replay", "pages_dir": "pages"}))
+    with pytest.raises(ConfigError, match=r"shop\.yaml: name: Value error, .* is not a name"):
+        load_config(_cfg(folders, {"sites": ["shop.yaml"]}))

@@ -11,7 +11,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, field_validator, model_validator
 
 from ..foreground import MAX_FOREGROUND_DELTA_E
-from .base import SUBSET_NAMES, PathValue, _Strict, template_fields
+from .base import SUBSET_NAMES, Name, PathValue, _Strict, template_fields
 
 
 class StoreConfig(_Strict):
@@ -85,7 +85,7 @@ class DropConfig(_Strict):
     the release (a VLM annotator labels from pixels).
     """
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     path: PathValue
     subfolders: dict[str, str] = Field(min_length=1)
     items_csv: PathValue | None = None
