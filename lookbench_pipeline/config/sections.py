@@ -75,7 +75,9 @@ class AnnotationFileConfig(_Strict):
 class DropConfig(_Strict):
     """A folder of images that enters the pipeline without a crawl (real photos, AI-generated images).
 
-    ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
+    ``name`` is unique among the drops and one file name (:data:`~.base.Name`). ``subfolders`` maps a subfolder to
+    ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``); a key is a folder inside the drop folder:
+    relative, without ``..``, not the folder itself, none inside another (a file is in one subfolder).
     An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
     description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets);
     one row per file, its path inside a mapped subfolder (README.md, "Image drops").
