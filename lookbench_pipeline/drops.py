@@ -115,6 +115,10 @@ def _sheet_path(sheet: Path, n: int, value: str, root: Path, real_root: Path, su
     if subs and not any(rel.is_relative_to(s) and rel != s for s in subs):
         raise ConfigError(f"{sheet}:{n}: path {value!r} is in none of the drop's subfolders "
                           f"({', '.join(s.as_posix() for s in subs)}): no file of the drop would take this row")
+    if full.is_dir():
+        raise ConfigError(f"{sheet}:{n}: {value} is a folder under {root}, not a file: a row describes one file")
+    if full.exists() and not full.is_file():
+        raise ConfigError(f"{sheet}:{n}: {value} is not a regular file (a FIFO, socket or device) under {root}")
     if not full.is_file():
         raise ConfigError(f"{sheet}:{n}: {value} does not exist under {root}")
     return key
@@ -149,13 +153,15 @@ def files(drop: DropConfig) -> list[tuple[str, str, Path]]:
     sorted by subfolder then path. ``file`` is the file's place in the (resolved) drop folder, its symbolic links
     NOT followed: ``drop_items.path``. A symbolic link is listed as a file (a dangling one too: intake rejects it
     ``file_not_found``; one that leads out of the drop folder, a file or a folder: ``link_outside_drop``, never
-    read), except a link to a folder inside the drop, whose files are listed where they are."""
+    read), except a link to a folder inside the drop, whose files are listed where they are. Whatever is not a
+    folder is listed: a FIFO, a socket or a device is rejected ``not_a_regular_file`` at intake, never opened."""
     root = Path(drop.path).resolve()
     out = []
     for sub in sorted(drop.subfolders):
         for f in sorted((root / sub).rglob("*")):
-            # every file counts: a non-image is rejected not_an_image at intake, never skipped
-            if f.is_file() or (f.is_symlink() and not (f.is_dir() and inside(f, root))):
+            # every file counts: a non-image is rejected not_an_image at intake, never skipped; so does every entry
+            # that is no folder (a FIFO, a socket, a device: rejected not_a_regular_file at intake, never opened)
+            if not f.is_dir() or (f.is_symlink() and not inside(f, root)):
                 out.append((sub, f.relative_to(root).as_posix(), f))
     return out
 

@@ -19,9 +19,12 @@ Every reference ends ``accepted`` or ``rejected`` with one reason from :class:`R
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import io
 import logging
+import os
+import stat
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -57,6 +60,7 @@ class Reject:
     NOT_FOUND = "file_not_found"
     UNREADABLE = "file_unreadable"  # permission denied, an I/O error
     LINK_OUTSIDE_DROP = "link_outside_drop"  # a symbolic link in an image drop that leads out of its folder
+    NOT_REGULAR = "not_a_regular_file"  # a FIFO, a socket, a device: never opened (a FIFO's open would block)
     EMPTY = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
     TRUNCATED = "truncated"
@@ -567,12 +571,25 @@ class SourceReader:
                 if not target.is_relative_to(root):
                     raise ImageRejected(Reject.LINK_OUTSIDE_DROP, f"{source} -> {target}")
         try:
-            if not p.is_file():
-                raise ImageRejected(Reject.NOT_FOUND, source)
-            size = p.stat().st_size
-            if size > self.max_bytes:
-                raise ImageRejected(Reject.TOO_LARGE, f"{size} bytes")
-            with open(p, "rb") as fh:
+            st = p.stat()
+        except OSError as exc:
+            if exc.errno in (errno.ENOENT, errno.ENOTDIR, errno.ELOOP, errno.ENAMETOOLONG):
+                raise ImageRejected(Reject.NOT_FOUND, source) from None
+            raise ImageRejected(Reject.UNREADABLE, f"{source}: {exc.strerror or exc}") from None
+        if stat.S_ISDIR(st.st_mode):
+            raise ImageRejected(Reject.NOT_FOUND, f"{source} is a folder")
+        if not stat.S_ISREG(st.st_mode):
+            raise ImageRejected(Reject.NOT_REGULAR, f"{source}: {_file_kind(st.st_mode)}")
+        if st.st_size > self.max_bytes:
+            raise ImageRejected(Reject.TOO_LARGE, f"{st.st_size} bytes")
+        try:
+            # O_NONBLOCK: a FIFO put in the file's place since the stat must not block the open; the fstat then
+            # refuses it
+            fd = os.open(p, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+            with os.fdopen(fd, "rb") as fh:
+                mode = os.fstat(fh.fileno()).st_mode
+                if not stat.S_ISREG(mode):
+                    raise ImageRejected(Reject.NOT_REGULAR, f"{source}: {_file_kind(mode)}")
                 data = fh.read(self.max_bytes + 1)  # a file that grew since the stat is still capped
         except FileNotFoundError:  # removed between the listing and the read
             raise ImageRejected(Reject.NOT_FOUND, source) from None
@@ -581,6 +598,15 @@ class SourceReader:
         if len(data) > self.max_bytes:
             raise ImageRejected(Reject.TOO_LARGE, f"more than {self.max_bytes} bytes")
         return data
+
+
+def _file_kind(mode: int) -> str:
+    """What a file that is not a regular file is, in words (``st_mode``)."""
+    for test, word in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return f"{word}, not a regular file"
+    return "not a regular file"
 
 
 @dataclass

@@ -137,9 +137,13 @@ def test_empty_release_is_not_published(tmp_path):
     (["build", "--partition", "2026-03-05"], "1 January or 1 July", 2),  # a bad option value: a usage error
     (["build", "--partition", "2026-13-01"], "'2026-13-01' is not a date YYYY-MM-DD", 2),
     (["backfill", "--partition", "2024-07-01"], "the first release window starts on 2025-01-01", 2),
-    (["detector", "train", "--annotations", "a.json", "--images", "nowhere", "--out", "o"],
+    (["detector", "train", "--annotations", "pyproject.toml", "--images", "nowhere", "--out", "o"],
      "argument --images: nowhere: no such folder", 2),
-    (["detector", "train", "--annotations", "a.json", "--images", ".", "--out", "o", "--epochs", "0"],
+    (["detector", "train", "--annotations", "a.json", "--images", ".", "--out", "o"],
+     "argument --annotations: a.json: no such file or folder", 2),
+    (["detector", "train", "--annotations", "pyproject.toml", "--images", ".", "--out", "o", "--classes", "nope.yaml"],
+     "argument --classes: nope.yaml: no such file", 2),
+    (["detector", "train", "--annotations", "pyproject.toml", "--images", ".", "--out", "o", "--epochs", "0"],
      "argument --epochs: must be an integer >= 1, got 0", 2),
     (["evaluate", "--release", "v1", "--cutoff", "notadate"], "YYYY-MM-DD", 2),  # a usage error: exit code 2
 ])

@@ -197,7 +197,7 @@ def test_build_of_a_real_shop_without_an_image_endpoint_is_refused_before_any_ru
     cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": ["shop.yaml"]})
     proc = _lookbench(tmp_path, "build", "--config", str(cfg))
     assert proc.returncode == 2, proc.stderr
-    assert "configuration error: aigen: no image endpoint configured" in proc.stderr, proc.stderr
+    assert f"configuration error: {cfg}: aigen: no image endpoint configured" in proc.stderr, proc.stderr
     assert not (tmp_path / "data").exists(), "nothing ran"
     from lookbench_pipeline.cli.build import _check_build_inputs
     from lookbench_pipeline.config import load_config

@@ -257,6 +257,9 @@ def test_training_class_map_names_one_class_per_category_and_unmatched_categorie
     (["--val-fraction", "0"], "argument --val-fraction: must be a number between 0 and 1 (exclusive), got 0", 2),
     (["--val-fraction", "1.5"], "argument --val-fraction: must be a number between 0 and 1 (exclusive), got 1.5", 2),
     (["--images", "/nonexistent"], "argument --images: /nonexistent: no such folder", 2),
+    (["--classes", "/nonexistent.yaml"], "argument --classes: /nonexistent.yaml: no such file", 2),
+    (["--classes", "/"], "argument --classes: /: no such file (a folder)", 2),
+    (["--annotations", "/nonexistent.json"], "argument --annotations: /nonexistent.json: no such file or folder", 2),
     (["--classes", "LIST"], "category 'short sleeve top' maps to [1, 2] (list); each annotation category maps to ONE",
      1),
 ])

@@ -217,7 +217,8 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
     from ..taxonomy import Taxonomy
     from ..windows import buildable_window
 
-    require_named_sites(cfg, config_path or os.environ.get("LOOKBENCH_CONFIG"))
+    where = config_path or os.environ.get("LOOKBENCH_CONFIG")
+    require_named_sites(cfg, where)
     now, open_window = datetime.now(timezone.utc), not backfill
     if partition:
         try:
@@ -229,7 +230,7 @@ def _check_build_inputs(cfg, config_path: str | None = None, partition: str | No
             a.items_per_subset and cfg.sites and cfg.demo_site() is None:  # the stage would refuse it after the crawl
         from ..aigen.backends import NO_ENDPOINT
 
-        raise ConfigError(NO_ENDPOINT)
+        raise ConfigError(f"{where or 'the built-in configuration'}: {NO_ENDPOINT}")
     if not cfg.sites:
         raise ConfigError("sites is empty: at least one site is needed, because the release job reads the window's "
                           "weekly crawls (see README.md, Configuration)")

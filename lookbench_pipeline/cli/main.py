@@ -46,6 +46,18 @@ def _folder(value: str) -> str:
         raise argparse.ArgumentTypeError(f"{value}: no such folder")
     return value
 
+
+def _file(value: str) -> str:
+    if not os.path.isfile(value):
+        raise argparse.ArgumentTypeError(f"{value}: no such file" + (" (a folder)" if os.path.isdir(value) else ""))
+    return value
+
+
+def _file_or_folder(value: str) -> str:
+    if not os.path.exists(value):
+        raise argparse.ArgumentTypeError(f"{value}: no such file or folder")
+    return value
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="lookbench", description="Build and score LookBench releases.")
     sub = parser.add_subparsers(dest="command", required=True)
@@ -149,14 +161,15 @@ def main(argv: list[str] | None = None) -> int:
                         description="Converts DeepFashion2 / Fashionpedia / ModaNet annotations (COCO-style JSON, "
                                     "ModaNet snaps, or a DeepFashion2 folder) to a YOLO data set, trains with "
                                     "ultralytics and reports mAP50 and mAP50-95 on a held-out split.")
-    p.add_argument("--annotations", action="append", required=True,
+    p.add_argument("--annotations", action="append", required=True, type=_file_or_folder,
                    help="annotation file (or DeepFashion2 annos/ folder); repeatable")
     p.add_argument("--images", action="append", required=True, type=_folder,
                    help="image folder (one, or one per --annotations)")
     p.add_argument("--image-name", action="append",
                    help="file name template: {file_name}, {stem}, {image_id} (default {file_name})")
     p.add_argument("--format", action="append", choices=["auto", "coco", "modanet-snaps", "deepfashion2"])
-    p.add_argument("--classes", help="YAML mapping 'source category: detector class' (null or absent drops it)")
+    p.add_argument("--classes", type=_file,
+                   help="YAML mapping 'source category: detector class' (null or absent drops it)")
     p.add_argument("--out", required=True, help="output folder: dataset/, detector.pt, report.json")
     p.add_argument("--model", help="ultralytics model YAML (from scratch) or local .pt (default yolov8n.yaml)")
     p.add_argument("--epochs", type=_bounded(int, "an integer >= 1", lambda v: v >= 1))

@@ -75,7 +75,10 @@ def cmd_detector_train(args: argparse.Namespace) -> int:
             raise ValueError(f"--images {i}: no such folder")
     class_map = None
     if args.classes:
-        class_map = yaml.safe_load(Path(args.classes).read_text(encoding="utf-8"))
+        try:
+            class_map = yaml.safe_load(Path(args.classes).read_text(encoding="utf-8"))
+        except (yaml.YAMLError, UnicodeDecodeError) as exc:
+            raise ValueError(f"--classes {args.classes}: not a YAML file ({exc})") from exc
         if not isinstance(class_map, dict):
             raise ValueError(f"--classes {args.classes}: a mapping 'source category: class' expected")
         try:

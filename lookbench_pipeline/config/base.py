@@ -54,6 +54,19 @@ PathValue = Annotated[Path, BeforeValidator(_not_blank)]
 """A path field that refuses an empty value (pydantic would turn ``""`` into ``Path(".")``)."""
 
 
+def _one_segment(v: Any) -> Any:
+    """A name that becomes one file or folder name (``state/drops/<name>.parquet``, ``state/<site>/``, ``crawls/…/
+    <site>/``): no path separator, no NUL, not ``.`` or ``..``, not blank — ``../../x`` must never write elsewhere."""
+    if isinstance(v, str) and (not v.strip() or v in (".", "..") or any(c in v for c in "/\\\x00")):
+        raise ValueError(f"{v!r} is not a name: it becomes a file name, so it may not be blank, '.' or '..', nor "
+                         "hold '/', '\\' or a NUL character")
+    return v
+
+
+Name = Annotated[str, BeforeValidator(_one_segment)]
+"""A name that the pipeline uses as one file or folder name (a drop's, a site's)."""
+
+
 SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook")
 
 

@@ -3,9 +3,12 @@ and its judge (``annotate``), the AI-generated subsets (``aigen``) and garment d
 
 from __future__ import annotations
 
+import os
+import re
+from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, ValidationInfo, field_validator, model_validator
 
 from .base import PathValue, _Strict
 
@@ -174,6 +177,39 @@ class PersonRegionsConfig(_Strict):
     keypoint_conf: float = Field(0.3, gt=0, lt=1)
 
 
+HF_MODEL_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+"""A Hugging Face model id, ``owner/repo`` (:func:`lookbench_pipeline.detect.resolve_weights`)."""
+BUILTIN_WEIGHTS = ("demo", "person-regions")
+"""``detect.weights`` values that name a detector this package brings, not a file or a model id."""
+WEIGHTS_SUFFIXES = (".pt", ".pth", ".onnx", ".engine", ".torchscript", ".tflite")
+"""Endings that make a ``detect.weights`` value a file, never a Hugging Face id."""
+
+
+def weights_name_a_file(weights: str) -> bool:
+    """Whether a ``detect.weights`` value can only be a file: absolute, ``.``/``~``-led, a weights file's ending,
+    or no ``owner/repo`` Hugging Face id."""
+    p = Path(os.path.expandvars(weights)).expanduser()
+    return (weights not in BUILTIN_WEIGHTS and (p.is_absolute() or weights.startswith((".", "~"))
+            or not HF_MODEL_ID.fullmatch(weights) or p.suffix.lower() in WEIGHTS_SUFFIXES))
+
+
+def weights_problem(weights: str) -> str | None:
+    """Why ``detect.weights`` cannot be used, said before any run, or None: a value that names a file (absolute,
+    ``.``/``~``-led, a weights file's ending, or no ``owner/repo`` id) must be an existing file; an id is looked up
+    when the detector loads (the Hugging Face cache); ``demo`` / ``person-regions`` are built in."""
+    if weights in BUILTIN_WEIGHTS:
+        return None
+    p = Path(os.path.expandvars(weights)).expanduser()
+    if p.is_file():
+        return None
+    if p.is_dir():
+        return f"{weights!r} is a folder, not a weights file"
+    if weights_name_a_file(weights):
+        return (f"{weights!r}: no such file (a weights file: absolute or relative to the config file; or a Hugging "
+                f"Face model id owner/repo, or one of {', '.join(BUILTIN_WEIGHTS)})")
+    return None
+
+
 class DetectConfig(_Strict):
     """Garment detection in street looks (ultralytics YOLO, offline); see :mod:`lookbench_pipeline.detect`.
 
@@ -214,4 +250,15 @@ class DetectConfig(_Strict):
     def _listify(cls, v: Any) -> Any:
         if isinstance(v, dict):
             return {k: ([] if x is None else [x] if isinstance(x, str) else x) for k, x in v.items()}
+        return v
+
+    @field_validator("weights")
+    @classmethod
+    def _weights_exist(cls, v: str, info: ValidationInfo) -> str:
+        """A weights value that names a file names an existing one, checked when the configuration loads (a relative
+        one is resolved against the config file first); a Hugging Face id is looked up when the detector loads. A
+        disabled detector's weights are not read (``enabled`` is declared, so validated, first)."""
+        problem = weights_problem(v) if info.data.get("enabled", True) else None
+        if problem:
+            raise ValueError(problem)
         return v

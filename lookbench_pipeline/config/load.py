@@ -10,6 +10,7 @@ from typing import Any
 
 from .base import ConfigError, _read_yaml, describe_error
 from .env import _env_vars_of, warn_unknown_env
+from .inference import BUILTIN_WEIGHTS, weights_name_a_file
 from .model import FROM_FILE, PipelineConfig
 
 
@@ -95,9 +96,9 @@ def _read_and_resolve(path: str | Path) -> dict[str, Any]:
         if detect.get("cache_dir"):
             detect["cache_dir"] = _resolve(base, detect["cache_dir"])
         w = detect.get("weights")
-        if isinstance(w, str) and w not in ("demo", "person-regions") and \
-                (base / os.path.expandvars(w)).expanduser().exists():
-            detect["weights"] = _resolve(base, w)  # a local file; otherwise a Hugging Face model id
+        if isinstance(w, str) and w not in BUILTIN_WEIGHTS and \
+                ((base / os.path.expandvars(w)).expanduser().exists() or weights_name_a_file(w)):
+            detect["weights"] = _resolve(base, w)  # a local file (checked by the model); otherwise a model id
     store = data.get("store") or {}
     if not isinstance(store, dict):
         raise TypeError("store must be a mapping, e.g. store: {url: s3://bucket/prefix}")

@@ -75,6 +75,17 @@ class PipelineConfig(BaseSettings):
             out.append(p)
         return out
 
+    @field_validator("drops")
+    @classmethod
+    def _drop_names(cls, v: list[DropConfig]) -> list[DropConfig]:
+        seen: dict[str, int] = {}
+        for i, d in enumerate(v):
+            if d.name in seen:
+                raise ValueError(f"drops[{seen[d.name]}] and drops[{i}] are both named {d.name!r}: a drop's name "
+                                 "must be unique (it makes its items' ids and keys its first-seen records)")
+            seen[d.name] = i
+        return v
+
     @field_validator("timezone")
     @classmethod
     def _known_timezone(cls, v: str) -> str:
@@ -123,7 +134,7 @@ class PipelineConfig(BaseSettings):
                 raise ValueError(f"drop {d.name!r}: {d.path} is not a folder")
             if d.items_csv is not None and not Path(d.items_csv).is_file():
                 raise ValueError(f"drop {d.name!r}: items_csv {d.items_csv} is not a file")
-            for sub in d.subfolders:
+            for sub in d.subfolders:  # a subfolder that is a link out of the drop: its files link_outside_drop
                 if not (Path(d.path) / sub).is_dir():
                     raise ValueError(f"drop {d.name!r}: subfolder {sub!r} does not exist in {d.path}")
             for i, a in enumerate(d.annotations):
@@ -140,7 +151,20 @@ class PipelineConfig(BaseSettings):
             if unknown:
                 raise ValueError(f"aigen.categories: {unknown} are not categories of the taxonomy {self.taxonomy}")
         self._check_detect()
+        self._check_legacy_paths()
         return self
+
+    def _check_legacy_paths(self) -> None:
+        """Every legacy benchmark the configuration names exists (a relative path is under ``data_dir``), except a
+        demo tree (``demo: true``), which the stage generates when it is missing."""
+        for section, key in (("contamination", "sources"), ("negatives", "sources"), ("evaluate", "legacy")):
+            for i, src in enumerate(getattr(getattr(self, section), key)):
+                if src.demo:
+                    continue
+                path = self.layout.resolve(Path(src.path))
+                if not path.exists():
+                    raise ValueError(f"{section}.{key}[{i}] ({src.name!r}): path {path} does not exist (a legacy "
+                                     f"benchmark of kind {src.kind}; only a demo tree is generated when missing)")
 
     def _no_demo_sources(self) -> None:
         """A configuration without a demo site gets none of the demo's legacy benchmarks by default: the defaults of

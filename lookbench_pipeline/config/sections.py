@@ -5,13 +5,13 @@ dataset card and the asset checks' thresholds."""
 from __future__ import annotations
 
 from datetime import date
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator, model_validator
 
 from ..foreground import MAX_FOREGROUND_DELTA_E
-from .base import SUBSET_NAMES, PathValue, _Strict, template_fields
+from .base import SUBSET_NAMES, Name, PathValue, _Strict, template_fields
 
 
 class StoreConfig(_Strict):
@@ -75,7 +75,9 @@ class AnnotationFileConfig(_Strict):
 class DropConfig(_Strict):
     """A folder of images that enters the pipeline without a crawl (real photos, AI-generated images).
 
-    ``subfolders`` maps a direct subfolder to ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``).
+    ``name`` is unique among the drops and one file name (:data:`~.base.Name`). ``subfolders`` maps a subfolder to
+    ``"<subset>:<role>"`` (e.g. ``studio: "real_studio_flat:gallery"``); a key is a folder inside the drop folder:
+    relative, without ``..``, not the folder itself, none inside another (a file is in one subfolder).
     An ``items.csv`` in the folder (or at ``items_csv``) gives per image ``path,item_id,role,subset,title,
     description`` and optionally ``category`` and ``attributes`` (``name: value; …``, the item's own facets);
     one row per file, its path inside a mapped subfolder (README.md, "Image drops").
@@ -85,7 +87,7 @@ class DropConfig(_Strict):
     the release (a VLM annotator labels from pixels).
     """
 
-    name: str = Field(min_length=1)
+    name: Name = Field(min_length=1)
     path: PathValue
     subfolders: dict[str, str] = Field(min_length=1)
     items_csv: PathValue | None = None
@@ -98,12 +100,47 @@ class DropConfig(_Strict):
     @field_validator("subfolders")
     @classmethod
     def _targets(cls, v: dict[str, str]) -> dict[str, str]:
+        seen: dict[PurePosixPath, str] = {}
         for sub, target in v.items():
+            rel = PurePosixPath(sub)
+            if not sub.strip() or rel.is_absolute() or ".." in rel.parts or rel == PurePosixPath(".") or \
+                    "\\" in sub or "\x00" in sub:
+                raise ValueError(f"subfolder {sub!r}: a subfolder key is a folder inside the drop folder, relative, "
+                                 "without '..' (e.g. studio or photos/studio)")
+            for other, name in seen.items():
+                if rel == other or rel.is_relative_to(other) or other.is_relative_to(rel):
+                    raise ValueError(f"subfolders {name!r} and {sub!r} name the same folder or one inside the "
+                                     "other: each file must lie in one mapped subfolder")
+            seen[rel] = sub
             subset, _, role = target.partition(":")
             if subset not in SUBSET_NAMES or role not in ("query", "gallery"):
                 raise ValueError(f"subfolder {sub!r} maps to {target!r}; expected '<subset>:<query|gallery>' with "
                                  f"a subset in {list(SUBSET_NAMES)}")
         return v
+
+    @field_validator("annotations")
+    @classmethod
+    def _distinct_annotations(cls, v: list[AnnotationFileConfig]) -> list[AnnotationFileConfig]:
+        seen: dict[tuple, int] = {}
+        for i, a in enumerate(v):
+            key = (a.kind, Path(a.path), a.view, tuple(a.image_name), a.categories)
+            if key in seen:
+                raise ValueError(f"annotations[{i}] repeats annotations[{seen[key]}] ({a.kind} {a.path}, the same "
+                                 "photo names): one file read twice would give its photos every label twice")
+            seen[key] = i
+        return v
+
+
+def unique_names(sources: list[LegacySource]) -> list[LegacySource]:
+    """``sources`` when no two share a ``name`` (the name keys their index rows, pool images and scores);
+    ValueError otherwise (pydantic's location names the field)."""
+    seen: set[str] = set()
+    for s in sources:
+        if s.name in seen:
+            raise ValueError(f"two sources are named {s.name!r}; a source's name must be unique (it keys the "
+                             "rows read from it)")
+        seen.add(s.name)
+    return sources
 
 
 class ImageConfig(_Strict):
@@ -167,6 +204,11 @@ class ContaminationConfig(_Strict):
     sources: list[LegacySource] = Field(default_factory=_demo_legacy)
     include_published_releases: bool = True
 
+    @field_validator("sources")
+    @classmethod
+    def _names(cls, v: list[LegacySource]) -> list[LegacySource]:
+        return unique_names(v)
+
 
 def _demo_inshop() -> list[LegacySource]:
     return [LegacySource(name="deepfashion-inshop-demo", kind="deepfashion_inshop",
@@ -209,7 +251,7 @@ class NegativesConfig(_Strict):
             if s.kind not in ("fashion200k", "fashion200k_parquet"):
                 raise ValueError(f"negatives source {s.name!r}: kind must be fashion200k or fashion200k_parquet, "
                                  f"not {s.kind}")
-        return v
+        return unique_names(v)
 
     @model_validator(mode="after")
     def _enough(self) -> "NegativesConfig":
@@ -241,6 +283,11 @@ class EvaluateConfig(_Strict):
     model_cutoffs: dict[str, str] = Field(default_factory=dict)  # model id -> YYYY-MM-DD
     exclude_contaminated: bool = True  # re-check queries against the current contamination index
     report_examples: int = Field(default=6, ge=0)  # queries per subset shown with each model's top-5 in the HTML report
+
+    @field_validator("legacy")
+    @classmethod
+    def _legacy_names(cls, v: list[LegacySource]) -> list[LegacySource]:
+        return unique_names(v)
 
     @field_validator("cutoff")
     @classmethod

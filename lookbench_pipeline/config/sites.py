@@ -8,7 +8,7 @@ from typing import Annotated, Literal
 
 from pydantic import Field, field_validator
 
-from .base import ConfigError, PathValue, _read_yaml, _Strict, describe_error
+from .base import ConfigError, Name, PathValue, _read_yaml, _Strict, describe_error
 
 
 class LookRules(_Strict):
@@ -63,7 +63,7 @@ class SiteConfig(_Strict):
     served on 127.0.0.1 for the crawl) or ``replay`` (saved HTML pages under ``pages_dir`` served on 127.0.0.1).
     """
 
-    name: str
+    name: Name
     kind: Literal["web", "demo", "replay"] = "web"
     # What a release says of this source (docs/SOURCES.md inside the release): the terms its pictures are used
     # under, and where they come from. Unset: the card's licence text.

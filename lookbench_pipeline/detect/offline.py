@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import logging
 import os
-import re
 import shutil
 import sys
 import tempfile
@@ -14,11 +13,12 @@ from pathlib import Path
 
 from PIL import Image
 
+from ..config.inference import HF_MODEL_ID
 from .core import DetectorError
 
 log = logging.getLogger(__name__)
 
-HF_ID = re.compile(r"[A-Za-z0-9][\w.-]*/[\w.-]+")
+HF_ID = HF_MODEL_ID  # owner/repo: one pattern for the configuration check and the loader
 """A Hugging Face model id: ``owner/repo``."""
 
 INTEGRATIONS_OFF = {"sync": False, "clearml": False, "comet": False, "dvc": False, "mlflow": False,
