@@ -14,7 +14,8 @@ from lookbench_pipeline.pipeline import (stage_aigen_check, stage_aigen_detect, 
 from lookbench_pipeline.config import PipelineConfig
 from lookbench_pipeline.store import ObjectStore
 
-from .common import observed, table_metadata
+from .common import detections_headline, observed, reasons, summary, table_metadata
+from .images import intake_summary
 from .detect import crops_in_store, detector_files
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
@@ -52,7 +53,10 @@ def generation_requests(context: AssetExecutionContext, lookbench: LookbenchConf
                         drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table) -> Output[pa.Table]:
     window, _ = window_and_version(context.partition_key)
     table, counts = stage_aigen_requests(lookbench.load(), products, drop_items, image_refs, annotations, window)
-    context.log.info(f"generation requests: {counts}")
+    g = counts.get
+    context.log.info(summary("generation requests", f"items {g('items', 0)} (eligible {g('eligible', 0)}, "
+                             f"not eligible {g('items', 0) - g('eligible', 0)}), requests {g('requests', 0)}"
+                             f"{reasons(counts, 'requests.')}" if g("enabled", True) else "disabled", counts))
     return Output(table, metadata=table_metadata(table, counts, ["subset", "reference_item_id", "category", "prompt"]))
 
 
@@ -68,7 +72,10 @@ def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
                                          datetime.now(timezone.utc))
     if counts.get("endpoint"):
         context.log.warning(f"generated images: {counts['endpoint']}")
-    context.log.info(f"generated images: {counts}")
+    g = counts.get
+    context.log.info(summary("generated images", f"requests {g('requests', 0)}: generated {g('generated', 0)}, "
+                             f"failed {g('failed', 0)}{reasons(counts, 'failed.')}, pending {g('pending', 0)}, "
+                             f"skipped {g('skipped', 0)}; from earlier runs {g('from_earlier_runs', 0)}", counts))
     return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "generator_model",
                                                                  "first_seen_at"]))
 
@@ -85,7 +92,7 @@ def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
 @observed
 def aigen_intake(context: AssetExecutionContext, lookbench: LookbenchConfig, generated_images: pa.Table):
     refs, images, counts = stage_aigen_intake(lookbench.load(), generated_images, lookbench.store())
-    context.log.info(f"generated image intake: {counts}")
+    context.log.info(intake_summary("generated image intake", counts))
     yield Output(refs, "aigen_image_refs", metadata=table_metadata(refs, counts, ["owner_id", "status", "reason"]))
     yield Output(images, "aigen_images", metadata=table_metadata(images, None, ["image_sha256", "width", "height"]))
 
@@ -102,7 +109,8 @@ def aigen_detections(context: AssetExecutionContext, lookbench: LookbenchConfig,
     window, _ = window_and_version(context.partition_key)
     table, counts = stage_aigen_detect(lookbench.load(), generated_images, aigen_image_refs, annotations,
                                        lookbench.store(), window)
-    context.log.info(f"detections on generated street outfits: {counts}")
+    context.log.info(summary("detections on generated street outfits",
+                             f"outfits {counts.get('outfits', 0)}, " + detections_headline(counts), counts))
     return Output(table, metadata=table_metadata(table, counts, ["owner_id", "model_class", "status", "item_id"]))
 
 
@@ -119,5 +127,6 @@ def generated_checks(context: AssetExecutionContext, lookbench: LookbenchConfig,
     table, counts = stage_aigen_check(cfg, generated_images, aigen_image_refs, aigen_images, images, annotations,
                                       contamination_index, lookbench.store(),
                                       aigen_detections if cfg.detect.enabled else None)
-    context.log.info(f"generated checks: {counts}")
+    context.log.info(summary("generated checks", f"in {counts.get('in', 0)}, accepted {counts.get('accepted', 0)}, "
+                             f"rejected {counts.get('rejected', 0)}{reasons(counts)}", counts))
     return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "similarity"]))

@@ -8,7 +8,7 @@ from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, Asset
 from lookbench_pipeline.pipeline import stage_attributes
 from lookbench_pipeline.vlm import acceptance_check
 
-from .common import table_metadata, observed
+from .common import observed, summary, table_metadata
 from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
 
@@ -27,7 +27,10 @@ def annotations(context: AssetExecutionContext, lookbench: LookbenchConfig, prod
                 drop_items: pa.Table, image_refs: pa.Table):
     cfg = lookbench.load()
     table, counts = stage_attributes(cfg, products, drop_items, image_refs, lookbench.store())
-    context.log.info(f"annotations: { {k: v for k, v in counts.items() if not isinstance(v, dict)} }")
+    g = counts.get
+    context.log.info(summary("annotations", f"items {g('items', 0)}: labelled {g('labelled', 0)}, rejected "
+                             f"{g('rejected', 0)}, failed {g('failed', 0)} ({g('annotator')})",
+                             {k: v for k, v in counts.items() if not isinstance(v, dict)}))
     yield Output(table, metadata=table_metadata(table, counts, ["item_id", "status", "reason", "category",
                                                                 "annotator"]))
     passed, details = acceptance_check(counts.get("acceptance"), cfg.annotate.min_acceptance)

@@ -87,3 +87,26 @@ def table_metadata(table: pa.Table, counts: dict[str, Any] | None = None, previe
         body = "".join("| " + " | ".join(str(r[c])[:60].replace("|", "/") for c in cols) + " |\n" for r in rows)
         md["preview"] = MetadataValue.md(head + body)
     return md
+
+
+def summary(title: str, headline: str, counts: dict[str, Any] | None = None) -> str:
+    """A stage's summary message: ``title: headline`` on its first line, the stage's counts that reconcile (in,
+    kept, rejected…), which is the line the build's terminal shows for the stage (``logs.BuildTerminal``, wrapped
+    there, never cut); then, for the log file and Dagster's event log, ``title: counts`` in full."""
+    return f"{title}: {headline}" + (f"\n{title}: {counts}" if counts is not None else "")
+
+
+def reasons(counts: dict[str, Any], prefix: str = "rejected.") -> str:
+    """`` (reason n, …)`` of the ``<prefix><reason>`` counts of ``counts``, or ``""`` when there are none."""
+    parts = [f"{k[len(prefix):]} {v}" for k, v in sorted(counts.items())
+             if k.startswith(prefix) and isinstance(v, int) and not isinstance(v, bool)]
+    return f" ({', '.join(parts)})" if parts else ""
+
+
+def detections_headline(c: dict[str, Any]) -> str:
+    """Garment detection's counts: images, boxes (kept + dropped), linked items (matched + not detected),
+    unlabelled boxes."""
+    g = c.get
+    return (f"images {g('images', 0)}, boxes {g('boxes', 0)} (kept {g('kept', 0)}, dropped {g('dropped', 0)}); "
+            f"linked items {g('linked_items', 0)} (matched {g('matched', 0)}, not detected "
+            f"{g('linked_items_not_detected', 0)}), unlabelled {g('unlabelled', 0)}")

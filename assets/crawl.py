@@ -9,7 +9,7 @@ from lookbench_pipeline.accumulate import window_catalog
 from lookbench_pipeline.crawl_tables import CrawlTables
 from lookbench_pipeline.pipeline import CrawlWeekError, stage_crawl_week
 
-from .common import observed, table_metadata
+from .common import observed, summary, table_metadata
 from .io import read_stored_table
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, crawls_in_window, release_partitions, weeks_in_window
 from .resources import LookbenchConfig
@@ -24,6 +24,17 @@ class CrawlConfig(Config):
     crawl state (``lookbench backfill`` does), so that ``first_seen_at`` comes out as it was."""
 
     replay: bool = False
+
+
+def crawl_headline(c: dict) -> str:
+    """A weekly crawl's counts on one line: pages (kept + rejected), products, looks, image URLs (downloaded +
+    refused, each refused one with its reason in ``image_downloads``)."""
+    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
+    urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
+    return (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}), "
+            f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
+            f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
+            f"(downloaded {got}, refused {urls - got})")
 
 
 @multi_asset(
@@ -49,9 +60,9 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     except CrawlWeekError as exc:
         raise Failure(description=str(exc)) from None
     c = res.counts[site]
-    context.log.info(f"crawl {site} week {week}: {c}")
     pages = max(1, c.get("pages", 0))
     rejected_pages = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
+    context.log.info(summary(f"{site} {week}", crawl_headline(c), c))
     yield Output(res.products, "weekly_products", metadata={
         **table_metadata(res.products, {"products_new": c.get("products_new"),
                                         "products_disappeared": c.get("products_disappeared"),
@@ -107,9 +118,10 @@ def crawl_catalog(context: AssetExecutionContext, lookbench: LookbenchConfig):
         raise Failure(description=f"no weekly crawl of window {window} for sites {sites}: materialise crawl_job "
                                   "partitions (week|site) first, or rebuild them from the archive") from None
     counts = cat.counts
-    context.log.info(f"window {window}: {cat.counts['crawls']} weekly crawls -> {cat.counts['products']} products,"
-                     f" {cat.counts['looks']} looks; weeks without a crawl: "
-                     f"{ {s: len(w) for s, w in missing.items()} }")
+    gaps = ", ".join(f"{s} {len(w)}" for s, w in sorted(missing.items()) if w) or "none"
+    context.log.info(f"window {window}: weekly crawls {counts['crawls']} (weeks without: {gaps}) -> products "
+                     f"{counts['products']}, looks {counts['looks']}, image URLs {counts['image_urls']} "
+                     f"(downloaded {counts['image_urls_downloaded']})")
     yield Output(cat.products, "products", metadata=table_metadata(
         cat.products, counts, ["site", "title", "brand", "price", "first_seen_at", "last_seen_at"]))
     yield Output(cat.looks, "looks", metadata=table_metadata(cat.looks, None, ["url", "image_url", "first_seen_at"]))

@@ -6,7 +6,7 @@ from dagster import AssetExecutionContext, AssetOut, MetadataValue, Output, asse
 
 from lookbench_pipeline.pipeline import stage_contamination, stage_dedup
 
-from .common import table_metadata, observed
+from .common import observed, summary, table_metadata
 from .partitions import release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -17,7 +17,10 @@ from .resources import LookbenchConfig
 def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, image_refs: pa.Table,
                    images: pa.Table) -> Output[pa.Table]:
     table, counts = stage_dedup(lookbench.load(), image_refs, images)
-    context.log.info(f"dedup: {counts}")
+    g = counts.get
+    context.log.info(summary("dedup", f"images {g('distinct_images', 0)} ({g('representatives', 0)} kept, "
+                             f"{g('near_duplicate_images', 0)} near duplicates); exact duplicate refs "
+                             f"{g('exact_duplicate_refs', 0)}", counts))
     return Output(table, metadata=table_metadata(table, counts, ["image_sha256", "cluster_id", "duplicate_kind"]))
 
 
@@ -34,7 +37,10 @@ def image_clusters(context: AssetExecutionContext, lookbench: LookbenchConfig, i
 def contamination_check(context: AssetExecutionContext, lookbench: LookbenchConfig, images: pa.Table):
     window, _ = window_and_version(context.partition_key)
     index, found, counts = stage_contamination(lookbench.load(), images, lookbench.store(), window)
-    context.log.info(f"contamination: {counts}")
+    g = counts.get
+    unreadable = sum(v for k, v in counts.items() if k.endswith(".unreadable") and isinstance(v, int))
+    context.log.info(summary("contamination", f"images {g('images', 0)}, contaminated {g('contaminated_images', 0)}; "
+                             f"index {g('index_size', 0)} (unreadable files {unreadable})", counts))
     yield Output(index, "contamination_index", metadata=table_metadata(index, None, ["source", "path", "phash"]))
     yield Output(found, "contamination", metadata={
         **table_metadata(found, None, ["source", "matched_path", "hamming", "kind"]),

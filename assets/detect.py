@@ -12,7 +12,7 @@ from lookbench_pipeline.config import PipelineConfig
 from lookbench_pipeline.pipeline import stage_detect
 from lookbench_pipeline.store import ObjectStore, derived_key
 
-from .common import observed, table_metadata
+from .common import detections_headline, observed, summary, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 from .reuse import reuse_unchanged
@@ -66,7 +66,7 @@ def detect_garments(context: AssetExecutionContext, lookbench: LookbenchConfig, 
                     drop_items: pa.Table, image_refs: pa.Table, annotations: pa.Table):
     window, _ = window_and_version(context.partition_key)
     res = stage_detect(lookbench.load(), looks, drop_items, image_refs, annotations, lookbench.store(), window)
-    context.log.info(f"detections: {res.counts}")
+    context.log.info(summary("detections", detections_headline(res.counts), res.counts))
     if res.counts.get("detector_trained_now"):
         context.log.warning(f"no garment-trained weights configured: trained the demo detector "
                             f"(mAP50 {res.detector.get('map50', 0):.3f} on held-out looks, cached)")

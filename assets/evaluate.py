@@ -13,10 +13,34 @@ from lookbench_pipeline.pipeline import stage_evaluate
 from lookbench_pipeline.report import leaderboard_markdown
 from lookbench_pipeline.store import ObjectStore
 
-from .common import observed
+from .common import observed, summary
 from .partitions import release_partitions
 from .resources import LookbenchConfig
 from .reuse import reuse_unchanged
+
+
+HEADLINE = (("item_recall@1", "item"), ("fine_recall@1", "fine"), ("coarse_recall@1", "coarse"))
+
+
+def evaluation_headline(scores: pa.Table, not_scored: int = 0) -> str:
+    """The evaluation on one line: models scored, the subsets scored with their queries, the legacy benchmarks,
+    and the best model's overall exact-item / Fine / Coarse Recall@1 (percent; the full table follows in the log
+    and the leaderboard)."""
+    rows = scores.to_pylist()
+    models = sorted({r["model"] for r in rows})
+    nq = {r["subset"]: r["n_queries"] for r in rows
+          if r["subset"] != "overall" and not r["subset"].startswith("legacy:")}
+    legacy = sorted({r["subset"] for r in rows if r["subset"].startswith("legacy:")})
+    overall = {(r["model"], r["metric"]): r["value"] for r in rows if r["subset"] == "overall"}
+    out = (f"models {len(models)} (not scored here {not_scored}), subsets {len(nq)} ({sum(nq.values())} queries), "
+           f"legacy {len(legacy)}")
+    scored = [m for m in models if (m, HEADLINE[0][0]) in overall]
+    if scored:
+        best = max(scored, key=lambda m: overall[(m, HEADLINE[0][0])])
+        shown = [(k, label) for k, label in HEADLINE if (best, k) in overall]
+        out += (f"; best overall {best}: {'/'.join(label for _, label in shown)} R@1 "
+                + "/".join(f"{100 * overall[(best, k)]:.1f}" for k, _ in shown))
+    return out
 
 
 def evaluation_reads(cfg: PipelineConfig) -> list:
@@ -62,7 +86,8 @@ def evaluation(context: AssetExecutionContext, lookbench: LookbenchConfig, relea
     cfg = lookbench.load()
     ev, report = stage_evaluate(cfg, lookbench.store(), release["version"], contamination_index)
     table = format_table(ev.scores)
-    context.log.info("evaluation of %s:\n%s\nreport: %s" % (release["version"], table, report["html"]))
+    context.log.info(summary(release["version"], evaluation_headline(ev.scores, len(ev.skipped)))
+                     + f"\n{table}\nreport: {report['html']}")
     for s in ev.skipped:
         context.log.info("model %s not scored: %s" % (s["model"], s["reason"]))
     return Output(ev.scores, metadata={

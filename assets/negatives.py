@@ -8,7 +8,7 @@ from dagster import AssetExecutionContext, AssetIn, Failure, MetadataValue, Outp
 from lookbench_pipeline.embed import EmbedderUnavailable
 from lookbench_pipeline.pipeline import stage_negatives
 
-from .common import observed, table_metadata
+from .common import observed, summary, table_metadata
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -27,7 +27,11 @@ def negatives(context: AssetExecutionContext, lookbench: LookbenchConfig, produc
                                         lookbench.store(), window)
     except EmbedderUnavailable as exc:
         raise Failure(description=f"negatives: the mining model cannot run here: {exc}") from exc
-    context.log.info(f"negatives: {counts}")
+    g = counts.get
+    context.log.info(summary("negatives", f"pool {g('pool.in', 0)} (embedded {g('pool.embedded', 0)}, rejected "
+                             f"{g('pool.rejected', 0)}); distractors selected {g('selected', 0)} (kept "
+                             f"{g('kept', 0)}, dropped {g('dropped', 0)}); pairs {g('pairs', 0)} for "
+                             f"{g('query_items', 0)} query items" if g("enabled", True) else "disabled", counts))
     md = table_metadata(table, {k: v for k, v in counts.items() if k != "model"},
                         ["query_item_id", "distractor_item_id", "similarity", "kind"])
     if counts.get("model"):

@@ -10,7 +10,7 @@ from lookbench_pipeline.pipeline import stage_candidate, stage_publish
 from lookbench_pipeline.releases import Candidate, ReleaseExistsError, check_candidate, read_candidate
 from lookbench_pipeline.releases.publish import EmptyReleaseError
 
-from .common import md_table, rates, observed
+from .common import md_table, observed, rates, summary
 from .partitions import by_window, release_partitions, window_and_version
 from .resources import LookbenchConfig
 
@@ -22,6 +22,12 @@ CHECKS = {
     "no_image_in_query_and_gallery": "No image is both a query and a gallery item of a subset.",
     "unique_sample_ids": "No sample id repeats within a file.",
 }
+
+
+def release_headline(c: dict) -> str:
+    """A release's counts: candidates -> query rows, distinct gallery images, rejected (by reason in the log)."""
+    return (f"candidates {c.get('candidates', 0)} -> queries {c.get('query_rows', 0)}, gallery "
+            f"{c.get('gallery_rows_distinct', 0)}, rejected {c.get('rejected', 0)}")
 
 
 @asset(partitions_def=release_partitions, group_name="release", compute_kind="parquet",
@@ -47,6 +53,7 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
         "contamination": contamination, "noise": negatives,
         "generated_checks": generated_checks, "detections": detections}, lookbench.store(), detector)
     c = cand.counts
+    context.log.info(summary(version, release_headline(c), c))
     yield Output(cand.to_dict(), metadata={
         "version": version, "query_rows": c["query_rows"],
         "gallery_rows_distinct": c["gallery_rows_distinct"], "rejected": c["rejected"],
@@ -77,7 +84,8 @@ def release(context: AssetExecutionContext, lookbench: LookbenchConfig, release_
     except (ReleaseExistsError, EmptyReleaseError) as exc:
         raise Failure(description=str(exc)) from exc
     state = "unchanged, already published" if manifest.get("already_published") else "published"
-    context.log.info(f"release {version} {state} at {store.url}/releases/{version}: {rel.counts}")
+    context.log.info(summary(f"{version} {state}", release_headline(rel.counts), rel.counts)
+                     + f"\nat {store.url}/releases/{version}")
     return Output(manifest, metadata={
         "version": version, "location": f"{store.url}/releases/{version}", "state": state,
         "query_rows": rel.counts["query_rows"], "gallery_rows_distinct": rel.counts["gallery_rows_distinct"],

@@ -56,6 +56,7 @@ class Reject:
 
     FETCH_ERROR = "fetch_error"  # the crawl's own reasons pass through: host_not_allowed, robots_disallowed...
     NOT_DOWNLOADED = "not_downloaded"
+    UNSUPPORTED_SCHEME = "unsupported_scheme"  # a crawled image URL that is not http(s): never fetched nor read
     TOO_LARGE = "too_large_bytes"
     NOT_FOUND = "file_not_found"
     UNREADABLE = "file_unreadable"  # permission denied, an I/O error
@@ -546,15 +547,23 @@ class SourceReader:
     and ``downloads`` (rows of the ``image_downloads`` table) says where each one's bytes are, or why there are
     none. Other sources are local file paths (image drops). ``confine``: the (resolved) drop folders; a path in
     one of them whose symbolic links lead out of it is rejected ``link_outside_drop`` and never opened.
+    ``crawled``: the sources that a crawl named (product and look images): only their ``downloads`` row is read;
+    one without a row and with another scheme than http(s) (``file:///etc/passwd``) is rejected
+    ``unsupported_scheme`` and never opened.
     """
 
-    def __init__(self, downloads: Iterable[dict] = (), max_bytes: int = 50_000_000, confine: Iterable[Path] = ()):
+    def __init__(self, downloads: Iterable[dict] = (), max_bytes: int = 50_000_000, confine: Iterable[Path] = (),
+                 crawled: Iterable[str] = ()):
         self.downloads = {d["url"]: d for d in downloads}
         self.max_bytes = max_bytes
         self.confine = [Path(r) for r in confine]
+        self.crawled = set(crawled)
 
     def __call__(self, source: str) -> bytes:
-        if source.startswith(("http://", "https://")):
+        if source in self.crawled and source not in self.downloads \
+                and not source.lower().startswith(("http://", "https://")):
+            raise ImageRejected(Reject.UNSUPPORTED_SCHEME, source[:200])
+        if source.startswith(("http://", "https://")) or source in self.crawled:
             d = self.downloads.get(source)
             if d is None:
                 raise ImageRejected(Reject.NOT_DOWNLOADED, source)

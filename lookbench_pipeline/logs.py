@@ -225,9 +225,10 @@ def output_to_file(path: str | os.PathLike) -> Iterator[tuple[TextIO, TextIO]]:
 _DICT = re.compile(r"\{.*\}", re.S)
 
 
-def compact(message: str, width: int) -> str:
+def compact(message: str, width: int | None = None) -> str:
     """The first line of a stage's summary message, its ``{key: value}`` counts shown as ``key value, …`` (nested
-    ones left out), cut to ``width`` characters with an ellipsis."""
+    ones left out), cut to ``width`` characters with an ellipsis (None: whole; a stage's line is wrapped instead,
+    :func:`wrap_line`)."""
     import ast
 
     line = (message or "").strip().splitlines()[0] if (message or "").strip() else ""
@@ -240,7 +241,24 @@ def compact(message: str, width: int) -> str:
         if isinstance(d, dict):
             flat = ", ".join(f"{k} {v}" for k, v in d.items() if not isinstance(v, (dict, list, tuple)))
             line = (line[: m.start()] + flat + line[m.end():]).strip()
-    return line if len(line) <= width else line[: max(0, width - 1)] + "…"
+    return line if width is None or len(line) <= width else line[: max(0, width - 1)] + "…"
+
+
+def wrap_line(head: str, text: str, tail: str, width: int) -> list[str]:
+    """``head + text + tail`` in lines of at most ``width`` columns (at least 40 for the text): ``text`` wrapped
+    at spaces (not between a name and its count), never cut, its continuation lines indented under its start;
+    ``tail`` ends the last line. A single word longer than a line (a long path) stays whole on a line of its own."""
+    import textwrap
+
+    avail = max(40, width - len(head))
+    text = re.sub(r" (?=\d)", "\x00", text)  # a count stays on the line of its name ("pages 64")
+    glued = text + tail.replace(" ", "\x00")  # the tail moves to the next line with the last word, never alone
+    lines = textwrap.wrap(glued, avail, break_long_words=False, break_on_hyphens=False) or [""]
+    if len(lines[-1]) > avail:  # a long last word and a long tail: the tail on a line of its own
+        lines = textwrap.wrap(text, avail, break_long_words=False, break_on_hyphens=False) or [""]
+        lines.append(tail.strip() if len(lines[-1]) + len(tail) > avail else lines.pop() + tail)
+    lines = [line.replace("\x00", " ") for line in lines]
+    return [head + lines[0], *(" " * len(head) + line for line in lines[1:])]
 
 
 def _warning_key(text: str) -> str:
@@ -263,8 +281,10 @@ class BuildTerminal(logging.Handler):
     the rest goes to the log file, :func:`output_to_file`):
 
     * one line per finished stage: its name, the first line of the first summary message the stage itself logged
-      (counts as ``key value``; the library's records that Dagster relays are not summaries), its duration; asset
-      checks counted per run; a failed stage or asset check on a line of its own;
+      (its counts: ``assets.common.summary``; a ``{key: value}`` dict shown as ``key value``; the library's records
+      that Dagster relays are not summaries), its duration; wrapped onto indented lines when it is wider than
+      ``width``, never cut, so no count is lost; asset checks counted per run; a failed stage or asset check on a
+      line of its own;
     * while a stage runs, one progress bar (tqdm, on a terminal only): the stage's progress records
       (:class:`Progress`) when it reports any, else its elapsed time;
     * each warning once: a library record and the Dagster record of the same warning in the same stage (their
@@ -371,8 +391,8 @@ class BuildTerminal(logging.Handler):
             note = self.notes.get(step)
             head = f"  done {step:<20} "
             tail = f"  ({took:.0f} s)" + (f"  [{note}]" if note else "")
-            text = compact(self.summary.get(step, ""), max(48, self.width - len(head) - len(tail)))
-            self._write(self.out, head + text + tail)
+            for line in wrap_line(head, compact(self.summary.get(step, "")), tail, self.width):
+                self._write(self.out, line)
         elif kind == "NOTE":  # the runner's own line, outside any run (a stale run marked failed)
             self._write(self.err, f"  {message}")
         elif kind == "STEP_FAILURE" and step:

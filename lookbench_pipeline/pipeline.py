@@ -172,7 +172,8 @@ def stage_images(cfg: PipelineConfig, products: pa.Table, looks: pa.Table, drop_
 
     refs = image_refs_of(products, looks, drop_items)
     reader = SourceReader(downloads.to_pylist(), cfg.images.max_bytes,
-                          confine=[Path(d.path).resolve() for d in cfg.drops])  # a link out of a drop: rejected
+                          confine=[Path(d.path).resolve() for d in cfg.drops],  # a link out of a drop: rejected
+                          crawled={r.source for r in refs if r.owner_type != "drop"})  # never read as files
     with Progress("image intake", len({r.source for r in refs}), "images") as prog:
         res = take_in(refs, reader, store, cfg.images, progress=lambda done, total: prog.set(done))
     counts = res.counts

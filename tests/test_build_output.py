@@ -6,6 +6,7 @@ and the Dagster runs keep their structured event logs."""
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -21,7 +22,11 @@ def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypat
     site = yaml.safe_load((ROOT / "lookbench_pipeline/data/sites/demo.yaml").read_text())
     site.update(demo_products=12, demo_looks=3)  # the demo, smaller
     (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
-    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": "data", "sites": ["demo.yaml"]}))
+    drop = tmp_path / "drop/studio"
+    drop.mkdir(parents=True)
+    (drop / "notes.txt").write_text("not an image")  # listed by drop_items, rejected not_an_image by the intake
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": "data", "sites": ["demo.yaml"], "drops": [
+        {"name": "shop-photos", "path": str(tmp_path / "drop"), "subfolders": {"studio": "real_studio_flat:query"}}]}))
     home = tmp_path / "dagster-home"
     home.mkdir()
     shutil.copy(ROOT / "dagster.yaml", home / "dagster.yaml")
@@ -48,8 +53,30 @@ def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypat
     assert len(head.splitlines()) + len(err.splitlines()) <= SCREEN, head + err
     for stage in ("crawl", "image_intake", "detect_garments", "release", "evaluation"):
         assert f"  done {stage} " in head
-    flat = " ".join(head.split())  # the counts line is wrapped at 110 columns, wherever its numbers put the break
-    assert "[with deliberate demo faults]" in head and "deliberate faults" in flat  # stage lines and counts
+    # README: a line per stage with its counts, wrapped onto indented lines rather than cut (110 columns here)
+    stages: dict[str, str] = {}
+    for line in head.splitlines():
+        if line.startswith("  done "):
+            step = line.split()[1]
+            stages[step] = line
+        elif line.startswith(" " * 28) and stages:
+            assert line[28] != " ", line
+            stages[step] += " " + line.strip()
+    assert all(len(line) <= 110 for line in head.splitlines() if line.startswith(("  done ", " " * 28))), head
+    for step, line in stages.items():
+        text = " ".join(line.split()[2:])
+        assert "…" not in text and re.search(r"[a-z] \d", text), f"no counts on the line of {step}: {line}"
+    assert "drop items: files 1 in 1 drops (shop-photos 1)" in stages["drop_items"]
+    n_in, accepted, rejected = map(int, re.search(r"image intake: in (\d+), accepted (\d+), rejected (\d+) "
+                                                  r"\(not_an_image 1\)", stages["image_intake"]).groups())
+    assert n_in == accepted + rejected and rejected == 1
+    assert re.search(r"v\d{8}: candidates \d+ -> queries \d+, gallery \d+, rejected \d+", stages["release_candidate"])
+    assert re.search(r"subsets 4 \(\d+ queries\), legacy 2; best overall \S+: item/fine/coarse R@1 "
+                     r"[\d.]+/[\d.]+/[\d.]+", stages["evaluation"]), stages["evaluation"]
+    assert re.search(r"pages (\d+) \(kept \d+, rejected \d+\)", stages["crawl"])
+    # the stage lines label the demo endpoint's faults; the release's counts line does so only in a build without an
+    # image drop (a drop's intake rejections are no faults: cli/build.py), and this one has a drop
+    assert "[with deliberate demo faults]" in head
     assert "asset checks: " in head
     assert "Epoch" not in out + err and "Ultralytics" not in out + err
 
@@ -69,6 +96,9 @@ def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypat
     runs = instance.get_runs()
     [release_run] = [r for r in runs if r.job_name == "release_job"]
     logs = instance.all_logs(release_run.run_id)
-    steps = {e.step_key for e in logs if e.dagster_event and e.dagster_event.event_type == DagsterEventType.STEP_SUCCESS}
+    steps = {e.step_key for e in logs
+             if e.dagster_event and e.dagster_event.event_type == DagsterEventType.STEP_SUCCESS}
     assert {"image_intake", "release", "evaluation"} <= steps
-    assert any(e.user_message.startswith("image intake: {") for e in logs)
+    # the summary's first line is what the terminal shows; every count follows in Dagster's event log
+    assert any(e.user_message.startswith(f"image intake: in {n_in}, accepted {accepted}, rejected 1")
+               and f"\nimage intake: {{'in': {n_in}," in e.user_message for e in logs)

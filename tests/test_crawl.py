@@ -358,3 +358,60 @@ def test_the_spider_on_its_own_crawls_as_in_the_pipeline(tmp_path):
     assert {i["sku"] for i in items if i["kind"] == "product"} == set(truth["products"])
     delay = yaml.safe_load(site.read_text()).get("download_delay_s")
     assert f"'DOWNLOAD_DELAY': {delay}" in proc.stderr or delay in (None, 0), "the site's delay is applied"
+
+
+def test_image_urls_of_other_schemes_are_recorded_refused_never_fetched(tmp_path):
+    """A product page's JSON-LD naming images by file:, data:, javascript:, ftp: and gopher: URLs: each is an
+    image_downloads row and an image_refs row rejected unsupported_scheme (never fetched, never read: not
+    /etc/passwd), a data: URI recorded without its payload, and the image counts reconcile, as every http(s) URL's
+    do. The shipped demo site configuration, crawled and taken in as `lookbench build` does."""
+    import re
+    from contextlib import contextmanager
+
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    site = _site(tmp_path)
+    root = tmp_path / "shop"
+    demo_shop.generate(root, 4, 1, 7, colour_models=0)
+    payload = "iVBORw0KGgo" + "A" * 1_000_000
+    hostile = ["file:///etc/passwd", f"data:image/png;base64,{payload}", "javascript:alert(1)",
+               "ftp://files.example.invalid/a.jpg", "gopher://example.invalid/1", "FILE:///etc/hostname"]
+    page = next(p for p in sorted(root.rglob("*.html")) if "ld+json" in p.read_text() and '"Product"' in p.read_text())
+    html = page.read_text()
+    m = re.search(r"<script type='application/ld\+json'>(.*?)</script>", html, re.S)
+    ld = json.loads(m.group(1))
+    ld["image"] = list(ld["image"] if isinstance(ld["image"], list) else [ld["image"]]) + hostile
+    page.write_text(html[:m.start(1)] + json.dumps(ld) + html[m.end(1):])
+
+    @contextmanager
+    def server(_site, _work):
+        with serve.serving(serve.static_resolver(root)) as srv:
+            yield srv.base_url
+            server.hits = list(srv.hits)
+
+    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server)
+    cat = merge_catalog(out, tmp_path / "state")
+    downloads = {d["url"]: d for d in cat.downloads.to_pylist()}
+    refused = {u: d for u, d in downloads.items() if d["reason"] == "unsupported_scheme"}
+    assert len(refused) == len(hostile), sorted(downloads)
+    assert all(d["stored_path"] is None for d in refused.values())
+    [data_url] = [u for u in refused if u.startswith("data:")]
+    assert payload[:40] not in data_url and len(data_url) < 200 and data_url.startswith("data:image/png;base64,")
+    assert {"file:///etc/passwd", "javascript:alert(1)", "ftp://files.example.invalid/a.jpg"} <= set(refused)
+    assert all(h.startswith("/") for h in server.hits) and not any("passwd" in h for h in server.hits)
+    assert cat.counts["image_urls"] == len(downloads)
+
+    cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})
+    refs, _, counts = stage_images(cfg, cat.products, cat.looks, schemas.empty(schemas.DROP_ITEMS), cat.downloads,
+                                   LocalStore(tmp_path / "store"))
+    rows = refs.to_pylist()
+    assert counts["in"] == counts["accepted"] + counts["rejected"] == len(rows)
+    assert counts["rejected.unsupported_scheme"] == len(hostile) == counts["rejected"]
+    assert {r["source"] for r in rows if r["reason"] == "unsupported_scheme"} == set(refused)
+    assert all(r["image_sha256"] is None for r in rows if r["reason"]), "never read"
+    assert max(len(r["source"]) for r in rows) < 300
+    # every http(s) URL is still recorded: accepted or with its reason
+    assert all(r["status"] == "accepted" for r in rows if r["source"].startswith("http"))

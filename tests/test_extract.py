@@ -55,7 +55,9 @@ def test_jsonld_graph_lowercase_type_nested_offers():
     html = f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head></html>"
     [p] = extract_products(html, "https://shop.test/p")
     assert (p["title"], p["brand"], p["price"], p["currency"]) == ("Blue shirt", "Acme", 19.9, "GBP")
-    assert p["image_urls"] == ["https://cdn.test/1.jpg"]
+    # the data: URI is kept, after the fetchable URL, without its payload: the crawl records it unsupported_scheme
+    assert p["image_urls"][0] == "https://cdn.test/1.jpg" and len(p["image_urls"]) == 2
+    assert p["image_urls"][1].startswith("data:image/gif;base64,…#sha256=") and "AAAA" not in p["image_urls"][1]
 
 
 def test_opengraph_product():

@@ -309,3 +309,24 @@ def test_alpha_composited_in_strips_is_the_whole_picture_composite():
                palette.convert("PA")):
         for strip in (1, 1000, 257 * 7, 1 << 22):  # a row at a time, strips that do not divide the height, whole
             assert np.array_equal(np.asarray(_on_white(im, strip)), np.asarray(whole(im))), (im.mode, strip)
+
+
+def test_a_crawled_image_reference_of_another_scheme_is_never_read(tmp_path):
+    """A product's image named file:///etc/passwd (or a data: URI) with no download row (a feed written before
+    such rows were recorded) is rejected unsupported_scheme as the intake does it, never opened as a local file;
+    an image drop's file is still read."""
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.config import load_config
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline.pipeline import stage_images
+
+    now = datetime.now(timezone.utc)
+    products = schemas.from_rows([{"product_id": "p", "site": "s", "url": "https://shop.test/p",
+                                   "image_urls": ["file:///etc/passwd", "data:image/png;base64,…#sha256=0,9 chars"],
+                                   "first_seen_at": now, "last_seen_at": now, "crawled_at": now}], schemas.PRODUCTS)
+    cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})
+    refs, _, counts = stage_images(cfg, products, schemas.empty(schemas.LOOKS), schemas.empty(schemas.DROP_ITEMS),
+                                   schemas.empty(schemas.IMAGE_DOWNLOADS), LocalStore(tmp_path / "store"))
+    assert [r["reason"] for r in refs.to_pylist()] == [Reject.UNSUPPORTED_SCHEME] * 2
+    assert counts["in"] == 2 == counts["rejected"] and counts["accepted"] == 0

@@ -154,8 +154,8 @@ def test_build_terminal_lines_checks_and_each_warning_once():
     from lookbench_pipeline.logs import BuildTerminal, stage_context
 
     out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
-    term = BuildTerminal(out, err, width=100, notes={"generated_images": "with deliberate demo faults"},
-                         expected={"no image endpoint": "expected in the demo"}, log=log)
+    term = BuildTerminal(out, err, width=120, notes={"generated_images": "with deliberate demo faults"},
+                         expected={"no image endpoint": "expected in the demo"}, log=log)  # one line a stage
     lib = logging.getLogger("lookbench_pipeline")
     level = lib.level
     lib.addHandler(term)
@@ -242,3 +242,26 @@ def test_a_failed_build_leaves_its_lines_and_its_reason_in_the_log(tmp_path, cap
     assert "warning: check release/counts failed (ERROR): in=3" in shown.err
     assert "lookbench: warning: check release/counts failed (ERROR): in=3" in text
     assert "lookbench: build failed:\ncheck release/counts failed (ERROR): in=3" in text
+
+
+def test_a_stage_line_wider_than_the_terminal_is_wrapped_never_cut():
+    """README: a line per stage with its counts. A summary wider than the terminal (80 to 120 columns) goes on
+    indented continuation lines; no count is cut off with an ellipsis, and no line is wider than the terminal."""
+    from lookbench_pipeline.logs import BuildTerminal
+
+    counts = {f"count_{i}": 1000 + i for i in range(30)}
+    for width in (80, 100, 120):
+        out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
+        term = BuildTerminal(out, err, width=width, notes={"crawl": "with deliberate demo faults"}, log=log)
+        term.event("STEP_START", "crawl", logging.DEBUG, "")
+        term.event("LOG", "crawl", logging.INFO, f"crawl demo week 2026-11-30: {counts}\nsecond line")
+        term.event("STEP_SUCCESS", "crawl", logging.DEBUG, "")
+        lines = out.getvalue().splitlines()
+        assert len(lines) > 1 and lines[0].startswith("  done crawl ")
+        assert all(len(line) <= width for line in lines), lines
+        assert all(line.startswith(" " * 28) and line[28] != " " for line in lines[1:]), lines
+        assert "…" not in out.getvalue() and lines[-1].endswith("s)  [with deliberate demo faults]")
+        flat = " ".join(out.getvalue().split())
+        assert all(f"count_{i} {1000 + i}{',' if i < 29 else ' (0 s)'}" in flat for i in range(30)), flat
+        assert "second line" not in flat  # the first line of the summary only
+        assert len(log.getvalue().splitlines()) == len(lines)

@@ -55,6 +55,16 @@ def _failure_reason(failure, url=""):
     return "fetch_error"
 
 
+UNSUPPORTED_SCHEME = "unsupported_scheme"
+
+
+def fetchable(url: str) -> bool:
+    """Only http(s) image URLs are requested; any other (``file:``, ``data:``, ``javascript:``, ``ftp:``…, which
+    Scrapy's own download handlers would read: a ``file:`` URL is this machine's file) is recorded
+    ``unsupported_scheme`` and never fetched."""
+    return url.strip().lower().startswith(("http://", "https://"))
+
+
 class ImageRefused(Exception):
     def __init__(self, reason):
         super().__init__(reason)
@@ -64,7 +74,8 @@ class ImageRefused(Exception):
 class ImageDownloadPipeline(FilesPipeline):
     """Downloads every product and look image during the crawl (through the same robots.txt, address policy and
     throttling as pages) into ``FILES_STORE/images/<sha1 of URL>``, and records per image URL either the stored
-    path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``."""
+    path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``; an URL with another
+    scheme than http(s) is not requested: its reason is ``unsupported_scheme``."""
 
     def get_media_requests(self, item, info):
         import scrapy
@@ -72,7 +83,7 @@ class ImageDownloadPipeline(FilesPipeline):
         if item.get("images_refused"):  # the page opted its images out: none is fetched
             return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
-        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls]
+        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls if fetchable(u)]
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
@@ -97,7 +108,12 @@ class ImageDownloadPipeline(FilesPipeline):
             item["images"] = [{"url": u, "path": None, "reason": item["images_refused"]} for u in urls]
             return item
         out = []
-        for url, (ok, res) in zip(urls, results):
+        fetched = iter(results)  # one result per requested URL, in order (get_media_requests)
+        for url in urls:
+            if not fetchable(url):
+                out.append({"url": url, "path": None, "reason": UNSUPPORTED_SCHEME})
+                continue
+            ok, res = next(fetched)
             if ok:
                 out.append({"url": url, "path": res["path"], "reason": None})
             else:

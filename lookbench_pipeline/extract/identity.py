@@ -91,6 +91,9 @@ def _merge(primary: dict[str, Any], extra: dict[str, Any], fields: Iterable[str]
     source. ``fields`` limits what may be filled."""
     out = dict(primary)
     out["_sources"] = dict(primary.get("_sources") or {})
+    if extra.get("_images_refused") and (fields is None or "image_urls" in fields):  # refused images: kept too
+        out["_images_refused"] = list(dict.fromkeys([*(primary.get("_images_refused") or []),
+                                                     *extra["_images_refused"]]))
     for k, v in extra.items():
         if k.startswith("_") or k == "extracted_from" or (fields is not None and k not in fields):
             continue

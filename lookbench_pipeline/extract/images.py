@@ -60,15 +60,54 @@ def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
     return _absolute([_best_attr(el) for el in select(sel, css)], base)
 
 
-def _image_urls(v: Any) -> list[str]:
+_SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
+REFUSED_URL_CHARS = 200
+"""A refused image reference longer than this is recorded as its start and a digest (:func:`refused_form`)."""
+
+
+def _all_image_urls(v: Any) -> list[str]:
     out: list[str] = []
     for x in v if isinstance(v, list) else [v]:
         if isinstance(x, str):
             out.append(x.strip())
         elif isinstance(x, dict):
             u = x.get("contentUrl") or x.get("url") or x.get("@id")
-            out.extend(_image_urls(u) if u is not None else [])
-    return [u for u in out if u and not u.startswith("data:")]
+            out.extend(_all_image_urls(u) if u is not None else [])
+    return [u for u in out if u]
+
+
+def unsupported_scheme(url: str) -> bool:
+    """Whether ``url`` names a scheme other than http(s) (``file:``, ``data:``, ``javascript:``, ``ftp:``,
+    ``gopher:``…): such an image reference is refused ``unsupported_scheme``, never fetched or read. A relative or
+    protocol-relative URL has no scheme of its own (it takes the page's)."""
+    m = _SCHEME.match(url.strip())
+    return bool(m) and m.group(1).lower() not in ("http", "https")
+
+
+def refused_form(url: str) -> str:
+    """How a refused image reference is recorded: as it is when short; a ``data:`` URI as its media type and
+    the sha256 and length of the whole URI, never its payload (``data:image/png;base64,…#sha256=<16 hex>,
+    <n> chars``); any other longer than :data:`REFUSED_URL_CHARS` as its start and the same digest."""
+    import hashlib
+
+    u = url.strip()
+    digest = f"#sha256={hashlib.sha256(u.encode('utf-8', 'surrogatepass')).hexdigest()[:16]},{len(u)} chars"
+    if u[:5].lower() == "data:":
+        head = u.split(",", 1)[0][:60]
+        return f"{head},…{digest}"
+    return u if len(u) <= REFUSED_URL_CHARS else u[:REFUSED_URL_CHARS - 60] + "…" + digest
+
+
+def _image_urls(v: Any) -> list[str]:
+    """The image URLs of a structured-data ``image`` value (strings, ``ImageObject``s, lists of them) that may be
+    fetched: http(s), relative or protocol-relative; the others are :func:`_refused_image_urls`."""
+    return [u for u in _all_image_urls(v) if not unsupported_scheme(u)]
+
+
+def _refused_image_urls(v: Any) -> list[str]:
+    """The image URLs of a structured-data ``image`` value with an unsupported scheme, each once in
+    :func:`refused_form`: recorded ``unsupported_scheme`` in ``image_downloads`` and ``image_refs``."""
+    return list(dict.fromkeys(refused_form(u) for u in _all_image_urls(v) if unsupported_scheme(u)))
 
 
 def _absolute(urls: Iterable[str], base: str) -> list[str]:

@@ -147,6 +147,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
             if p["image_urls"]:
                 p.setdefault("_sources", {})["image_urls"] = "visible"
         p["image_urls"] = _full_size(p["image_urls"], index)
+        # image references with a scheme other than http(s), in their recorded form (a data: URI without its
+        # payload): listed after the others, so that the crawl records each refused unsupported_scheme, unfetched
+        p["image_urls"] += [u for u in p.pop("_images_refused", None) or [] if u not in p["image_urls"]]
         if p.get("brand") and page_title and p["brand"].lower() == page_title.lower():
             p["brand"] = None
         sources = p.pop("_sources", {})

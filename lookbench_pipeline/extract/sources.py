@@ -14,7 +14,7 @@ from ..pagetext import (normalise_availability, shopify_analytics_product, state
                         visible_product)
 from ..renditions import RenditionIndex
 from .identity import _group_id, _identifiers, clean_value
-from .images import _absolute, _full_size, _image_urls, page_image_urls, select
+from .images import _absolute, _full_size, _image_urls, _refused_image_urls, page_image_urls, select
 from .jsonld import _first, _text, _types, _walk
 from .offers import _offer_availability, _offer_colour, _offer_price, _offers, parse_price
 
@@ -59,6 +59,7 @@ def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
         "offer_url": _text(_first([o.get("url") for o in offers if isinstance(o.get("url"), str)] or [None]))
         or _text(props.get("url") if isinstance(props.get("url"), str) else None),
         "extracted_from": syntax,
+        "_images_refused": _refused_image_urls(props.get("image")),  # recorded unsupported_scheme, never fetched
         "_ids": ids,
         "_size": _text(props.get("size")),
     }
@@ -211,6 +212,7 @@ def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
         "material": _text(og.get("product:material")),
         "category_text": _text(og.get("product:category")),
         "image_urls": _image_urls(og.get("og:image", [])),
+        "_images_refused": _refused_image_urls(og.get("og:image", [])),
         "availability": normalise_availability(_text(og.get("product:availability") or og.get("og:availability"))),
         "group_id": _text(og.get("product:item_group_id")),
         "offer_url": None,
