@@ -140,6 +140,12 @@ def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:
     return sorted(set(out))
 
 
+PARENT_PID_ENV = "LOOKBENCH_PARENT_PID"
+"""The pid of the process that runs a crawl (:func:`run_spider`): the crawl is killed when that process dies
+(``lookbench_crawlers.extensions.DieWithParent``), so a build killed with ``kill -9`` leaves no orphan crawl that
+logs every remaining page as a fetch error against the dead process's demo or replay server."""
+
+
 def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent: str,
                timeout_s: float = 1800, cache_dir: Path | None = None, resume: bool = False,
                extra_settings: dict[str, str] | None = None,
@@ -164,6 +170,7 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
     site = SiteConfig.from_yaml(site_config_path)
     cmd, env = spider_command(site_config_path, base_url, out_dir, user_agent, cache_dir, resume, extra_settings,
                               origin_aliases)
+    env[PARENT_PID_ENV] = str(os.getpid())  # the crawl dies with this process (lookbench_crawlers.extensions)
     try:
         proc = subprocess.run(cmd, cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=timeout_s)
     except subprocess.TimeoutExpired as exc:
@@ -215,16 +222,19 @@ def _loopback(host: str) -> bool:
 
 
 def finished_urls(items: list[dict]) -> set[str]:
-    """The URLs of the pages an interrupted crawl finished: a page item in the feed and as many product / look
-    items for that URL (or listed by it: ``from_page``, Shopify's ``products.json``) as the page item's
-    ``n_items`` (a page's items wait for their image downloads, so a kill can leave its page item without them)."""
+    """The URLs of the pages an interrupted crawl finished: a page item in the feed with an HTTP response
+    (``status`` not 0) and as many product / look items for that URL (or listed by it: ``from_page``, Shopify's
+    ``products.json``) as the page item's ``n_items`` (a page's items wait for their image downloads, so a kill can
+    leave its page item without them). A page whose fetch got no response (a connection refused, a timeout, a
+    refusal: ``status`` 0) is not finished: the kill may be why (the demo or replay server died with the build), so
+    a resume fetches it again, and its row is pruned (:func:`prune_unfinished`) so that it is logged once."""
     pages: dict[str, int] = {}
     counts: Counter = Counter()
     for it in items:
         kind, url = it.get("kind"), it.get("url")
         if not isinstance(url, str):
             continue
-        if kind == "page" and it.get("outcome") != SUBRESOURCE_REFUSED:
+        if kind == "page" and it.get("outcome") != SUBRESOURCE_REFUSED and it.get("status"):
             n = it.get("n_items")
             pages[url] = n if type(n) is int and n >= 0 else 0
         elif kind in ("product", "look"):

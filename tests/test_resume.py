@@ -12,6 +12,7 @@ import sys
 import time
 from collections import Counter
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import yaml
 
@@ -102,7 +103,7 @@ def test_killed_build_resumes_the_weeks_crawl(tmp_path):
     assert sum(1 for done, _ in snapshots if done) >= 3, "too few kills landed inside the crawl"
     for done, seen in snapshots:
         for key in done:
-            path = key.split("?")[0]
+            path = urlsplit(key).path  # resume_key: the URL, less a loopback host's port
             if path.endswith(".html"):
                 assert final[path] == seen[path], f"{path} was finished before a kill and fetched again"
     # a finished week is not crawled again: a second build reads it back
@@ -110,6 +111,47 @@ def test_killed_build_resumes_the_weeks_crawl(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (crawl / "items.jsonl").stat().st_mtime == mtime
+
+
+def test_a_build_killed_alone_leaves_no_crawl_behind_and_resumes_whole(tmp_path):
+    """`kill -9 <pid>` of the build alone (not its process group, as an OOM killer or a user does): its crawl child
+    must not live on as an orphan, logging every remaining page as a fetch error against the demo server that died
+    with the build, and the next build must still publish the demo shop's every product."""
+    cfg = {"data_dir": str(tmp_path / "data"), "store": {"url": str(tmp_path / "store")}, "sites": [str(DEMO_SITE)]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump(cfg))
+    cmd = [sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(tmp_path / "c.yaml")]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+    try:
+        deadline = time.monotonic() + 300
+        while time.monotonic() < deadline and proc.poll() is None and _lines(_crawl_dir(tmp_path / "data")) < 15:
+            time.sleep(0.05)
+        assert proc.poll() is None, "the build ended before the kill"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        gone = time.monotonic() + 20
+        while time.monotonic() < gone:
+            try:
+                os.killpg(proc.pid, 0)  # a process of the build's session is still alive: the crawl
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            raise AssertionError("the crawl outlived the killed build")
+    finally:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    crawl = _crawl_dir(tmp_path / "data")
+    refused = [json.loads(line) for line in (crawl / "items.jsonl").read_text().splitlines() if "Refused" in line]
+    assert not refused, f"pages logged as refused by the dead server: {refused[:3]}"
+    done = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
+    assert done.returncode == 0, done.stderr[-3000:]
+    items = [json.loads(line) for line in (crawl / "items.jsonl").read_text().splitlines()]
+    truth = json.loads((crawl.parent / "site" / "ground_truth.json").read_text())
+    assert {i["sku"] for i in items if i["kind"] == "product"} == set(truth["products"])
 
 
 def _archive(warc: Path, fetches: list[tuple[str, bytes, list[str]]]) -> None:
@@ -145,9 +187,9 @@ def _resuming(warc: Path, done: set[str], origins: list[str]):
 
 def test_a_resume_answers_every_finished_page_from_the_archive_and_fetches_no_other(tmp_path):
     """Finished pages are not fetched again: one reached through a redirect (a sitemap URL that 301s) is answered
-    with the archived redirect, then its record; one whose earlier fetch failed (a finished page without a
-    response record) is ignored, not fetched live, or the WARC would hold a page whose items the feed lacks. A
-    page no attempt finished goes to the network."""
+    with the archived redirect, then its record; a finished page without a response record (none should be: the
+    safety net) is ignored, not fetched live, or the WARC would hold a page whose items the feed lacks. A page no
+    attempt finished goes to the network."""
     import pytest
     from scrapy.exceptions import IgnoreRequest
     from scrapy.http import Request

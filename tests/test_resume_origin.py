@@ -190,15 +190,20 @@ def test_prune_unfinished_keeps_whole_pages_only(tmp_path):
     from lookbench_pipeline.crawl import prune_unfinished
 
     feed = tmp_path / "items.jsonl"
-    rows = [{"kind": "product", "url": "http://a/1"}, {"kind": "page", "url": "http://a/1", "n_items": 1},
-            {"kind": "product", "url": "http://a/2"}, {"kind": "page", "url": "http://a/2", "n_items": 2},
-            {"kind": "page", "url": "http://a/sitemap.xml", "n_items": 0},
+    rows = [{"kind": "product", "url": "http://a/1"},
+            {"kind": "page", "url": "http://a/1", "status": 200, "n_items": 1},
+            {"kind": "product", "url": "http://a/2"},
+            {"kind": "page", "url": "http://a/2", "status": 200, "n_items": 2},
+            {"kind": "page", "url": "http://a/sitemap.xml", "status": 200, "n_items": 0},
+            # no response: the kill may be why (the server died with the build): fetched again, logged once
+            {"kind": "page", "url": "http://a/4", "status": 0, "outcome": "rejected",
+             "reason": "fetch_error:DownloadConnectionRefusedError", "n_items": 0},
             {"kind": "page", "url": "http://a/x.js", "outcome": "subresource_refused"},  # written before from_page
             {"kind": "page", "url": "http://t/1.js", "outcome": "subresource_refused", "from_page": "http://a/1"},
             {"kind": "page", "url": "http://t/2.js", "outcome": "subresource_refused", "from_page": "http://a/2"},
             {"kind": "look", "url": "http://a/3"}]
     feed.write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert prune_unfinished(feed) == 4  # page 2 (unfinished) goes with its refused script: fetched again, logged once
+    assert prune_unfinished(feed) == 5  # page 2 (unfinished) goes with its refused script: fetched again, logged once
     assert [(r["kind"], r["url"]) for r in read_feed(feed)] == [
         ("product", "http://a/1"), ("page", "http://a/1"), ("page", "http://a/sitemap.xml"),
         ("page", "http://a/x.js"), ("page", "http://t/1.js")]
@@ -213,9 +218,9 @@ def test_a_shopify_json_page_is_finished_by_the_products_it_listed(tmp_path):
     js = "http://a/products.json?limit=250&page=1"
     whole = [{"kind": "product", "url": "http://a/products/x", "from_page": js},
              {"kind": "product", "url": "http://a/products/y", "from_page": js},
-             {"kind": "page", "url": js, "n_items": 2}]
+             {"kind": "page", "url": js, "status": 200, "n_items": 2}]
     assert js in finished_urls(whole)
-    half = [whole[0], whole[2], {"kind": "page", "url": "http://a/products/y", "n_items": 1},
+    half = [whole[0], whole[2], {"kind": "page", "url": "http://a/products/y", "status": 200, "n_items": 1},
             {"kind": "product", "url": "http://a/products/y"}]  # the HTML page of y finished on its own
     assert finished_urls(half) == {"http://a/products/y"}
     feed = tmp_path / "items.jsonl"

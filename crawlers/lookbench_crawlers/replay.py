@@ -15,12 +15,12 @@ their page was fetched.
   crawl kept. ``LOOKBENCH_ORIGINS`` (comma-separated, oldest first, the last the origin now served): the origins
   the archived crawl's attempts served ``{{BASE}}`` from; an archived URL of any of them answers the same URL of
   the last (an archive without attempt numbers: an earlier origin is an earlier attempt).
-  With ``LOOKBENCH_RESUME_WARC`` instead (a resumed live crawl: the crawl's own WARC as earlier attempts left it),
-  it answers only the requests for pages an earlier attempt finished (``meta["lookbench_finished"]`` or the
-  spider's ``finished(url)``, or a URL an archived redirect leads from to such a page), flagged ``resumed`` so
-  they are not archived twice, ignores a finished page that has no response record (``finished_earlier``: its
-  earlier fetch failed), and lets every other request go to the network. The archive is indexed, not loaded:
-  a body is read from its file and offset when its URL is requested (:func:`read_archive`).
+  With ``LOOKBENCH_RESUME_WARC`` instead (a resumed live crawl: the crawl's own WARC as earlier attempts left it), it
+  answers only the requests for pages an earlier attempt finished (``meta["lookbench_finished"]`` or the spider's
+  ``finished(url)``, or a URL an archived redirect leads from to such a page), flagged ``resumed`` so they are not
+  archived twice, ignores a finished page that has no response record (``finished_earlier``: none should, a page
+  without a response is not finished), and lets every other request go to the network. The archive is indexed, not
+  loaded: a body is read from its file and offset when its URL is requested (:func:`read_archive`).
 * :class:`NoNetworkDownloadHandler`: the download handler a replay uses for http and https; a request that
   reaches it (nothing should) fails with ``IgnoreRequest("network_disabled")`` and counts in the stats
   ``lookbench/replay/network_attempts``.
@@ -171,9 +171,9 @@ class WarcReplayMiddleware:
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
             return Response(url=url, status=code, headers={"Location": location}, request=request, flags=flags)
         if self.resume:
-            # finished without a response: the earlier attempt's row is a fetch failure or a refusal (a response
-            # is archived before the spider sees it, so a finished page's record is whole); fetching it now would
-            # archive a page whose items the feed never had, and a replay would extract them
+            # finished without a response record: none should be (a response is archived before the spider sees
+            # it, and a page whose fetch got no response is not finished); fetching it now would archive a page
+            # whose items the feed never had, and a replay would extract them
             stats.inc_value("lookbench/resume/finished_without_response")
             raise IgnoreRequest(f"finished_earlier: {url} failed in an earlier attempt of this crawl")
         stats.inc_value("lookbench/replay/not_archived")

@@ -53,7 +53,7 @@ HTTPCACHE_POLICY = "lookbench_crawlers.httpcache.RevalidateAlwaysPolicy"
 HTTPCACHE_STORAGE = "scrapy.extensions.httpcache.FilesystemCacheStorage"
 HTTPCACHE_IGNORE_SCHEMES = ["file", "data"]
 # LOOKBENCH_WARC_PATH: the crawl's WARC file (set by the pipeline); unset, nothing is archived.
-EXTENSIONS = {"lookbench_crawlers.extensions.StatsToFile": 500}
+EXTENSIONS = {"lookbench_crawlers.extensions.StatsToFile": 500, "lookbench_crawlers.extensions.DieWithParent": 0}
 ITEM_PIPELINES = {
     "lookbench_crawlers.pipelines.StampAndValidatePipeline": 100,
     "lookbench_crawlers.pipelines.ImageDownloadPipeline": 200,
