@@ -171,3 +171,23 @@ def test_audit_score_of_a_missing_file_is_a_usage_error(tmp_path, capsys):
     assert f"{tmp_path / 'nonexistent.csv'}: no such file" in err and "Errno" not in err
     assert main(["audit", "score", str(tmp_path)]) == 2
     assert "not a file" in capsys.readouterr().err
+
+
+def test_info_prints_the_manifests_sha256_the_root_of_trust_of_a_copy(store, tmp_path, capsys):
+    """The schema checks refuse malformed files, but cannot tell an image swapped for another when its table and
+    the manifest were rewritten to match (``image_sha256`` is the original picture's digest, not the published
+    JPEG's). The manifest is the root of trust: ``info`` prints its sha256, the same for the store and a pulled
+    copy, and another for a tampered one."""
+    import hashlib
+
+    want = hashlib.sha256(store.get_bytes(f"releases/{V}/manifest.json")).hexdigest()
+    assert main(["info", V, "--store", str(store.root)]) == 0
+    assert f"manifest sha256: {want}" in capsys.readouterr().out
+    pulled = tmp_path / "pulled"
+    assert main(["pull", V, "--store", str(store.root), "--dest", str(pulled), "--quiet"]) == 0
+    capsys.readouterr()
+    assert main(["info", str(pulled / V)]) == 0
+    assert f"manifest sha256: {want}" in capsys.readouterr().out
+    _tamper(store, QUERY, lambda t: t)  # rewritten, as a mirror could: the manifest's bytes change
+    assert main(["info", V, "--store", str(store.root)]) == 0
+    assert f"manifest sha256: {want}" not in capsys.readouterr().out

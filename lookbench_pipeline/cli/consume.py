@@ -99,17 +99,24 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    from ..releases.reader import read_manifest, release_prefix
+    """A release's manifest as a person reads it (``--json``: as it is), then the manifest's own sha256: every file
+    is checked against the manifest, so the manifest is the release's root of trust, and a copy from a mirror is the
+    publisher's release when its manifest's sha256 is the publisher's."""
+    import hashlib
+
+    from ..releases.reader import read_manifest_bytes, release_prefix
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
-    m = read_manifest(store, version)
+    raw, m = read_manifest_bytes(store, version)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
         prefix = f"{release_prefix(version)}/"
         here = {k[len(prefix):] for k in store.list(prefix)} if isinstance(store, ReleaseFolder) else None
         print(format_manifest(m, here))
+        print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (every file is checked against the manifest: "
+              "a copy from a mirror is the publisher's release when this is the publisher's)")
     return 0
 
 
