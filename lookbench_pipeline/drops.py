@@ -189,6 +189,10 @@ def item_sheet(drop: DropConfig) -> dict[str, dict[str, str]]:
     if drop.items_csv is not None and not Path(drop.items_csv).is_file():
         raise ConfigError(f"drop {drop.name!r}: items_csv {drop.items_csv} is not a file")
     csv_path = Path(drop.items_csv or (root / "items.csv"))
+    if (csv_path.exists() or csv_path.is_symlink()) and not csv_path.is_file():
+        # a folder, a FIFO (whose open would block), a dangling link: never a sheet, and never silently none
+        raise ConfigError(f"drop {drop.name!r}: {csv_path} is there but is not a regular file: an item sheet is a "
+                          "CSV file (README.md, \"Image drops\"); remove it or replace it with the sheet")
     try:
         return _read_csv(csv_path, root, drop.subfolders) if csv_path.is_file() else {}
     except ConfigError as exc:

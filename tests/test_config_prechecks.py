@@ -198,3 +198,28 @@ def test_a_drop_or_site_name_is_one_file_name(folders, name):
     (folders / "shop.yaml").write_text(yaml.safe_dump({"name": name, "kind": "replay", "pages_dir": "pages"}))
     with pytest.raises(ConfigError, match=r"shop\.yaml: name: Value error, .* is not a name"):
         load_config(_cfg(folders, {"sites": ["shop.yaml"]}))
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_an_item_sheet_that_is_no_regular_file_is_refused_not_ignored(tmp_path):
+    """``items.csv`` in a drop folder that is a FIFO (or a folder) was taken for no sheet: the build ran without
+    the drop's items. It is a configuration error, and the FIFO is never opened."""
+    from lookbench_pipeline.drops import item_sheet
+
+    (tmp_path / "d" / "studio").mkdir(parents=True)
+    os.mkfifo(tmp_path / "d/items.csv")
+    cfg = load_config(_cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "drops": [
+        _drop("d", "d", {"studio": "real_studio_flat:gallery"})]}))
+
+    def attempt():
+        try:
+            return item_sheet(cfg.drops[0])
+        except ConfigError as exc:
+            return exc
+
+    refused = _not_blocking(attempt)
+    assert isinstance(refused, ConfigError) and "items.csv is there but is not a regular file" in str(refused)
+    os.unlink(tmp_path / "d/items.csv")
+    (tmp_path / "d/items.csv").mkdir()
+    with pytest.raises(ConfigError, match="not a regular file"):
+        item_sheet(cfg.drops[0])

@@ -62,10 +62,13 @@ CASES = {
         lambda t: [f"{V}/{QUERY}", "column sample_id", repr(_sid(t, 0)), "rows 0 and 1"]),
     "a query without item_ID": (
         lambda t: _set(t, "item_ID", 2, None),
-        lambda t: [f"{V}/{QUERY}", "column item_ID is null in 1 row", f"row 2 (sample_id {_sid(t, 2)!r})"]),
+        lambda t: [f"{V}/{QUERY}", "column item_ID is null or empty in 1 row", f"row 2 (sample_id {_sid(t, 2)!r})"]),
+    "a query whose item_ID is empty": (
+        lambda t: _set(t, "item_ID", 2, ""),
+        lambda t: [f"{V}/{QUERY}", "column item_ID is null or empty in 1 row", f"row 2 (sample_id {_sid(t, 2)!r})"]),
     "a row without sample_id": (
         lambda t: _set(t, "sample_id", 3, None),
-        lambda t: [f"{V}/{QUERY}", "column sample_id is null in 1 row", "row 3"]),
+        lambda t: [f"{V}/{QUERY}", "column sample_id is null or empty in 1 row", "row 3"]),
     "no item_ID column": (
         lambda t: t.drop(["item_ID"]),
         lambda t: [f"{V}/{QUERY}", "no column item_ID", "docs/schema.json"]),

@@ -339,7 +339,7 @@ def check_scored_schema(schema: pa.Schema, where: str, columns: tuple[str, ...] 
 
 def check_scored_table(table: pa.Table, where: str) -> None:
     """Check a release file's table (:data:`SCORED_COLUMNS` at least; the ``image`` column may be left out, it is
-    read later) before it is scored: the columns and types of :func:`check_scored_schema`, no null in
+    read later) before it is scored: the columns and types of :func:`check_scored_schema`, no null or empty value in
     :data:`NOT_NULL`, every ``sample_id`` once.
 
     A release comes from a store or a mirror that someone else controls, and its manifest's sha256 only says the
@@ -353,15 +353,15 @@ def check_scored_table(table: pa.Table, where: str) -> None:
                         tuple(c for c in SCORED_COLUMNS if c != "image" or "image" in table.column_names))
     ids = table.column("sample_id").to_pylist()
     for c in NOT_NULL:
-        col = table.column(c)
-        if col.null_count:
-            rows = [i for i, v in enumerate(col.to_pylist()) if v is None]
+        values = table.column(c).to_pylist()
+        rows = [i for i, v in enumerate(values) if v is None or not str(v).strip()]  # null, or an empty string
+        if rows:
             shown = ", ".join(f"row {i}" + (f" (sample_id {ids[i]!r})" if ids[i] is not None else "")
                               for i in rows[:_SHOWN])
             why = ("a query's positives are the gallery rows with its item_ID: a row without one cannot be scored"
                    if c == "item_ID" else "it names the row")
             many = "s" if len(rows) > 1 else ""
-            raise ReleaseIntegrityError(f"{where}: column {c} is null in {len(rows)} row{many}: {shown}"
+            raise ReleaseIntegrityError(f"{where}: column {c} is null or empty in {len(rows)} row{many}: {shown}"
                                         f"{'…' if len(rows) > _SHOWN else ''} ({why})")
     first: dict[str, int] = {}
     for i, s in enumerate(ids):
