@@ -27,15 +27,20 @@ _WORKER_EVENT = "Started process for run (pid: "  # Dagster's run worker (dagste
 _REUSE_SLACK_S = 2.0  # a worker process starts before its run's start time; a later start is another process
 
 
+def _start_ticks(pid: int) -> int:
+    """Process ``pid``'s start in clock ticks since boot: field 22 of ``/proc/<pid>/stat`` (the name before it may
+    hold ')'). Raises OSError (no such process, no /proc), IndexError or ValueError (an unexpected format)."""
+    return int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+
+
 def process_identity(pid: int) -> str | None:
     """What tells process ``pid`` apart from a later process with the same pid: on Linux the boot id and the
     process's start time in clock ticks since boot (``/proc``); elsewhere its creation time (psutil, when
     installed); None where neither can be read (the process is gone, or no way to tell)."""
     try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
         boot = Path("/proc/sys/kernel/random/boot_id").read_text().strip()
-        return f"{boot}:{stat.rsplit(')', 1)[1].split()[19]}"  # field 22, starttime (the name may hold ')')
-    except (OSError, IndexError):
+        return f"{boot}:{_start_ticks(pid)}"
+    except (OSError, IndexError, ValueError):
         pass
     try:
         import psutil
@@ -83,7 +88,7 @@ def _started_at(pid: int) -> float | None:
     ``/proc/uptime``, to 10 ms; ``/proc/stat``'s ``btime`` is whole seconds) plus the process's start in clock
     ticks since boot; else psutil; None when it cannot be read."""
     try:
-        ticks = int(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[19])
+        ticks = _start_ticks(pid)
         boot = time.time() - float(Path("/proc/uptime").read_text().split()[0])
         return boot + ticks / os.sysconf("SC_CLK_TCK")
     except (OSError, IndexError, ValueError):
