@@ -2,6 +2,7 @@
 
 
 import os
+from pathlib import Path
 
 from dagster import (AssetSelection, DefaultSensorStatus, Definitions, SensorEvaluationContext, SensorResult,
                      SkipReason, define_asset_job, sensor)
@@ -21,19 +22,48 @@ ALL_CHECKS = checks.ALL_CHECKS
 # the weekly crawl (week x site partitions) and its checks; everything else is partitioned by release window
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
-crawl_job = define_asset_job(
-    "crawl_job", selection=CRAWL_SELECTION, partitions_def=crawl_partitions, tags=schedules.CRAWL_TAGS,
-    description="Crawl one site for one week (a partition per week and site); weekly crawls accumulate into "
-                "their release window's catalogue.",
-)
+ORIGIN_TAGS = ("lookbench/config", "lookbench/data_dir", "lookbench/store")
+"""The run tags that say which configuration a run built from (:func:`origin_tags`): every run of the jobs that
+:func:`build_defs` returns carries them, so that runs of the demo, ``make real`` and another configuration, which
+materialise the same asset keys and partitions in one Dagster instance, can be told apart (filter the Runs page by
+tag, e.g. ``lookbench/data_dir:/srv/lookbench/data``)."""
 
-release_job = define_asset_job(
-    "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
-    tags=schedules.RELEASE_TAGS,
-    description="From every weekly crawl of a window: accumulate the catalogue, take in images, dedup, check "
-                "contamination, annotate, detect the garments of street looks, generate and check the AI-generated subsets' images, publish the release "
-                "and evaluate it.",
-)
+
+def origin_tags(config_path: str | None = None) -> dict[str, str]:
+    """``lookbench/config``: the configuration file's absolute path (``config_path``, else ``$LOOKBENCH_CONFIG``),
+    or ``built-in demo`` for the embedded default; ``lookbench/data_dir``: the absolute data folder the run's
+    stages read and write; ``lookbench/store``: the object store the release is published to (a URL's user
+    and password left out). Raises ConfigError for an invalid configuration."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    from lookbench_pipeline.config import load_config
+
+    config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
+    cfg = load_config(config_path)
+    store = cfg.store_url
+    parts = urlsplit(store)
+    if parts.netloc and "@" in parts.netloc:  # credentials never go into run tags
+        store = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return {"lookbench/config": str(Path(config_path).resolve()) if config_path else "built-in demo",
+            "lookbench/data_dir": str(Path(cfg.layout.root).resolve()), "lookbench/store": store}
+
+
+def _jobs(origin: dict[str, str]) -> list:
+    """The weekly crawl and the release job, their runs tagged with ``origin`` (:func:`origin_tags`)."""
+    crawl_job = define_asset_job(
+        "crawl_job", selection=CRAWL_SELECTION, partitions_def=crawl_partitions,
+        tags={**schedules.CRAWL_TAGS, **origin},
+        description="Crawl one site for one week (a partition per week and site); weekly crawls accumulate into "
+                    "their release window's catalogue.",
+    )
+    release_job = define_asset_job(
+        "release_job", selection=AssetSelection.all() - CRAWL_SELECTION, partitions_def=release_partitions,
+        tags={**schedules.RELEASE_TAGS, **origin},
+        description="From every weekly crawl of a window: accumulate the catalogue, take in images, dedup, check "
+                    "contamination, annotate, detect the garments of street looks, generate and check the "
+                    "AI-generated subsets' images, publish the release and evaluate it.",
+    )
+    return [crawl_job, release_job]
 
 release_schedule = schedules.semiannual_release
 
@@ -76,10 +106,13 @@ def _executor():
 def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = None) -> Definitions:
     """The definitions with resources bound to a config file (None: ``$LOOKBENCH_CONFIG`` or the demo);
     ``reuse_unchanged=False``: every asset is computed, none reused (``assets/reuse.py``); None: reused unless
-    ``$LOOKBENCH_REUSE_UNCHANGED`` is ``0`` (how a Dagster deployment turns reuse off)."""
+    ``$LOOKBENCH_REUSE_UNCHANGED`` is ``0`` (how a Dagster deployment turns reuse off). The jobs' runs are
+    tagged with the configuration they build from (:func:`origin_tags`). Raises ConfigError for an invalid
+    configuration."""
     if reuse_unchanged is None:
         reuse_unchanged = os.environ.get("LOOKBENCH_REUSE_UNCHANGED", "1").strip().lower() not in ("0", "false", "no")
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
+    origin = origin_tags(config_path)  # loads the configuration: an invalid one stops here, with its error
     if config_path:
         from lookbench_pipeline.config import ConfigError, load_config
 
@@ -94,7 +127,7 @@ def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = No
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,
         executor=_executor(),
-        jobs=[crawl_job, release_job],
+        jobs=_jobs(origin),
         schedules=[release_schedule, schedules.weekly_crawl],
         sensors=[register_sites, fail_gone_runs_sensor],
         resources={

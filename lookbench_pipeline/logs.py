@@ -261,6 +261,12 @@ def wrap_line(head: str, text: str, tail: str, width: int) -> list[str]:
     return [head + lines[0], *(" " * len(head) + line for line in lines[1:])]
 
 
+_NOT_EXECUTING = re.compile(r"Dependencies for step (\S+?)(?: failed: \[.*?\])?(?: were not executed: \[.*?\])?\. "
+                            r"Not executing\.?\s*$", re.S)
+"""Dagster's record of a step it abandons because a step before it failed or was itself abandoned (dagster
+``_core/execution/plan/active.py``); one per downstream step, so the terminal gathers them into one line."""
+
+
 def _warning_key(text: str) -> str:
     """A warning's text without a short ``label:`` prefix, lowercased (two records of one warning compare alike)."""
     t = " ".join(text.split()).lower()
@@ -287,9 +293,12 @@ class BuildTerminal(logging.Handler):
       line of its own;
     * while a stage runs, one progress bar (tqdm, on a terminal only): the stage's progress records
       (:class:`Progress`) when it reports any, else its elapsed time;
-    * each warning once: a library record and the Dagster record of the same warning in the same stage (their
+    * each warning once, on one line (one longer than three terminal lines: its start, saying that the whole text
+      is in the log file, where it is written whole): a library record and the Dagster record of the same warning in the same stage (their
       texts alike, difflib ratio >= 0.5) are shown once; ``notes`` adds a label to a stage's line (the demo's
-      deliberate faults), ``expected`` labels warnings that contain one of its keys.
+      deliberate faults), ``expected`` labels warnings that contain one of its keys;
+    * the steps Dagster did not run because one before them failed, gathered on one line at the end of the run,
+      not a warning each.
 
     Fed by :meth:`event` (the Dagster run's events as plain values, from ``assets/runner.py``) and, as a logging
     handler on the library's logger, by its warning and progress records. Writes no ANSI codes unless ``bars``.
@@ -313,6 +322,7 @@ class BuildTerminal(logging.Handler):
         self.materialized: set[str] = set()  # steps that materialized an asset: always listed
         self.library_messages: set[str] = set()  # the library's own records, which Dagster may also relay
         self.checks = {"passed": 0, "failed": 0}
+        self.not_run: list[str] = []  # steps Dagster abandoned after a failure upstream (:data:`_NOT_EXECUTING`)
 
     # -- output
     def _write(self, stream: TextIO, text: str) -> None:
@@ -352,9 +362,12 @@ class BuildTerminal(logging.Handler):
         self.shown.setdefault(stage, []).append(key)
         label = next((v for k, v in self.expected.items() if k in text), None)
         first = " ".join(text.split())
-        if len(first) > 3 * self.width:
-            first = first[: 3 * self.width - 1] + "…"
-        self._write(self.err, f"  warning{f' ({label})' if label else ''}: {first}")
+        head = f"  warning{f' ({label})' if label else ''}: "
+        if len(first) > 3 * self.width:  # a long one (a traceback, a dump) whole in the log file, its start here
+            if self.log is not None:
+                self.log.write(log_line(f"{head.strip()} {first}"))
+            first = first[: 3 * self.width].rsplit(" ", 1)[0] + " … (whole in the log file)"
+        self._write(self.err, head + first)
 
     # -- Dagster events
     def event(self, kind: str, step: str | None, level: int, message: str) -> None:
@@ -364,7 +377,10 @@ class BuildTerminal(logging.Handler):
             self.started[step] = time.monotonic()
             self._open_bar(step)
         elif kind == "LOG" and step:
-            if level >= logging.WARNING:
+            m = _NOT_EXECUTING.match(message.strip()) if level >= logging.WARNING else None
+            if m:
+                self.not_run.append(m.group(1))
+            elif level >= logging.WARNING:
                 self.warning(message, step)
             elif level >= logging.INFO and step not in self.summary and message.strip() \
                     and message not in self.library_messages:
@@ -379,6 +395,11 @@ class BuildTerminal(logging.Handler):
                 self.warning(message, step)
         elif kind in ("RUN_SUCCESS", "RUN_FAILURE"):
             self._close_bar()
+            if self.not_run:
+                for line in wrap_line("  not run ", f"(a stage or blocking asset check before them failed): "
+                                      f"{', '.join(self.not_run)}", "", self.width):
+                    self._write(self.err, line)
+                self.not_run = []
             if sum(self.checks.values()):
                 self._write(self.out, f"  asset checks: {self.checks['passed']} passed"
                             + (f", {self.checks['failed']} failed (above)" if self.checks["failed"] else ""))

@@ -27,7 +27,7 @@ def _partitions(pdef) -> str | None:
 
 
 def snapshot() -> dict:
-    from assets.definitions import build_defs
+    from assets.definitions import ORIGIN_TAGS, build_defs
 
     defs = build_defs()
     graph = defs.resolve_asset_graph()
@@ -52,7 +52,7 @@ def snapshot() -> dict:
             continue
         jobs[job.name] = {"partitions": _partitions(job.partitions_def),
                           "assets": sorted(k.to_user_string() for k in job.asset_layer.selected_asset_keys),
-                          "tags": {k: v for k, v in sorted(job.tags.items())}}
+                          "tags": {k: "<origin_tags>" if k in ORIGIN_TAGS else v for k, v in sorted(job.tags.items())}}
     schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name} for s in defs.schedules}
     sensors = sorted(s.name for s in defs.sensors)
     resources = {k: {"type": type(r).__name__,
@@ -71,3 +71,28 @@ def test_definitions_match_the_snapshot():
             f"the Dagster definitions' {section} changed: if deliberate, rewrite {SNAPSHOT} with "
             "LOOKBENCH_UPDATE_SNAPSHOTS=1 and commit its diff")
     assert set(got) == set(want)
+
+
+def test_every_run_is_tagged_with_the_configuration_it_builds_from(tmp_path, monkeypatch):
+    """The demo, ``make real`` and another configuration materialise the same asset keys and partitions in one
+    instance: the jobs' runs carry the configuration file, the data folder and the store (README.md, ``make dev``),
+    a store URL's credentials left out."""
+    import yaml
+
+    from assets.definitions import build_defs, origin_tags
+
+    monkeypatch.delenv("LOOKBENCH_CONFIG", raising=False)
+    monkeypatch.chdir(tmp_path)
+    cfg = tmp_path / "shop.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": "shop-data",
+                                   "store": {"url": "https://reader:s3cret@mirror.example/lb"}}))
+    tags = origin_tags(str(cfg))
+    assert tags == {"lookbench/config": str(cfg.resolve()),
+                    "lookbench/data_dir": str((tmp_path / "shop-data").resolve()),
+                    "lookbench/store": "https://mirror.example/lb"}
+    for job in ("crawl_job", "release_job"):
+        got = build_defs(str(cfg)).resolve_job_def(job).tags
+        assert {k: got.get(k) for k in tags} == tags and "s3cret" not in str(got)
+    demo = build_defs().resolve_job_def("release_job").tags
+    assert demo["lookbench/config"] == "built-in demo" and demo["lookbench/job"] == "release"
+    assert demo["lookbench/data_dir"] != tags["lookbench/data_dir"]

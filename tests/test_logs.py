@@ -265,3 +265,48 @@ def test_a_stage_line_wider_than_the_terminal_is_wrapped_never_cut():
         assert all(f"count_{i} {1000 + i}{',' if i < 29 else ' (0 s)'}" in flat for i in range(30)), flat
         assert "second line" not in flat  # the first line of the summary only
         assert len(log.getvalue().splitlines()) == len(lines)
+
+
+def test_steps_dagster_did_not_run_after_a_failure_are_one_line_and_a_long_warning_says_where_it_is_whole():
+    """A failed stage abandons every stage after it, and Dagster logs an error for each ("Dependencies for step …
+    Not executing."): the terminal gathers them into one wrapped line at the end of the run, not a warning each,
+    and cuts nothing. The events are those of a real Dagster run (``assets.runner.plain_event``)."""
+    from dagster import DagsterInstance, asset, materialize
+
+    from assets.runner import plain_event
+    from lookbench_pipeline.logs import BuildTerminal
+
+    @asset
+    def upstream():
+        raise RuntimeError("upstream broke")
+
+    def downstream(i):
+        @asset(name=f"image_clusters_stage_{i:02d}", deps=[upstream])
+        def _a():
+            return i
+        return _a
+
+    with DagsterInstance.ephemeral() as instance:
+        result = materialize([upstream, *(downstream(i) for i in range(30))], instance=instance,
+                             raise_on_error=False)
+        assert not result.success
+        out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
+        term = BuildTerminal(out, err, width=100, log=log)
+        for entry in instance.all_logs(result.run_id):
+            term.event(*plain_event(entry))
+    shown = err.getvalue()
+    assert "Not executing" not in shown and "Dependencies for step" not in shown, shown
+    assert shown.count("  not run ") == 1, shown
+    assert "…" not in shown and all(len(line) <= 100 for line in shown.splitlines())
+    flat = " ".join(shown.split())
+    assert all(f"image_clusters_stage_{i:02d}" in flat for i in range(30)), flat
+    assert "FAILED upstream" in shown
+
+    # a warning longer than three terminal lines: its start on the terminal, the whole of it in the log file
+    out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
+    term = BuildTerminal(out, err, width=80, log=log)
+    long = " ".join(f"word{i}" for i in range(200))
+    term.warning(long, "crawl")
+    [line] = err.getvalue().splitlines()
+    assert len(line) <= 3 * 80 + 40 and line.endswith("(whole in the log file)")
+    assert long in log.getvalue()
