@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import logging
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -41,12 +42,30 @@ Depends = Callable[[PipelineConfig], Any]
 Verify = Callable[[PipelineConfig, Any, dict[str, Any], dict[str, dict[str, Any]]], str | None]
 
 
-def reused_message(run_id: str, computed_at: str) -> str:
-    """The log message of a stage skipped because nothing it depends on changed. Its first line, all that the
-    build's terminal shows of a stage (``logs.compact``), stays short enough to be read whole on a line of 100
-    columns; the second, in the Dagster event log, says when the reused result was computed."""
-    return (f"skipped: unchanged since run {run_id[:8]}, stored result reused\n"
+def reused_message(run_id: str, computed_at: str, counts: str | None = None) -> str:
+    """The log message of a stage skipped because nothing it depends on changed. Its first line is what the
+    build's terminal shows of the stage (``logs.compact``, wrapped, never cut): that it was skipped and, when the
+    run that computed it recorded them, the counts of that run's summary line (``counts``: its first line, e.g.
+    ``detections: images 3, boxes 7 …``), so a rerun still says what the release holds; the second, in the
+    Dagster event log, says when the reused result was computed."""
+    head = f"skipped: unchanged since run {run_id[:8]}, stored result reused"
+    return (head + (f"; {counts.strip()}" if counts and counts.strip() else "") + "\n"
             f"computed at {computed_at}; inputs, code and configuration are as they were then")
+
+
+class _FirstSummary(logging.Handler):
+    """Attached to a computing stage's Dagster log manager (a ``logging.Logger``): keeps the first line of the
+    first INFO message the stage itself logs (its ``assets.common.summary``), which a later skipped run shows."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.INFO)
+        self.line: str | None = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if self.line is None and record.levelno == logging.INFO:
+            text = str(getattr(record, "dagster_meta", {}).get("orig_message") or record.getMessage()).strip()
+            if text:
+                self.line = text.splitlines()[0]
 
 
 def fingerprint_parts(cfg: PipelineConfig, partition: str, inputs: dict[str, Any],
@@ -103,6 +122,16 @@ class _Plan:
     values: dict[str, Any] | None = None
     why: list[str] = field(default_factory=list)
     produced: list[Output] = field(default_factory=list)
+    summary: _FirstSummary = field(default_factory=_FirstSummary)
+
+    def listen(self) -> None:
+        """Keep the first summary line the stage logs while it computes (:class:`_FirstSummary`)."""
+        if isinstance(getattr(self.context, "log", None), logging.Logger):
+            self.context.log.addHandler(self.summary)
+
+    def stop_listening(self) -> None:
+        if isinstance(getattr(self.context, "log", None), logging.Logger):
+            self.context.log.removeHandler(self.summary)
 
 
 def _run_id(context) -> str | None:
@@ -171,7 +200,7 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
         def reused(p: _Plan) -> list[Output]:
             extra = p.record.extra
             by, at = extra.get("computed_by", p.record.run_id), extra.get("computed_at", p.record.recorded_at)
-            p.context.log.info(reused_message(by, at))
+            p.context.log.info(reused_message(by, at, extra.get("summary")))
             mds = _metadata(p.record)
             return [Output(p.values[name], name if len(names) > 1 else "result",
                            metadata={**mds.get(name, {}), "lookbench/reused_from_run": by,
@@ -198,7 +227,7 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
                 except Exception:  # metadata dagster cannot serialise: reused without it
                     pass
             p.memo.put(fn.__name__, p.partition, {**p.parts, **outside_parts(p.cfg, reads, depends)}, run_id, {
-                "metadata": md, "computed_by": run_id,
+                "metadata": md, "computed_by": run_id, "summary": p.summary.line,
                 "computed_at": datetime.now(timezone.utc).isoformat(timespec="seconds")})
 
         if inspect.isgeneratorfunction(fn):
@@ -208,8 +237,12 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
                 if p.values is not None:
                     yield from reused(p)
                     return
-                for o in fn(*args, **kwargs):
-                    yield computed(p, o)
+                p.listen()
+                try:
+                    for o in fn(*args, **kwargs):
+                        yield computed(p, o)
+                finally:
+                    p.stop_listening()
                 remember(p)
             return gen
 
@@ -218,7 +251,11 @@ def reuse_unchanged(outputs: tuple[str, ...] | None = None, reads: Reads | None 
             p = plan(args, kwargs)
             if p.values is not None:
                 return reused(p)[0]
-            o = computed(p, fn(*args, **kwargs))
+            p.listen()
+            try:
+                o = computed(p, fn(*args, **kwargs))
+            finally:
+                p.stop_listening()
             remember(p)
             return o
         return one

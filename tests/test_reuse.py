@@ -34,6 +34,7 @@ def _read_file(cfg):
 @reuse_unchanged(reads=_read_file, verify=lambda cfg, store, values, md: STATE["verify"])
 def doubled(context, lookbench: LookbenchConfig, upstream: pa.Table) -> Output[pa.Table]:
     STATE["calls"].append("doubled")
+    context.log.info(f"doubled: {{'in': {upstream.num_rows}, 'kept': {upstream.num_rows}}}\nevery count")
     return Output(pa.table({"y": [v * 2 for v in upstream["x"].to_pylist()]}), metadata={"rows": upstream.num_rows})
 
 
@@ -92,6 +93,14 @@ def test_an_unchanged_asset_is_reused_with_its_metadata_and_a_chain_of_reruns_ke
         assert r.output_for_node("split", "evens").to_pylist() == [{"y": 4}]
         assert (stored.read_bytes(), stored.stat().st_mtime_ns) == before, "a reused value's file is not rewritten"
         assert json.loads(stored.with_suffix(".written.json").read_text())["run_id"] == r.run_id
+        # the skipped stage's summary line still gives the counts of the run that computed it
+        [said] = [e.user_message for e in instance.all_logs(r.run_id)
+                  if e.step_key == "doubled" and e.user_message.startswith("skipped:")]
+        assert said.splitlines()[0] == (f"skipped: unchanged since run {r1.run_id[:8]}, stored result reused; "
+                                        "doubled: {'in': 3, 'kept': 3}"), said
+        [said] = [e.user_message for e in instance.all_logs(r.run_id)
+                  if e.step_key == "split" and e.user_message.startswith("skipped:")]
+        assert said.splitlines()[0] == f"skipped: unchanged since run {r1.run_id[:8]}, stored result reused"
 
 
 def test_a_changed_input_recomputes_the_asset_and_what_follows_from_it(setup):
@@ -250,3 +259,15 @@ def test_the_terminal_line_of_a_skipped_stage_is_read_whole():
     assert len(lines) == 4
     for line in lines:
         assert "skipped: unchanged since run eedb3f37, stored result reused  (" in line, line
+    # with the counts of the run that computed it, wrapped, never cut
+    out = io.StringIO()
+    term = BuildTerminal(out, err, width=100, notes={})
+    term.event("STEP_START", "detect_garments", logging.DEBUG, "")
+    term.event("LOG", "detect_garments", logging.INFO, reused_message(
+        "eedb3f37-0c1d-4a55-9e0b-5f6a7b8c9d0e", "2026-12-06T02:40:11+00:00",
+        "detections: {'images': 3, 'boxes': 7, 'kept': 7, 'dropped': 0, 'linked_items': 8, 'matched': 6}"))
+    term.event("STEP_SUCCESS", "detect_garments", logging.DEBUG, "")
+    flat = " ".join(out.getvalue().split())
+    assert ("done detect_garments skipped: unchanged since run eedb3f37, stored result reused; detections: images 3, "
+            "boxes 7, kept 7, dropped 0, linked_items 8, matched 6 (") in flat, flat
+    assert "…" not in flat and all(len(line) <= 100 for line in out.getvalue().splitlines())
