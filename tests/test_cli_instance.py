@@ -6,21 +6,12 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from dagster import DagsterInstance, job, op
+from dagster import DagsterInstance
 
 from assets import runner
+from tiny_inputs import tiny_job
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-@op
-def _one() -> int:
-    return 1
-
-
-@job
-def _tiny():
-    _one()
 
 
 def test_a_cli_run_from_the_checkout_is_listed_by_its_instance(tmp_path, monkeypatch):
@@ -37,7 +28,7 @@ def test_a_cli_run_from_the_checkout_is_listed_by_its_instance(tmp_path, monkeyp
     try:
         assert not instance.is_ephemeral
         assert Path(instance.root_directory).resolve().is_relative_to(checkout.resolve())  # .dagster/ there
-        result = runner._execute(_tiny, instance)
+        result = runner._execute(tiny_job, instance)
         assert result.success
     finally:
         instance.dispose()

@@ -3,7 +3,6 @@
 folder inside the drop, a weights file or a legacy benchmark that does not exist. A drop entry that is no regular
 file (a FIFO, a socket) is one ``drop_items`` row, rejected ``not_a_regular_file`` and never opened."""
 
-import io
 import os
 import socket
 import subprocess
@@ -14,18 +13,12 @@ from pathlib import Path
 
 import pytest
 import yaml
-from PIL import Image
 
 from lookbench_pipeline.config import ConfigError, load_config
+from tiny_inputs import solid_jpeg
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
-
-
-def _jpeg(colour="red") -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (300, 300), colour).save(buf, "JPEG")
-    return buf.getvalue()
 
 
 def _cfg(tmp_path, data) -> Path:
@@ -154,7 +147,7 @@ def test_a_fifo_or_socket_in_a_drop_is_one_row_rejected_never_opened(tmp_path):
     from lookbench_pipeline.store import LocalStore
 
     (tmp_path / "d" / "studio").mkdir(parents=True)
-    (tmp_path / "d/studio/a.jpg").write_bytes(_jpeg())
+    (tmp_path / "d/studio/a.jpg").write_bytes(solid_jpeg())
     os.mkfifo(tmp_path / "d/studio/fifo.jpg")
     os.symlink("fifo.jpg", tmp_path / "d/studio/to_fifo.jpg")
     sock = socket.socket(socket.AF_UNIX)

@@ -2,7 +2,6 @@
 drop, or contradict another row, is refused before any run (exit 2, naming the sheet, line and path); a symbolic
 link that leads out of the drop folder is a recorded rejection (``link_outside_drop``), never read."""
 
-import io
 import os
 import subprocess
 import sys
@@ -11,20 +10,14 @@ from pathlib import Path
 
 import pytest
 import yaml
-from PIL import Image
 
 from lookbench_pipeline import schemas
 from lookbench_pipeline.config import ConfigError, load_config
 from lookbench_pipeline.drops import item_sheet, scan
+from tiny_inputs import solid_jpeg
 
 ROOT = Path(__file__).resolve().parents[1]
 NOW = datetime(2026, 8, 1, tzinfo=timezone.utc)
-
-
-def _jpeg(colour="red") -> bytes:
-    buf = io.BytesIO()
-    Image.new("RGB", (300, 300), colour).save(buf, "JPEG")
-    return buf.getvalue()
 
 
 @pytest.fixture()
@@ -33,9 +26,9 @@ def drop(tmp_path):
     ``other``) and a file beside it, ``items.orig``; returns ``write(sheet) -> DropConfig``."""
     for sub in ("studio", "street", "other"):
         (tmp_path / "d" / sub).mkdir(parents=True)
-    (tmp_path / "d/studio/a.jpg").write_bytes(_jpeg())
-    (tmp_path / "d/street/q.jpg").write_bytes(_jpeg("blue"))
-    (tmp_path / "d/other/x.jpg").write_bytes(_jpeg("green"))
+    (tmp_path / "d/studio/a.jpg").write_bytes(solid_jpeg())
+    (tmp_path / "d/street/q.jpg").write_bytes(solid_jpeg("blue"))
+    (tmp_path / "d/other/x.jpg").write_bytes(solid_jpeg("green"))
     (tmp_path / "d/items.orig").write_text("path,item_id\n")
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"drops": [{
         "name": "d", "path": "d",
@@ -78,7 +71,7 @@ def test_a_row_whose_path_leaves_the_drop_or_its_subfolders_is_refused(drop, pat
 
 
 def test_a_row_naming_a_link_out_of_the_drop_is_refused(drop, tmp_path):
-    (tmp_path / "elsewhere.jpg").write_bytes(_jpeg("white"))
+    (tmp_path / "elsewhere.jpg").write_bytes(solid_jpeg("white"))
     os.symlink(tmp_path / "elsewhere.jpg", tmp_path / "d/studio/linked.jpg")
     d = drop("path,item_id\nstudio/linked.jpg,it1\n")
     with pytest.raises(ConfigError, match=r"items\.csv:2: path 'studio/linked\.jpg' leads out of the drop folder "
@@ -104,7 +97,7 @@ def test_build_refuses_a_conflicting_or_escaping_sheet_row_before_any_run(drop, 
 
 
 def test_a_quoted_file_name_with_a_line_break_names_its_file(drop, tmp_path):
-    (tmp_path / "d/studio/two\nlines.jpg").write_bytes(_jpeg("yellow"))
+    (tmp_path / "d/studio/two\nlines.jpg").write_bytes(solid_jpeg("yellow"))
     d = drop('path,item_id,title\n"studio/two\nlines.jpg",it9,"a title\nover two lines"\nstudio/a.jpg,it1,\n'
              "studio/gone.jpg,it2,\n")
     with pytest.raises(ConfigError, match=r"items\.csv:6: studio/gone\.jpg does not exist"):  # lines, not rows
@@ -122,7 +115,7 @@ def test_a_link_out_of_the_drop_is_rejected_at_intake_never_read(drop, tmp_path)
     from lookbench_pipeline.pipeline import stage_images
     from lookbench_pipeline.store import LocalStore
 
-    (tmp_path / "outside.jpg").write_bytes(_jpeg("white"))
+    (tmp_path / "outside.jpg").write_bytes(solid_jpeg("white"))
     os.symlink("/etc/passwd", tmp_path / "d/studio/passwd.jpg")
     os.symlink(tmp_path / "outside.jpg", tmp_path / "d/studio/outside.jpg")
     os.symlink("../other", tmp_path / "d/studio/folder")  # a folder link out of the studio, inside the drop

@@ -15,11 +15,12 @@ import time
 from pathlib import Path
 
 import pytest
-from dagster import DagsterInstance, DagsterRunStatus, job, op
+from dagster import DagsterInstance, DagsterRunStatus
 from dagster._core.storage.dagster_run import DagsterRun
 from dagster._core.utils import make_new_run_id
 
 from assets import runner, stale_runs
+from tiny_inputs import tiny_job
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -122,18 +123,8 @@ def test_verbose_builds_print_the_line_on_stderr(monkeypatch, instance, capsys):
     assert f"marked run {stale} failed" in capsys.readouterr().err
 
 
-@op
-def _one() -> int:
-    return 1
-
-
-@job
-def _tiny():
-    _one()
-
-
 def test_runs_the_cli_executes_carry_their_process(instance):
-    result = runner._execute(_tiny, instance)
+    result = runner._execute(tiny_job, instance)
     tags = instance.get_run_by_id(result.run_id).tags
     assert tags[stale_runs.HOST_TAG] == socket.gethostname()
     assert tags[stale_runs.PID_TAG] == str(os.getpid())
