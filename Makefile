@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
+DEV_PORT ?= 3000
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)
 
@@ -37,8 +38,12 @@ test: $(STAMP) chromium postgresql
 	$(PY) -m pytest -q
 
 # The Dagster UI on http://127.0.0.1:3000 with the whole lineage.
+# dagster dev stops on SIGINT, and on SIGTERM, which it maps to SIGINT's handler: a shell that starts it in the
+# background (`make dev &`, a service script) ignores SIGINT, so both would be ignored. The handlers are reset
+# before it starts, so Ctrl-C, `kill <make's pid>` and `kill <dagster's pid>` stop it with its webserver and daemon.
 dev: $(STAMP)
-	$(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p 3000
+	$(PY) -c 'import os, signal, sys; [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)]; \
+	os.execv(sys.argv[1], sys.argv[1:])' $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(DEV_PORT)
 
 # A release from the real pages and photos in ../shared/realdata (never published anywhere).
 real: $(STAMP)
