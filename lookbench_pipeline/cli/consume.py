@@ -113,7 +113,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
         prefix = f"{release_prefix(version)}/"
-        here = {k[len(prefix):] for k in store.list(prefix)} if isinstance(store, ReleaseFolder) else None
+        # the manifest's files a pulled folder holds; exists() refuses a symbolic link (UnsafePathError, named)
+        here = ({k for k in {**m.get("files", {}), **m.get("metadata_files", {})} if store.exists(prefix + k)}
+                if isinstance(store, ReleaseFolder) else None)
         print(format_manifest(m, here))
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (every file is checked against the manifest: "
               "a copy from a mirror is the publisher's release when this is the publisher's)")

@@ -1,0 +1,105 @@
+"""A researcher's path outside the checkout (audit of 2026-12-06): a pulled folder scored with their own
+embeddings, no configuration file. `--cutoff model` without a training cutoff, LOOKBENCH_* settings without a file,
+K values (larger than the gallery, given twice, exactly those printed), symbolic links in a release folder or a
+store, every subset's files checked before anything is embedded."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+import yaml
+from release_factory import make_release
+
+from lookbench_pipeline.cli import main
+from lookbench_pipeline.config import ConfigError, load_config
+from lookbench_pipeline.metrics import LabelCodes, evaluate_top
+from lookbench_pipeline.releases.publish import publish
+from lookbench_pipeline.releases.reader import read_file, read_manifest
+from lookbench_pipeline.safepath import UnsafePathError
+from lookbench_pipeline.store import LocalStore, ReleaseFolder
+
+V = "v20260701"
+
+
+@pytest.fixture
+def store(tmp_path) -> LocalStore:
+    s = LocalStore(tmp_path / "store")
+    publish(make_release(V, range(0, 6)), s, {})
+    return s
+
+
+@pytest.fixture
+def folder(store, tmp_path, capsys) -> Path:
+    assert main(["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "rel"), "--quiet"]) == 0
+    capsys.readouterr()
+    return tmp_path / "rel" / V
+
+
+@pytest.fixture
+def mine(store, tmp_path) -> Path:
+    """Embeddings of every row of the release, keyed by sample_id."""
+    m = read_manifest(store, V)
+    files = [k.removesuffix(".parquet").split("/") for k in m["files"] if k.endswith(".parquet")]
+    ids = sorted({sid for sub, role in files for sid in read_file(store, V, sub, role).column("sample_id").to_pylist()})
+    vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
+    path = tmp_path / "mine.parquet"
+    pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}), path)
+    return path
+
+
+@pytest.fixture(autouse=True)
+def _no_lookbench_env(monkeypatch):
+    import os
+
+    for k in list(os.environ):
+        if k.upper().startswith("LOOKBENCH_"):
+            monkeypatch.delenv(k)
+
+
+def _evaluate(folder: Path, mine: Path, tmp_path: Path, *more: str) -> list[str]:
+    return ["evaluate", str(folder), "--embeddings", str(mine), "--quiet", "--cache", str(tmp_path / "c"), *more]
+
+
+# --- 8: symbolic links in a release folder or a store are refused, by name -----------------------------------------
+
+def _link_out(path: Path, tmp_path: Path) -> Path:
+    """Move ``path`` out of its folder and put a symbolic link to it in its place."""
+    target = tmp_path / ("outside-" + path.name)
+    path.rename(target)
+    path.symlink_to(target)
+    return path
+
+
+@pytest.mark.parametrize("rel", ["real_studio_flat/query.parquet", "manifest.json", "real_streetlook"])
+def test_a_link_in_a_pulled_folder_is_refused_by_name(folder, mine, tmp_path, capsys, rel):
+    link = _link_out(folder / rel, tmp_path)
+    for cmd in (["info", str(folder)], _evaluate(folder, mine, tmp_path)):
+        assert main(cmd) == 1, cmd
+        err = capsys.readouterr().err
+        assert f"{link} is a symbolic link" in err and "refused" in err, err
+
+
+def test_a_link_in_a_store_is_refused_by_name(store, mine, tmp_path, capsys):
+    link = _link_out(store.root / "releases" / V / "real_streetlook" / "gallery.parquet", tmp_path)
+    with pytest.raises(UnsafePathError, match="is a symbolic link"):
+        store.get_bytes(f"releases/{V}/real_streetlook/gallery.parquet")
+    for cmd in (["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"],
+                ["evaluate", "--release", V, "--store", str(store.root), "--embeddings", str(mine), "--quiet"]):
+        assert main(cmd) == 1, cmd
+        assert f"{link} is a symbolic link" in capsys.readouterr().err
+    assert not (tmp_path / "d" / V / "manifest.json").exists()
+
+
+def test_a_release_folder_reached_through_a_link_is_read(folder, tmp_path):
+    """The folder a researcher names may itself be a link (pull --look-bench makes one): only links inside it are
+    refused."""
+    link = tmp_path / "here"
+    link.symlink_to(folder, target_is_directory=True)
+    assert ReleaseFolder(link).version == V
+
+
