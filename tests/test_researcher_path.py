@@ -65,6 +65,25 @@ def _evaluate(folder: Path, mine: Path, tmp_path: Path, *more: str) -> list[str]
     return ["evaluate", str(folder), "--embeddings", str(mine), "--quiet", "--cache", str(tmp_path / "c"), *more]
 
 
+# --- 5: K values: exactly those asked for, K beyond the gallery said, twice refused --------------------------------
+
+def test_a_k_beyond_the_gallery_equals_the_whole_gallery_without_k_sized_arrays():
+    rng = np.random.default_rng(1)
+    n_q, n_g = 5, 7
+
+    def labels(n: int) -> tuple[list[str], list[dict]]:
+        return ([["top", "dress"][i] for i in rng.integers(0, 2, n)],
+                [{"color": ["red", "blue", "green"][i]} if i < 3 else {} for i in rng.integers(0, 4, n)])
+
+    codes = LabelCodes(*labels(n_q), *labels(n_g))
+    top = np.argsort(rng.random((n_q, n_g)), axis=1)
+    items_q, items_g = [f"i{i % 3}" for i in range(n_q)], [f"i{i % 4}" for i in range(n_g)]
+    at_g = evaluate_top(top, codes, [n_g], [n_g], items_q, items_g)
+    big = evaluate_top(top, codes, [10 ** 9], [10 ** 9], items_q, items_g)  # a (q, K) array would not fit
+    for fam in ("coarse_recall", "fine_recall", "item_recall", "ndcg"):
+        np.testing.assert_allclose(big[f"{fam}@{10 ** 9}"], at_g[f"{fam}@{n_g}"])
+
+
 # --- 8: symbolic links in a release folder or a store are refused, by name -----------------------------------------
 
 def _link_out(path: Path, tmp_path: Path) -> Path:
@@ -103,3 +122,16 @@ def test_a_release_folder_reached_through_a_link_is_read(folder, tmp_path):
     assert ReleaseFolder(link).version == V
 
 
+# --- every subset's files are checked before anything is embedded --------------------------------------------------
+
+def test_every_subset_is_checked_before_the_first_embedding(folder, mine, tmp_path, capsys, monkeypatch):
+    import lookbench_pipeline.evaluate.run as run
+
+    embedded = []
+    vectors = run._vectors
+    monkeypatch.setattr(run, "_vectors", lambda *a, **k: embedded.append(a[2].name) or vectors(*a, **k))
+    g = folder / "real_streetlook" / "gallery.parquet"  # the last subset scored
+    g.write_bytes(g.read_bytes()[:-10] + b"0123456789")
+    assert main(_evaluate(folder, mine, tmp_path)) == 1
+    assert "real_streetlook/gallery.parquet" in capsys.readouterr().err
+    assert embedded == []

@@ -340,7 +340,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR
-    print(format_table(ev.scores))
+    for note in ev.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if ev.cutoff == "model":
+        for m in ev.models:
+            if m.get("cutoff") is None:
+                print(f"note: {m['model']} declares no training cutoff: scored on every query", file=sys.stderr)
+    # the K asked for (evaluate.ks, in a file or LOOKBENCH_EVALUATE__KS), exactly; else the short default view
+    print(format_table(ev.scores, ks=settings.ks if "ks" in settings.model_fields_set else None))
     if args.output:
         pq.write_table(ev.scores, args.output)
     if args.benchmark_json:
