@@ -65,7 +65,110 @@ def _evaluate(folder: Path, mine: Path, tmp_path: Path, *more: str) -> list[str]
     return ["evaluate", str(folder), "--embeddings", str(mine), "--quiet", "--cache", str(tmp_path / "c"), *more]
 
 
+# --- 3: --cutoff model needs a training cutoff for embeddings -----------------------------------------------------
+
+def test_cutoff_model_without_a_training_cutoff_is_a_usage_error(folder, mine, tmp_path, capsys):
+    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model")) == 2
+    err = capsys.readouterr().err
+    assert "--cutoff model" in err and "add --training-cutoff YYYY-MM-DD" in err and "'mine'" in err
+    # a training cutoff given the wrong way round is not silently unused either
+    assert main(_evaluate(folder, mine, tmp_path, "--training-cutoff", "2026-01-01")) == 2
+    assert "add --cutoff model" in capsys.readouterr().err
+    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "2026-01-01", "--training-cutoff", "2026-01-01")) == 2
+    assert "--cutoff 2026-01-01 every model is scored from that date" in capsys.readouterr().err
+    # with one: scored from it
+    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model", "--training-cutoff", "2026-01-01")) == 0
+
+
+def test_cutoff_model_takes_the_training_cutoff_from_a_configuration(folder, mine, tmp_path, capsys):
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "evaluate": {"cutoff": "model",
+                                                                   "model_cutoffs": {"mine": "2026-01-01"}}}))
+    out = tmp_path / "o.parquet"
+    assert main(_evaluate(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy", "--output", str(out))) == 0
+    assert set(pq.read_table(out).column("cutoff").to_pylist()) == {"2026-01-01"}
+    # evaluate.cutoff: model in the file, no cutoff for these embeddings: the same usage error, naming the setting
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "evaluate": {"cutoff": "model"}}))
+    capsys.readouterr()
+    assert main(_evaluate(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy")) == 2
+    assert "evaluate.cutoff (configuration) model" in capsys.readouterr().err
+
+
+# --- 4: LOOKBENCH_* settings apply (and are checked) without a configuration file --------------------------------
+
+def test_environment_settings_apply_without_a_configuration_file(folder, mine, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[0]")
+    assert main(_evaluate(folder, mine, tmp_path)) == 2
+    err = capsys.readouterr().err
+    assert "LOOKBENCH_EVALUATE__KS='[0]'" in err and "greater than or equal to 1" in err
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[2, 3]")
+    assert main(_evaluate(folder, mine, tmp_path)) == 0
+    head = capsys.readouterr().out.splitlines()[0].split()
+    assert [h for h in head if "@" in h] == ["coarse_recall@2", "coarse_recall@3", "fine_recall@2", "fine_recall@3",
+                                             "item_recall@2", "item_recall@3", "ndcg@2", "ndcg@3"]
+    # the same for a version in a store named with --store
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[0]")
+    assert main(["evaluate", "--release", V, "--store", str(folder.parent.parent / "store"), "--embeddings",
+                 str(mine), "--quiet"]) == 2
+    # with no configuration file at all: the environment is the configuration
+    with pytest.raises(ConfigError, match="LOOKBENCH_EVALUATE__KS"):
+        load_config(None)
+
+
+def test_the_store_variable_names_the_store_in_the_consumer_install(store, tmp_path, capsys, monkeypatch):
+    import importlib.util
+
+    find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda n, *a: None if n == "scrapy" else find_spec(n, *a))
+    assert main(["releases"]) == 2
+    assert "name the store to read" in capsys.readouterr().err
+    monkeypatch.setenv("LOOKBENCH_STORE__URL", str(store.root))
+    assert main(["releases"]) == 0
+    assert capsys.readouterr().out.split() == [V]
+
+
 # --- 5: K values: exactly those asked for, K beyond the gallery said, twice refused --------------------------------
+
+def test_the_table_and_the_files_hold_exactly_the_ks_asked_for(folder, mine, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[100000]")
+    out, bench = tmp_path / "o.parquet", tmp_path / "b.json"
+    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out), "--benchmark-json", str(bench))) == 0
+    text, err = capsys.readouterr()
+    head = text.splitlines()[0].split()
+    assert [h for h in head if "@" in h] == ["coarse_recall@100000", "fine_recall@100000", "item_recall@100000",
+                                             "ndcg@100000"]
+    assert "@5" not in text and "@1 " not in text
+    assert {m.split("@")[1] for m in pq.read_table(out).column("metric").to_pylist()} == {"100000"}
+    site = json.loads(bench.read_text())
+    assert {k for tab in site.values() for fams in tab.values() for ks in fams.values() for k in ks} == {"@100000"}
+    # K beyond the gallery: scored, and said
+    assert "note: real_studio_flat: K 100000 > its gallery of 6 images" in err
+    assert "the same as @6 (Recall@K is 1 for every query with a positive in the gallery)" in err
+    rows = pq.read_table(out).to_pylist()
+    assert all(r["value"] == 1.0 for r in rows if r["metric"].startswith(("coarse", "item")))
+    # a K given twice: a configuration error naming it
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[10, 1, 10]")
+    assert main(_evaluate(folder, mine, tmp_path)) == 2
+    assert "K 10 given more than once" in capsys.readouterr().err
+
+
+def test_ndcg_k_adds_ndcg_only_and_the_default_view_is_unchanged(folder, mine, tmp_path, capsys, monkeypatch):
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[1]")
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__NDCG_K", "4")
+    out = tmp_path / "o.parquet"
+    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out))) == 0
+    head = capsys.readouterr().out.splitlines()[0].split()
+    assert [h for h in head if "@" in h] == ["coarse_recall@1", "fine_recall@1", "item_recall@1", "ndcg@1", "ndcg@4"]
+    assert sorted(set(pq.read_table(out).column("metric").to_pylist())) == [
+        "coarse_recall@1", "fine_recall@1", "item_recall@1", "ndcg@1", "ndcg@4"]
+    monkeypatch.delenv("LOOKBENCH_EVALUATE__KS")
+    monkeypatch.delenv("LOOKBENCH_EVALUATE__NDCG_K")
+    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out))) == 0
+    head = capsys.readouterr().out.splitlines()[0].split()
+    assert [h for h in head if "@" in h] == ["coarse_recall@1", "coarse_recall@10", "fine_recall@1", "fine_recall@10",
+                                             "item_recall@1", "item_recall@10", "ndcg@5"]
+    assert {m.split("@")[1] for m in pq.read_table(out).column("metric").to_pylist()} == {"1", "5", "10", "20"}
+
 
 def test_a_k_beyond_the_gallery_equals_the_whole_gallery_without_k_sized_arrays():
     rng = np.random.default_rng(1)
