@@ -146,6 +146,11 @@ def test_the_table_and_the_files_hold_exactly_the_ks_asked_for(folder, mine, tmp
     assert "the same as @6 (Recall@K is 1 for every query with a positive in the gallery)" in err
     rows = pq.read_table(out).to_pylist()
     assert all(r["value"] == 1.0 for r in rows if r["metric"].startswith(("coarse", "item")))
+    # the report's evaluation.json: the same K and the same notes
+    assert main(_evaluate(folder, mine, tmp_path, "--report", str(tmp_path / "rep"))) == 0
+    capsys.readouterr()
+    ev = json.loads((tmp_path / "rep" / "evaluation.json").read_text())
+    assert ev["ks"] == [100000] and any("K 100000 > its gallery of 6 images" in n for n in ev["notes"])
     # a K given twice: a configuration error naming it
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[10, 1, 10]")
     assert main(_evaluate(folder, mine, tmp_path)) == 2
