@@ -183,7 +183,8 @@ def evaluate_top(top: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndcg_k: 
         out[f"fine_recall@{k}"] = fine[:, :k].any(axis=1).astype(float)
         if item is not None:
             out[f"item_recall@{k}"] = item[:, :k].any(axis=1).astype(float)
-    nk = max(ndcg_ks)
+    # a K beyond the gallery ranks the whole gallery: nDCG@K = nDCG@n_g, computed at n_g (no (q, K) arrays)
+    nk = min(max(ndcg_ks), len(codes.gc))
     discounts = 1.0 / np.log2(np.arange(2, nk + 2))
     gains_top = graded_gain(same, shared, agree)[:, :nk]
     dcg_cum = np.cumsum(gains_top * discounts[: gains_top.shape[1]], axis=1)  # DCG@1..min(nk, g)
@@ -208,7 +209,7 @@ def evaluate_top(top: np.ndarray, codes: LabelCodes, ks: Sequence[int], ndcg_k: 
             out[f"ndcg@{k}"] = np.zeros(n_q)
             continue
         dcg = dcg_cum[:, min(k, dcg_cum.shape[1]) - 1]
-        idcg = idcg_cum[:, k - 1]
+        idcg = idcg_cum[:, min(k, nk) - 1]
         out[f"ndcg@{k}"] = np.divide(dcg, idcg, out=np.zeros_like(dcg), where=idcg > 0)
     return out
 

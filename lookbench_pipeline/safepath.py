@@ -58,13 +58,22 @@ def resolve_inside(root: Path, key: str) -> Path:
     """
     check_key(key)
     root_real = Path(os.path.realpath(root))
-    path = Path(root).joinpath(*PurePosixPath(key).parts)
-    cur = Path(root)
-    for part in PurePosixPath(key).parts:
-        cur = cur / part
-        if cur.is_symlink():
-            raise UnsafePathError(f"{key!r}: {cur} is a symbolic link")
+    path = refuse_links(root, key)
     real = Path(os.path.realpath(path))
     if real != root_real and root_real not in real.parents:
         raise UnsafePathError(f"{key!r}: resolves to {real}, outside {root_real}")
     return path
+
+
+def refuse_links(root: Path, key: str) -> Path:
+    """The path of ``key`` under ``root`` (``root`` itself may be a link: whoever names it chose it); raises
+    ``UnsafePathError`` naming the first component below ``root`` that is a symbolic link. A store or a release
+    folder is read and written only through plain files and folders: a link in one could point anywhere, and is
+    never followed."""
+    cur = Path(root)
+    for part in PurePosixPath(key).parts:
+        cur = cur / part
+        if cur.is_symlink():
+            raise UnsafePathError(f"{key!r}: {cur} is a symbolic link (to {os.readlink(cur)}), refused: links in a "
+                                  "store or release folder are not followed; copy the file there instead")
+    return cur

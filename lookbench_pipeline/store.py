@@ -80,7 +80,11 @@ class LocalStore:
         self.url = str(self.root)
 
     def path(self, key: str) -> Path:
-        return self.root / _check_key(key)
+        """The file of ``key``. Raises StoreError for an invalid key, UnsafePathError for a symbolic link on the
+        way (the root aside): objects are plain files, a link is never followed."""
+        from .safepath import refuse_links
+
+        return refuse_links(self.root, _check_key(key))
 
     def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
         dest = self.path(key)
@@ -174,24 +178,27 @@ class ReleaseFolder(LocalStore):
     def __init__(self, folder: str | Path):
         import json
 
-        from .safepath import UnsafePathError, check_version
+        from .safepath import UnsafePathError, check_version, refuse_links
 
         folder = Path(folder)
         if not (folder / "manifest.json").is_file():
             raise StoreError(f"{folder} is not a release folder: it has no manifest.json (`lookbench pull VERSION "
                              "--dest DIR` writes one to DIR/VERSION/)")
         super().__init__(folder, create=False)
+        manifest = refuse_links(self.root, "manifest.json")  # UnsafePathError for a link, named as one
         try:
-            version = json.loads((self.root / "manifest.json").read_bytes()).get("version")
+            version = json.loads(manifest.read_bytes()).get("version")
             self.version = check_version(version)
         except (ValueError, AttributeError, UnsafePathError) as exc:
             raise StoreError(f"{self.root}/manifest.json is not a release manifest with a version ({exc})") from None
         self.prefix = f"releases/{self.version}/"
 
     def path(self, key: str) -> Path:
+        from .safepath import refuse_links
+
         if not key.startswith(self.prefix):
             raise StoreError(f"{self.url} holds only release {self.version}, not {key!r}")
-        return self.root / _check_key(key[len(self.prefix):])
+        return refuse_links(self.root, _check_key(key[len(self.prefix):]))
 
     def exists(self, key: str) -> bool:
         return key.startswith(self.prefix) and self.path(key).is_file()

@@ -28,11 +28,22 @@ def consumer_store(args: argparse.Namespace):
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
     import importlib.util
 
-    if not (args.config or os.environ.get("LOOKBENCH_CONFIG")) and importlib.util.find_spec("scrapy") is None:
+    if not (_config_file(args) or _env_names_store()) and importlib.util.find_spec("scrapy") is None:
         # the consumer install: no pipeline here whose store could be meant
         raise UsageError("name the store to read: --store URL (a folder, s3://bucket/prefix with --anon for a public "
                          "bucket, or an http(s):// mirror)")
     return configured_store(load_config(args.config))
+
+
+def _config_file(args: argparse.Namespace) -> str | None:
+    """The configuration file a command reads: ``--config``, else ``$LOOKBENCH_CONFIG`` (README, Configuration)."""
+    return getattr(args, "config", None) or os.environ.get("LOOKBENCH_CONFIG") or None
+
+
+def _env_names_store() -> bool:
+    """Whether the environment sets the store (``LOOKBENCH_STORE__URL`` or ``LOOKBENCH_STORE``): then a consumer
+    command without ``--store`` reads that store, as it reads a configuration file's."""
+    return any(k.upper() in ("LOOKBENCH_STORE__URL", "LOOKBENCH_STORE") for k in os.environ)
 
 
 def release_source(args: argparse.Namespace, name: str):
@@ -113,7 +124,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
         prefix = f"{release_prefix(version)}/"
-        here = {k[len(prefix):] for k in store.list(prefix)} if isinstance(store, ReleaseFolder) else None
+        # the manifest's files a pulled folder holds; exists() refuses a symbolic link (UnsafePathError, named)
+        here = ({k for k in {**m.get("files", {}), **m.get("metadata_files", {})} if store.exists(prefix + k)}
+                if isinstance(store, ReleaseFolder) else None)
         print(format_manifest(m, here))
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (every file is checked against the manifest: "
               "a copy from a mirror is the publisher's release when this is the publisher's)")
@@ -259,13 +272,33 @@ def _print_reasons(ev, named: list[str]) -> None:
               file=sys.stderr)
 
 
+def _check_cutoffs(args: argparse.Namespace, settings) -> None:
+    """``--training-cutoff`` and ``--cutoff model`` go together for ``--embeddings``: ``--cutoff model`` (or
+    ``evaluate.cutoff: model``) scores each model from its own training cutoff, and embeddings have one only from
+    ``--training-cutoff`` or ``evaluate.model_cutoffs``; without it every query would be scored, silently. Raises
+    UsageError (exit 2) naming the missing flag."""
+    cutoff = args.cutoff if args.cutoff is not None else settings.cutoff
+    where = "--cutoff" if args.cutoff is not None else "evaluate.cutoff (configuration)"
+    if not args.embeddings:
+        return
+    if args.training_cutoff and cutoff != "model":
+        raise UsageError(f"--training-cutoff is used by --cutoff model (each model from its own cutoff); with "
+                         + (f"{where} {cutoff} every model is scored from that date" if cutoff else
+                            "no --cutoff every query is scored")
+                         + ": add --cutoff model, or leave --training-cutoff out")
+    name = args.name or Path(args.embeddings[0]).stem
+    if cutoff == "model" and not args.training_cutoff and name not in settings.model_cutoffs:
+        raise UsageError(f"{where} model scores each model from its training cutoff, and the embeddings {name!r} "
+                         "have none: add --training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: "
+                         f"{{{name}: YYYY-MM-DD}} in the configuration), or give a date: --cutoff YYYY-MM-DD")
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Score models on a release (a pulled folder or a version in a store). Exit codes: 0 every model asked
     for was scored; 1 nothing was scored, or a model named with --model / --embeddings was not (the reasons on
     stderr), or an error; 2 a configuration or usage error."""
     import pyarrow.parquet as pq
 
-    from ..config import EvaluateConfig
     from ..evaluate import evaluate_configured, format_table
     from ..scoring import EmbeddingsFileError, PrecomputedEmbeddings, site_benchmark
 
@@ -292,15 +325,17 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and not Path(value).resolve().parent.is_dir():
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
+    # The pipeline's own evaluation (a version in the configured store, or a configuration file: --config or
+    # $LOOKBENCH_CONFIG): the configuration's models, legacy benchmarks, contamination index and embedding cache.
+    # A consumer's (a pulled folder, --store): the default settings with the LOOKBENCH_* variables applied (and
+    # checked), without legacy benchmarks (their data is not part of a release), cache in the user's.
+    pipeline_mode = bool(_config_file(args)) or not (args.release_path or args.store)
+    cfg = load_config(args.config)  # no file: the defaults and the environment; a ConfigError (exit 2) first
+    _check_cutoffs(args, cfg.evaluate)
     store, version = release_source(args, args.release_path or args.release)
     _check_subsets(store, version, args.subset)
-    # The pipeline's own evaluation (a version in the configured store, or --config): the configuration's models,
-    # legacy benchmarks, contamination index and embedding cache. A consumer's (a pulled folder, --store): the
-    # default settings without legacy benchmarks (their data is not part of a release), cache in the user's.
-    pipeline_mode = bool(args.config) or not (args.release_path or args.store)
     index = None
     if pipeline_mode:
-        cfg = load_config(args.config)
         settings, data_dir = cfg.evaluate, cfg.layout.root
         cache = Path(args.cache) if args.cache else cfg.layout.embeddings
         match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
@@ -314,7 +349,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
             write_demo_legacy_trees(cfg)
     else:
-        settings, data_dir, match = EvaluateConfig(legacy=[]), None, (6, 32.0)
+        settings, data_dir, match = cfg.evaluate.model_copy(update={"legacy": []}), None, (6, 32.0)
         cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
     given = {}
     if args.embeddings:
@@ -338,7 +373,14 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)
         return EXIT_ERROR
-    print(format_table(ev.scores))
+    for note in ev.notes:
+        print(f"note: {note}", file=sys.stderr)
+    if ev.cutoff == "model":
+        for m in ev.models:
+            if m.get("cutoff") is None:
+                print(f"note: {m['model']} declares no training cutoff: scored on every query", file=sys.stderr)
+    # the K asked for (evaluate.ks, in a file or LOOKBENCH_EVALUATE__KS), exactly; else the short default view
+    print(format_table(ev.scores, ks=settings.ks if "ks" in settings.model_fields_set else None))
     if args.output:
         pq.write_table(ev.scores, args.output)
     if args.benchmark_json:

@@ -274,9 +274,11 @@ class EvaluateConfig(_Strict):
     # legacy benchmarks scored beside the live release (kinds deepfashion_inshop, fashion200k); relative paths
     # under data_dir; demo trees are generated when missing
     legacy: list[LegacySource] = Field(default_factory=lambda: [*_demo_inshop(), _demo_fashion200k_eval()])
-    # Recall@K and nDCG@K: every K >= 1
+    # Recall@K and nDCG@K at each of these K (every K >= 1, each once); a K larger than a subset's gallery is
+    # scored (Recall@K is then 1 for a query with any positive in the gallery) and `lookbench evaluate` says so
     ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 5, 10, 20], min_length=1)
-    ndcg_k: int = Field(default=5, ge=1)
+    # nDCG also at this K (unset: nDCG at the K of ks only)
+    ndcg_k: int | None = Field(default=None, ge=1)
     # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
     # training cutoff (model_cutoffs, else the registry)
     cutoff: str | None = None
@@ -288,6 +290,14 @@ class EvaluateConfig(_Strict):
     @classmethod
     def _legacy_names(cls, v: list[LegacySource]) -> list[LegacySource]:
         return unique_names(v)
+
+    @field_validator("ks")
+    @classmethod
+    def _distinct_ks(cls, v: list[int]) -> list[int]:
+        twice = sorted({k for k in v if v.count(k) > 1})
+        if twice:
+            raise ValueError(f"K {', '.join(map(str, twice))} given more than once: name each K once")
+        return v
 
     @field_validator("cutoff")
     @classmethod

@@ -5,6 +5,7 @@ between models on the same queries (:func:`_paired_tests`), and the scores as a 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,6 +35,8 @@ class Evaluation:
     * ``legacy_counts``: per legacy source ``{"queries", "gallery", "unreadable", "no_positive"}``.
     * ``unscored``: ``[{"model", "subset", "reason"}]`` for a model and subset with no query left to score (every
       query flagged as contamination, or first seen before the model's cutoff), so that an empty result says why.
+    * ``notes``: what a reader of the scores should know about how they were computed (a K larger than a subset's
+      gallery, a K given twice).
     """
 
     release: str
@@ -48,6 +51,7 @@ class Evaluation:
     legacy_counts: dict[str, dict] = field(default_factory=dict)
     cutoff: str | None = None
     unscored: list[dict] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
 
 
 def _model_columns(info: dict) -> dict:
@@ -79,15 +83,20 @@ def _paired_tests(rows: list[dict], per_query: dict, pooled_ids: dict, seed: int
     return out
 
 
-def format_table(scores: pa.Table, metrics: tuple[str, ...] | None = None) -> str:
-    """A plain-text table: one row per (model, subset), one column per metric, values in percent. By default
-    the metrics at K = 1 and 10, nDCG@5 and the noise-gallery rates (those present); "-" where a metric does not apply (a legacy benchmark
-    has item ids but no LookBench labels)."""
+def format_table(scores: pa.Table, metrics: tuple[str, ...] | None = None, ks: Sequence[int] | None = None) -> str:
+    """A plain-text table: one row per (model, subset), one column per metric, values in percent. ``ks``: the
+    Recall@K columns at exactly these K, then every nDCG@K scored, then the noise-gallery rates. By default (no
+    ``ks``, no ``metrics``) the metrics at K = 1 and 10, nDCG@5 and the noise-gallery rates (those present); "-"
+    where a metric does not apply (a legacy benchmark has item ids but no LookBench labels)."""
     data: dict[tuple[str, str], dict[str, float]] = {}
     nq: dict[tuple[str, str], int] = {}
     for r in scores.to_pylist():
         data.setdefault((r["model"], r["subset"]), {})[r["metric"]] = r["value"]
         nq[(r["model"], r["subset"])] = r["n_queries"]
+    if metrics is None and ks is not None:
+        ndcg = sorted({m for d in data.values() for m in d if m.startswith("ndcg@")}, key=lambda m: int(m[5:]))
+        metrics = (*(f"{fam}@{k}" for fam in ("coarse_recall", "fine_recall", "item_recall")
+                     for k in sorted(set(ks))), *ndcg, "distractor@1", "soft_negative@1")
     if metrics is None:
         metrics = ("coarse_recall@1", "coarse_recall@10", "fine_recall@1", "fine_recall@10", "item_recall@1",
                    "item_recall@10", "ndcg@5", "distractor@1", "soft_negative@1")

@@ -24,7 +24,7 @@ from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
 from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, manifest_subsets, read_manifest,
                                release_prefix)
-from ..store import ObjectStore
+from ..store import LocalStore, ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
 from .results import Evaluation, _model_columns, _paired_tests
@@ -55,6 +55,7 @@ class _Run:
     ks: list[int]
     seed: int
     progress: bool
+    ndcg_ks: list[int] = field(default_factory=list)  # the K of nDCG@K (empty: those of ks)
     rows: list[dict] = field(default_factory=list)
     per_query: dict[str, dict[str, list[np.ndarray]]] = field(default_factory=dict)
     per_subset_n: dict[str, dict[str, int]] = field(default_factory=dict)
@@ -117,7 +118,7 @@ def _checked(ks: Sequence[int], cutoff: date | str | None) -> tuple[list[int], d
     ValueError."""
     ks = sorted(set(int(k) for k in ks))
     if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive integers, got {ks}")
+        raise ValueError(f"ks must be positive integers (K >= 1), got {ks}")
     if isinstance(cutoff, str) and cutoff != "model":
         try:
             cutoff = date.fromisoformat(cutoff)
@@ -214,7 +215,7 @@ def _score_model_on_subset(run: _Run, part: _Subset, mid: str, emb: Any, cache: 
     codes = LabelCodes.from_codes(ca.qc[keep], ca.qa[keep], ca.gc, ca.ga, ca.n_values)
     with _progress(progress, total=len(keep), desc=f"scoring {mid} {part.name}", unit="query") as bar:
         res, top, top_scores = score_subset(qv[keep], gv, codes, ks, [part.q_items[i] for i in keep], part.g_items,
-                                            progress=bar)
+                                            progress=bar, ndcg_ks=run.ndcg_ks or ks)
     if has_noise:  # the noise gallery's columns are n_own: in gv
         res.update(_noise_hits_top(top[:, 0], codes, part.n_own))
     metrics = list(res)
@@ -337,7 +338,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                    model_cutoffs: Mapping[str, str] | None = None,
                    n_examples: int = 6, seed: int = 0, progress: bool = False, cuda: bool | None = None,
                    embedders_given: Mapping[str, Any] | None = None, subsets: Sequence[str] | None = None,
-                   ) -> Evaluation:
+                   ndcg_ks: Sequence[int] | None = None) -> Evaluation:
     """Score models on every subset of a published release (and on legacy benchmarks).
 
     Args:
@@ -348,7 +349,9 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         subsets: score only these subsets (default: every subset of the release); ValueError for one the
             release does not have (with the closest name).
         cache_dir: embedding cache root (lookbench_pipeline.embed.cache, .packs); None embeds without caching.
-        ks: the K of Recall@K and nDCG@K.
+        ks: the K of Recall@K and nDCG@K (a K given twice is scored once, with a note in ``ev.notes``; a K larger
+            than a subset's gallery is scored, with a note: Recall@K is then 1 for every query with a positive).
+        ndcg_ks: the K of nDCG@K when they differ from ``ks`` (None: ``ks``).
         cutoff: a date: only queries first seen on or after it (00:00 UTC) are scored (the gallery is kept whole);
             ``"model"``: each model's declared training cutoff (``model_cutoffs`` or the registry; a model with
             none is scored on every query); None: every query.
@@ -369,7 +372,9 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         FileNotFoundError: a pulled release folder lacks an asked-for subset or the distractor gallery (on such a
             folder, subsets that were not pulled are otherwise left out, with a warning).
     """
+    notes = _twice_note(ks, "ks") + _twice_note(ndcg_ks or (), "ndcg_ks")
     ks, cutoff = _checked(ks, cutoff)
+    n_ks = _checked(ndcg_ks, None)[0] if ndcg_ks else ks
     manifest = read_manifest(store, version)
     listed = manifest_subsets(manifest)
     have = [s for s in SUBSETS if s in listed]
@@ -389,7 +394,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
 
     ev = Evaluation(release=version, ks=ks, scores=schemas.empty(schemas.SCORES),
-                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff)
+                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=notes)
     if cache_dir is None:  # no cache asked for: a temporary one, removed when this function returns
         import tempfile
 
@@ -400,7 +405,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}
     ev.counts["release_rejected_contamination"] = {k.split(":", 1)[1]: v for k, v in rejected.items()
                                                    if k.startswith("contamination:")}
-    run = _Run(ev, embedders, ks, seed, progress)
+    run = _Run(ev, embedders, ks, seed, progress, n_ks)
     rng = np.random.default_rng(seed)
     verified = _load_verified(cache_dir)
     noise = (ReleaseFile(store, version, manifest, NOISE, "gallery", verified)
@@ -410,16 +415,26 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     images_seen: dict[str, tuple[str, str]] = {}  # sample_id -> (image_sha256, file): one image in every file
     if noise is not None:
         check_same_images(images_seen, noise.meta, noise.name)
-    for subset in subsets:
-        q = ReleaseFile(store, version, manifest, subset, "query", verified)
-        g_parts = [ReleaseFile(store, version, manifest, subset, "gallery", verified), *([noise] if noise else [])]
-        for f in (q, g_parts[0]):
+
+    def _open(subset: str) -> tuple[ReleaseFile, ReleaseFile]:
+        q, g = (ReleaseFile(store, version, manifest, subset, role, verified) for role in ("query", "gallery"))
+        for f in (q, g):
             check_same_images(images_seen, f.meta, f.name)
         _save_verified(cache_dir, verified)
+        return q, g
+
+    # a folder's files (a pulled release) are read in place, their label columns only: every subset's files are
+    # checked (sha256, schema, ids) before the first model embeds anything; a remote store's are fetched whole, one
+    # subset at a time
+    opened = {s: _open(s) for s in subsets} if isinstance(store, LocalStore) else {}
+    for subset in subsets:
+        q, g = opened.pop(subset, None) or _open(subset)
+        g_parts = [g, *([noise] if noise else [])]
         g_meta = pa.concat_tables([f.meta.cast(g_parts[0].meta.schema) for f in g_parts])
         clean = _clean_queries(ev, subset, q, g_parts[0].num_rows, noise, contamination_index, contamination_match)
         if g_meta.num_rows == 0 or not embedders:
             continue
+        _note_ks_beyond(ev, subset, sorted({*ks, *n_ks}), g_parts[0].num_rows, noise.num_rows if noise else 0)
         common = clean & _after(q.meta, cutoff if isinstance(cutoff, date) else None)
         pool = np.nonzero(common)[0]
         sample = np.sort(rng.choice(pool, size=min(n_examples, len(pool)), replace=False)) if len(pool) else pool
@@ -437,6 +452,24 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     return ev
 
 
+def _twice_note(ks: Sequence[int], what: str) -> list[str]:
+    """A note for K values given more than once (they are scored once)."""
+    twice = sorted({int(k) for k in ks if list(ks).count(k) > 1})
+    return [f"{what}: K {', '.join(map(str, twice))} given more than once, scored once"] if twice else []
+
+
+def _note_ks_beyond(ev: Evaluation, subset: str, ks: Sequence[int], n_own: int, n_noise: int) -> None:
+    """A note in ``ev.notes`` for the K larger than a subset's gallery (its own and the noise gallery): they are
+    scored, and the note says what they then mean."""
+    n_g = n_own + n_noise
+    big = [k for k in ks if k > n_g]
+    if big:
+        ev.notes.append(f"{subset}: K {', '.join(map(str, big))} > its gallery of {n_g} images"
+                        + (f" ({n_own} + {n_noise} distractors)" if n_noise else "")
+                        + f": scored over the whole gallery, the same as @{n_g} (Recall@K is 1 for every query with a "
+                        "positive in the gallery)")
+
+
 def _count(values: Iterable[str]) -> dict[str, int]:
     out: dict[str, int] = {}
     for v in values:
@@ -452,24 +485,27 @@ def evaluate_configured(settings: Any, store: ObjectStore, version: str, *, data
                         subsets: Sequence[str] | None = None) -> Evaluation:
     """:func:`run_evaluation` with the settings of an ``evaluate`` configuration section (``settings``, a
     :class:`lookbench_pipeline.config.EvaluateConfig`): its models (unless ``model_ids``), registry, legacy
-    benchmarks (unless ``legacy`` is False), K values (nDCG also at ``ndcg_k``), cutoff (unless ``cutoff``),
+    benchmarks (unless ``legacy`` is False), K values (nDCG also at ``ndcg_k`` when set), cutoff (unless ``cutoff``),
     per-model cutoffs, whether to re-check contamination, and report examples."""
+    ndcg_k = getattr(settings, "ndcg_k", None)
     return run_evaluation(
         store, version, list(model_ids) if model_ids is not None else settings.models, cache_dir,
-        sorted({*settings.ks, settings.ndcg_k}), cutoff if cutoff is not None else settings.cutoff,
+        list(settings.ks), cutoff if cutoff is not None else settings.cutoff,
         registry=settings.registry if registry is None else registry, legacy=settings.legacy if legacy else (),
         data_dir=data_dir, contamination_index=contamination_index if settings.exclude_contaminated else None,
         contamination_match=contamination_match, model_cutoffs=settings.model_cutoffs,
-        n_examples=settings.report_examples, progress=progress, embedders_given=embedders_given, subsets=subsets)
+        n_examples=settings.report_examples, progress=progress, embedders_given=embedders_given, subsets=subsets,
+        ndcg_ks=sorted({*settings.ks, ndcg_k}) if ndcg_k else None)
 
 
 def evaluate_release(store: ObjectStore, version: str, model_ids: list[str], cache_dir: Path,
                      ks: list[int] | None = None, ndcg_k: int = 5, cutoff: date | None = None,
                      ) -> tuple[pa.Table, list[dict]]:
     """Score each model on every subset of a published release: ``(scores, skipped)`` (see
-    :func:`run_evaluation`; nDCG is reported at every K of ``ks`` and at ``ndcg_k``)."""
-    ks = sorted(set([*(ks or DEFAULT_KS), ndcg_k]))
-    ev = run_evaluation(store, version, model_ids, cache_dir, ks, cutoff, n_examples=0)
+    :func:`run_evaluation`; Recall@K at every K of ``ks``, nDCG@K there and at ``ndcg_k``)."""
+    ks = list(ks or DEFAULT_KS)
+    ev = run_evaluation(store, version, model_ids, cache_dir, ks, cutoff, n_examples=0,
+                        ndcg_ks=sorted({*ks, ndcg_k}))
     return ev.scores, ev.skipped
 
 

@@ -32,9 +32,9 @@ def _after(t: pa.Table, cutoff: date | None) -> np.ndarray:
 
 def score_subset(qv: np.ndarray, gv: np.ndarray, codes: LabelCodes, ks: Sequence[int],
                  q_items: Sequence[str], g_items: Sequence[str], chunk: int = 512, progress: Any = None,
-                 ) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
-    """Every metric of one subset from its embeddings: Coarse / Fine / exact-item Recall@K and graded nDCG@K
-    for each K in ``ks``.
+                 ndcg_ks: Sequence[int] | None = None) -> tuple[dict[str, np.ndarray], np.ndarray, np.ndarray]:
+    """Every metric of one subset from its embeddings: Coarse / Fine / exact-item Recall@K for each K in ``ks``
+    and graded nDCG@K for each K in ``ndcg_ks`` (None: ``ks``).
 
     Args:
         qv, gv: ``(n_q, d)``, ``(n_g, d)`` float32 unit vectors.
@@ -42,8 +42,9 @@ def score_subset(qv: np.ndarray, gv: np.ndarray, codes: LabelCodes, ks: Sequence
         ``(per_query, top, top_scores)``: ``{metric: (n_q,) float64}``, the ranked gallery indices
         ``(n_q, min(max K, n_g))`` int64 and their similarities.
     """
-    top, top_scores = topk_from_embeddings(qv, gv, max(ks), chunk, progress)
-    return evaluate_top(top, codes, ks, list(ks), q_items, g_items, chunk), top, top_scores
+    ndcg_ks = list(ndcg_ks or ks)
+    top, top_scores = topk_from_embeddings(qv, gv, max([*ks, *ndcg_ks]), chunk, progress)
+    return evaluate_top(top, codes, ks, ndcg_ks, q_items, g_items, chunk), top, top_scores
 
 
 def contamination_flags(queries: pa.Table, index: pa.Table, threshold: int = 6, max_color_diff: float = 32.0,
