@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .releases.reader import SUBSETS, read_file, read_manifest
+from .releases.reader import (SUBSETS, ReleaseIntegrityError, check_scored_schema, check_scored_table, read_file,
+                              read_manifest)
 from .store import ObjectStore
 
 VERDICTS = ("correct", "incorrect", "unsure")
@@ -105,20 +106,33 @@ def sample_release(store: ObjectStore, version: str, per_stratum: int = 20, seed
     attribute, item) and the JPEG bytes of their images by sha256.
 
     Raises:
-        StoreError: the release is not published. ReleaseIntegrityError: a file does not match its manifest.
+        StoreError: the release is not published. ReleaseIntegrityError: a file does not match its manifest, or
+        its table is not the published schema (``releases.reader.check_scored_table``, as ``evaluate`` checks it:
+        a mirror may rewrite a manifest to match), or an exported image is missing or cannot be decoded (the
+        error names the file, the row and its ``sample_id``).
     """
     manifest = read_manifest(store, version)
     items: dict[str, dict] = {}
     images: dict[str, bytes] = {}
+    where: dict[str, str] = {}  # image_sha256 -> "<file>: column image: row i (sample_id …)"
     for subset in SUBSETS:
         for role in ("gallery", "query"):  # gallery first: an item's packshot is the image it is shown on
             if f"{subset}/{role}.parquet" not in manifest["files"]:
                 continue
-            for r in read_file(store, version, subset, role).to_pylist():
+            name = f"{version}/{subset}/{role}.parquet"
+            table = read_file(store, version, subset, role)
+            check_scored_schema(table.schema, name)
+            check_scored_table(table, name)
+            for i, r in enumerate(table.to_pylist()):
                 if r["item_ID"] in items or not r["category"]:
                     continue
+                row = f"{name}: column image: row {i} (sample_id {r['sample_id']!r})"
+                data = (r["image"] or {}).get("bytes")
+                if not data:
+                    raise ReleaseIntegrityError(f"{row} has no image bytes")
                 items[r["item_ID"]] = r
-                images[r["image_sha256"]] = r["image"]["bytes"]
+                images[r["image_sha256"]] = data
+                where[r["image_sha256"]] = row
     strata: dict[tuple[str, str], list[tuple[str, str]]] = defaultdict(list)
     for item_id, r in items.items():
         for a in r["attributes"] or []:
@@ -132,9 +146,24 @@ def sample_release(store: ObjectStore, version: str, per_stratum: int = 20, seed
             r = items[item_id]
             rows.append(AuditRow(audit_id=f"{cat}/{attr}/{item_id}", release=version, category=cat, attribute=attr,
                                  value=value, item_ID=item_id, image_sha256=r["image_sha256"],
-                                 annotator=r["annotator"] or "", stratum_size=len(members)))
+                                 annotator=r.get("annotator") or "", stratum_size=len(members)))
     used = {r.image_sha256 for r in rows}
+    for sha in sorted(used):  # the reviewer must see the picture: every exported one decodes
+        _check_decodes(images[sha], where[sha])
     return rows, {k: v for k, v in images.items() if k in used}
+
+
+def _check_decodes(data: bytes, row: str) -> None:
+    """Raise ReleaseIntegrityError naming ``row`` when ``data`` is not an image PIL can decode."""
+    import io
+
+    from PIL import Image
+
+    try:
+        with Image.open(io.BytesIO(data)) as img:
+            img.load()
+    except (OSError, ValueError, SyntaxError, TypeError, Image.DecompressionBombError) as exc:
+        raise ReleaseIntegrityError(f"{row} cannot be decoded as an image ({type(exc).__name__})") from None
 
 
 def export(rows: list[AuditRow], images: dict[str, bytes], out: str | Path) -> Path:

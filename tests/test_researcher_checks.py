@@ -194,3 +194,19 @@ def test_info_prints_the_manifests_sha256_the_root_of_trust_of_a_copy(store, tmp
     _tamper(store, QUERY, lambda t: t)  # rewritten, as a mirror could: the manifest's bytes change
     assert main(["info", V, "--store", str(store.root)]) == 0
     assert f"manifest sha256: {want}" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("case", list(CASES))
+def test_audit_export_checks_the_tables_it_reads_as_evaluate_does(store, tmp_path, capsys, case):
+    """``audit export`` reads the same files from a store or mirror someone else controls: a table that is not the
+    published schema, or a picture it would export without bytes or undecodable, is an error naming the file,
+    column and row (exit 1), not a KeyError or a broken picture in the reviewers' form."""
+    edit, expected = CASES[case]
+    key = "real_studio_flat/gallery.parquet" if "image" in case else QUERY  # the gallery's pictures are exported
+    t = _tamper(store, key, edit)
+    out = tmp_path / "audit"
+    assert main(["audit", "export", V, "--store", str(store.root), "--out", str(out), "--per-stratum", "100"]) == 1
+    err = capsys.readouterr().err
+    for part in expected(t):
+        assert part.replace(QUERY, key) in err, (part, err)
+    assert "Traceback" not in err and "KeyError" not in err and not (out / "audit.csv").exists()
