@@ -19,7 +19,7 @@ from .identity import _collapse, _merge, canonical, choose_identifier
 from .images import _absolute, _full_size, _page_renditions, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
-from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products
+from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
 
 log = logging.getLogger(__name__)
 
@@ -132,6 +132,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         p["variant_id"] = p.get("sku")
         if p["variant_id"]:
             p.setdefault("_sources", {})["variant_id"] = p["_sources"].get("sku")
+    _state_colours(sel, products)
     if products:
         _page_reference(sel, products[0], shared)
     index = _page_renditions(sel, html, base)
