@@ -14,8 +14,8 @@ from parsel import Selector
 from w3lib.html import get_base_url, replace_entities
 
 from ..config import ProductRules
-from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates
-from .identity import _collapse, _merge, canonical, choose_identifier
+from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates, url_identifier
+from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifier
 from .images import _absolute, _full_size, _page_renditions, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
@@ -133,6 +133,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         if p["variant_id"]:
             p.setdefault("_sources", {})["variant_id"] = p["_sources"].get("sku")
     _state_colours(sel, products)
+    _page_groups(sel, products, url, base)
     if products:
         _page_reference(sel, products[0], shared)
     index = _page_renditions(sel, html, base)
@@ -180,6 +181,75 @@ def _page_reference(sel: Selector, main: dict[str, Any], shared: tuple[str | Non
     if ref and ref != main.get("sku"):
         main["sku"] = ref
         main.setdefault("_sources", {})["sku"] = source
+
+
+def _page_groups(sel: Selector, products: list[dict[str, Any]], url: str, base: str) -> None:
+    """Give the colour variants a page splits one product into a shared ``group_id`` where no source stated one;
+    in place (source ``page-group:<how>``).
+
+    The colours of one product on a page are its items with the same title (``_collapse`` has kept them apart
+    because their colours, or their pictures, differ); items with other titles are other products (a
+    recommendation, an accessory) and are not grouped with it, and an item alone keeps ``group_id`` None. A group
+    without one takes, in order: the ``group_id`` one of its items carries (a ``ProductGroup``'s
+    ``productGroupID``, an ``isVariantOf`` / ``inProductGroupWithID``, an id shared by the colours); the parent
+    code the colours' ids share (the longest common prefix ending at a separator, four characters or more with a
+    digit: ``84994776-611``, ``84994776-800`` → ``84994776``); the identifier in the page's canonical URL
+    (``<link rel="canonical">``, else ``og:url``, else the page URL: ``…-12185160.html`` → ``12185160``,
+    ``pagetext.url_identifier``); else that canonical URL itself. The same page thus groups its colours the same
+    way whether it is fetched live or replayed from another address."""
+    by_title: dict[str, list[dict[str, Any]]] = {}
+    for p in products:
+        if _norm(p.get("title")):
+            by_title.setdefault(_norm(p["title"]), []).append(p)
+    page_url: str | None = None
+    for items in by_title.values():
+        if len(items) < 2 or all(p.get("group_id") for p in items):
+            continue
+        gid = next((p["group_id"] for p in items if p.get("group_id")), None)
+        how = "item"
+        if gid is None:
+            gid, how = _common_parent([p.get("variant_id") for p in items]), "parent-id"
+        if gid is None:
+            page_url = page_url or _canonical_page_url(sel, url, base)
+            gid, how = url_identifier(page_url), "url-id"
+            if gid is None:
+                gid, how = page_url, "url"
+        for p in items:
+            if not p.get("group_id"):
+                p["group_id"] = gid
+                p.setdefault("_sources", {})["group_id"] = f"page-group:{how}"
+
+
+def _common_parent(ids: list[str | None]) -> str | None:
+    """The longest common prefix of two or more distinct ids that ends at a separator of each, when it keeps four
+    or more characters with a digit; None otherwise (an id missing, or nothing shared)."""
+    values = list(dict.fromkeys(ids))
+    if len(values) < 2 or not all(isinstance(v, str) and v for v in values):
+        return None
+    prefix = min(values, key=len)
+    for v in values:
+        while prefix and not v.startswith(prefix):
+            prefix = prefix[:-1]
+    while prefix and not all(len(v) > len(prefix) and v[len(prefix)] in _SEP for v in values):
+        prefix = prefix[:-1]
+    prefix = prefix.rstrip(_SEP)
+    return prefix if len(prefix) >= 4 and re.search(r"\d", prefix) else None
+
+
+_MAX_URL_CHARS = 2048
+
+
+def _canonical_page_url(sel: Selector, url: str, base: str) -> str:
+    """The page's own URL for itself: ``<link rel="canonical">``, else ``og:url``, when absolute http(s) (relative:
+    against the page's base) and at most 2,048 characters; else the page URL; canonicalised (``canonical``)."""
+    for href in (sel.xpath("//link[contains(concat(' ', translate(normalize-space(@rel), 'CANOICL', 'canoicl'), ' '),"
+                           " ' canonical ')]/@href").get(),
+                 sel.xpath("//meta[@property='og:url']/@content").get()):
+        if href and href.strip():
+            u = urljoin(base, replace_entities(href.strip()))
+            if u.startswith(("http://", "https://")) and len(u) <= _MAX_URL_CHARS:
+                return canonical(u)
+    return canonical(url)
 
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")
