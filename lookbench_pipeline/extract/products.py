@@ -135,7 +135,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     _state_colours(sel, products)
     _page_groups(sel, products, url, base)
     if products:
-        _page_reference(sel, products[0], shared)
+        _page_reference(sel, products, shared)
     index = _page_renditions(sel, html, base)
     out = []
     for p in products:
@@ -162,25 +162,36 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     return out
 
 
-def _page_reference(sel: Selector, main: dict[str, Any], shared: tuple[str | None, str | None]) -> None:
-    """Make the main item's ``sku`` the product reference the page states; in place.
+def _page_reference(sel: Selector, products: list[dict[str, Any]], shared: tuple[str | None, str | None]) -> None:
+    """Make the ``sku`` of the page's main item (``products[0]``), and of its other colours, the product reference
+    the page states; in place.
 
     ``sku`` is the shop's reference of the product as the page states it: the code the page prints after a label
     ("Ref." / "SKU" / "Product code" / "Art.-Nr." …: ``pagetext.labelled_identifier``; a "Model #" is a
     manufacturer's number and is skipped), else the identifier chosen for the main item (``choose_identifier``:
     one the URL carries first) when the page's colours share it and it became their ``group_id`` (``shared``:
     ``(value, source)``, or Nones), else the item's own identifier. The page's reference is often not the
-    item's own id: it may be the model's, shared by all its colours ("Black - 1002/710", a URL's model number), or
+    item's own id: it may be the model's, shared by all its colours ("Purple - 7901/312", a URL's model number), or
     the code of the size the page shows first, which is why identity does not rest on it: ``variant_id``, decided
     before (``_collapse``, ``_colour_identity``, ``choose_identifier``, a shared id made the group's), stays the
-    item's id at colour granularity and is what ``product_key`` hashes. Only the main item takes the page's
-    reference: the page states it for the product it sells, not for the other colours or products it lists."""
+    item's id at colour granularity and is what ``product_key`` hashes.
+
+    The reference is the product's, so every colour of the main item (the items with its ``group_id``,
+    ``_page_groups``) takes it, and one page gives all its colours one ``sku``; except when it is one of the main
+    item's own identifiers (the selected colour's code, not the product's): then only the main item takes it. The
+    other products a page lists (recommendations, accessories: another ``group_id``, or none) keep their own."""
+    main = products[0]
     ref, source = labelled_identifier(sel, model_numbers=False), "visible:label"
     if not ref and shared[0]:
         ref, source = shared
-    if ref and ref != main.get("sku"):
-        main["sku"] = ref
-        main.setdefault("_sources", {})["sku"] = source
+    if not ref:
+        return
+    own = {main.get("variant_id"), *(v for _, v in main.get("_ids") or [])} - {shared[0]}
+    siblings = [p for p in products[1:] if main.get("group_id") and p.get("group_id") == main["group_id"]]
+    for p in [main] + ([] if ref in own else siblings):
+        if ref != p.get("sku"):
+            p["sku"] = ref
+            p.setdefault("_sources", {})["sku"] = source
 
 
 def _page_groups(sel: Selector, products: list[dict[str, Any]], url: str, base: str) -> None:
