@@ -343,9 +343,12 @@ def test_sku_is_the_printed_reference_identity_stays_the_colours():
         "<body></body>", "<body><span class='product-reference'>7901/312</span></body>")
     assert [(i["sku"], i["variant_id"], i["group_id"]) for i in extract_products(two, "https://s.test/top")] == [
         ("7901/312", "T-611", "https://s.test/top"), ("7901/312", "T-800", "https://s.test/top"), ("B-1", "B-1", None)]
-    # a printed code that is the main colour's own id is that colour's, not the product's: the others keep theirs
-    own = two.replace("7901/312", "T-611")
-    assert [i["sku"] for i in extract_products(own, "https://s.test/top")] == ["T-611", "T-800", "B-1"]
+    # a printed code that is a colour's own id, or its size's, is that colour's, not the product's: the others
+    # keep theirs
+    colours = two.replace("T-611", "1002-611").replace("T-800", "1002-800")
+    for code in ("1002-611", "1002-611-38", "1002-800"):
+        items = extract_products(colours.replace("7901/312", code), "https://s.test/top")
+        assert [(i["sku"], i["group_id"]) for i in items] == [(code, "1002"), ("1002-800", "1002"), ("B-1", None)]
 
 
 def test_sku_is_the_id_the_page_declares_even_when_its_colours_share_it():

@@ -177,18 +177,21 @@ def _page_reference(sel: Selector, products: list[dict[str, Any]], shared: tuple
     item's id at colour granularity and is what ``product_key`` hashes.
 
     The reference is the product's, so every colour of the main item (the items with its ``group_id``,
-    ``_page_groups``) takes it, and one page gives all its colours one ``sku``; except when it is one of the main
-    item's own identifiers (the selected colour's code, not the product's): then only the main item takes it. The
-    other products a page lists (recommendations, accessories: another ``group_id``, or none) keep their own."""
+    ``_page_groups``) takes it, and one page gives all its colours one ``sku``; except when it is a colour's
+    code, not the product's (one of the colours' own identifiers, or one of them with a size appended after a
+    separator: ``T1-R-S`` of ``T1-R``): then only the main item takes it. The other products a page lists
+    (recommendations, accessories: another ``group_id``, or none) keep their own."""
     main = products[0]
     ref, source = labelled_identifier(sel, model_numbers=False), "visible:label"
     if not ref and shared[0]:
         ref, source = shared
     if not ref:
         return
-    own = {main.get("variant_id"), *(v for _, v in main.get("_ids") or [])} - {shared[0]}
     siblings = [p for p in products[1:] if main.get("group_id") and p.get("group_id") == main["group_id"]]
-    for p in [main] + ([] if ref in own else siblings):
+    ids = {v for p in [main, *siblings] for v in (p.get("variant_id"), *(v for _, v in p.get("_ids") or []))
+           if v and v != shared[0]}
+    colour_level = any(ref == v or (ref.startswith(v) and ref[len(v)] in _SEP) for v in ids)
+    for p in [main] + ([] if colour_level else siblings):
         if ref != p.get("sku"):
             p["sku"] = ref
             p.setdefault("_sources", {})["sku"] = source
