@@ -118,11 +118,13 @@ def test_group_of_a_page_without_a_stated_group():
     items = extract_products(_ld(ld, head=canon), "http://127.0.0.1:8123/pages/saved.html")
     assert [i["group_id"] for i in items] == ["12185160", "12185160"]
     assert {d["name"]: d["value"] for d in items[0]["field_sources"]}["group_id"] == "page-group:url-id"
-    # no identifier in it: the canonical URL itself; a hostile canonical (not http(s), too long) is not used
+    # no identifier in it: the canonical URL's path, whatever host and port served the page; a hostile canonical
+    # (not http(s), too long) is not used
     for head in ("<link rel='canonical' href='javascript:alert(1)'>",
                  f"<link rel='canonical' href='https://shop.test/{'x' * 5000}'>"):
-        items = extract_products(_ld(ld, head=head), "https://s.test/cardigan")
-        assert [i["group_id"] for i in items] == ["https://s.test/cardigan"] * 2
+        for served in ("https://s.test/cardigan", "http://127.0.0.1:8123/cardigan", "http://127.0.0.1:9999/cardigan"):
+            items = extract_products(_ld(ld, head=head), served)
+            assert [i["group_id"] for i in items] == ["/cardigan"] * 2, served
     # a group the page states is kept; an item alone has none
     single = extract_products(_ld(ld["@graph"][0]), "https://s.test/cardigan")
     assert [i["group_id"] for i in single] == [None]

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import extruct
 from parsel import Selector
@@ -209,8 +209,8 @@ def _page_groups(sel: Selector, products: list[dict[str, Any]], url: str, base: 
     code the colours' ids share (the longest common prefix ending at a separator, four characters or more with a
     digit: ``84994776-611``, ``84994776-800`` → ``84994776``); the identifier in the page's canonical URL
     (``<link rel="canonical">``, else ``og:url``, else the page URL: ``…-12185160.html`` → ``12185160``,
-    ``pagetext.url_identifier``); else that canonical URL itself. The same page thus groups its colours the same
-    way whether it is fetched live or replayed from another address."""
+    ``pagetext.url_identifier``); else that canonical URL's path and query (no host or port). The same page thus
+    groups its colours the same way whether it is fetched live or replayed from another address."""
     by_title: dict[str, list[dict[str, Any]]] = {}
     for p in products:
         if _norm(p.get("title")):
@@ -226,8 +226,9 @@ def _page_groups(sel: Selector, products: list[dict[str, Any]], url: str, base: 
         if gid is None:
             page_url = page_url or _canonical_page_url(sel, url, base)
             gid, how = url_identifier(page_url), "url-id"
-            if gid is None:
-                gid, how = page_url, "url"
+            if gid is None:  # the path and query alone: a replayed page served on another port groups alike
+                parts = urlsplit(page_url)
+                gid, how = parts.path + (f"?{parts.query}" if parts.query else ""), "url"
         for p in items:
             if not p.get("group_id"):
                 p["group_id"] = gid
