@@ -334,25 +334,33 @@ def test_sku_is_the_printed_reference_identity_stays_the_colours():
     # a model number is the manufacturer's: the structured sku stays
     [p] = extract_products(page.replace("Product code: 287807", "Model # AB1234"), "https://s.test/tablet/p1821267")
     assert (p["sku"], p["variant_id"], _src(p, "sku")) == ("1821267", "1821267", "json-ld:productID")
-    # only the main item takes the page's reference: the other colours listed keep their own ids
+    # the reference is the product's: every colour of it on the page (its group) takes it, each keeping its own
+    # variant_id; another product the page lists (a recommendation) keeps its own id
     two = _ld({"@context": "https://schema.org", "@graph": [
-        {"@type": "Product", "name": "Top", "color": c, "sku": s, "image": f"https://c.test/{s}.jpg"}
-        for c, s in (("Purple", "T-611"), ("Black", "T-800"))]}).replace(
+        *({"@type": "Product", "name": "Top", "color": c, "sku": s, "image": f"https://c.test/{s}.jpg"}
+          for c, s in (("Purple", "T-611"), ("Black", "T-800"))),
+        {"@type": "Product", "name": "Belt", "sku": "B-1", "image": "https://c.test/b.jpg"}]}).replace(
         "<body></body>", "<body><span class='product-reference'>7901/312</span></body>")
-    assert [(i["sku"], i["variant_id"]) for i in extract_products(two, "https://s.test/top")] == [
-        ("7901/312", "T-611"), ("T-800", "T-800")]
+    assert [(i["sku"], i["variant_id"], i["group_id"]) for i in extract_products(two, "https://s.test/top")] == [
+        ("7901/312", "T-611", "https://s.test/top"), ("7901/312", "T-800", "https://s.test/top"), ("B-1", "B-1", None)]
+    # a printed code that is a colour's own id, or its size's, is that colour's, not the product's: the others
+    # keep theirs
+    colours = two.replace("T-611", "1002-611").replace("T-800", "1002-800")
+    for code in ("1002-611", "1002-611-38", "1002-800"):
+        items = extract_products(colours.replace("7901/312", code), "https://s.test/top")
+        assert [(i["sku"], i["group_id"]) for i in items] == [(code, "1002"), ("1002-800", "1002"), ("B-1", None)]
 
 
 def test_sku_is_the_id_the_page_declares_even_when_its_colours_share_it():
     """Colour variants that share the identifier chosen for them (here the URL's, the model's number) keep it as
-    their group_id and their own ids as variant_id; the main item's sku is that declared id, the page's reference
-    of its product (no label printed)."""
+    their group_id and their own ids as variant_id; their sku is that declared id, the page's reference of its
+    product (no label printed)."""
     page = _ld({"@context": "https://schema.org", "@graph": [
         {"@type": "Product", "name": "Cardigan", "color": c, "gtin8": g, "image": f"https://c.test/{g}.jpg"}
         for c, g in (("Blue", "5715093615745"), ("Black", "5715093615844"))]})
     items = extract_products(page, "https://s.test/cardigans/zipped-cardigan-12185160.html")
     assert [(i["sku"], i["variant_id"], i["group_id"]) for i in items] == [
-        ("12185160", "5715093615745", "12185160"), ("5715093615844", "5715093615844", "12185160")]
+        ("12185160", "5715093615745", "12185160"), ("12185160", "5715093615844", "12185160")]
     assert (_src(items[0], "sku"), _src(items[0], "variant_id")) == ("url", "json-ld:gtin8")
 
 

@@ -25,7 +25,8 @@ _MAX_FIELD_WORDS = {"brand": 6, "sku": 1, "color": 6, "material": 12, "title": 6
 def clean_value(field: str, value: str | None, page_title: str | None = None) -> str | None:
     """A field value as data, or None when it is template junk or prose: an unrendered placeholder
     (``$metabrand``, ``{{brand}}``), a sentence where a name belongs (more words than the field takes, or a label
-    with a colon such as "Ver mais artigos da Marca: X"), or, for a brand, the page's own title."""
+    with a colon such as "Ver mais artigos da Marca: X"), for a brand, the page's own title, or a title that is only
+    a URL (a product card's ``<a itemprop="name" href=…>``, which microdata reads as its link)."""
     if value is None:
         return None
     v = value.strip()
@@ -36,7 +37,12 @@ def clean_value(field: str, value: str | None, page_title: str | None = None) ->
         return None
     if field in ("brand", "color") and (":" in v or (page_title and v.lower() == page_title.strip().lower())):
         return None
+    if field == "title" and _URL_ONLY.match(v):
+        return None
     return v
+
+
+_URL_ONLY = re.compile(r"(?:https?:)?//\S+$", re.IGNORECASE)
 
 
 def _identifiers(props: dict, offers: list[dict]) -> list[tuple[str, str]]:

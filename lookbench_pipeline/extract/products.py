@@ -7,19 +7,19 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from urllib.parse import urljoin
+from urllib.parse import urljoin, urlsplit
 
 import extruct
 from parsel import Selector
 from w3lib.html import get_base_url, replace_entities
 
 from ..config import ProductRules
-from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates
-from .identity import _collapse, _merge, canonical, choose_identifier
+from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates, url_identifier
+from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifier
 from .images import _absolute, _full_size, _page_renditions, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
-from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products
+from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +132,10 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         p["variant_id"] = p.get("sku")
         if p["variant_id"]:
             p.setdefault("_sources", {})["variant_id"] = p["_sources"].get("sku")
+    _state_colours(sel, products)
+    _page_groups(sel, products, url, base)
     if products:
-        _page_reference(sel, products[0], shared)
+        _page_reference(sel, products, shared)
     index = _page_renditions(sel, html, base)
     out = []
     for p in products:
@@ -160,25 +162,109 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     return out
 
 
-def _page_reference(sel: Selector, main: dict[str, Any], shared: tuple[str | None, str | None]) -> None:
-    """Make the main item's ``sku`` the product reference the page states; in place.
+def _page_reference(sel: Selector, products: list[dict[str, Any]], shared: tuple[str | None, str | None]) -> None:
+    """Make the ``sku`` of the page's main item (``products[0]``), and of its other colours, the product reference
+    the page states; in place.
 
     ``sku`` is the shop's reference of the product as the page states it: the code the page prints after a label
     ("Ref." / "SKU" / "Product code" / "Art.-Nr." …: ``pagetext.labelled_identifier``; a "Model #" is a
     manufacturer's number and is skipped), else the identifier chosen for the main item (``choose_identifier``:
     one the URL carries first) when the page's colours share it and it became their ``group_id`` (``shared``:
     ``(value, source)``, or Nones), else the item's own identifier. The page's reference is often not the
-    item's own id: it may be the model's, shared by all its colours ("Black - 1002/710", a URL's model number), or
+    item's own id: it may be the model's, shared by all its colours ("Purple - 7901/312", a URL's model number), or
     the code of the size the page shows first, which is why identity does not rest on it: ``variant_id``, decided
     before (``_collapse``, ``_colour_identity``, ``choose_identifier``, a shared id made the group's), stays the
-    item's id at colour granularity and is what ``product_key`` hashes. Only the main item takes the page's
-    reference: the page states it for the product it sells, not for the other colours or products it lists."""
+    item's id at colour granularity and is what ``product_key`` hashes.
+
+    The reference is the product's, so every colour of the main item (the items with its ``group_id``,
+    ``_page_groups``) takes it, and one page gives all its colours one ``sku``; except when it is a colour's
+    code, not the product's (one of the colours' own identifiers, or one of them with a size appended after a
+    separator: ``T1-R-S`` of ``T1-R``): then only the main item takes it. The other products a page lists
+    (recommendations, accessories: another ``group_id``, or none) keep their own."""
+    main = products[0]
     ref, source = labelled_identifier(sel, model_numbers=False), "visible:label"
     if not ref and shared[0]:
         ref, source = shared
-    if ref and ref != main.get("sku"):
-        main["sku"] = ref
-        main.setdefault("_sources", {})["sku"] = source
+    if not ref:
+        return
+    siblings = [p for p in products[1:] if main.get("group_id") and p.get("group_id") == main["group_id"]]
+    ids = {v for p in [main, *siblings] for v in (p.get("variant_id"), *(v for _, v in p.get("_ids") or []))
+           if v and v != shared[0]}
+    colour_level = any(ref == v or (ref.startswith(v) and ref[len(v)] in _SEP) for v in ids)
+    for p in [main] + ([] if colour_level else siblings):
+        if ref != p.get("sku"):
+            p["sku"] = ref
+            p.setdefault("_sources", {})["sku"] = source
+
+
+def _page_groups(sel: Selector, products: list[dict[str, Any]], url: str, base: str) -> None:
+    """Give the colour variants a page splits one product into a shared ``group_id`` where no source stated one;
+    in place (source ``page-group:<how>``).
+
+    The colours of one product on a page are its items with the same title (``_collapse`` has kept them apart
+    because their colours, or their pictures, differ); items with other titles are other products (a
+    recommendation, an accessory) and are not grouped with it, and an item alone keeps ``group_id`` None. A group
+    without one takes, in order: the ``group_id`` one of its items carries (a ``ProductGroup``'s
+    ``productGroupID``, an ``isVariantOf`` / ``inProductGroupWithID``, an id shared by the colours); the parent
+    code the colours' ids share (the longest common prefix ending at a separator, four characters or more with a
+    digit: ``84994776-611``, ``84994776-800`` → ``84994776``); the identifier in the page's canonical URL
+    (``<link rel="canonical">``, else ``og:url``, else the page URL: ``…-12185160.html`` → ``12185160``,
+    ``pagetext.url_identifier``); else that canonical URL's path and query (no host or port). The same page thus
+    groups its colours the same way whether it is fetched live or replayed from another address."""
+    by_title: dict[str, list[dict[str, Any]]] = {}
+    for p in products:
+        if _norm(p.get("title")):
+            by_title.setdefault(_norm(p["title"]), []).append(p)
+    page_url: str | None = None
+    for items in by_title.values():
+        if len(items) < 2 or all(p.get("group_id") for p in items):
+            continue
+        gid = next((p["group_id"] for p in items if p.get("group_id")), None)
+        how = "item"
+        if gid is None:
+            gid, how = _common_parent([p.get("variant_id") for p in items]), "parent-id"
+        if gid is None:
+            page_url = page_url or _canonical_page_url(sel, url, base)
+            gid, how = url_identifier(page_url), "url-id"
+            if gid is None:  # the path and query alone: a replayed page served on another port groups alike
+                parts = urlsplit(page_url)
+                gid, how = parts.path + (f"?{parts.query}" if parts.query else ""), "url"
+        for p in items:
+            if not p.get("group_id"):
+                p["group_id"] = gid
+                p.setdefault("_sources", {})["group_id"] = f"page-group:{how}"
+
+
+def _common_parent(ids: list[str | None]) -> str | None:
+    """The longest common prefix of two or more distinct ids that ends at a separator of each, when it keeps four
+    or more characters with a digit; None otherwise (an id missing, or nothing shared)."""
+    values = list(dict.fromkeys(ids))
+    if len(values) < 2 or not all(isinstance(v, str) and v for v in values):
+        return None
+    prefix = min(values, key=len)
+    for v in values:
+        while prefix and not v.startswith(prefix):
+            prefix = prefix[:-1]
+    while prefix and not all(len(v) > len(prefix) and v[len(prefix)] in _SEP for v in values):
+        prefix = prefix[:-1]
+    prefix = prefix.rstrip(_SEP)
+    return prefix if len(prefix) >= 4 and re.search(r"\d", prefix) else None
+
+
+_MAX_URL_CHARS = 2048
+
+
+def _canonical_page_url(sel: Selector, url: str, base: str) -> str:
+    """The page's own URL for itself: ``<link rel="canonical">``, else ``og:url``, when absolute http(s) (relative:
+    against the page's base) and at most 2,048 characters; else the page URL; canonicalised (``canonical``)."""
+    for href in (sel.xpath("//link[contains(concat(' ', translate(normalize-space(@rel), 'CANOICL', 'canoicl'), ' '),"
+                           " ' canonical ')]/@href").get(),
+                 sel.xpath("//meta[@property='og:url']/@content").get()):
+        if href and href.strip():
+            u = urljoin(base, replace_entities(href.strip()))
+            if u.startswith(("http://", "https://")) and len(u) <= _MAX_URL_CHARS:
+                return canonical(u)
+    return canonical(url)
 
 
 _CORE = ("title", "sku", "price", "currency", "availability", "image_urls")

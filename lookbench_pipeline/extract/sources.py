@@ -5,6 +5,8 @@ and Shopify's product JSON (``shopify_products``); ``decode_html`` decodes a pag
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 from parsel import Selector
@@ -34,6 +36,14 @@ def _property_values(v: Any) -> list[dict[str, str]] | None:
     return out or None
 
 
+def _facet_colour(v: Any) -> str | None:
+    """The colour an ``additionalProperty`` states (a PropertyValue named "Color" / "Colour" / "Farbe"…), or None."""
+    for f in _property_values(v) or []:
+        if f["name"].strip().lower() in _COLOUR_OPTION:
+            return clean_value("color", f["value"])
+    return None
+
+
 def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
     props = node.get("properties", node) if syntax == "rdfa-raw" else node
     offers = _offers(props.get("offers"))
@@ -49,7 +59,7 @@ def _from_schema_node(node: dict, syntax: str) -> dict[str, Any]:
         "sku": sku,
         "price": price,
         "currency": currency,
-        "color": clean_value("color", _text(props.get("color"))),
+        "color": clean_value("color", _text(props.get("color"))) or _facet_colour(props.get("additionalProperty")),
         "material": clean_value("material", _text(props.get("material"))),
         "category_text": _text(props.get("category")),
         "facets": _property_values(props.get("additionalProperty")),
@@ -411,3 +421,118 @@ def shopify_products(doc: Any, url: str) -> list[dict[str, Any]]:
                                      if k not in ("url", "extracted_from") and item[k] not in (None, "", [])]
             out.append(item)
     return out
+
+
+# Arrays of a page's state JSON that list a product's colours (each entry a colour: its name under ``name`` /
+# ``label``…) or its variants (a variant's colour only under an explicit colour key).
+_COLOUR_ARRAY = re.compile(r"""["']?(colou?rs|colou?rways|colou?r_?options|colou?r_?variants|swatches|variants|"""
+                           r"""variations)["']?\s*:\s*\[""", re.IGNORECASE)
+_ENTRY_IDS = ("id", "code", "colorId", "colourId", "colorCode", "colourCode", "sku", "skuId", "variantId", "variant_id")
+_ENTRY_COLOUR = ("colorName", "colourName", "color", "colour", "colorDescription", "colourDescription")
+_ENTRY_NAME = ("name", "label", "displayName", "title", "value")
+_MAX_ARRAYS = 50                 # state arrays read per page
+_MAX_ENTRIES = 1000              # entries read per array
+_MAX_ARRAY_CHARS = 1_000_000     # characters one array may span
+_MAX_SCAN_CHARS = 4_000_000      # characters all of a page's arrays may span together
+_MAX_SCRIPT_CHARS = 3_000_000    # a longer script is not read (as ``pagetext.state_documents``)
+_NOT_A_COLOUR_NAME = re.compile(r"#?[0-9a-fA-F]{3,8}|\d+|rgba?\(.*\)")
+_ID_SEP = re.compile(r"[-_/. ]+")
+
+
+def _entry_text(v: Any) -> str | None:
+    """A string scalar of a state entry (a number as its digits); None for anything else (lists, objects, bools)."""
+    if isinstance(v, bool) or not isinstance(v, (str, int)):
+        return None
+    t = str(v).strip()
+    return t if 0 < len(t) <= 100 else None
+
+
+def _entry_colour(entry: dict, colour_array: bool) -> str | None:
+    for key in _ENTRY_COLOUR + (_ENTRY_NAME if colour_array else ()):
+        v = entry.get(key)
+        if isinstance(v, dict):  # {"color": {"name": "Red", "hex": "#f00"}}
+            v = v.get("name") or v.get("label")
+        if not isinstance(v, str):
+            continue
+        name = clean_value("color", v)
+        if name and not _NOT_A_COLOUR_NAME.fullmatch(name):
+            return name
+    return None
+
+
+def state_colour_entries(sel: Selector) -> dict[str, dict[str, str]]:
+    """The colour names of the page's state JSON by entry id (lower-cased; ``{id: {name.lower(): name}}``): each
+    entry of the colour and variant arrays in the page's scripts (JSON-LD aside), ``"colors": [{"id": "611",
+    "name": "Purple"}, …]``, ``"variants": [{"sku": "T-RED", "colour": "Red"}, …]``.
+
+    Each array is read as JSON, else as a JavaScript literal (``chompjs``); one that is neither, or is not a list
+    of objects, is skipped, as are entries without an id or a colour name (a hex code or a number is not a name).
+    Bounded, whatever the page: 50 arrays, 1,000 entries each, 1,000,000 characters an array and 4,000,000 all of
+    them; scripts over 3,000,000 characters are not read."""
+    import chompjs
+
+    decoder = json.JSONDecoder(strict=False)
+    out: dict[str, dict[str, str]] = {}
+    arrays = scanned = 0
+    for raw in sel.xpath("//script[not(contains(translate(@type, 'LDJSON', 'ldjson'), 'ld+json'))]/text()").getall():
+        if len(raw) > _MAX_SCRIPT_CHARS:
+            continue
+        for m in _COLOUR_ARRAY.finditer(raw):
+            if arrays >= _MAX_ARRAYS or scanned >= _MAX_SCAN_CHARS:
+                return out
+            arrays += 1
+            text = raw[m.end() - 1:m.end() - 1 + _MAX_ARRAY_CHARS]
+            scanned += len(text)
+            try:
+                arr, _ = decoder.raw_decode(text)
+            except (ValueError, RecursionError):
+                try:
+                    arr = chompjs.parse_js_object(text)
+                except Exception:  # chompjs raises ValueError, and its C scanner others, on what is not data
+                    continue
+            if not isinstance(arr, list):
+                continue
+            colour_array = "colo" in m.group(1).lower() or m.group(1).lower() == "swatches"
+            for entry in arr[:_MAX_ENTRIES]:
+                if not isinstance(entry, dict):
+                    continue
+                name = _entry_colour(entry, colour_array)
+                for key in _ENTRY_IDS if name else ():
+                    eid = _entry_text(entry.get(key))
+                    if eid:
+                        out.setdefault(eid.lower(), {})[name.lower()] = name
+    return out
+
+
+def _state_colours(sel: Selector, products: list[dict[str, Any]]) -> None:
+    """Fill the colour of the items that have none from the page's state JSON (``state_colour_entries``), keyed
+    by the item's own id; in place (source ``state-json:colors``).
+
+    An entry is the item's when one of its ids is one of the item's identifiers (``variant_id``, ``sku``, the
+    others it carries), else when it is a separator-delimited part of one of them that no other item of the page
+    has (``611`` of ``84994776-611``, beside ``84994776-800``: the colour code of the item's id, not the model's
+    number every colour shares). An item takes a colour only when its entries name one (ignoring case): two
+    names, or none, leave it without."""
+    if all(p.get("color") for p in products):
+        return
+    by_id = state_colour_entries(sel)
+    if not by_id:
+        return
+    idents = []
+    for p in products:
+        values = {p.get("variant_id"), p.get("sku"), *(v for _, v in p.get("_ids") or [])}
+        idents.append({str(v).lower() for v in values if v})
+    parts = [{t for v in ids for t in _ID_SEP.split(v) if len(t) >= 2} - ids for ids in idents]
+    owners: dict[str, int] = {}
+    for ps in parts:
+        for t in ps:
+            owners[t] = owners.get(t, 0) + 1
+    for p, ids, ps in zip(products, idents, parts):
+        if p.get("color") or not ids:
+            continue
+        names = {k: v for i in ids for k, v in by_id.get(i, {}).items()}
+        if not names:
+            names = {k: v for t in ps if owners[t] == 1 for k, v in by_id.get(t, {}).items()}
+        if len(names) == 1:
+            p["color"] = next(iter(names.values()))
+            p.setdefault("_sources", {})["color"] = "state-json:colors"
