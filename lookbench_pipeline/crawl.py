@@ -455,6 +455,11 @@ class PageProduct:
     sku: str | None
 
 
+def _title_key(title: object) -> str:
+    """A title as compared between a page's items: whitespace collapsed, lower case."""
+    return " ".join(str(title or "").split()).lower()
+
+
 def in_page_order(items: list[dict]) -> list[dict]:
     """Product feed items sorted by their page's canonical URL, then by ``page_position`` (the spider's index of the
     item among its page's products), then by feed order (a feed written before ``page_position`` existed, or a page
@@ -522,15 +527,24 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     products: dict[str, dict] = {}
     on_page: dict[str, list[PageProduct]] = {}  # path_key of a page -> its products, in page order
     product_items = in_page_order(out.of_kind("product"))
+    merged = split_by_title = 0
     for it in product_items:
         # an item of a feed written before variant_id existed: its sku was its id
-        pid = product_key(out.site, it["url"], it.get("variant_id", it.get("sku")), it.get("color"))
+        vid = it.get("variant_id", it.get("sku"))
+        pid = product_key(out.site, it["url"], vid, it.get("color"))
         crawled = _ts(it["crawled_at"])
         page = on_page.setdefault(path_key(out.site, it["url"]), [])
+        if not vid and pid in products and _title_key(products[pid].get("title")) != _title_key(it.get("title")) \
+                and any(e.product_id == pid for e in page):
+            # another product the same page lists with no id and no colour (an accessory, a recommendation): its
+            # own id, by its title, rather than its pictures folded into the first one's row
+            pid = product_key(out.site, it["url"], None, it.get("color"), title=it.get("title") or "")
+            split_by_title += 1
         if all(e.product_id != pid for e in page):
             page.append(PageProduct(pid, it.get("variant_id"), it.get("sku")))
-        if pid in products:
+        if pid in products:  # the same item again (another page, a second card): one row, its pictures added
             products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
+            merged += 1
             continue
         prev = prev_p.get(pid, {})
         first = prev.get("first_seen_at") or crawled
@@ -585,6 +599,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         outcomes[f"pages.{key}"] = outcomes.get(f"pages.{key}", 0) + 1
     links_by = Counter(how for lid in looks for how in resolved_by[lid])  # the looks kept (a page seen twice: once)
     counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
+              "product_items_merged": merged, "products_told_apart_by_title": split_by_title,
               "products_new": sum(1 for k in products if k not in prev_p),
               "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(

@@ -297,11 +297,14 @@ def canonical(url: str) -> str:
     return canonicalize_url(url)
 
 
-def product_key(site: str, url: str, variant_id: str | None, color: str | None = None) -> str:
+def product_key(site: str, url: str, variant_id: str | None, color: str | None = None,
+                title: str | None = None) -> str:
     """The stable product id (sha1 hex) of one sellable item: of ``site`` and its ``variant_id`` (the item's own id
     at colour granularity, ``extract_products``; not its ``sku``, which may be the model's reference, shared by
     its colours); without one, of the URL path and query and the colour (colour variants on one page are distinct
-    items; a product without a colour keeps the id it always had).
+    items; a product without a colour keeps the id it always had), and ``title`` when given: the caller gives it
+    only for an item that would otherwise take the id of another product on the same page (two accessories a page
+    lists with no id and no colour, ``crawl.merge_catalog``), so every other id stays as it was.
 
     The host and port are not part of it, so a replayed or re-served copy of a site keeps its product ids.
     """
@@ -315,6 +318,8 @@ def product_key(site: str, url: str, variant_id: str | None, color: str | None =
         basis = f"{site}\x00path\x00{parts.path}?{parts.query}"
         if color and color.strip():
             basis += "\x00color\x00" + re.sub(r"\s+", " ", color).strip().lower()
+        if title and title.strip():
+            basis += "\x00title\x00" + re.sub(r"\s+", " ", title).strip().lower()
     return hashlib.sha1(basis.encode()).hexdigest()
 
 

@@ -1,0 +1,66 @@
+"""Products a page lists without any id or colour (a real page's accessories, recommendations) are told apart by
+their titles, not folded into one row that mixes their pictures; the same item seen twice is still one row, and
+the crawl's counts reconcile (product items = products + items merged into another's row)."""
+
+from pathlib import Path
+
+import pyarrow.parquet as pq
+
+from lookbench_pipeline.crawl import CrawlOutput, merge_catalog
+from lookbench_pipeline.extract import product_key
+
+T = "2026-07-06T10:00:00+00:00"
+PAGE = "http://127.0.0.1:8123/pages/obrazy.html"
+
+
+def _item(pos, title, image, url=PAGE, **kw):
+    return {"kind": "product", "url": url, "crawled_at": T, "page_position": pos, "title": title,
+            "image_urls": [image], "site": "shop", **kw}
+
+
+def _crawl(tmp_path: Path, items) -> tuple[list[dict], dict]:
+    feed = tmp_path / "crawl" / "items.jsonl"
+    feed.parent.mkdir(parents=True, exist_ok=True)
+    out = CrawlOutput(site="shop", feed=feed, log_file=feed.with_name("scrapy.log"), base_url="http://127.0.0.1:8123",
+                      items=items)
+    cat = merge_catalog(out, tmp_path / "state")
+    rows = pq.read_table(tmp_path / "state" / "shop" / "products.parquet").to_pylist()
+    return rows, cat.counts
+
+
+def test_two_products_of_one_page_without_ids_are_two_rows_each_with_its_own_pictures(tmp_path):
+    rows, counts = _crawl(tmp_path, [
+        _item(0, "Rzepy do obrazów", "https://c.test/rzepy.jpg"),
+        _item(1, "Klej montażowy", "https://c.test/klej.jpg"),
+        _item(2, "Klej  montażowy", "https://c.test/klej-2.jpg"),  # the same accessory again: its row
+        _item(3, "Rzepy do obrazów", "https://c.test/rzepy-b.jpg"),  # the page's product shown again
+    ])
+    by_title = {r["title"]: r for r in rows}
+    assert len(rows) == 2 and set(by_title) == {"Rzepy do obrazów", "Klej montażowy"}
+    assert by_title["Rzepy do obrazów"]["image_urls"] == ["https://c.test/rzepy.jpg", "https://c.test/rzepy-b.jpg"]
+    assert by_title["Klej montażowy"]["image_urls"] == ["https://c.test/klej.jpg", "https://c.test/klej-2.jpg"]
+    # the page's first product keeps the id it always had; the other takes one by its title
+    assert by_title["Rzepy do obrazów"]["product_id"] == product_key("shop", PAGE, None)
+    assert by_title["Klej montażowy"]["product_id"] == product_key("shop", PAGE, None, title="Klej montażowy")
+    assert counts["product_items"] == 4 == counts["products"] + counts["product_items_merged"]
+    assert counts["products_told_apart_by_title"] == 2
+
+    # the ids hold from one crawl to the next: the second crawl finds both as they were
+    again, counts = _crawl(tmp_path, [_item(0, "Rzepy do obrazów", "https://c.test/rzepy.jpg"),
+                                      _item(1, "Klej montażowy", "https://c.test/klej.jpg")])
+    assert {r["product_id"] for r in again} == {r["product_id"] for r in rows} and counts["products_new"] == 0
+
+
+def test_items_with_ids_or_colours_and_one_item_on_two_pages_are_unchanged(tmp_path):
+    rows, counts = _crawl(tmp_path, [
+        _item(0, "Top", "https://c.test/a.jpg", variant_id="T-1"),
+        _item(1, "Other top", "https://c.test/b.jpg", variant_id="T-1"),  # one id: one item, whatever its title
+        _item(2, "Dress", "https://c.test/red.jpg", color="Red"),
+        _item(3, "Dress", "https://c.test/blue.jpg", color="Blue"),
+        _item(0, "Top", "https://c.test/c.jpg", url="http://127.0.0.1:8123/pages/other.html", variant_id="T-1"),
+    ])
+    assert len(rows) == 3 and counts["products_told_apart_by_title"] == 0
+    [top] = [r for r in rows if r["variant_id"] == "T-1"]
+    assert top["product_id"] == product_key("shop", PAGE, "T-1")
+    assert top["image_urls"] == ["https://c.test/a.jpg", "https://c.test/b.jpg", "https://c.test/c.jpg"]
+    assert counts["product_items"] == 5 == counts["products"] + counts["product_items_merged"]
