@@ -32,9 +32,13 @@ def _files(folder: Path) -> set[str]:
 
 
 def test_releases_info_and_pull(cfg, tmp_path, capsys):
+    # a reader never creates the store: a configured store that does not exist yet is said to be missing (a
+    # mistyped path is not "no releases")
+    assert main(["releases", "--config", cfg]) == 1
+    assert "no store at" in capsys.readouterr().err and not (tmp_path / "store").exists()
+    store = store_of(load_config(cfg))
     assert main(["releases", "--config", cfg]) == 0
     assert "no releases" in capsys.readouterr().out
-    store = store_of(load_config(cfg))
     publish(make_release(V1, range(0, 6)), store, {"code_version": "t"})
     publish(make_release(V2, range(3, 9)), store, {"code_version": "t"})
 

@@ -32,7 +32,7 @@ def consumer_store(args: argparse.Namespace):
         # the consumer install: no pipeline here whose store could be meant
         raise UsageError("name the store to read: --store URL (a folder, s3://bucket/prefix with --anon for a public "
                          "bucket, or an http(s):// mirror)")
-    return configured_store(load_config(args.config))
+    return configured_store(load_config(args.config), create=False)  # a reader never makes a store folder
 
 
 def _config_file(args: argparse.Namespace) -> str | None:
@@ -79,9 +79,10 @@ def _version_arg(store, name: str) -> str:
         return check_version(name)
     except UnsafePathError as exc:
         try:
-            near = difflib.get_close_matches(name, list_releases(store), n=1)
+            have = list_releases(store)
         except StoreError:  # an http mirror cannot be listed
-            near = []
+            have = []
+        near = difflib.get_close_matches(name, [*have, "latest"], n=1)  # `lates` too
         raise UsageError(f"{exc} or latest" + (f"; did you mean {near[0]}?" if near else "")) from exc
 
 
@@ -110,26 +111,49 @@ def cmd_releases(args: argparse.Namespace) -> int:
 
 
 def cmd_info(args: argparse.Namespace) -> int:
-    """A release's manifest as a person reads it (``--json``: as it is), then the manifest's own sha256: every file
-    is checked against the manifest, so the manifest is the release's root of trust, and a copy from a mirror is the
-    publisher's release when its manifest's sha256 is the publisher's."""
+    """A release's manifest as a person reads it (``--json``: as it is), then the manifest's own sha256: ``pull``
+    and ``evaluate`` check every file they read against the manifest, so the manifest is the release's root of
+    trust, and a copy from a mirror is the publisher's release when its manifest's sha256 is the publisher's.
+
+    The files themselves: in a pulled folder, the size of each file it holds is compared with the manifest's (a
+    damaged or changed copy, exit 1); ``--verify`` also hashes each (sha256, streamed), in a folder or a store.
+    Exit codes: 0, or 1 when a file is a link, missing from a store, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import read_manifest_bytes, release_prefix
+    from ..releases.reader import all_files, check_release_files, read_manifest_bytes, release_prefix
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
     raw, m = read_manifest_bytes(store, version)
+    prefix = f"{release_prefix(version)}/"
+    folder = isinstance(store, ReleaseFolder)
+    # the manifest's files a pulled folder holds; exists() refuses a symbolic link (UnsafePathError, named)
+    here = {k for k in all_files(m) if store.exists(prefix + k)} if folder else None
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
-        prefix = f"{release_prefix(version)}/"
-        # the manifest's files a pulled folder holds; exists() refuses a symbolic link (UnsafePathError, named)
-        here = ({k for k in {**m.get("files", {}), **m.get("metadata_files", {})} if store.exists(prefix + k)}
-                if isinstance(store, ReleaseFolder) else None)
         print(format_manifest(m, here))
-        print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (every file is checked against the manifest: "
-              "a copy from a mirror is the publisher's release when this is the publisher's)")
+        print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
+              "check each file they read against the manifest; a copy from a mirror is the publisher's release "
+              "when this is the publisher's)")
+    problems: list[str] = []
+    if folder or args.verify:
+        keys = sorted(here) if folder else None
+        partial = folder and any(k not in here for k in m["files"])
+        if partial and "README.md" in here:  # a partial pull's card names only the subsets pulled (pull's doing)
+            keys.remove("README.md")
+        checked, problems = check_release_files(store, version, m, keys, hash_files=args.verify)
+        what = "sha256 and size" if args.verify else "size; --verify also checks each sha256"
+        if not problems:
+            print(f"{len(checked)} files checked against the manifest ({what})"
+                  + ("; README.md, limited to the subsets pulled, left out" if partial and "README.md" in here
+                     else ""), file=sys.stderr)
+    for p in problems:
+        print(f"error: {version}/{p}", file=sys.stderr)
+    if problems:
+        print(f"error: {len(problems)} file(s) differ from the manifest: not the published release "
+              f"({'pull it again' if folder else 'the store or mirror serves other bytes'})", file=sys.stderr)
+        return EXIT_ERROR
     return 0
 
 

@@ -94,6 +94,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("info", help="summary of a release's manifest")
     p.add_argument("version", help="vYYYYMMDD, latest, or a pulled release folder")
     p.add_argument("--json", action="store_true", help="print the whole manifest as JSON")
+    p.add_argument("--verify", action="store_true", help="also check every file's sha256 against the manifest "
+                   "(a pulled folder's files are always checked for size)")
     p.add_argument("--config")
     store_options(p)
     p.set_defaults(fn=cmd_info)
@@ -146,7 +148,8 @@ def main(argv: list[str] | None = None) -> int:
     a = asub.add_parser("export", help="a stratified sample (category x attribute) with a review form")
     a.add_argument("version", help="vYYYYMMDD, latest, or a pulled release folder")
     a.add_argument("--out", required=True, help="folder for audit.csv, index.html and the images")
-    a.add_argument("--per-stratum", type=int, default=20, help="labels per (category, attribute) (default: 20)")
+    a.add_argument("--per-stratum", type=_bounded(int, "an integer >= 1", lambda v: v >= 1), default=20,
+                   help="labels per (category, attribute) (default: 20)")
     a.add_argument("--seed", type=int, default=0)
     a.add_argument("--config")
     store_options(a)

@@ -297,7 +297,8 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
     """Read one release file, checking its sha256 against the manifest.
 
     Raises:
-        ReleaseIntegrityError: the bytes do not match the manifest.
+        ReleaseIntegrityError: the bytes do not match the manifest, or are not a readable Parquet file (the
+            message names the file).
     """
     key = f"{subset}/{role}.parquet"
     data = store.get_bytes(f"{release_prefix(version)}/{key}")
@@ -305,7 +306,10 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
         expected = read_manifest(store, version)["files"][key]["sha256"]
         if hashlib.sha256(data).hexdigest() != expected:
             raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
-    return pq.read_table(io.BytesIO(data))
+    try:
+        return pq.read_table(io.BytesIO(data))
+    except pa.ArrowException as exc:
+        raise ReleaseIntegrityError(f"{version}/{key}: not a readable Parquet file ({exc})") from None
 
 
 SCORED_COLUMNS = ("sample_id", "item_ID", "category", "attributes", "image_sha256", "first_seen_at", "image")
@@ -458,6 +462,37 @@ def read_range(store: ObjectStore, key: str, start: int = 0, chunk: int = 1 << 2
         yield data[s : s + chunk]
 
 
+def check_release_files(store: ObjectStore, version: str, manifest: dict[str, Any], keys: list[str] | None = None,
+                        hash_files: bool = True) -> tuple[list[str], list[str]]:
+    """Check the files of a release in ``store`` against its manifest (``keys``: these file keys only, default
+    every one): each is there, is no symbolic link (a folder store's or pulled folder's, ``UnsafePathError``
+    named), and has the manifest's size and, with ``hash_files``, its sha256 (streamed: memory stays at one
+    chunk whatever the file's size). Returns ``(checked, problems)``: the keys checked and one line per file that
+    is missing or differs. Raises UnsafePathError for a link; StoreError when the store cannot be read."""
+    every = all_files(manifest)
+    prefix = release_prefix(version)
+    checked, problems = [], []
+    for k in keys if keys is not None else sorted(every):
+        meta, key = every[k], f"{prefix}/{k}"
+        if not store.exists(key):
+            problems.append(f"{k}: missing")
+            continue
+        checked.append(k)
+        h, size = hashlib.sha256(), 0
+        for block in read_range(store, key, 0, 1 << 22):
+            size += len(block)
+            if size > meta["bytes"]:
+                break
+            if hash_files:
+                h.update(block)
+        if size != meta["bytes"]:
+            problems.append(f"{k}: {'more than ' if size > meta['bytes'] else ''}{size} bytes, the manifest says "
+                            f"{meta['bytes']}")
+        elif hash_files and h.hexdigest() != meta["sha256"]:
+            problems.append(f"{k}: sha256 {h.hexdigest()[:16]}…, the manifest says {meta['sha256'][:16]}…")
+    return checked, problems
+
+
 def _is_file(path: Path, size: int, sha256: str) -> bool:
     if not (path.is_file() and not path.is_symlink() and path.stat().st_size == size):
         return False
@@ -537,6 +572,12 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         # the distractor gallery belongs to every subset's gallery: scoring a pulled subset needs it
         data_keys = [k for k in data_keys if k.split("/")[0] in {*subsets, NOISE}]
     keys = data_keys + sorted(manifest.get("metadata_files", {}))
+    if callable(getattr(store, "path", None)):  # a folder store: a symbolic link in it is refused before any write
+        for k in keys:
+            try:
+                store.path(f"{release_prefix(version)}/{k}")
+            except UnsafePathError as exc:
+                raise UnsafePathError(f"{version}: refused, nothing written: {exc}") from None
     need = sum(every[k]["bytes"] for k in keys)
     have_room = shutil.disk_usage(next(p for p in [out, *out.parents] if p.exists())).free
     present = sum(p.stat().st_size for k in keys for p in [out / k] if p.is_file() and not p.is_symlink())
