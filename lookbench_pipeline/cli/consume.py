@@ -201,8 +201,9 @@ def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
     if subsets:
         from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
 
+        listed = manifest_subsets(read_manifest(store, version))  # a manifest that cannot be read: a data error
         try:
-            choose_subsets(manifest_subsets(read_manifest(store, version)), subsets, version)
+            choose_subsets(listed, subsets, version)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
 
