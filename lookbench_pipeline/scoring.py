@@ -307,6 +307,35 @@ class FunctionEmbedder:
                 "training_cutoff": self.training_cutoff.isoformat() if self.training_cutoff else None}
 
 
+API_WORDS = {"set": "cutoff={cutoff!r}", "none": "no cutoff", "model": "cutoff='model'", "tc": "training_cutoff",
+             "add_tc": "training_cutoff='YYYY-MM-DD' (your model's)", "date": "cutoff='YYYY-MM-DD'"}
+"""How :func:`check_training_cutoffs` names the settings to a caller of :func:`score` (``lookbench evaluate``
+passes its flags' names)."""
+
+
+def check_training_cutoffs(cutoff: str | None, training_cutoffs: Mapping[str, date | None],
+                           model_cutoffs: Mapping[str, Any] | None = None,
+                           words: Mapping[str, str] = API_WORDS) -> None:
+    """The rule pairing a cutoff with your own models' training cutoffs, one rule for ``lookbench evaluate
+    --embeddings`` and :func:`score`: a training cutoff is used by cutoff ``"model"`` (each model scored from its
+    own), so one given with another cutoff, or none, would be silently unused; and with ``"model"`` every model of
+    ``training_cutoffs`` (name -> its own cutoff or None) needs one, given or in ``model_cutoffs`` (the
+    configuration's ``evaluate.model_cutoffs``), or every query would be scored, silently. ``words`` names the
+    settings (:data:`API_WORDS`). Raises ValueError naming the setting to add or leave out."""
+    w = dict(words)
+    if any(tc is not None for tc in training_cutoffs.values()) and cutoff != "model":
+        raise ValueError(f"{w['tc']} is used by {w['model']} (each model from its own cutoff); with "
+                         + (w["set"].format(cutoff=cutoff) + " every model is scored from that date" if cutoff else
+                            f"{w['none']} every query is scored")
+                         + f": add {w['model']}, or leave {w['tc']} out")
+    if cutoff == "model":
+        for name, tc in training_cutoffs.items():
+            if tc is None and name not in (model_cutoffs or {}):
+                raise ValueError(f"{w['set'].format(cutoff='model')} scores each model from its training cutoff, "
+                                 f"and {name!r} has none: add {w['add_tc'].format(name=name)}, or give a date: "
+                                 f"{w['date']}")
+
+
 def nothing_scored_reasons(ev: Any) -> list[str]:
     """Why an evaluation has no score: one line per skipped model and per model and subset left unscored."""
     return ([f"skipped {s['model']}: {s['reason']}" for s in ev.skipped]
@@ -329,17 +358,25 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         name: the model's name in the scores (default ``embed_fn``'s name, or the first file's stem).
         subsets: only these subsets (default: all).
         cutoff: a date (``YYYY-MM-DD`` or ``datetime.date``): only queries first seen on or after it are scored;
-            ``"model"``: ``training_cutoff``.
-        ks: the K of Recall@K and nDCG@K (percent-free fractions in ``[0, 1]`` in the scores).
+            ``"model"``: from ``training_cutoff``.
+        training_cutoff: your model's training cutoff (``YYYY-MM-DD`` or ``datetime.date``), used by
+            ``cutoff="model"`` and needed by it; with another cutoff it is refused (ValueError) rather than unused
+            (the rule of ``lookbench evaluate``: :func:`check_training_cutoffs`).
+        ks: the K of Recall@K and nDCG@K (integers >= 1, each once, as ``evaluate.ks``; values are fractions in
+            ``[0, 1]`` in the scores).
     Returns:
         The :class:`lookbench_pipeline.evaluate.Evaluation`: ``.scores`` is the SCORES table (one row per model,
         subset incl. ``overall``, metric; ``value`` with its bootstrap interval ``ci_low`` / ``ci_high``;
         ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into
         ``benchmark.json``.
     Warns:
-        UserWarning: ``embeddings`` hold sample_ids that no file scored has (they are not used).
+        UserWarning: each of ``ev.notes`` (what ``lookbench evaluate`` prints as ``note:``, e.g. a K larger than a
+        subset's gallery), and ``embeddings`` that hold sample_ids no file scored has (they are not used). The
+        notes stay on the returned ``ev.notes``; ``warnings.simplefilter("ignore", UserWarning)`` silences them.
     Raises:
-        ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff.
+        ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff; a
+        ``training_cutoff`` without ``cutoff="model"``, or ``cutoff="model"`` without a ``training_cutoff``; K that
+        are not integers >= 1 each once.
         EmbeddingsError: embeddings that cannot be scored.
         NothingScoredError: no score came out (every query before the cutoff, for instance): the reasons.
         StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest.
@@ -349,23 +386,28 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
 
     if (embed_fn is None) == (embeddings is None):
         raise ValueError("give exactly one of embed_fn (a function of PIL images) and embeddings (files)")
+    import warnings
+
     tc = date.fromisoformat(training_cutoff) if isinstance(training_cutoff, str) else training_cutoff
-    if embed_fn is not None:
-        model: Any = FunctionEmbedder(embed_fn, name or getattr(embed_fn, "__name__", "my-model"), batch_size, tc)
-    else:
-        files = [embeddings] if isinstance(embeddings, (str, Path)) else list(embeddings or [])
-        model = PrecomputedEmbeddings.load(files, ids, name, tc)
     if isinstance(cutoff, date):
         cutoff = cutoff.isoformat()
+    files = [embeddings] if isinstance(embeddings, (str, Path)) else list(embeddings or [])
+    name = name or (getattr(embed_fn, "__name__", "my-model") if embed_fn is not None else
+                    Path(files[0]).stem if files else None)
+    check_training_cutoffs(cutoff, {name: tc})  # before a file is read
+    if embed_fn is not None:
+        model: Any = FunctionEmbedder(embed_fn, name, batch_size, tc)
+    else:
+        model = PrecomputedEmbeddings.load(files, ids, name, tc)
     folder = ReleaseFolder(release)
     ev = run_evaluation(folder, folder.version, (), None, ks, cutoff, n_examples=0, progress=progress, seed=seed,
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
+    for note in ev.notes:
+        warnings.warn(note, UserWarning, stacklevel=2)
     note = model.unused_note(ev, folder) if isinstance(model, PrecomputedEmbeddings) else None
     if note:
-        import warnings
-
         warnings.warn(note, UserWarning, stacklevel=2)
     return ev
 

@@ -225,8 +225,9 @@ def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
     if subsets:
         from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
 
+        listed = manifest_subsets(read_manifest(store, version))  # a manifest that cannot be read: a data error
         try:
-            choose_subsets(manifest_subsets(read_manifest(store, version)), subsets, version)
+            choose_subsets(listed, subsets, version)
         except ValueError as exc:
             raise UsageError(str(exc)) from exc
 
@@ -297,24 +298,54 @@ def _print_reasons(ev, named: list[str]) -> None:
 
 
 def _check_cutoffs(args: argparse.Namespace, settings) -> None:
-    """``--training-cutoff`` and ``--cutoff model`` go together for ``--embeddings``: ``--cutoff model`` (or
-    ``evaluate.cutoff: model``) scores each model from its own training cutoff, and embeddings have one only from
-    ``--training-cutoff`` or ``evaluate.model_cutoffs``; without it every query would be scored, silently. Raises
-    UsageError (exit 2) naming the missing flag."""
-    cutoff = args.cutoff if args.cutoff is not None else settings.cutoff
-    where = "--cutoff" if args.cutoff is not None else "evaluate.cutoff (configuration)"
+    """``--training-cutoff`` and ``--cutoff model`` go together for ``--embeddings``
+    (:func:`lookbench_pipeline.scoring.check_training_cutoffs`, the rule :func:`lookbench_pipeline.score` follows
+    too), in the flags' words. Raises UsageError (exit 2) naming the flag to add or leave out."""
+    from ..scoring import check_training_cutoffs
+
     if not args.embeddings:
         return
-    if args.training_cutoff and cutoff != "model":
-        raise UsageError(f"--training-cutoff is used by --cutoff model (each model from its own cutoff); with "
-                         + (f"{where} {cutoff} every model is scored from that date" if cutoff else
-                            "no --cutoff every query is scored")
-                         + ": add --cutoff model, or leave --training-cutoff out")
-    name = args.name or Path(args.embeddings[0]).stem
-    if cutoff == "model" and not args.training_cutoff and name not in settings.model_cutoffs:
-        raise UsageError(f"{where} model scores each model from its training cutoff, and the embeddings {name!r} "
-                         "have none: add --training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: "
-                         f"{{{name}: YYYY-MM-DD}} in the configuration), or give a date: --cutoff YYYY-MM-DD")
+    cutoff = args.cutoff if args.cutoff is not None else settings.cutoff
+    where = "--cutoff" if args.cutoff is not None else "evaluate.cutoff (configuration)"
+    name = _one(args, "name") or Path(args.embeddings[0]).stem
+    tc = _one(args, "training_cutoff")
+    words = {"set": where + " {cutoff}", "none": "no --cutoff", "model": "--cutoff model", "tc": "--training-cutoff",
+             "add_tc": "--training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: {{{name}: "
+                       "YYYY-MM-DD}} in the configuration)", "date": "--cutoff YYYY-MM-DD"}
+    try:
+        check_training_cutoffs(cutoff, {name: date.fromisoformat(tc) if tc else None}, settings.model_cutoffs, words)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def _one(args: argparse.Namespace, dest: str) -> str | None:
+    """The value of an evaluate option that names the one model of the ``--embeddings`` files (``--name``,
+    ``--training-cutoff``): given once at most. Raises UsageError for a second one, which would otherwise silently
+    replace the first (repeated ``--embeddings`` split one model's vectors over files; score another model's
+    embeddings in another run)."""
+    v = getattr(args, dest, None)
+    values = [v] if isinstance(v, str) else list(v or [])
+    if len(values) > 1:
+        flag = "--" + dest.replace("_", "-")
+        raise UsageError(f"{flag} given {len(values)} times ({', '.join(values)}): the --embeddings files are one "
+                         f"model's vectors (split over files), so {flag} is given once; score another model's "
+                         "embeddings in another run")
+    return values[0] if values else None
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
+    ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
+    ``--report`` a folder (made when missing), not an existing file."""
+    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
+        if value and Path(value).is_dir():
+            raise UsageError(f"{flag} {value} is a folder: name a file")
+        if value and not Path(value).resolve().parent.is_dir():
+            raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
+    if args.output and Path(args.output).suffix.lower() != ".parquet":
+        raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
+    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
+        raise UsageError(f"--report {args.report} is a file: name a folder (made when missing)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -329,7 +360,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
                          "(--release vYYYYMMDD|latest)")
-    for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", args.training_cutoff)):
+    for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", _one(args, "training_cutoff"))):
         if value is not None and not (flag == "--cutoff" and value == "model"):
             try:
                 date.fromisoformat(value)
@@ -344,11 +375,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          "in row order (or write Parquet / .npz with the ids inside)")
     if args.ids and (len(args.embeddings or []) != 1 or not npy):
         raise UsageError("--ids goes with exactly one .npy embeddings file")
-    if (args.name or args.training_cutoff) and not args.embeddings:
+    name, training_cutoff = _one(args, "name"), _one(args, "training_cutoff")
+    if (name or training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
-    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
-        if value and not Path(value).resolve().parent.is_dir():
-            raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
+    _check_outputs(args)
     # The pipeline's own evaluation (a version in the configured store, or a configuration file: --config or
     # $LOOKBENCH_CONFIG): the configuration's models, legacy benchmarks, contamination index and embedding cache.
     # A consumer's (a pulled folder, --store): the default settings with the LOOKBENCH_* variables applied (and
@@ -377,9 +407,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
     given = {}
     if args.embeddings:
-        tc = date.fromisoformat(args.training_cutoff) if args.training_cutoff else None
+        tc = date.fromisoformat(training_cutoff) if training_cutoff else None
         try:
-            emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, args.name, tc)
+            emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, name, tc)
         except EmbeddingsFileError as exc:  # no such file, or no known format: a bad option value
             raise UsageError(f"--embeddings {exc}") from exc
         given[emb.name] = emb

@@ -125,15 +125,18 @@ def main(argv: list[str] | None = None) -> int:
                         "sample_id and embedding (fixed_size_list<float32>[d]), .npz with arrays sample_id and "
                         "embedding, or .npy (n, d) with --ids")
     p.add_argument("--ids", metavar="FILE", help="with a .npy --embeddings: one sample_id per line, in row order")
-    p.add_argument("--name", help="with --embeddings: the model's name in the scores (default: the file's stem)")
-    p.add_argument("--training-cutoff", metavar="YYYY-MM-DD",
-                   help="with --embeddings: your model's training cutoff, for --cutoff model")
+    # appended, so that a second one is refused rather than silently replacing the first
+    p.add_argument("--name", action="append", help="with --embeddings: the model's name in the scores (default: "
+                                                   "the first file's stem); once: the files are one model's")
+    p.add_argument("--training-cutoff", action="append", metavar="YYYY-MM-DD",
+                   help="with --embeddings: your model's training cutoff, for --cutoff model (it wins over "
+                        "evaluate.model_cutoffs)")
     p.add_argument("--subset", action="append", help="score only this subset (repeatable)")
     p.add_argument("--cutoff", help="score only queries first seen on or after this date (YYYY-MM-DD), or 'model' "
                                     "for each model's declared training cutoff")
     p.add_argument("--report", metavar="DIR", help="write the leaderboard (Parquet, Markdown, the site's "
                                                    "benchmark.json) and the HTML report here")
-    p.add_argument("--output", help="also write the scores as Parquet here")
+    p.add_argument("--output", metavar="FILE.parquet", help="also write the scores as Parquet here")
     p.add_argument("--benchmark-json", metavar="FILE",
                    help="also write the scores in the LookBench site's benchmark.json shape here")
     p.add_argument("--no-legacy", action="store_true", help="do not score the configured legacy benchmarks")

@@ -4,11 +4,12 @@ dataset card and the asset checks' thresholds."""
 
 from __future__ import annotations
 
+import re
 from datetime import date
 from pathlib import Path, PurePosixPath
 from typing import Annotated, Any, Literal
 
-from pydantic import Field, field_validator, model_validator
+from pydantic import Field, StrictInt, field_validator, model_validator
 
 from ..foreground import MAX_FOREGROUND_DELTA_E
 from .base import SUBSET_NAMES, Name, PathValue, _Strict, template_fields
@@ -276,7 +277,8 @@ class EvaluateConfig(_Strict):
     legacy: list[LegacySource] = Field(default_factory=lambda: [*_demo_inshop(), _demo_fashion200k_eval()])
     # Recall@K and nDCG@K at each of these K (every K >= 1, each once); a K larger than a subset's gallery is
     # scored (Recall@K is then 1 for a query with any positive in the gallery) and `lookbench evaluate` says so
-    ks: list[Annotated[int, Field(ge=1)]] = Field(default_factory=lambda: [1, 5, 10, 20], min_length=1)
+    # (integers: `true` is no K)
+    ks: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=lambda: [1, 5, 10, 20], min_length=1)
     # nDCG also at this K (unset: nDCG at the K of ks only)
     ndcg_k: int | None = Field(default=None, ge=1)
     # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
@@ -294,24 +296,49 @@ class EvaluateConfig(_Strict):
     @field_validator("ks")
     @classmethod
     def _distinct_ks(cls, v: list[int]) -> list[int]:
-        twice = sorted({k for k in v if v.count(k) > 1})
-        if twice:
-            raise ValueError(f"K {', '.join(map(str, twice))} given more than once: name each K once")
-        return v
+        return check_ks(v)
 
-    @field_validator("cutoff")
+    @field_validator("cutoff", mode="before")
     @classmethod
-    def _cutoff(cls, v: str | None) -> str | None:
-        if v is not None and v != "model":
-            date.fromisoformat(v)  # ValueError: not a date
-        return v
+    def _cutoff(cls, v: Any) -> Any:
+        return v if v is None or v == "model" else _iso_day(v)
 
-    @field_validator("model_cutoffs")
+    @field_validator("model_cutoffs", mode="before")
     @classmethod
-    def _model_cutoffs(cls, v: dict[str, str]) -> dict[str, str]:
-        for d in v.values():
-            date.fromisoformat(d)
+    def _model_cutoffs(cls, v: Any) -> Any:
+        return {k: _iso_day(d) for k, d in v.items()} if isinstance(v, dict) else v
+
+
+def check_ks(ks: Any) -> list[int]:
+    """The K of Recall@K and nDCG@K, as ``evaluate.ks`` and :func:`lookbench_pipeline.score` take them: one or more
+    integers (a bool is no K), each >= 1 and each once. Returns them as a list of ``int``; raises ValueError naming
+    the problem."""
+    import numbers
+
+    ks = list(ks)
+    bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, numbers.Integral)]
+    if bad:
+        raise ValueError(f"K must be integers, got {bad[0]!r}")
+    ks = [int(k) for k in ks]
+    if not ks or min(ks) < 1:
+        raise ValueError(f"K must be one or more integers >= 1, got {ks}")
+    twice = sorted({k for k in ks if ks.count(k) > 1})
+    if twice:
+        raise ValueError(f"K {', '.join(map(str, twice))} given more than once: name each K once")
+    return ks
+
+
+def _iso_day(v: Any) -> Any:
+    """A day as ``YYYY-MM-DD``: a string in that form, or a date (YAML reads an unquoted ``2030-10-01`` as one).
+    Raises ValueError for anything else (a time of day included)."""
+    from datetime import datetime
+
+    if isinstance(v, date) and not isinstance(v, datetime):
+        return v.isoformat()
+    if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        date.fromisoformat(v)  # ValueError: no such day
         return v
+    raise ValueError(f"expected a date YYYY-MM-DD, got {v!r}")
 
 
 class CardConfig(_Strict):

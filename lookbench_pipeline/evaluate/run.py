@@ -114,11 +114,15 @@ def _resolve_legacy_path(src: Any, data_dir: Path | None) -> Path:
 
 
 def _checked(ks: Sequence[int], cutoff: date | str | None) -> tuple[list[int], date | str | None]:
-    """``(ks, cutoff)``: K values sorted and distinct, a cutoff string parsed (``"model"`` kept). Raises
+    """``(ks, cutoff)``: K values checked (:func:`lookbench_pipeline.config.sections.check_ks`, the rule of
+    ``evaluate.ks``: integers >= 1, each once) and sorted, a cutoff string parsed (``"model"`` kept). Raises
     ValueError."""
-    ks = sorted(set(int(k) for k in ks))
-    if not ks or ks[0] < 1:
-        raise ValueError(f"ks must be positive integers (K >= 1), got {ks}")
+    from ..config.sections import check_ks
+
+    try:
+        ks = sorted(check_ks(ks))
+    except ValueError as exc:
+        raise ValueError(f"ks: {exc}") from None
     if isinstance(cutoff, str) and cutoff != "model":
         try:
             cutoff = date.fromisoformat(cutoff)
@@ -163,8 +167,13 @@ def _load_models(ev: Evaluation, wanted: list[str], entries: dict[str, ModelEntr
             raise ValueError(f"two models are named {mid!r}")
         declared = emb.info().get("training_cutoff")
         if cutoff == "model":
-            m_cut = overrides.get(mid) or (date.fromisoformat(str(declared)) if declared else None)
-            src = "model"
+            # the model's own training cutoff (``--training-cutoff``, ``training_cutoff=``) was given for this run:
+            # it wins over the configuration's ``model_cutoffs``, and a different one there is said
+            own = date.fromisoformat(str(declared)) if declared else None
+            m_cut, src = own or overrides.get(mid), "model"
+            if own and overrides.get(mid) not in (None, own):
+                ev.notes.append(f"{mid}: scored from its own training cutoff {own.isoformat()}, not from "
+                                f"evaluate.model_cutoffs' {overrides[mid].isoformat()}")
         else:
             m_cut, src = cutoff, ("global" if cutoff else None)
         cache = None if hasattr(emb, "vectors_for") else EmbeddingCache(Path(cache_dir) / "given", emb.info())
@@ -348,13 +357,16 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
             ``embed(images)`` and ``info()``. Their declared ``info()["training_cutoff"]`` serves ``cutoff="model"``.
         subsets: score only these subsets (default: every subset of the release); ValueError for one the
             release does not have (with the closest name).
-        cache_dir: embedding cache root (lookbench_pipeline.embed.cache, .packs); None embeds without caching.
-        ks: the K of Recall@K and nDCG@K (a K given twice is scored once, with a note in ``ev.notes``; a K larger
-            than a subset's gallery is scored, with a note: Recall@K is then 1 for every query with a positive).
+        cache_dir: embedding cache root (lookbench_pipeline.embed.cache, .packs); None embeds without caching (in a
+            temporary folder, removed before this returns).
+        ks: the K of Recall@K and nDCG@K (integers >= 1, each once: ValueError otherwise; a K larger than a
+            subset's gallery is scored, with a note in ``ev.notes``: Recall@K is then 1 for every query with a
+            positive).
         ndcg_ks: the K of nDCG@K when they differ from ``ks`` (None: ``ks``).
         cutoff: a date: only queries first seen on or after it (00:00 UTC) are scored (the gallery is kept whole);
             ``"model"``: each model's declared training cutoff (``model_cutoffs`` or the registry; a model with
-            none is scored on every query); None: every query.
+            none is scored on every query; a given model's own ``info()["training_cutoff"]`` wins over
+            ``model_cutoffs``, with a note when they differ); None: every query.
         registry: also every model of :func:`registry_entries` (those that cannot run here are skipped).
         legacy: ``LegacySource`` configs (kinds ``deepfashion_inshop``, ``fashion200k``); relative paths are under
             ``data_dir``; a ``demo`` source's tree must exist (the demo writes it:
@@ -372,7 +384,15 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         FileNotFoundError: a pulled release folder lacks an asked-for subset or the distractor gallery (on such a
             folder, subsets that were not pulled are otherwise left out, with a warning).
     """
-    notes = _twice_note(ks, "ks") + _twice_note(ndcg_ks or (), "ndcg_ks")
+    if cache_dir is None:  # no cache asked for: a temporary one, removed when this function returns
+        import tempfile
+
+        with tempfile.TemporaryDirectory(prefix="lookbench-embeddings-") as tmp:
+            return run_evaluation(store, version, model_ids, Path(tmp), ks, cutoff, registry=registry, legacy=legacy,
+                                  data_dir=data_dir, contamination_index=contamination_index,
+                                  contamination_match=contamination_match, model_cutoffs=model_cutoffs,
+                                  n_examples=n_examples, seed=seed, progress=progress, cuda=cuda,
+                                  embedders_given=embedders_given, subsets=subsets, ndcg_ks=ndcg_ks)
     ks, cutoff = _checked(ks, cutoff)
     n_ks = _checked(ndcg_ks, None)[0] if ndcg_ks else ks
     manifest = read_manifest(store, version)
@@ -394,12 +414,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
 
     ev = Evaluation(release=version, ks=ks, scores=schemas.empty(schemas.SCORES),
-                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=notes)
-    if cache_dir is None:  # no cache asked for: a temporary one, removed when this function returns
-        import tempfile
-
-        tmp_cache = tempfile.TemporaryDirectory(prefix="lookbench-embeddings-")
-        cache_dir = Path(tmp_cache.name)
+                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=[])
     embedders = _load_models(ev, wanted, entries, cutoff, overrides, cache_dir, cuda, embedders_given)
 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}
@@ -450,12 +465,6 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         _add_legacy_rows(run, src, data_dir)
     ev.scores = schemas.from_rows(run.rows, schemas.SCORES)
     return ev
-
-
-def _twice_note(ks: Sequence[int], what: str) -> list[str]:
-    """A note for K values given more than once (they are scored once)."""
-    twice = sorted({int(k) for k in ks if list(ks).count(k) > 1})
-    return [f"{what}: K {', '.join(map(str, twice))} given more than once, scored once"] if twice else []
 
 
 def _note_ks_beyond(ev: Evaluation, subset: str, ks: Sequence[int], n_own: int, n_noise: int) -> None:
