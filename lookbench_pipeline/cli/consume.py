@@ -32,7 +32,17 @@ def consumer_store(args: argparse.Namespace):
         # the consumer install: no pipeline here whose store could be meant
         raise UsageError("name the store to read: --store URL (a folder, s3://bucket/prefix with --anon for a public "
                          "bucket, or an http(s):// mirror)")
-    return configured_store(load_config(args.config), create=False)  # a reader never makes a store folder
+    return configured_store(_reader_config(args), create=False)  # a reader never makes a store folder
+
+
+def _reader_config(args: argparse.Namespace):
+    """The configuration of a command that only reads a store or a release: the file (``--config``, else
+    ``$LOOKBENCH_CONFIG``); without one, the built-in defaults and the ``LOOKBENCH_*`` variables, without the
+    embedded demo shop (a reader crawls nothing, and the demo's site file checks its page rules with the crawler,
+    which the consumer install does not have). Raises ConfigError."""
+    if _config_file(args):
+        return load_config(args.config)
+    return load_config(None, sites=[])
 
 
 def _config_file(args: argparse.Namespace) -> str | None:
@@ -384,7 +394,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     # A consumer's (a pulled folder, --store): the default settings with the LOOKBENCH_* variables applied (and
     # checked), without legacy benchmarks (their data is not part of a release), cache in the user's.
     pipeline_mode = bool(_config_file(args)) or not (args.release_path or args.store)
-    cfg = load_config(args.config)  # no file: the defaults and the environment; a ConfigError (exit 2) first
+    # no file: the defaults and the environment, a ConfigError (exit 2) first
+    cfg = load_config(args.config) if pipeline_mode else _reader_config(args)
     _check_cutoffs(args, cfg.evaluate)
     store, version = release_source(args, args.release_path or args.release)
     _check_subsets(store, version, args.subset)
