@@ -342,7 +342,7 @@ def test_sku_is_the_printed_reference_identity_stays_the_colours():
         {"@type": "Product", "name": "Belt", "sku": "B-1", "image": "https://c.test/b.jpg"}]}).replace(
         "<body></body>", "<body><span class='product-reference'>7901/312</span></body>")
     assert [(i["sku"], i["variant_id"], i["group_id"]) for i in extract_products(two, "https://s.test/top")] == [
-        ("7901/312", "T-611", "https://s.test/top"), ("7901/312", "T-800", "https://s.test/top"), ("B-1", "B-1", None)]
+        ("7901/312", "T-611", "/top"), ("7901/312", "T-800", "/top"), ("B-1", "B-1", None)]  # the page's path
     # a printed code that is a colour's own id, or its size's, is that colour's, not the product's: the others
     # keep theirs
     colours = two.replace("T-611", "1002-611").replace("T-800", "1002-800")
