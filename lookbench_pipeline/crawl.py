@@ -460,6 +460,28 @@ def _title_key(title: object) -> str:
     return " ".join(str(title or "").split()).lower()
 
 
+def _keyless_owners(site: str, items: list[dict], previous: dict[str, dict]) -> dict[str, str]:
+    """For each product key that items without id and colour share with items of other titles (the products a page
+    lists with nothing to tell them apart but their titles): the title (:func:`_title_key`) of the item that keeps
+    the key. It is the title the stored row of that key has, when one of them has it, so that ids do not swap when
+    the page lists them in another order; else the first in page order. Keys with one title are left out."""
+    titles: dict[str, list[str]] = {}
+    for it in items:
+        if it.get("variant_id", it.get("sku")):
+            continue
+        t = _title_key(it.get("title"))
+        if t:
+            seen = titles.setdefault(product_key(site, it["url"], None, it.get("color")), [])
+            if t not in seen:
+                seen.append(t)
+    owners = {}
+    for pid, ts in titles.items():
+        if len(ts) > 1:
+            stored = _title_key((previous.get(pid) or {}).get("title"))
+            owners[pid] = stored if stored in ts else ts[0]
+    return owners
+
+
 def in_page_order(items: list[dict]) -> list[dict]:
     """Product feed items sorted by their page's canonical URL, then by ``page_position`` (the spider's index of the
     item among its page's products), then by feed order (a feed written before ``page_position`` existed, or a page
@@ -477,7 +499,8 @@ def resolve_look_link(site: str, link: str, on_page: dict[str, list[PageProduct]
 
     ``on_page`` maps a page's :func:`~lookbench_pipeline.extract.path_key` to the products it yielded, in page order.
     A page that sells one item gives it (``single``). A page of several (the colours of one model) gives the one
-    the link names: a query value equal to its ``variant_id`` or ``sku``, case-insensitive, as in
+    the link names: a query value equal to its ``variant_id``, else to its ``sku`` (a sku the page's colours share,
+    the reference printed for the product, names the page's first item), case-insensitive, as in
     ``?variant=<id>`` (``named_in_link``); else the page's first item, the colour the page opens on and the item
     :func:`~lookbench_pipeline.extract.main_product` calls the page's own (``page_default``). A link whose exact
     page was not crawled resolves only when the same page without the query was, and the query names one of its
@@ -488,8 +511,14 @@ def resolve_look_link(site: str, link: str, on_page: dict[str, list[PageProduct]
     named = {v.strip().lower() for _, v in parse_qsl(parts.query) if v.strip()}
 
     def named_item(page: list[PageProduct]) -> PageProduct | None:
-        hits = [e for e in page if {str(x).strip().lower() for x in (e.variant_id, e.sku) if x} & named]
-        return hits[0] if len(hits) == 1 else None
+        # the item's own id first: a page's colours may share one sku (the reference the page prints for the
+        # product, extract.products._page_reference); a shared sku names the page's first item, its own product
+        for field in ("variant_id", "sku"):
+            hits = [e for e in page if str(getattr(e, field) or "").strip().lower() in named]
+            if len(hits) == 1 or (hits and field == "sku" and all(e.sku == hits[0].sku for e in hits)
+                                  and hits[0] is page[0]):
+                return hits[0]
+        return None
 
     page = on_page.get(path_key(site, link))
     if page:
@@ -527,19 +556,20 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     products: dict[str, dict] = {}
     on_page: dict[str, list[PageProduct]] = {}  # path_key of a page -> its products, in page order
     product_items = in_page_order(out.of_kind("product"))
-    merged = split_by_title = 0
+    merged, told_apart = 0, set()
+    owner = _keyless_owners(out.site, product_items, prev_p)
     for it in product_items:
         # an item of a feed written before variant_id existed: its sku was its id
         vid = it.get("variant_id", it.get("sku"))
         pid = product_key(out.site, it["url"], vid, it.get("color"))
         crawled = _ts(it["crawled_at"])
         page = on_page.setdefault(path_key(out.site, it["url"]), [])
-        if not vid and pid in products and _title_key(products[pid].get("title")) != _title_key(it.get("title")) \
-                and any(e.product_id == pid for e in page):
+        title = _title_key(it.get("title"))
+        if not vid and title and owner.get(pid, title) != title:
             # another product the same page lists with no id and no colour (an accessory, a recommendation): its
-            # own id, by its title, rather than its pictures folded into the first one's row
-            pid = product_key(out.site, it["url"], None, it.get("color"), title=it.get("title") or "")
-            split_by_title += 1
+            # own id, by its title, rather than its pictures folded into the row of the product that owns the key
+            pid = product_key(out.site, it["url"], None, it.get("color"), title=it.get("title"))
+            told_apart.add(pid)
         if all(e.product_id != pid for e in page):
             page.append(PageProduct(pid, it.get("variant_id"), it.get("sku")))
         if pid in products:  # the same item again (another page, a second card): one row, its pictures added
@@ -599,7 +629,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         outcomes[f"pages.{key}"] = outcomes.get(f"pages.{key}", 0) + 1
     links_by = Counter(how for lid in looks for how in resolved_by[lid])  # the looks kept (a page seen twice: once)
     counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
-              "product_items_merged": merged, "products_told_apart_by_title": split_by_title,
+              "product_items_merged": merged, "products_told_apart_by_title": len(told_apart),
               "products_new": sum(1 for k in products if k not in prev_p),
               "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(

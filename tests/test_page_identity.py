@@ -43,12 +43,24 @@ def test_two_products_of_one_page_without_ids_are_two_rows_each_with_its_own_pic
     assert by_title["Rzepy do obrazów"]["product_id"] == product_key("shop", PAGE, None)
     assert by_title["Klej montażowy"]["product_id"] == product_key("shop", PAGE, None, title="Klej montażowy")
     assert counts["product_items"] == 4 == counts["products"] + counts["product_items_merged"]
-    assert counts["products_told_apart_by_title"] == 2
+    assert counts["products_told_apart_by_title"] == 1
 
     # the ids hold from one crawl to the next: the second crawl finds both as they were
     again, counts = _crawl(tmp_path, [_item(0, "Rzepy do obrazów", "https://c.test/rzepy.jpg"),
                                       _item(1, "Klej montażowy", "https://c.test/klej.jpg")])
     assert {r["product_id"] for r in again} == {r["product_id"] for r in rows} and counts["products_new"] == 0
+    # listed in the other order, each keeps its id (and its first_seen_at): the stored row says who owns the key
+    swapped, counts = _crawl(tmp_path, [_item(0, "Klej montażowy", "https://c.test/klej.jpg"),
+                                        _item(1, "Rzepy do obrazów", "https://c.test/rzepy.jpg")])
+    assert {r["title"]: r["product_id"] for r in swapped} == {t: r["product_id"] for t, r in by_title.items()}
+    assert counts["products_new"] == 0 and counts["products_disappeared"] == 0
+
+
+def test_an_item_without_a_title_is_not_told_apart(tmp_path):
+    """Nothing tells an item with no title from the page's product: it is the same row (counted merged)."""
+    rows, counts = _crawl(tmp_path, [_item(0, "Rzepy do obrazów", "https://c.test/rzepy.jpg"),
+                                     _item(1, None, "https://c.test/x.jpg"), _item(2, "  ", "https://c.test/y.jpg")])
+    assert len(rows) == 1 and counts["products_told_apart_by_title"] == 0 and counts["product_items_merged"] == 2
 
 
 def test_items_with_ids_or_colours_and_one_item_on_two_pages_are_unchanged(tmp_path):
@@ -64,3 +76,16 @@ def test_items_with_ids_or_colours_and_one_item_on_two_pages_are_unchanged(tmp_p
     assert top["product_id"] == product_key("shop", PAGE, "T-1")
     assert top["image_urls"] == ["https://c.test/a.jpg", "https://c.test/b.jpg", "https://c.test/c.jpg"]
     assert counts["product_items"] == 5 == counts["products"] + counts["product_items_merged"]
+
+
+def test_a_look_link_naming_the_reference_the_colours_share_resolves_to_the_pages_product():
+    """A page's colours share the sku the page prints (its product's reference): a link that names it stands for the
+    page's own product, and a link naming a colour's variant_id for that colour."""
+    from lookbench_pipeline.crawl import PageProduct, resolve_look_link
+    from lookbench_pipeline.extract import path_key
+
+    page = [PageProduct("p611", "84994776-611", "7901/312"), PageProduct("p800", "84994776-800", "7901/312")]
+    on_page = {path_key("shop", PAGE): page}
+    # the page was crawled without the query: the shared reference names the page's product, an id its colour
+    assert resolve_look_link("shop", PAGE + "?ref=7901/312", on_page) == ("p611", "named_in_link")
+    assert resolve_look_link("shop", PAGE + "?v=84994776-800", on_page) == ("p800", "named_in_link")

@@ -158,5 +158,15 @@ def test_the_researchers_path_in_a_fresh_base_install(base_install, tmp_path, s3
     assert proc.returncode == 2 and "pip install 'lookbench-pipeline[build]'" in proc.stderr, proc.stderr
     proc = lookbench("releases")  # no pipeline configuration here to take a store from
     assert proc.returncode == 2 and "name the store to read: --store URL" in proc.stderr, proc.stderr
+    proc = lookbench("evaluate", "--release", "latest", "--model", "baseline/hsv-hog-v1", "--quiet")
+    assert proc.returncode == 2 and "name the store to read: --store URL" in proc.stderr, proc.stderr
+    # the store from the environment, no configuration file: the version in it is scored (no demo site loaded)
+    env = {**_env(home), "LOOKBENCH_STORE__URL": "s3://lookbench-researcher/bench",
+           "LOOKBENCH_STORE__ENDPOINT_URL": s3_server, "AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing"}
+    proc = subprocess.run([str(base_install / "lookbench"), "evaluate", "--release", V2, "--model",
+                           "baseline/hsv-hog-v1", "--quiet", "--output", "e.parquet"], cwd=outside, env=env,
+                          capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    (outside / "e.parquet").unlink()
     assert sorted(p.name for p in outside.iterdir()) == ["b.parquet", "mine-scores.parquet", "rel"], \
         "a consumer command makes no pipeline folders where it runs"

@@ -391,11 +391,12 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_outputs(args)
     # The pipeline's own evaluation (a version in the configured store, or a configuration file: --config or
     # $LOOKBENCH_CONFIG): the configuration's models, legacy benchmarks, contamination index and embedding cache.
-    # A consumer's (a pulled folder, --store): the default settings with the LOOKBENCH_* variables applied (and
-    # checked), without legacy benchmarks (their data is not part of a release), cache in the user's.
-    pipeline_mode = bool(_config_file(args)) or not (args.release_path or args.store)
-    # no file: the defaults and the environment, a ConfigError (exit 2) first
-    cfg = load_config(args.config) if pipeline_mode else _reader_config(args)
+    # A consumer's (a pulled folder, --store or LOOKBENCH_STORE__URL): the default settings with the LOOKBENCH_*
+    # variables applied (and checked), without legacy benchmarks (their data is not part of a release), cache in the
+    # user's.
+    pipeline_mode = bool(_config_file(args)) or not (args.release_path or args.store or _env_names_store())
+    # no file: the defaults and the environment (evaluate crawls nothing: no site), a ConfigError (exit 2) first
+    cfg = _reader_config(args)
     _check_cutoffs(args, cfg.evaluate)
     store, version = release_source(args, args.release_path or args.release)
     _check_subsets(store, version, args.subset)
