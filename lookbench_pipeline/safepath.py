@@ -74,6 +74,6 @@ def refuse_links(root: Path, key: str) -> Path:
     for part in PurePosixPath(key).parts:
         cur = cur / part
         if cur.is_symlink():
-            raise UnsafePathError(f"{key!r}: {cur} is a symbolic link (to {os.readlink(cur)}), refused: links in a "
-                                  "store or release folder are not followed; copy the file there instead")
+            raise UnsafePathError(f"{key!r}: {str(cur)!r} is a symbolic link (to {os.readlink(cur)!r}), refused: "
+                                  "links in a store or release folder are not followed; copy the file there instead")
     return cur

@@ -388,7 +388,9 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         raise ValueError("give exactly one of embed_fn (a function of PIL images) and embeddings (files)")
     import warnings
 
-    tc = date.fromisoformat(training_cutoff) if isinstance(training_cutoff, str) else training_cutoff
+    from .config.sections import parse_day
+
+    tc = parse_day(training_cutoff) if training_cutoff is not None else None
     if isinstance(cutoff, date):
         cutoff = cutoff.isoformat()
     files = [embeddings] if isinstance(embeddings, (str, Path)) else list(embeddings or [])

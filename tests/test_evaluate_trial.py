@@ -153,6 +153,7 @@ def test_output_report_and_benchmark_json_are_checked_before_scoring(folder, min
     a_file = tmp_path / "a.txt"
     a_file.write_text("x")
     for more, says in ((["--report", str(a_file)], "is a file: name a folder"),
+                       (["--report", str(a_file / "sub" / "rep")], f"{a_file} is a file: name a folder"),
                        (["--output", str(tmp_path)], "is a folder: name a file"),
                        (["--benchmark-json", str(tmp_path)], "is a folder: name a file"),
                        (["--output", str(tmp_path / "out.csv")], "written as Parquet: name a .parquet file")):
@@ -198,3 +199,23 @@ def test_a_hostile_manifest_is_exit_1_with_or_without_subset(folder, mine, tmp_p
     assert main(_evaluate(folder, mine, tmp_path)) == 1
     assert main(_evaluate(folder, mine, tmp_path, "--subset", "real_studio_flat")) == 1
     assert "'../victim.txt'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("day", ["20261001", "2026-W40-1", "2026-10-01T00:00"])
+def test_one_date_rule_for_every_cutoff(folder, mine, tmp_path, capsys, nothing_runs, day):
+    """``date.fromisoformat`` alone takes ``20261001`` and ``2026-W40-1``; the configuration refuses them, and so do
+    --cutoff, --training-cutoff and score() (config.sections.parse_day, one rule)."""
+    for more in (["--cutoff", day], ["--cutoff", "model", "--training-cutoff", day]):
+        assert main(_evaluate(folder, mine, tmp_path, *more)) == 2, more
+        assert "must be a date YYYY-MM-DD" in capsys.readouterr().err
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):
+        lookbench_pipeline.score(folder, embeddings=mine, cutoff="model", training_cutoff=day)
+    with pytest.raises(ValueError, match="YYYY-MM-DD"):  # pydantic's ValidationError
+        EvaluateConfig(cutoff=day)
+
+
+def test_k_given_as_one_number_or_a_bool_ndcg_k_is_refused(folder, mine):
+    with pytest.raises(ValueError, match="a list of integers"):
+        lookbench_pipeline.score(folder, embeddings=mine, ks=5)
+    with pytest.raises(ValueError, match="ndcg_k"):
+        EvaluateConfig(ndcg_k=True)

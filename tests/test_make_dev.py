@@ -39,6 +39,7 @@ def test_make_dev_stops_with_its_webserver_and_daemon_when_make_gets_sigterm(tmp
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                 start_new_session=True,
                                 preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    started: list[psutil.Process] = []
     try:
         assert _wait(lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180), \
             log.read_text(errors="replace")[-3000:]
@@ -50,11 +51,14 @@ def test_make_dev_stops_with_its_webserver_and_daemon_when_make_gets_sigterm(tmp
         assert _wait(lambda: not any(p.is_running() and p.status() != psutil.STATUS_ZOMBIE for p in started), 60), \
             [" ".join(p.cmdline()) for p in started if p.is_running()]
         assert "Dagster services shut down" in log.read_text(errors="replace")
-    finally:
-        for p in psutil.Process(os.getpid()).children(recursive=True):
-            if p.pid != os.getpid():
+    finally:  # only what make started (its own session): never the other servers of this test run
+        for p in started:
+            try:
                 p.kill()
+            except psutil.NoSuchProcess:
+                pass
         try:
             os.killpg(make.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
+        make.wait(timeout=30)

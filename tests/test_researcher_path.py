@@ -208,7 +208,7 @@ def test_a_link_in_a_pulled_folder_is_refused_by_name(folder, mine, tmp_path, ca
     for cmd in (["info", str(folder)], _evaluate(folder, mine, tmp_path)):
         assert main(cmd) == 1, cmd
         err = capsys.readouterr().err
-        assert f"{link} is a symbolic link" in err and "refused" in err, err
+        assert f"{str(link)!r} is a symbolic link" in err and "refused" in err, err
 
 
 def test_a_link_in_a_store_is_refused_by_name(store, mine, tmp_path, capsys):
@@ -218,7 +218,7 @@ def test_a_link_in_a_store_is_refused_by_name(store, mine, tmp_path, capsys):
     for cmd in (["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"],
                 ["evaluate", "--release", V, "--store", str(store.root), "--embeddings", str(mine), "--quiet"]):
         assert main(cmd) == 1, cmd
-        assert f"{link} is a symbolic link" in capsys.readouterr().err
+        assert f"{str(link)!r} is a symbolic link" in capsys.readouterr().err
     assert not (tmp_path / "d" / V / "manifest.json").exists()
 
 

@@ -7,10 +7,10 @@ import argparse
 import json
 import os
 import sys
-from datetime import date
 from pathlib import Path
 
 from ..config import load_config
+from ..config.sections import parse_day
 from .common import EXIT_ERROR, EXIT_OK, UsageError
 
 def consumer_store(args: argparse.Namespace):
@@ -323,7 +323,7 @@ def _check_cutoffs(args: argparse.Namespace, settings) -> None:
              "add_tc": "--training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: {{{name}: "
                        "YYYY-MM-DD}} in the configuration)", "date": "--cutoff YYYY-MM-DD"}
     try:
-        check_training_cutoffs(cutoff, {name: date.fromisoformat(tc) if tc else None}, settings.model_cutoffs, words)
+        check_training_cutoffs(cutoff, {name: parse_day(tc) if tc else None}, settings.model_cutoffs, words)
     except ValueError as exc:
         raise UsageError(str(exc)) from exc
 
@@ -346,7 +346,7 @@ def _one(args: argparse.Namespace, dest: str) -> str | None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
     ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
-    ``--report`` a folder (made when missing), not an existing file."""
+    ``--report`` a folder (made, with its parents, when missing), neither a file nor under one."""
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and Path(value).is_dir():
             raise UsageError(f"{flag} {value} is a folder: name a file")
@@ -354,8 +354,10 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     if args.output and Path(args.output).suffix.lower() != ".parquet":
         raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
-    if args.report and Path(args.report).exists() and not Path(args.report).is_dir():
-        raise UsageError(f"--report {args.report} is a file: name a folder (made when missing)")
+    if args.report:  # a folder, made when missing: the nearest existing one on its path must be a folder
+        where = next(p for p in (Path(args.report), *Path(args.report).absolute().parents) if p.exists())
+        if not where.is_dir():
+            raise UsageError(f"--report {args.report}: {where} is a file: name a folder (made when missing)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -373,7 +375,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     for flag, value in (("--cutoff", args.cutoff), ("--training-cutoff", _one(args, "training_cutoff"))):
         if value is not None and not (flag == "--cutoff" and value == "model"):
             try:
-                date.fromisoformat(value)
+                parse_day(value)
             except ValueError as exc:
                 raise UsageError(f"{flag} must be a date YYYY-MM-DD{' or model' if flag == '--cutoff' else ''}, "
                                  f"got {value!r}") from exc
@@ -419,7 +421,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
     given = {}
     if args.embeddings:
-        tc = date.fromisoformat(training_cutoff) if training_cutoff else None
+        tc = parse_day(training_cutoff) if training_cutoff else None
         try:
             emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, name, tc)
         except EmbeddingsFileError as exc:  # no such file, or no known format: a bad option value

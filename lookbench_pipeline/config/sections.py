@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from datetime import date
 from pathlib import Path, PurePosixPath
+from collections.abc import Iterable
 from typing import Annotated, Any, Literal
 
 from pydantic import Field, StrictInt, field_validator, model_validator
@@ -280,7 +281,7 @@ class EvaluateConfig(_Strict):
     # (integers: `true` is no K)
     ks: list[Annotated[StrictInt, Field(ge=1)]] = Field(default_factory=lambda: [1, 5, 10, 20], min_length=1)
     # nDCG also at this K (unset: nDCG at the K of ks only)
-    ndcg_k: int | None = Field(default=None, ge=1)
+    ndcg_k: StrictInt | None = Field(default=None, ge=1)
     # score only queries first seen on or after this date (YYYY-MM-DD), or "model": each model's declared
     # training cutoff (model_cutoffs, else the registry)
     cutoff: str | None = None
@@ -315,6 +316,8 @@ def check_ks(ks: Any) -> list[int]:
     the problem."""
     import numbers
 
+    if isinstance(ks, (str, bytes)) or not isinstance(ks, Iterable):
+        raise ValueError(f"K must be a list of integers, got {ks!r}")
     ks = list(ks)
     bad = [k for k in ks if isinstance(k, bool) or not isinstance(k, numbers.Integral)]
     if bad:
@@ -328,17 +331,23 @@ def check_ks(ks: Any) -> list[int]:
     return ks
 
 
-def _iso_day(v: Any) -> Any:
-    """A day as ``YYYY-MM-DD``: a string in that form, or a date (YAML reads an unquoted ``2030-10-01`` as one).
-    Raises ValueError for anything else (a time of day included)."""
+def parse_day(v: Any) -> date:
+    """A day given as ``YYYY-MM-DD`` (a string in exactly that form, or a ``date``: YAML reads an unquoted
+    ``2030-10-01`` as one): the one rule for every cutoff date (``evaluate.cutoff``, ``evaluate.model_cutoffs``,
+    ``--cutoff``, ``--training-cutoff``, :func:`lookbench_pipeline.score`). ``date.fromisoformat`` alone would also
+    take ``20301001`` and ``2030-W40-1``. Raises ValueError for anything else (a time of day included)."""
     from datetime import datetime
 
     if isinstance(v, date) and not isinstance(v, datetime):
-        return v.isoformat()
-    if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
-        date.fromisoformat(v)  # ValueError: no such day
         return v
+    if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
+        return date.fromisoformat(v)  # ValueError: no such day
     raise ValueError(f"expected a date YYYY-MM-DD, got {v!r}")
+
+
+def _iso_day(v: Any) -> str:
+    """A day as the ``YYYY-MM-DD`` string the configuration keeps (:func:`parse_day`). Raises ValueError."""
+    return parse_day(v).isoformat()
 
 
 class CardConfig(_Strict):

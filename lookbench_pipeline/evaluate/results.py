@@ -36,7 +36,7 @@ class Evaluation:
     * ``unscored``: ``[{"model", "subset", "reason"}]`` for a model and subset with no query left to score (every
       query flagged as contamination, or first seen before the model's cutoff), so that an empty result says why.
     * ``notes``: what a reader of the scores should know about how they were computed (a K larger than a subset's
-      gallery, a K given twice).
+      gallery, a model's own training cutoff used instead of ``evaluate.model_cutoffs``').
     """
 
     release: str

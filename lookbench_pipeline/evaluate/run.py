@@ -117,7 +117,7 @@ def _checked(ks: Sequence[int], cutoff: date | str | None) -> tuple[list[int], d
     """``(ks, cutoff)``: K values checked (:func:`lookbench_pipeline.config.sections.check_ks`, the rule of
     ``evaluate.ks``: integers >= 1, each once) and sorted, a cutoff string parsed (``"model"`` kept). Raises
     ValueError."""
-    from ..config.sections import check_ks
+    from ..config.sections import check_ks, parse_day
 
     try:
         ks = sorted(check_ks(ks))
@@ -125,7 +125,7 @@ def _checked(ks: Sequence[int], cutoff: date | str | None) -> tuple[list[int], d
         raise ValueError(f"ks: {exc}") from None
     if isinstance(cutoff, str) and cutoff != "model":
         try:
-            cutoff = date.fromisoformat(cutoff)
+            cutoff = parse_day(cutoff)
         except ValueError as exc:
             raise ValueError(f"cutoff must be a date YYYY-MM-DD or 'model', got {cutoff!r}") from exc
     return ks, cutoff

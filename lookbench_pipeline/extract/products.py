@@ -38,9 +38,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
 
     Returns:
         One dict per item, the page's main item first (``main_product``). Keys: title, description, brand, sku
-        (the shop's reference as the page states it: for the main item the code the page prints after a "Ref." /
-        "SKU" / "Product code" label, ``_page_reference``, else the structured identifier; it may be the model's,
-        shared by its colours), variant_id (the item's own identifier at colour granularity, which
+        (the shop's reference as the page states it: for the main item and its other colours the code the page
+        prints after a "Ref." / "SKU" / "Product code" label, ``_page_reference``, else the structured identifier;
+        it may be the model's, shared by its colours), variant_id (the item's own identifier at colour granularity, which
         ``product_key`` hashes: see "How item identity is decided" below), price (float), currency, color,
         material, category_text, image_urls (absolute, each picture once as its largest rendition), availability
         (schema.org short name: ``InStock``, ``OutOfStock``…, or None), group_id (the model the colour variant
@@ -52,8 +52,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     (``pagetext``). Items come from the structured sources; the main item's empty fields are filled from the lower
     ones, and its price and availability are reconciled with the page's buy box (``_buy_box``). How item identity
     is decided: ``_collapse`` and ``_colour_identity``, then ``choose_identifier`` (one the URL carries first) and
-    an identifier shared by several colours made their ``group_id``; the result is ``variant_id``. Only then does
-    the main item's ``sku`` take the page's printed reference (``_page_reference``).
+    an identifier shared by several colours made their ``group_id``; the result is ``variant_id``. Then the colours
+    a page splits one product into get a shared ``group_id`` where none was stated (``_page_groups``), and the main
+    item's ``sku``, and its colours', take the page's printed reference (``_page_reference``).
     """
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
