@@ -131,8 +131,8 @@ def test_empty_release_is_not_published(tmp_path):
 
 
 @pytest.mark.parametrize("args,match,code", [
-    (["info", "v19990101"], "not published", 1),
-    (["evaluate", "--release", "v20990101"], "not published", 1),
+    (["info", "v19990101"], "no store at", 1),  # the configured store was never made: a reader does not make it
+    (["evaluate", "--release", "v20990101"], "no store at", 1),
     (["evaluate", "--release", "vNOPE"], "not a release version (vYYYYMMDD) or latest", 2),  # a bad option value
     (["build", "--partition", "2026-03-05"], "1 January or 1 July", 2),  # a bad option value: a usage error
     (["build", "--partition", "2026-13-01"], "'2026-13-01' is not a date YYYY-MM-DD", 2),

@@ -116,7 +116,8 @@ def test_resolve_look_link():
     assert resolve_look_link("s", base + "?variant=coat-1-red", on_page) == ("p-red", "named_in_link")
     assert resolve_look_link("s", base + "?ref=look&variant=4711", on_page) == ("p-blue", "named_in_link")
     assert resolve_look_link("s", base + "?ref=look", on_page) == (None, "unresolved")
-    assert resolve_look_link("s", base + "?sku=COAT-1", on_page) == (None, "unresolved"), "names every colour"
+    # a reference every colour shares names the product, as a link to its page does: the page's first colour
+    assert resolve_look_link("s", base + "?sku=COAT-1", on_page) == ("p-black", "named_in_link")
     assert resolve_look_link("s", "https://shop.test/products/shoe", on_page) == (None, "unresolved")
     # the exact page was crawled (a variant URL lists all the model's colours): the named colour, else its first
     on_page[path_key("s", base + "?variant=COAT-1-RED")] = colours

@@ -109,6 +109,7 @@ def _empty_config(tmp_path):
 
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"data_dir": "d", "store": {"url": "s"}}))
+    (tmp_path / "s").mkdir(exist_ok=True)  # an empty store (readers never make one)
     return p
 
 

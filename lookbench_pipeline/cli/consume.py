@@ -67,7 +67,14 @@ def release_source(args: argparse.Namespace, name: str):
     if "/" in name or os.sep in name or Path(name).is_dir():
         raise UsageError(f"{name}: not a release folder (no manifest.json in it; a pull writes it last, so a pull "
                          "that stopped left none: run it again) and not a version (vYYYYMMDD or latest)")
-    store = consumer_store(args)
+    from ..store import StoreError
+
+    try:
+        store = consumer_store(args)
+    except StoreError:  # no store to read (never made, unreachable): a name that is no version is said first
+        if name != "latest":
+            _version_arg(None, name)
+        raise
     # a version name that is not published is reported by read_manifest, with the published versions and the
     # closest one
     return store, _version_arg(store, name)
@@ -76,7 +83,7 @@ def release_source(args: argparse.Namespace, name: str):
 def _version_arg(store, name: str) -> str:
     """The release version a command was given (``vYYYYMMDD`` or ``latest``, resolved through the store's
     ``releases/latest``). Raises UsageError (exit 2) for a name that is not a version, with the closest published
-    one when the store can be listed."""
+    one when the store can be listed (``store`` None: no store could be opened)."""
     import difflib
 
     from ..releases.reader import list_releases, resolve_version
@@ -89,7 +96,7 @@ def _version_arg(store, name: str) -> str:
         return check_version(name)
     except UnsafePathError as exc:
         try:
-            have = list_releases(store)
+            have = list_releases(store) if store is not None else []
         except StoreError:  # an http mirror cannot be listed
             have = []
         near = difflib.get_close_matches(name, [*have, "latest"], n=1)  # `lates` too
