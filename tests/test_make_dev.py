@@ -29,6 +29,14 @@ def _wait(pred, timeout: float) -> bool:
     return pred()
 
 
+def _as_a_background_job() -> None:
+    """The signals of a command a script starts in the background: SIGINT ignored, SIGTERM as the system's default
+    (whatever this test process inherited: an in-process Dagster run maps SIGTERM to SIGINT's handler, which is
+    ignored when the test run itself was started in the background)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+
 def test_make_dev_stops_with_its_webserver_and_daemon_when_make_gets_sigterm(tmp_path):
     home = tmp_path / "dagster-home"  # the test's own instance, not the checkout's
     home.mkdir()
@@ -37,8 +45,7 @@ def test_make_dev_stops_with_its_webserver_and_daemon_when_make_gets_sigterm(tmp
     with open(log, "wb") as out:
         make = subprocess.Popen(["make", "dev", f"DEV_PORT={_free_port()}", f"DAGSTER_HOME={home}"], cwd=ROOT,
                                 stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                start_new_session=True,
-                                preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+                                start_new_session=True, preexec_fn=_as_a_background_job)
     started: list[psutil.Process] = []
     try:
         assert _wait(lambda: "Serving dagster-webserver" in log.read_text(errors="replace"), 180), \
