@@ -8,60 +8,14 @@ from __future__ import annotations
 import gc
 import json
 import warnings
-from pathlib import Path
 
-import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from release_factory import make_release
+from consumer_release import V, evaluate_args, folder, mine, store, _no_lookbench_env  # noqa: F401 (fixtures)
 
 import lookbench_pipeline
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import ConfigError, EvaluateConfig, load_config
-from lookbench_pipeline.releases.publish import publish
-from lookbench_pipeline.releases.reader import read_file, read_manifest
-from lookbench_pipeline.store import LocalStore
-
-V = "v20260701"  # queries of item i first seen 2026-02-01 + i days
-
-
-@pytest.fixture
-def store(tmp_path) -> LocalStore:
-    s = LocalStore(tmp_path / "store")
-    publish(make_release(V, range(0, 6)), s, {})
-    return s
-
-
-@pytest.fixture
-def folder(store, tmp_path, capsys) -> Path:
-    assert main(["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "rel"), "--quiet"]) == 0
-    capsys.readouterr()
-    return tmp_path / "rel" / V
-
-
-@pytest.fixture
-def mine(store, tmp_path) -> Path:
-    m = read_manifest(store, V)
-    files = [k.removesuffix(".parquet").split("/") for k in m["files"] if k.endswith(".parquet")]
-    ids = sorted({sid for sub, role in files for sid in read_file(store, V, sub, role).column("sample_id").to_pylist()})
-    vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
-    path = tmp_path / "mine.parquet"
-    pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}), path)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _no_lookbench_env(monkeypatch):
-    import os
-
-    for k in list(os.environ):
-        if k.upper().startswith("LOOKBENCH_"):
-            monkeypatch.delenv(k)
-
-
-def _evaluate(folder: Path, mine: Path, tmp_path: Path, *more: str) -> list[str]:
-    return ["evaluate", str(folder), "--embeddings", str(mine), "--quiet", "--cache", str(tmp_path / "c"), *more]
 
 
 @pytest.fixture
@@ -80,7 +34,7 @@ def nothing_runs(monkeypatch):
 def test_the_command_line_training_cutoff_wins_over_the_configured_one(folder, mine, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LOOKBENCH_EVALUATE__MODEL_CUTOFFS", '{"mine": "2026-01-01"}')
     out = tmp_path / "o.parquet"
-    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model", "--training-cutoff", "2026-02-04",
+    assert main(evaluate_args(folder, mine, tmp_path, "--cutoff", "model", "--training-cutoff", "2026-02-04",
                           "--output", str(out))) == 0
     err = capsys.readouterr().err
     rows = pq.read_table(out).to_pylist()
@@ -89,7 +43,7 @@ def test_the_command_line_training_cutoff_wins_over_the_configured_one(folder, m
     assert "note: mine: scored from its own training cutoff 2026-02-04, not from evaluate.model_cutoffs' " \
            "2026-01-01" in err
     # without --training-cutoff the configured one applies, with no note
-    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model", "--output", str(out))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--cutoff", "model", "--output", str(out))) == 0
     assert "not from evaluate.model_cutoffs" not in capsys.readouterr().err
     assert {r["cutoff"] for r in pq.read_table(out).to_pylist()} == {"2026-01-01"}
 
@@ -143,7 +97,7 @@ def test_score_warns_the_notes_and_leaves_no_temporary_folder(folder, mine, tmp_
      "--training-cutoff")])
 def test_a_second_name_or_training_cutoff_is_refused(folder, mine, tmp_path, capsys, nothing_runs, more, flag):
     more = [m.format(mine=mine) for m in more]
-    assert main(_evaluate(folder, mine, tmp_path, *more)) == 2
+    assert main(evaluate_args(folder, mine, tmp_path, *more)) == 2
     assert f"{flag} given 2 times" in capsys.readouterr().err
 
 
@@ -157,7 +111,7 @@ def test_output_report_and_benchmark_json_are_checked_before_scoring(folder, min
                        (["--output", str(tmp_path)], "is a folder: name a file"),
                        (["--benchmark-json", str(tmp_path)], "is a folder: name a file"),
                        (["--output", str(tmp_path / "out.csv")], "written as Parquet: name a .parquet file")):
-        assert main(_evaluate(folder, mine, tmp_path, *more)) == 2, more
+        assert main(evaluate_args(folder, mine, tmp_path, *more)) == 2, more
         assert says in capsys.readouterr().err
     assert not (tmp_path / "out.csv").exists()
 
@@ -184,7 +138,7 @@ def test_an_unquoted_date_in_model_cutoffs_scores_from_it(folder, mine, tmp_path
     cfg = tmp_path / "c.yaml"
     cfg.write_text("data_dir: data\nevaluate:\n  cutoff: model\n  model_cutoffs: {mine: 2026-02-04}\n")
     out = tmp_path / "o.parquet"
-    assert main(_evaluate(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy", "--output", str(out))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy", "--output", str(out))) == 0
     assert {r["cutoff"] for r in pq.read_table(out).to_pylist()} == {"2026-02-04"}
 
 
@@ -196,8 +150,8 @@ def test_a_hostile_manifest_is_exit_1_with_or_without_subset(folder, mine, tmp_p
     m["files"]["../victim.txt"] = next(iter(m["files"].values()))
     path.write_text(json.dumps(m))
     assert main(["info", str(folder)]) == 1
-    assert main(_evaluate(folder, mine, tmp_path)) == 1
-    assert main(_evaluate(folder, mine, tmp_path, "--subset", "real_studio_flat")) == 1
+    assert main(evaluate_args(folder, mine, tmp_path)) == 1
+    assert main(evaluate_args(folder, mine, tmp_path, "--subset", "real_studio_flat")) == 1
     assert "'../victim.txt'" in capsys.readouterr().err
 
 
@@ -206,7 +160,7 @@ def test_one_date_rule_for_every_cutoff(folder, mine, tmp_path, capsys, nothing_
     """``date.fromisoformat`` alone takes ``20261001`` and ``2026-W40-1``; the configuration refuses them, and so do
     --cutoff, --training-cutoff and score() (config.sections.parse_day, one rule)."""
     for more in (["--cutoff", day], ["--cutoff", "model", "--training-cutoff", day]):
-        assert main(_evaluate(folder, mine, tmp_path, *more)) == 2, more
+        assert main(evaluate_args(folder, mine, tmp_path, *more)) == 2, more
         assert "must be a date YYYY-MM-DD" in capsys.readouterr().err
     with pytest.raises(ValueError, match="YYYY-MM-DD"):
         lookbench_pipeline.score(folder, embeddings=mine, cutoff="model", training_cutoff=day)

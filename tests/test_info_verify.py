@@ -9,31 +9,14 @@ from __future__ import annotations
 import hashlib
 import json
 import shutil
-from pathlib import Path
 
 import pytest
-from release_factory import make_release
+from consumer_release import V, folder, store  # noqa: F401 (fixtures)
 
 from lookbench_pipeline.cli import main
-from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 
-V = "v20260701"
 QUERY = "real_studio_flat/query.parquet"
-
-
-@pytest.fixture
-def store(tmp_path) -> LocalStore:
-    s = LocalStore(tmp_path / "store")
-    publish(make_release(V, range(0, 6)), s, {})
-    return s
-
-
-@pytest.fixture
-def folder(store, tmp_path, capsys) -> Path:
-    assert main(["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "rel"), "--quiet"]) == 0
-    capsys.readouterr()
-    return tmp_path / "rel" / V
 
 
 def test_info_checks_a_pulled_folders_files_and_verify_checks_each_sha256(folder, store, tmp_path, capsys):

@@ -9,75 +9,31 @@ import json
 from pathlib import Path
 
 import numpy as np
-import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 import yaml
-from release_factory import make_release
+from consumer_release import V, evaluate_args, folder, mine, store, _no_lookbench_env  # noqa: F401 (fixtures)
 
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.config import ConfigError, load_config
 from lookbench_pipeline.metrics import LabelCodes, evaluate_top
-from lookbench_pipeline.releases.publish import publish
-from lookbench_pipeline.releases.reader import read_file, read_manifest
 from lookbench_pipeline.safepath import UnsafePathError
-from lookbench_pipeline.store import LocalStore, ReleaseFolder
-
-V = "v20260701"
-
-
-@pytest.fixture
-def store(tmp_path) -> LocalStore:
-    s = LocalStore(tmp_path / "store")
-    publish(make_release(V, range(0, 6)), s, {})
-    return s
-
-
-@pytest.fixture
-def folder(store, tmp_path, capsys) -> Path:
-    assert main(["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "rel"), "--quiet"]) == 0
-    capsys.readouterr()
-    return tmp_path / "rel" / V
-
-
-@pytest.fixture
-def mine(store, tmp_path) -> Path:
-    """Embeddings of every row of the release, keyed by sample_id."""
-    m = read_manifest(store, V)
-    files = [k.removesuffix(".parquet").split("/") for k in m["files"] if k.endswith(".parquet")]
-    ids = sorted({sid for sub, role in files for sid in read_file(store, V, sub, role).column("sample_id").to_pylist()})
-    vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
-    path = tmp_path / "mine.parquet"
-    pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}), path)
-    return path
-
-
-@pytest.fixture(autouse=True)
-def _no_lookbench_env(monkeypatch):
-    import os
-
-    for k in list(os.environ):
-        if k.upper().startswith("LOOKBENCH_"):
-            monkeypatch.delenv(k)
-
-
-def _evaluate(folder: Path, mine: Path, tmp_path: Path, *more: str) -> list[str]:
-    return ["evaluate", str(folder), "--embeddings", str(mine), "--quiet", "--cache", str(tmp_path / "c"), *more]
+from lookbench_pipeline.store import ReleaseFolder
 
 
 # --- 3: --cutoff model needs a training cutoff for embeddings -----------------------------------------------------
 
 def test_cutoff_model_without_a_training_cutoff_is_a_usage_error(folder, mine, tmp_path, capsys):
-    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model")) == 2
+    assert main(evaluate_args(folder, mine, tmp_path, "--cutoff", "model")) == 2
     err = capsys.readouterr().err
     assert "--cutoff model" in err and "add --training-cutoff YYYY-MM-DD" in err and "'mine'" in err
     # a training cutoff given the wrong way round is not silently unused either
-    assert main(_evaluate(folder, mine, tmp_path, "--training-cutoff", "2026-01-01")) == 2
+    assert main(evaluate_args(folder, mine, tmp_path, "--training-cutoff", "2026-01-01")) == 2
     assert "add --cutoff model" in capsys.readouterr().err
-    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "2026-01-01", "--training-cutoff", "2026-01-01")) == 2
+    assert main(evaluate_args(folder, mine, tmp_path, "--cutoff", "2026-01-01", "--training-cutoff", "2026-01-01")) == 2
     assert "--cutoff 2026-01-01 every model is scored from that date" in capsys.readouterr().err
     # with one: scored from it
-    assert main(_evaluate(folder, mine, tmp_path, "--cutoff", "model", "--training-cutoff", "2026-01-01")) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--cutoff", "model", "--training-cutoff", "2026-01-01")) == 0
 
 
 def test_cutoff_model_takes_the_training_cutoff_from_a_configuration(folder, mine, tmp_path, capsys):
@@ -85,12 +41,12 @@ def test_cutoff_model_takes_the_training_cutoff_from_a_configuration(folder, min
     cfg.write_text(yaml.safe_dump({"data_dir": "data", "evaluate": {"cutoff": "model",
                                                                    "model_cutoffs": {"mine": "2026-01-01"}}}))
     out = tmp_path / "o.parquet"
-    assert main(_evaluate(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy", "--output", str(out))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy", "--output", str(out))) == 0
     assert set(pq.read_table(out).column("cutoff").to_pylist()) == {"2026-01-01"}
     # evaluate.cutoff: model in the file, no cutoff for these embeddings: the same usage error, naming the setting
     cfg.write_text(yaml.safe_dump({"data_dir": "data", "evaluate": {"cutoff": "model"}}))
     capsys.readouterr()
-    assert main(_evaluate(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy")) == 2
+    assert main(evaluate_args(folder, mine, tmp_path, "--config", str(cfg), "--no-legacy")) == 2
     assert "evaluate.cutoff (configuration) model" in capsys.readouterr().err
 
 
@@ -98,11 +54,11 @@ def test_cutoff_model_takes_the_training_cutoff_from_a_configuration(folder, min
 
 def test_environment_settings_apply_without_a_configuration_file(folder, mine, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[0]")
-    assert main(_evaluate(folder, mine, tmp_path)) == 2
+    assert main(evaluate_args(folder, mine, tmp_path)) == 2
     err = capsys.readouterr().err
     assert "LOOKBENCH_EVALUATE__KS='[0]'" in err and "greater than or equal to 1" in err
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[2, 3]")
-    assert main(_evaluate(folder, mine, tmp_path)) == 0
+    assert main(evaluate_args(folder, mine, tmp_path)) == 0
     head = capsys.readouterr().out.splitlines()[0].split()
     assert [h for h in head if "@" in h] == ["coarse_recall@2", "coarse_recall@3", "fine_recall@2", "fine_recall@3",
                                              "item_recall@2", "item_recall@3", "ndcg@2", "ndcg@3"]
@@ -132,7 +88,7 @@ def test_the_store_variable_names_the_store_in_the_consumer_install(store, tmp_p
 def test_the_table_and_the_files_hold_exactly_the_ks_asked_for(folder, mine, tmp_path, capsys, monkeypatch):
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[100000]")
     out, bench = tmp_path / "o.parquet", tmp_path / "b.json"
-    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out), "--benchmark-json", str(bench))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--output", str(out), "--benchmark-json", str(bench))) == 0
     text, err = capsys.readouterr()
     head = text.splitlines()[0].split()
     assert [h for h in head if "@" in h] == ["coarse_recall@100000", "fine_recall@100000", "item_recall@100000",
@@ -147,13 +103,13 @@ def test_the_table_and_the_files_hold_exactly_the_ks_asked_for(folder, mine, tmp
     rows = pq.read_table(out).to_pylist()
     assert all(r["value"] == 1.0 for r in rows if r["metric"].startswith(("coarse", "item")))
     # the report's evaluation.json: the same K and the same notes
-    assert main(_evaluate(folder, mine, tmp_path, "--report", str(tmp_path / "rep"))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--report", str(tmp_path / "rep"))) == 0
     capsys.readouterr()
     ev = json.loads((tmp_path / "rep" / "evaluation.json").read_text())
     assert ev["ks"] == [100000] and any("K 100000 > its gallery of 6 images" in n for n in ev["notes"])
     # a K given twice: a configuration error naming it
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[10, 1, 10]")
-    assert main(_evaluate(folder, mine, tmp_path)) == 2
+    assert main(evaluate_args(folder, mine, tmp_path)) == 2
     assert "K 10 given more than once" in capsys.readouterr().err
 
 
@@ -161,14 +117,14 @@ def test_ndcg_k_adds_ndcg_only_and_the_default_view_is_unchanged(folder, mine, t
     monkeypatch.setenv("LOOKBENCH_EVALUATE__KS", "[1]")
     monkeypatch.setenv("LOOKBENCH_EVALUATE__NDCG_K", "4")
     out = tmp_path / "o.parquet"
-    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--output", str(out))) == 0
     head = capsys.readouterr().out.splitlines()[0].split()
     assert [h for h in head if "@" in h] == ["coarse_recall@1", "fine_recall@1", "item_recall@1", "ndcg@1", "ndcg@4"]
     assert sorted(set(pq.read_table(out).column("metric").to_pylist())) == [
         "coarse_recall@1", "fine_recall@1", "item_recall@1", "ndcg@1", "ndcg@4"]
     monkeypatch.delenv("LOOKBENCH_EVALUATE__KS")
     monkeypatch.delenv("LOOKBENCH_EVALUATE__NDCG_K")
-    assert main(_evaluate(folder, mine, tmp_path, "--output", str(out))) == 0
+    assert main(evaluate_args(folder, mine, tmp_path, "--output", str(out))) == 0
     head = capsys.readouterr().out.splitlines()[0].split()
     assert [h for h in head if "@" in h] == ["coarse_recall@1", "coarse_recall@10", "fine_recall@1", "fine_recall@10",
                                              "item_recall@1", "item_recall@10", "ndcg@5"]
@@ -205,7 +161,7 @@ def _link_out(path: Path, tmp_path: Path) -> Path:
 @pytest.mark.parametrize("rel", ["real_studio_flat/query.parquet", "manifest.json", "real_streetlook"])
 def test_a_link_in_a_pulled_folder_is_refused_by_name(folder, mine, tmp_path, capsys, rel):
     link = _link_out(folder / rel, tmp_path)
-    for cmd in (["info", str(folder)], _evaluate(folder, mine, tmp_path)):
+    for cmd in (["info", str(folder)], evaluate_args(folder, mine, tmp_path)):
         assert main(cmd) == 1, cmd
         err = capsys.readouterr().err
         assert f"{str(link)!r} is a symbolic link" in err and "refused" in err, err
@@ -240,6 +196,6 @@ def test_every_subset_is_checked_before_the_first_embedding(folder, mine, tmp_pa
     monkeypatch.setattr(run, "_vectors", lambda *a, **k: embedded.append(a[2].name) or vectors(*a, **k))
     g = folder / "real_streetlook" / "gallery.parquet"  # the last subset scored
     g.write_bytes(g.read_bytes()[:-10] + b"0123456789")
-    assert main(_evaluate(folder, mine, tmp_path)) == 1
+    assert main(evaluate_args(folder, mine, tmp_path)) == 1
     assert "real_streetlook/gallery.parquet" in capsys.readouterr().err
     assert embedded == []
