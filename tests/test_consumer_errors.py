@@ -333,6 +333,9 @@ def test_evaluate_usage_errors_exit_2(store, tmp_path, capsys):
     assert "--ids FILE gives their sample_ids" in capsys.readouterr().err
     assert main(["evaluate", *base, "--embeddings", str(tmp_path / "a.parquet"), "--ids", str(tmp_path / "i")]) == 2
     assert "--ids goes with exactly one .npy" in capsys.readouterr().err
+    assert main(["evaluate", *base, "--embeddings", str(tmp_path / "v.npy"), "--ids", str(tmp_path / "i1"),
+                 "--ids", str(tmp_path / "i2")]) == 2, "a second --ids is refused, not taken over the first"
+    assert "--ids given 2 times" in capsys.readouterr().err
     assert main(["evaluate", *base, "--embeddings", str(tmp_path / "absent.parquet")]) == 2
     assert f"--embeddings {tmp_path / 'absent.parquet'}: no such file" in capsys.readouterr().err
     (tmp_path / "ids.txt").write_text("a\n")

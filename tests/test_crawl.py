@@ -362,8 +362,8 @@ def test_the_spider_on_its_own_crawls_as_in_the_pipeline(tmp_path):
 
 
 def test_image_urls_of_other_schemes_are_recorded_refused_never_fetched(tmp_path):
-    """A product page's JSON-LD naming images by file:, data:, javascript:, ftp: and gopher: URLs: each is an
-    image_downloads row and an image_refs row rejected unsupported_scheme (never fetched, never read: not
+    """A product page's JSON-LD naming images by file:, data:, javascript:, ftp: and gopher: URLs, and a look page
+    whose <img> names a file: URL: each is an image_downloads row and an image_refs row rejected unsupported_scheme (never fetched, never read: not
     /etc/passwd), a data: URI recorded without its payload, and the image counts reconcile, as every http(s) URL's
     do. The shipped demo site configuration, crawled and taken in as `lookbench build` does."""
     import re
@@ -386,6 +386,11 @@ def test_image_urls_of_other_schemes_are_recorded_refused_never_fetched(tmp_path
     ld = json.loads(m.group(1))
     ld["image"] = list(ld["image"] if isinstance(ld["image"], list) else [ld["image"]]) + hostile
     page.write_text(html[:m.start(1)] + json.dumps(ld) + html[m.end(1):])
+    look_page = root / "looks" / "look-000.html"  # a look whose picture is named by a file: URL
+    look_html = look_page.read_text()
+    assert "src='/images/looks/look-000.jpg'" in look_html
+    look_page.write_text(look_html.replace("src='/images/looks/look-000.jpg'", "src='file:///etc/shadow'"))
+    hostile.append("file:///etc/shadow")
 
     @contextmanager
     def server(_site, _work):
@@ -403,6 +408,7 @@ def test_image_urls_of_other_schemes_are_recorded_refused_never_fetched(tmp_path
     assert payload[:40] not in data_url and len(data_url) < 200 and data_url.startswith("data:image/png;base64,")
     assert {"file:///etc/passwd", "javascript:alert(1)", "ftp://files.example.invalid/a.jpg"} <= set(refused)
     assert all(h.startswith("/") for h in server.hits) and not any("passwd" in h for h in server.hits)
+    assert "file:///etc/shadow" in cat.looks["image_url"].to_pylist(), "the look is kept, its picture refused"
     assert cat.counts["image_urls"] == len(downloads)
 
     cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})

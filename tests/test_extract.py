@@ -77,6 +77,33 @@ def test_look_block():
                     "product_urls": ["https://shop.test/p/1", "https://shop.test/p/2"]}
 
 
+def test_page_image_references_of_other_schemes_are_kept_refused_not_lost():
+    """<img> references a page names by file:, javascript:, ftp: are never fetchable, yet are kept on the item
+    (product or look) in their recorded form, after the http(s) ones, so that the crawl records each refused
+    unsupported_scheme instead of dropping it without a row; a data: placeholder of lazy loading is not a reference
+    and stays out; a <base href> of another scheme is ignored (relative references resolve against the page)."""
+    rules = ProductRules(title="h1::text", images="img.i")
+    html = ("<html><body><h1>Linen shirt</h1><img class='i' src='https://cdn.test/a.jpg'>"
+            "<img class='i' src='file:///etc/passwd'><img class='i' src='javascript:alert(1)'>"
+            "<img class='i' src='data:image/gif;base64,R0lGOD' data-src='ftp://files.test/b.jpg'>"
+            "<img class='i' src='data:image/gif;base64,R0lGOD'></body></html>")
+    [p] = extract_products(html, "https://shop.test/p/1", rules)
+    assert p["image_urls"] == ["https://cdn.test/a.jpg", "file:///etc/passwd", "javascript:alert(1)",
+                               "ftp://files.test/b.jpg"]
+    hostile_base = "<html><head><base href='file:///srv/'></head><body><h1>Shirt</h1><img class='i' src='a.jpg'>"
+    [p] = extract_products(hostile_base, "https://shop.test/p/2", rules)
+    assert p["image_urls"] == ["https://shop.test/p/a.jpg"], "a base of another scheme is ignored"
+    look_page = hostile_base.replace("class='i'", "class='look-image'") + "<a class='look-product' href='/p/1'>"
+    look = extract_look(look_page, "https://shop.test/l/1", LookRules())
+    assert look["image_url"] == "https://shop.test/l/a.jpg"
+    look = extract_look("<html><body><img class='look-image' src='file:///etc/passwd'>"
+                        "<a class='look-product' href='/p/1'>a</a></body></html>", "https://shop.test/l/1", LookRules())
+    assert look == {"image_url": "file:///etc/passwd", "product_urls": ["https://shop.test/p/1"]}
+    assert extract_look("<html><body><img class='look-image' src='data:image/gif;base64,R0lGOD'>"
+                        "<a class='look-product' href='/p/1'>a</a></body></html>", "https://shop.test/l/2",
+                        LookRules()) is None, "a lone placeholder names no picture"
+
+
 def test_price_parser_and_ids():
     assert parse_price("1.299,00 €") == (1299.0, "€")
     assert parse_price(15, "EUR") == (15.0, "EUR")

@@ -386,6 +386,10 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             except ValueError as exc:
                 raise UsageError(f"{flag} must be a date YYYY-MM-DD{' or model' if flag == '--cutoff' else ''}, "
                                  f"got {value!r}") from exc
+    if args.ids and len(args.ids) > 1:
+        raise UsageError(f"--ids given {len(args.ids)} times ({', '.join(args.ids)}): it names the sample_ids of "
+                         "the one .npy --embeddings file, so it is given once")
+    args.ids = args.ids[0] if args.ids else None
     if args.ids and not args.embeddings:
         raise UsageError("--ids goes with --embeddings FILE.npy")
     npy = [e for e in args.embeddings or [] if Path(e).suffix.lower() == ".npy"]

@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="your model's embeddings keyed by the release's sample_id (repeatable): Parquet with columns "
                         "sample_id and embedding (fixed_size_list<float32>[d]), .npz with arrays sample_id and "
                         "embedding, or .npy (n, d) with --ids")
-    p.add_argument("--ids", metavar="FILE", help="with a .npy --embeddings: one sample_id per line, in row order")
+    p.add_argument("--ids", metavar="FILE", action="append",  # appended, so that a second one is refused
+                   help="with a .npy --embeddings: one sample_id per line, in row order (once)")
     # appended, so that a second one is refused rather than silently replacing the first
     p.add_argument("--name", action="append", help="with --embeddings: the model's name in the scores (default: "
                                                    "the first file's stem); once: the files are one model's")

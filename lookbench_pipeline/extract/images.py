@@ -51,13 +51,15 @@ def parse_srcset(value: str) -> list[tuple[str, float]]:
     return out
 
 
-def page_image_urls(sel: Selector, css: str, base: str) -> list[str]:
+def page_image_urls(sel: Selector, css: str, base: str, refused: list[str] | None = None) -> list[str]:
     """The best URL of every element ``css`` selects (``img`` or ``source``): the largest ``srcset`` /
     ``data-srcset`` candidate, else ``data-src`` (lazy loading), else ``src``; ``data:`` placeholders ignored;
-    resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work)."""
+    resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work). One of another
+    scheme (``file:``, ``javascript:``…) goes to ``refused`` when given (:func:`_absolute`)."""
     if "::" in css or "/@" in css:  # a rule that already names the attribute or text
-        return _absolute([u for u in select(sel, css).getall() if u and not u.strip().startswith("data:")], base)
-    return _absolute([_best_attr(el) for el in select(sel, css)], base)
+        return _absolute([u for u in select(sel, css).getall() if u and not u.strip().startswith("data:")], base,
+                         refused)
+    return _absolute([_best_attr(el) for el in select(sel, css)], base, refused)
 
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
@@ -110,17 +112,34 @@ def _refused_image_urls(v: Any) -> list[str]:
     return list(dict.fromkeys(refused_form(u) for u in _all_image_urls(v) if unsupported_scheme(u)))
 
 
-def _absolute(urls: Iterable[str], base: str) -> list[str]:
-    """Absolute http(s) URLs, each once, in order; HTML entities left in a URL by JSON-LD (``&amp;``) decoded."""
+def _absolute(urls: Iterable[str], base: str, refused: list[str] | None = None) -> list[str]:
+    """Absolute http(s) URLs, each once, in order; HTML entities left in a URL by JSON-LD (``&amp;``) decoded.
+
+    A URL that resolves to another scheme (``file:``, ``javascript:``, ``ftp:``…, or a relative URL under a
+    ``<base href>`` of such a scheme) is left out; with ``refused`` (a list) it is appended there once, in
+    :func:`refused_form`, so that the caller records it ``unsupported_scheme`` rather than losing it."""
     seen, out = set(), []
     for u in urls:
         if not isinstance(u, str) or not u.strip():
             continue  # an empty src would resolve to the page itself
         a = urljoin(base, replace_entities(u.strip()) if "&" in u else u.strip())
-        if a.startswith(("http://", "https://")) and a not in seen:
-            seen.add(a)
-            out.append(a)
+        if a.startswith(("http://", "https://")):
+            if a not in seen:
+                seen.add(a)
+                out.append(a)
+        elif refused is not None and unsupported_scheme(a) and refused_form(a) not in refused:
+            refused.append(refused_form(a))
     return out
+
+
+def page_base(html: str, url: str) -> str:
+    """The URL a page's relative references resolve against: its ``<base href>`` (w3lib's ``get_base_url``) when
+    that is http(s), else the page's own ``url`` (a ``javascript:``, ``data:`` or ``file:`` base is ignored, as
+    browsers ignore the first two)."""
+    from w3lib.html import get_base_url
+
+    base = get_base_url(html, url)
+    return base if base.startswith(("http://", "https://")) else url
 
 
 def select(sel: Selector, rule: str):

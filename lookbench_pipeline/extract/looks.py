@@ -6,10 +6,9 @@ import re
 from typing import Any
 
 from parsel import Selector
-from w3lib.html import get_base_url
 
 from ..config import LookRules
-from .images import _absolute, _best_attr, select
+from .images import _absolute, _best_attr, page_base, select
 
 
 def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any] | None:
@@ -17,29 +16,36 @@ def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any
 
     A rule that selects elements rather than an attribute (no ``::attr(...)``) takes the element's best image URL
     (``srcset``, then lazy-loading ``data-src``, then ``src``; ``data:`` placeholders skipped) or its ``href``,
-    never its HTML; a selected ``data:`` URL falls back to the element's lazy-loading attributes."""
+    never its HTML; a selected ``data:`` URL falls back to the element's lazy-loading attributes. A picture named
+    only by another scheme than http(s) is kept as its recorded form (``images.refused_form``), which the crawl
+    records refused ``unsupported_scheme``."""
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
-    base = get_base_url(html, url)
+    base = page_base(html, url)
     sel = Selector(text=html)
-    imgs = _look_image(sel, rules.image, base)
+    refused: list[str] = []
+    imgs = _look_image(sel, rules.image, base, refused)
     products = _rule_urls(sel, rules.products, base, ("href", "data-href", "data-url"))
-    if not imgs or not products:
+    if not (imgs or refused) or not products:
         return None
-    return {"image_url": imgs[0], "product_urls": products}
+    # a look whose picture is named only by another scheme (file:, javascript:…) is kept with that reference in
+    # its recorded form: the crawl records the picture refused unsupported_scheme, unfetched, rather than losing
+    # the look without a row
+    return {"image_url": imgs[0] if imgs else refused[0], "product_urls": products}
 
 
-def _look_image(sel: Selector, rule: str, base: str) -> list[str]:
+def _look_image(sel: Selector, rule: str, base: str, refused: list[str]) -> list[str]:
     m = re.search(r"::attr\(([^)]+)\)\s*$", rule)
     if m:  # an attribute rule: if it names a data: placeholder, read the element's lazy-loading attributes
         element_rule = rule[: m.start()]
         urls = []
         for el, value in zip(select(sel, element_rule), select(sel, rule).getall()):
             urls.append(value if value and not value.strip().startswith("data:") else _best_attr(el))
-        return _absolute([u for u in urls if u], base)
+        return _absolute([u for u in urls if u], base, refused)
     if "::" in rule or "/@" in rule or rule.rstrip().endswith("text()"):
-        return _absolute([u for u in select(sel, rule).getall() if u and not u.strip().startswith("data:")], base)
-    return _absolute([_best_attr(el) for el in select(sel, rule)], base)
+        return _absolute([u for u in select(sel, rule).getall() if u and not u.strip().startswith("data:")], base,
+                         refused)
+    return _absolute([_best_attr(el) for el in select(sel, rule)], base, refused)
 
 
 def _rule_urls(sel: Selector, rule: str, base: str, attrs: tuple[str, ...]) -> list[str]:

@@ -11,12 +11,12 @@ from urllib.parse import urljoin, urlsplit
 
 import extruct
 from parsel import Selector
-from w3lib.html import get_base_url, replace_entities
+from w3lib.html import replace_entities
 
 from ..config import ProductRules
 from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates, url_identifier
 from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifier
-from .images import _absolute, _full_size, _page_renditions, page_image_urls
+from .images import _absolute, _full_size, _page_renditions, page_base, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
 from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
@@ -58,9 +58,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     """
     if isinstance(html, bytes):
         html = html.decode("utf-8", errors="replace")
-    base = get_base_url(html, url)
-    if not base.startswith(("http://", "https://")):  # a javascript: or data: <base href> is ignored, as browsers do
-        base = url
+    base = page_base(html, url)
     # Only run the parsers whose markup is on the page (RDFa needs typeof, microdata itemscope, OpenGraph og:
     # properties): the same result, without the cost of the RDFa parser on every page.
     low = html.lower()
@@ -142,17 +140,20 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     for p in products:
         p.pop("_ids", None)
         p.pop("_size", None)
-        p["image_urls"] = _absolute(p["image_urls"], base)
+        refused = list(p.pop("_images_refused", None) or [])
+        p["image_urls"] = _absolute(p["image_urls"], base, refused)
         if not p["image_urls"] and rules and rules.images:
-            p["image_urls"] = page_image_urls(sel, rules.images, base)
+            p["image_urls"] = page_image_urls(sel, rules.images, base, refused)
         if not p["image_urls"] and p is products[0]:  # the page's own pictures of its main item
-            p["image_urls"] = _absolute([replace_entities(u) for u in page_images(sel, p.get("title"))], base)
+            p["image_urls"] = _absolute([replace_entities(u) for u in page_images(sel, p.get("title"))], base,
+                                        refused)
             if p["image_urls"]:
                 p.setdefault("_sources", {})["image_urls"] = "visible"
         p["image_urls"] = _full_size(p["image_urls"], index)
-        # image references with a scheme other than http(s), in their recorded form (a data: URI without its
-        # payload): listed after the others, so that the crawl records each refused unsupported_scheme, unfetched
-        p["image_urls"] += [u for u in p.pop("_images_refused", None) or [] if u not in p["image_urls"]]
+        # image references with a scheme other than http(s) (structured data's, and the page's <img> ones), in
+        # their recorded form (a data: URI without its payload): listed after the others, so that the crawl
+        # records each refused unsupported_scheme, unfetched
+        p["image_urls"] += [u for u in refused if u not in p["image_urls"]]
         if p.get("brand") and page_title and p["brand"].lower() == page_title.lower():
             p["brand"] = None
         sources = p.pop("_sources", {})

@@ -265,6 +265,7 @@ def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str,
     if not title:
         return None
     price, currency = parse_price(get(rules.price))
+    refused: list[str] = []  # <img> references of another scheme: recorded unsupported_scheme, never fetched
     p = {
         "title": title,
         "description": get(rules.description),
@@ -275,11 +276,12 @@ def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str,
         "color": None,
         "material": None,
         "category_text": None,
-        "image_urls": page_image_urls(sel, rules.images, base) if rules.images else [],
+        "image_urls": page_image_urls(sel, rules.images, base, refused) if rules.images else [],
         "availability": None,
         "group_id": None,
         "offer_url": None,
         "extracted_from": "rules",
+        "_images_refused": refused,
     }
     p["_sources"] = {k: "rules" for k, v in p.items() if v not in (None, "", []) and not k.startswith("_")}
     return p
