@@ -15,22 +15,13 @@ from pathlib import Path
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
-from release_factory import make_release
+from consumer_release import V, store  # noqa: F401 (fixture)
 
 from lookbench_pipeline.cli import main
 from lookbench_pipeline.releases import ReleaseIntegrityError
-from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import LocalStore
 
-V = "v20260701"
 QUERY = "real_studio_flat/query.parquet"
-
-
-@pytest.fixture
-def store(tmp_path) -> LocalStore:
-    s = LocalStore(tmp_path / "store")
-    publish(make_release(V, range(0, 6)), s, {})
-    return s
 
 
 def _tamper(store: LocalStore, key: str, edit) -> pa.Table:
