@@ -374,6 +374,23 @@ def test_embeddings_of_samples_the_release_does_not_have_are_reported(store, tmp
     assert "are not in the subsets scored (real_studio_flat) and were not used" in err and "another" not in err, err
 
 
+def test_pull_with_subsets_reads_the_manifest_once(store, tmp_path, monkeypatch, capsys):
+    """`pull --subset` checks the subsets against the same manifest it then downloads by: the store is asked for
+    it once (a mirror answering a second read differently cannot split the check from the pull)."""
+    reads = []
+    get_bytes = LocalStore.get_bytes
+
+    def counting(self, key):
+        reads.append(key)
+        return get_bytes(self, key)
+
+    monkeypatch.setattr(LocalStore, "get_bytes", counting)
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--subset",
+                 "real_studio_flat", "--quiet"]) == 0
+    assert reads.count(f"releases/{V2}/manifest.json") == 1, reads
+    assert (tmp_path / "d" / V2 / "real_studio_flat" / "query.parquet").is_file()
+
+
 def test_info_says_a_first_release_has_nothing_to_compare(tmp_path, capsys):
     s = LocalStore(tmp_path / "store")
     publish(make_release(V1, range(0, 4)), s, {})

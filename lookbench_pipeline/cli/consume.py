@@ -236,13 +236,15 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
     return "\n".join(lines)
 
 
-def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
+def _check_subsets(store, version: str, subsets: list[str] | None, manifest: dict | None = None) -> None:
     """An unknown ``--subset`` is a bad option value: UsageError (exit 2) naming it, the closest subset of the
-    release and its subsets, before anything is downloaded or scored."""
+    release and its subsets, before anything is downloaded or scored. ``manifest``: the version's, when the caller
+    has read it (else it is read here)."""
     if subsets:
         from ..releases.reader import choose_subsets, manifest_subsets, read_manifest
 
-        listed = manifest_subsets(read_manifest(store, version))  # a manifest that cannot be read: a data error
+        # a manifest that cannot be read: a data error
+        listed = manifest_subsets(manifest if manifest is not None else read_manifest(store, version))
         try:
             choose_subsets(listed, subsets, version)
         except ValueError as exc:
@@ -250,14 +252,15 @@ def _check_subsets(store, version: str, subsets: list[str] | None) -> None:
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..releases.reader import pull
+    from ..releases.reader import pull, read_manifest_bytes
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
-    _check_subsets(store, version, args.subset)
+    manifest = read_manifest_bytes(store, version)  # read once: the subsets are checked against what is pulled
+    _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
-    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet)
+    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest)
     folder = Path(args.dest) / version
     print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:

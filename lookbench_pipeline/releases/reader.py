@@ -527,7 +527,7 @@ def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
 
 
 def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
-         progress: bool = True) -> list[Path]:
+         progress: bool = True, manifest: tuple[bytes, dict[str, Any]] | None = None) -> list[Path]:
     """Download a published release (or some of its subsets; ``version`` may be ``latest``) into
     ``dest/<version>/``, verifying every file's sha256 and size against the manifest before it is moved into
     place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
@@ -540,6 +540,10 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
     a rerun of the same command finishes the pull. Every byte is checked before a file takes its name. The
     progress bar (tqdm, on stderr) counts bytes.
+
+    ``manifest``: the ``(stored bytes, checked manifest)`` of ``version`` (:func:`read_manifest_bytes`) when the
+    caller has read it already (then ``version`` must be a version, not ``latest``): the pull downloads what that
+    one read names, and the store is not asked again (a store or mirror could answer a second read otherwise).
 
     Returns:
         the paths of the release's files under ``dest/<version>/`` (without the manifest).
@@ -555,7 +559,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     if dest.exists() and not dest.is_dir():
         raise ValueError(f"destination {dest} exists and is not a folder")
     version = resolve_version(store, version)
-    raw_manifest, manifest = read_manifest_bytes(store, version)
+    raw_manifest, manifest = manifest if manifest is not None else read_manifest_bytes(store, version)
     every = all_files(manifest)
     out = resolve_inside(dest, version)  # dest/<version> itself must not be a link out of dest
     # Every key the manifest names is checked before anything is written: a store or mirror controls the manifest
