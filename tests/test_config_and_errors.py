@@ -39,6 +39,25 @@ def test_bad_configs_are_named(tmp_path, data, match):
         load_config(_cfg(tmp_path, data))
 
 
+def test_an_impossible_unquoted_date_is_a_configuration_error_at_its_line(tmp_path):
+    """YAML reads an unquoted 2026-02-30 as a date and fails inside the parser: the error names the file, the line
+    and the column (exit 2 from the CLI), not a bare "day is out of range for month"; a real date still loads."""
+    with pytest.raises(ConfigError, match=r"(?s)c\.yaml: not valid YAML: '2026-02-30' is not a date.*c\.yaml\", line 2, column 11"):
+        load_config(_cfg(tmp_path, "evaluate:\n  cutoff: 2026-02-30\n"))
+    (tmp_path / "s.yaml").write_text("name: s\nfirst_seen: 2026-13-01\n")
+    with pytest.raises(ConfigError, match=r"(?s)s\.yaml: not valid YAML: '2026-13-01' is not a date.*line 2"):
+        load_config(_cfg(tmp_path, {"sites": ["s.yaml"]}))
+    cfg = load_config(_cfg(tmp_path, "evaluate:\n  cutoff: 2026-02-28\n  model_cutoffs: {m: 2025-06-01}\n"))
+    assert (cfg.evaluate.cutoff, cfg.evaluate.model_cutoffs) == ("2026-02-28", {"m": "2025-06-01"})
+    (tmp_path / "u.yaml").write_bytes(b"\xff\xfe\x00")
+    with pytest.raises(ConfigError, match="u.yaml: not UTF-8"):
+        load_config(tmp_path / "u.yaml")
+    proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "evaluate", "--config",
+                           str(_cfg(tmp_path, "evaluate:\n  cutoff: 2026-02-30\n")), "--release", "latest"],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2 and "line 2, column 11" in proc.stderr and "Traceback" not in proc.stderr
+
+
 def test_timezone_drop_sheet_and_drop_only_builds_are_checked_at_load(tmp_path):
     with pytest.raises(ConfigError, match="timezone 'Mars/Olympus' is not an IANA time zone"):
         load_config(_cfg(tmp_path, {"timezone": "Mars/Olympus"}))

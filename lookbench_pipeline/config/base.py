@@ -4,6 +4,7 @@ and the pipeline file). Imports nothing of the package."""
 
 from __future__ import annotations
 
+import io
 import string
 from pathlib import Path
 from typing import Annotated, Any
@@ -70,11 +71,34 @@ Name = Annotated[str, BeforeValidator(_one_segment)]
 SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook")
 
 
+class _SettingsLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, except that an unquoted date-like value that is no date (``2026-02-30``,
+    ``2026-13-01``) is a YAML error at its line and column, not a bare ``ValueError`` ("day is out of range for
+    month") that names neither the file nor the key."""
+
+    def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
+        try:
+            return super().construct_yaml_timestamp(node)
+        except ValueError as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value!r} is not a date or time ({exc}); write a real one, YYYY-MM-DD",
+                node.start_mark) from None
+
+
+_SettingsLoader.add_constructor("tag:yaml.org,2002:timestamp", _SettingsLoader.construct_yaml_timestamp)
+
+
 def _read_yaml(path: Path) -> dict[str, Any]:
+    """The mapping a settings file (pipeline or site YAML) holds. Raises ConfigError: no such file, not UTF-8,
+    not valid YAML (with the line and column; an impossible unquoted date counts), or not a mapping."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        stream = io.StringIO(path.read_text(encoding="utf-8"))
+        stream.name = str(path)  # PyYAML's marks say 'in "<file>", line L, column C'
+        data = yaml.load(stream, Loader=_SettingsLoader) or {}  # noqa: S506 (a SafeLoader)
+    except UnicodeDecodeError as exc:
+        raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
