@@ -426,6 +426,12 @@ RELEASE = pa.schema(
     ]
 )
 
+RELEASE_REQUIRED = ("sample_id", "item_ID")
+"""Columns of :data:`RELEASE` that no row of a release file may leave null, although the Arrow fields are nullable
+(every column of the Parquet files is): ``sample_id`` names the row (embeddings are keyed by it), ``item_ID`` is what
+a query's positives are found by. ``docs/schema.json`` states them ``"nullable": false``; readers refuse a file with a
+null in one (``releases.reader.check_scored_table``)."""
+
 # Parquet key-value metadata that Hugging Face `datasets` reads (``Features.from_arrow_schema``): the ``image`` struct
 # is an ``Image`` feature, so ``load_dataset("parquet", ...)`` decodes it to a PIL image; every other column's
 # feature follows from its Arrow type.

@@ -70,6 +70,11 @@ def test_taxonomy_metrics_schemas_and_sources_travel_with_the_release(pulled):
         actual = pq.read_schema(folder / path)
         assert [c["name"] for c in columns] == actual.names
         assert all(c["description"] for c in columns), [c["name"] for c in columns if not c["description"]]
+    # the columns no row may leave null are stated so, and the published rows keep to it
+    release_columns = schema["tables"]["release"]["columns"]
+    assert [c["name"] for c in release_columns if not c["nullable"]] == ["item_ID", "sample_id"]
+    assert pq.read_table(folder / "real_studio_flat/query.parquet").select(["item_ID", "sample_id"]).to_pandas() \
+        .notna().all().all()
     sources = (folder / "docs/SOURCES.md").read_text()
     assert "demo" in sources and "judge acceptance" in sources and manifest["taxonomy"]["sha256"] in sources
     # every document is in the manifest with its checksum
@@ -96,3 +101,21 @@ def test_a_rebuild_gives_the_same_documents(tmp_path):
     ma = publish(make_release(V1, range(0, 6)), a, {"code_version": "x"})
     mb = publish(make_release(V1, range(0, 6)), b, {"code_version": "x"})
     assert ma["metadata_files"] == mb["metadata_files"]
+
+
+def test_a_release_with_a_null_item_or_sample_id_is_not_published(tmp_path):
+    """docs/schema.json states sample_id and item_ID not nullable: publish refuses tables that break it, before
+    anything is written, naming the file, the column and how many rows."""
+    import pyarrow as pa
+
+    from lookbench_pipeline.releases import ReleaseIntegrityError
+
+    rel = make_release(V1, range(0, 4))
+    key = ("real_studio_flat", "query")
+    t = rel.files[key]
+    i = t.column_names.index("item_ID")
+    rel.files[key] = t.set_column(i, "item_ID", pa.array([None] + t["item_ID"].to_pylist()[1:], pa.string()))
+    store = LocalStore(tmp_path / "store")
+    with pytest.raises(ReleaseIntegrityError, match=r"real_studio_flat/query\.parquet has nulls .*item_ID: 1 rows"):
+        publish(rel, store, {})
+    assert not (tmp_path / "store").exists() or not any((tmp_path / "store").rglob("*.parquet"))

@@ -69,20 +69,31 @@ def _type_name(t: pa.DataType) -> str:
     return "Image (struct<bytes: binary, path: string>)" if t == schemas.IMAGE else str(t)
 
 
-def schema_document(tables: dict[str, tuple[str, pa.Schema, dict[str, str]]]) -> dict[str, Any]:
+def schema_document(tables: dict[str, tuple[str, pa.Schema, dict[str, str]]],
+                    required: dict[str, tuple[str, ...]] | None = None) -> dict[str, Any]:
     """A machine-readable description of the release's tables.
 
     Args:
         tables: ``{table name: (file pattern, Arrow schema, {column: meaning})}``.
+        required: ``{table name: columns no row may leave null}`` (``schemas.RELEASE_REQUIRED``): stated
+            ``"nullable": false`` whatever the Arrow field says (every Parquet column is nullable in Arrow).
 
     Returns:
         ``{"format": "lookbench-release-schema/1", "tables": {name: {"files": pattern, "columns": [{"name",
         "type" (Arrow's type string, e.g. ``timestamp[us, tz=UTC]``), "nullable", "description"}]}}}``.
+
+    Raises:
+        ValueError: a ``required`` column is not in its table.
     """
+    required = required or {}
     out: dict[str, Any] = {"format": "lookbench-release-schema/1", "tables": {}}
     for name, (pattern, schema, docs) in sorted(tables.items()):
+        must = set(required.get(name, ()))
+        if must - set(schema.names):
+            raise ValueError(f"table {name} has no column {', '.join(sorted(must - set(schema.names)))}")
         out["tables"][name] = {"files": pattern, "columns": [
-            {"name": f.name, "type": _type_name(f.type), "nullable": f.nullable, "description": docs.get(f.name, "")}
+            {"name": f.name, "type": _type_name(f.type), "nullable": f.nullable and f.name not in must,
+             "description": docs.get(f.name, "")}
             for f in schema]}
     return out
 
@@ -185,7 +196,7 @@ def release_documents(version: str, taxonomy_path: Path, provenance: dict[str, A
         "release": ("<subset>/{query,gallery}.parquet and noise/gallery.parquet", schemas.RELEASE,
                     release_column_docs),
         "release_changes": ("changes.parquet", schemas.RELEASE_CHANGES, CHANGES_COLUMN_DOCS),
-    })
+    }, required={"release": schemas.RELEASE_REQUIRED})
     docs = {
         TAXONOMY: tax_bytes,
         METRICS: metrics_text(),

@@ -22,13 +22,14 @@ from pathlib import Path
 from typing import Any
 
 from ..config import DEFAULT_TAXONOMY
+from ..schemas import RELEASE_REQUIRED
 from ..store import ObjectStore
 from . import changes as ch
 from . import publishing
 from .candidate import ReleaseTables, parquet_bytes
 from .card import COLUMN_DOCS, CardInfo, croissant, croissant_bytes, dataset_card
 from .docs import release_documents
-from .reader import ReleaseExistsError, list_releases, release_prefix
+from .reader import ReleaseExistsError, ReleaseIntegrityError, list_releases, release_prefix
 
 
 class EmptyReleaseError(RuntimeError):
@@ -64,13 +65,20 @@ def publish(rel: ReleaseTables, store: ObjectStore, provenance: dict[str, Any],
     Raises:
         ReleaseExistsError: the version already has a manifest with different files (versions are immutable).
         EmptyReleaseError: no subset has a query row.
-        ReleaseIntegrityError: a file read back does not match.
+        ReleaseIntegrityError: a file read back does not match, or a table has a null in a column of
+            ``schemas.RELEASE_REQUIRED`` (``sample_id``, ``item_ID``): nothing is published then.
         StoreError: the store failed; nothing of this version is visible then, and a rerun completes it.
     """
     if not any(role == "query" and t.num_rows for (_, role), t in rel.files.items()):
         raise EmptyReleaseError(
             f"release {rel.version} would have no query rows (rejections: {rel.counts.get('rejected_by_reason')}); "
             "nothing was published")
+    for (subset, role), t in sorted(rel.files.items()):  # the columns docs/schema.json states not nullable
+        nulls = {c: t[c].null_count for c in RELEASE_REQUIRED if c in t.column_names and t[c].null_count}
+        if nulls:
+            raise ReleaseIntegrityError(
+                f"release {rel.version}: {subset}/{role}.parquet has nulls in a column no row may leave null ("
+                f"{', '.join(f'{c}: {n} rows' for c, n in nulls.items())}); nothing was published")
     prefix = release_prefix(rel.version)
     encoded = {f"{s}/{r}.parquet": parquet_bytes(t) for (s, r), t in sorted(rel.files.items())}
     files = {k: {"sha256": hashlib.sha256(v).hexdigest(), "bytes": len(v),

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
-from ..schemas import RELEASE
+from ..schemas import RELEASE, RELEASE_REQUIRED
 from ..store import ObjectStore, StoreError
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
@@ -315,12 +315,12 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
 SCORED_COLUMNS = ("sample_id", "item_ID", "category", "attributes", "image_sha256", "first_seen_at", "image")
 """The columns of a release file (``<subset>/{query,gallery}.parquet``, ``noise/gallery.parquet``) that scoring
 reads: each must be there with its type in the published schema (:data:`schemas.RELEASE`, ``docs/schema.json``)."""
-NOT_NULL = ("sample_id", "item_ID")
-"""Columns no row may leave null, whatever ``docs/schema.json`` says of Arrow nullability (every column of a Parquet
-file is nullable there): ``sample_id`` names the row (embeddings are keyed by it), ``item_ID`` is what a query's
-positives are found by (a query without one cannot be scored; a gallery or distractor row without one shows no
-item). The other scored columns may be null: ``category`` / ``attributes`` (no label), ``first_seen_at`` (the
-noise gallery's distractors; such a query is outside every ``--cutoff``)."""
+NOT_NULL = RELEASE_REQUIRED
+"""Columns no row may leave null (``"nullable": false`` in ``docs/schema.json``, though the Arrow fields are
+nullable): ``sample_id`` names the row (embeddings are keyed by it), ``item_ID`` is what a query's positives are
+found by (a query without one cannot be scored; a gallery or distractor row without one shows no item). The other
+scored columns may be null: ``category`` / ``attributes`` (no label), ``first_seen_at`` (the noise gallery's
+distractors; such a query is outside every ``--cutoff``)."""
 _SHOWN = 3
 
 
