@@ -38,6 +38,10 @@ class UnsupportedStoreURL(StoreError):
     """A store URL whose scheme :func:`open_store` does not read (the message names the schemes it does)."""
 
 
+class NoSuchStore(StoreError):
+    """A folder store opened for reading (``create=False``) whose folder does not exist."""
+
+
 STORE_URL_FORMS = "a folder (a path or file://…), s3://bucket/prefix, or an http:// or https:// mirror"
 """What :func:`open_store` opens, as error messages name it."""
 
@@ -76,7 +80,7 @@ class LocalStore:
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
         elif not self.root.is_dir():
-            raise StoreError(f"no store at {self.root}: no such folder")
+            raise NoSuchStore(f"no store at {self.root}: no such folder")
         self.url = str(self.root)
 
     def path(self, key: str) -> Path:

@@ -61,8 +61,11 @@ def test_a_destination_that_is_a_file_and_a_mistyped_store_are_errors(store, tmp
     err = capsys.readouterr().err
     assert "exists and is not a folder" in err and "Errno" not in err
     typo = tmp_path / "stroe"
-    assert main(["releases", "--store", str(typo)]) == 1
-    assert f"no store at {typo}: no such folder" in capsys.readouterr().err
+    for args in (["releases"], ["info", "latest"], ["pull", V2, "--dest", str(tmp_path / "d")],
+                 ["evaluate", "--release", V2], ["audit", "export", V2, "--out", str(tmp_path / "a")]):
+        # a mistyped --store is a bad option value (exit 2), as a missing --images folder is
+        assert main([*args, "--store", str(typo)]) == 2, args
+        assert f"--store: no store at {typo}: no such folder" in capsys.readouterr().err
     assert not typo.exists(), "a reader never creates the folder it was given"
 
 

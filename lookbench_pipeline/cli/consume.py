@@ -16,13 +16,15 @@ from .common import EXIT_ERROR, EXIT_OK, UsageError
 def consumer_store(args: argparse.Namespace):
     """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
     ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
-    configuration's. A ``--store`` URL of another scheme is a usage error (exit 2) naming those it reads."""
-    from ..store import UnsupportedStoreURL, configured_store, open_store
+    configuration's. A ``--store`` URL of another scheme, or a ``--store`` folder that does not exist (a mistyped
+    path), is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
+    an error (exit 1), like a release that is not published."""
+    from ..store import NoSuchStore, UnsupportedStoreURL, configured_store, open_store
 
     if getattr(args, "store", None):
         try:
             return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
-        except UnsupportedStoreURL as exc:
+        except (UnsupportedStoreURL, NoSuchStore) as exc:
             raise UsageError(f"--store: {exc}") from exc
     if args.endpoint_url or args.anon:
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
