@@ -290,8 +290,10 @@ def cutout_candidates(fg_signatures: Sequence[str | None], codes: Sequence[str |
     Cost (vectorised): the index is a direct-address table of the 2^24 keys (offsets, 134 MB) over every textured
     block (at most 256 per image, 4 bytes each), grouped by a two-pass radix sort; then, :data:`PROBE_CHUNK`
     cut-outs at a time, at most ``17 * MAX_PROBED_BLOCKS`` lookups and ``17 * MAX_PROBED_BLOCKS * MAX_POSTING``
-    pairs per cut-out. Time and memory grow linearly with the images (BENCHMARKS.md, "The cut-out search at
-    scale")."""
+    pairs per cut-out. Memory grows about linearly with the images; time does not: a key's posting list grows with
+    the images (16-bit codes collide by chance) until :data:`MAX_POSTING` cuts it, so the pairs gathered grow with
+    about n², measured exponent about 1.4 between 100,000 and 300,000 images (BENCHMARKS.md, "The cut-out search at
+    scale": not yet fit for a window of a million images, where ``dedup.cutouts: false`` turns it off)."""
     n = len(codes)
     code, inside = _matrix([c if s else None for s, c in zip(fg_signatures, codes)])
     uniform = np.array([has_uniform_background(s) for s in fg_signatures], dtype=bool)
