@@ -28,13 +28,18 @@ class CrawlConfig(Config):
 
 def crawl_headline(c: dict) -> str:
     """A weekly crawl's counts on one line: pages (kept + rejected), products, looks, image URLs (downloaded +
-    refused, each refused one with its reason in ``image_downloads``)."""
+    refused, each refused one with its reason in ``image_downloads``); for a finished crawl of the week read back,
+    that it was."""
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
-    return (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}), "
+    line = (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}), "
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
             f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
             f"(downloaded {got}, refused {urls - got})")
+    if c.get("read_back"):
+        line += (f"; read back: this week's crawl started {c.get('read_back_started_at') or 'earlier'} had "
+                 "finished, nothing fetched (lookbench build --force crawls the week again)")
+    return line
 
 
 @multi_asset(
@@ -55,8 +60,10 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     keys = context.partition_key.keys_by_dimension
     site, week = keys["site"], keys["week"]
     try:
+        # reuse off (lookbench build --force, LOOKBENCH_REUSE_UNCHANGED=0): the week's finished crawl is done again
         res = stage_crawl_week(cfg, site, week, cfg.layout.run_dir(context.run.run_id),
-                               context.run.run_id, lookbench.store(), replay=config.replay, tz=RELEASE_TIMEZONE)
+                               context.run.run_id, lookbench.store(), replay=config.replay, tz=RELEASE_TIMEZONE,
+                               recrawl=not lookbench.reuse_unchanged)
     except CrawlWeekError as exc:
         raise Failure(description=str(exc)) from None
     c = res.counts[site]

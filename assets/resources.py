@@ -97,7 +97,8 @@ class LookbenchConfig(ConfigurableResource):
     config_path: str | None = None
     reuse_unchanged: bool = Field(default=True, description="Reuse the stored value of an asset whose inputs, code "
                                   "and configuration did not change since it was last materialized (assets/reuse.py); "
-                                  "false computes every asset (lookbench build --force).")
+                                  "false computes every asset, the week's finished crawl crawled again (lookbench build "
+                                  "--force).")
     object_store: ObjectStoreResource | None = None  # None: the YAML's settings as they are
     vllm: VllmEndpointResource | None = None
     image_endpoint: ImageEndpointResource | None = None

@@ -277,7 +277,7 @@ def prune_unfinished(feed: Path) -> int:
 
 
 def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
-               resume: bool = False, local_server: LocalServer | None = None) -> CrawlOutput:
+               resume: bool = False, local_server: LocalServer | None = None, again: bool = False) -> CrawlOutput:
     """Crawl one configured site. ``demo`` and ``replay`` sites are served on 127.0.0.1 for the duration of the
     crawl by ``local_server(site, work_dir)``, a context manager giving the base URL, which the caller passes in
     (the stages pass :func:`lookbench_pipeline.demo.serve.local_site`: the demo shop generated under
@@ -292,7 +292,11 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     (``attempts.json``, ``CrawlOutput.base_urls``): the items of all attempts get the site's recorded origin, an
     earlier attempt's URLs are requested from this attempt's origin, and the archive names them all so a replay
     finds every page. Each attempt's WARC records carry its number (``WARC-LookBench-Attempt``). Without
-    ``resume`` the crawl starts empty."""
+    ``resume`` the crawl starts empty.
+
+    ``again`` (with ``resume``): a finished crawl is not read back but crawled again from empty, as a new crawl
+    (new ``crawl_id``, so its archive is stored beside the earlier one); an unfinished one still continues. What
+    ``lookbench build --force`` asks for: the site's pages as they are now, e.g. after editing a site file."""
     import uuid
 
     from .warc import truncate_torn_tail
@@ -302,9 +306,13 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     out_dir.mkdir(parents=True, exist_ok=True)
     attempts_file, marker, feed = out_dir / ATTEMPTS, out_dir / FINISHED, out_dir / "items.jsonl"
     state = json.loads(attempts_file.read_text()) if resume and attempts_file.is_file() else {}
-    if resume and marker.is_file() and feed.is_file():
+    finished = resume and marker.is_file() and feed.is_file()
+    if finished and not again:
         return _read_crawl(site, feed, out_dir / "scrapy.log", state, reused=True)
-    continuing = resume and feed.is_file()
+    if finished:
+        log.info("crawling %s again: its finished crawl of %s in %s is replaced", site.name,
+                 state.get("started_at"), out_dir)
+    continuing = resume and feed.is_file() and not finished
     if continuing:
         cut = repair_feed_tail(feed) + truncate_torn_tail(out_dir / "crawl.warc.gz")
         pruned = prune_unfinished(feed)

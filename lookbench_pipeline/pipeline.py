@@ -51,7 +51,8 @@ CrawlResult = CrawlTables  # the name this module used before CrawlTables had on
 
 def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = None,
                 run_id: str = "run", archive_info: dict[str, str] | None = None,
-                replay: dict[str, list[Path]] | None = None, week: str | None = None) -> CrawlTables:
+                replay: dict[str, list[Path]] | None = None, week: str | None = None,
+                recrawl: bool = False) -> CrawlTables:
     """Crawl every configured site (each in its own child process) and merge with the previous state. The crawl's
     WARC file goes to ``warc/<site>/<run_id>.warc.gz`` in ``store`` (the audit trail of a release), led by a
     ``warcinfo`` record (site, base URL, start time, ``archive_info`` such as the crawl partition) and described
@@ -62,8 +63,10 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
     (:func:`crawl.replay_site`); a replay archives nothing. Raises CrawlError when a site has none.
 
     ``week``: a live crawl of that week runs in ``cfg.layout.crawl_dir(week, site)`` and resumes there after a
-    kill (a finished week is read back, not crawled again); its archive is keyed by the crawl's own id (the same
-    for every attempt), and an archive already in the store is not uploaded again."""
+    kill (a finished week is read back, not crawled again: its counts say ``read_back`` and when that crawl
+    started, ``read_back_started_at``); its archive is keyed by the crawl's own id (the same for every attempt), and
+    an archive already in the store is not uploaded again. ``recrawl``: a finished week is crawled again instead
+    (``crawl.crawl_site(again=True)``: ``lookbench build --force``)."""
     from .backfill import archive_crawl
     from .demo.serve import local_site  # demo and replay sites are served on 127.0.0.1 for their crawl
     from .warc import read_warcinfo, serving_origins
@@ -86,11 +89,13 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
         else:
             work = cfg.layout.crawl_dir(week, site.name) if week else run_dir / site.name
             out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=cfg.layout.http_cache(site.name),
-                                   resume=week is not None, local_server=local_site)
+                                   resume=week is not None, local_server=local_site, again=recrawl)
             started = out.started_at or started
         cat = crawl.merge_catalog(out, state)
         cats.append(cat)
         counts[site.name] = cat.counts
+        if out.reused:  # the week's finished crawl, read back: the stage line says so
+            counts[site.name].update(read_back=True, read_back_started_at=out.started_at)
         warc = out.feed.parent / "crawl.warc.gz"
         if store is not None and warc.is_file() and replay is None:
             archive_id = (out.crawl_id if week else None) or run_id
@@ -112,10 +117,11 @@ class CrawlWeekError(ValueError):
 
 def stage_crawl_week(cfg: PipelineConfig, site: str, week: str, run_dir: Path, run_id: str,
                      store: ObjectStore, replay: bool = False, tz: str = "UTC",
-                     now: datetime | None = None) -> CrawlTables:
+                     now: datetime | None = None, recrawl: bool = False) -> CrawlTables:
     """One weekly crawl partition (``week`` × ``site``): a live crawl of the current week (:func:`stage_crawl`,
     archived with its week), or with ``replay`` the site's archived crawls of that week replayed in order from
-    the store (the backfill of a past week; the partition is the last of them).
+    the store (the backfill of a past week; the partition is the last of them). ``recrawl``: the week's finished
+    live crawl is crawled again rather than read back (:func:`stage_crawl`).
 
     Raises:
         CrawlWeekError: ``site`` has no site config; a live crawl of a week that ended before ``now`` (it would
@@ -142,7 +148,7 @@ def stage_crawl_week(cfg: PipelineConfig, site: str, week: str, run_dir: Path, r
     if (now or datetime.now(timezone.utc)) >= week_bounds(week, tz).end:
         raise CrawlWeekError(f"week {week} is over: a live crawl now would not observe it. Rebuild it from its "
                              "archived crawls (run config crawl: {config: {replay: true}}, or `lookbench backfill`).")
-    return stage_crawl(site_cfg, run_dir, store, run_id, archive_info={"week": week}, week=week)
+    return stage_crawl(site_cfg, run_dir, store, run_id, archive_info={"week": week}, week=week, recrawl=recrawl)
 
 
 def stage_drops(cfg: PipelineConfig, now: datetime, store: ObjectStore | None = None) -> pa.Table:

@@ -1,5 +1,7 @@
 """The whole asset graph materialized for one release partition with Dagster's own APIs, twice."""
 
+import json
+
 import pyarrow.parquet as pq
 from dagster import AssetSelection, DagsterInstance, materialize
 
@@ -124,6 +126,19 @@ def test_materialize_whole_graph_twice(demo_config):
     assert all((cfg.data_dir / "assets" / a / "2026-07-01.parquet").read_bytes() == b for a, b in stored.items())
     assert r2.release.output_for_node("detect_garments", "detections").equals(
         r1.release.output_for_node("detect_garments", "detections"))
+    # the second run read the week's finished crawl back; with reuse off (lookbench build --force) the week is
+    # crawled again: a new crawl, archived beside the first, first_seen_at kept
+    [attempts] = list(cfg.data_dir.glob("crawls/*/demo/crawl/attempts.json"))
+    first_crawl = json.loads(attempts.read_text())["crawl_id"]
+    archives = sorted(k for k in store.list("warc/demo/") if k.endswith(".json"))
+    again = materialize([*ALL_ASSETS, *ALL_CHECKS], selection=CRAWL_SELECTION,
+                        partition_key=crawl_key("2026-07-01", "demo"), instance=instance,
+                        resources={"lookbench": LookbenchConfig(config_path=str(demo_config), reuse_unchanged=False),
+                                   "io_manager": TableIOManager(config_path=str(demo_config))})
+    assert again.success
+    assert json.loads(attempts.read_text())["crawl_id"] != first_crawl
+    assert len([k for k in store.list("warc/demo/") if k.endswith(".json")]) == len(archives) + 1
+    assert pq.read_table(cfg.data_dir / "state/demo/products.parquet")["first_seen_at"].to_pylist() == first_seen_1
 
 
 def test_demo_legacy_leak_is_kept_out_of_queries(demo_config):

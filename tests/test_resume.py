@@ -111,6 +111,8 @@ def test_killed_build_resumes_the_weeks_crawl(tmp_path):
     proc = subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (crawl / "items.jsonl").stat().st_mtime == mtime
+    # the crawl line (wrapped to the terminal's width) says nothing was fetched
+    assert "read back: this week's crawl started" in " ".join(proc.stdout.split()), proc.stdout
 
 
 def test_a_build_killed_alone_leaves_no_crawl_behind_and_resumes_whole(tmp_path):
