@@ -45,8 +45,12 @@ dev: $(STAMP)
 	$(PY) -c 'import os, signal, sys; [signal.signal(s, signal.SIG_DFL) for s in (signal.SIGINT, signal.SIGTERM)]; \
 	os.execv(sys.argv[1], sys.argv[1:])' $(VENV)/bin/dagster dev -w workspace.yaml -h 127.0.0.1 -p $(DEV_PORT)
 
-# A release from the real pages and photos in ../shared/realdata (never published anywhere).
+# A release from the real pages and photos in ../shared/realdata (never published anywhere). configs/realdata.yaml
+# names them relative to itself, so the data must lie there: beside the checkout (or a link to it there).
 real: $(STAMP)
+	@test -d ../shared/realdata/pages || { echo "make real: no real data at $(abspath ..)/shared/realdata" \
+	"(configs/realdata.yaml reads ../shared/realdata beside the checkout: put it there or link it," \
+	"ln -s /path/to/realdata ../shared/realdata)" >&2; exit 2; }
 	$(VENV)/bin/lookbench build --config configs/realdata.yaml
 
 benchmarks: $(STAMP)
