@@ -96,3 +96,24 @@ def test_every_run_is_tagged_with_the_configuration_it_builds_from(tmp_path, mon
     demo = build_defs().resolve_job_def("release_job").tags
     assert demo["lookbench/config"] == "built-in demo" and demo["lookbench/job"] == "release"
     assert demo["lookbench/data_dir"] != tags["lookbench/data_dir"]
+
+
+def test_the_dagster_cli_loads_and_lists_the_definitions_without_a_server():
+    """README's `dagster definitions validate -w workspace.yaml` and `dagster job list -w workspace.yaml`, as
+    written, from the checkout: the definitions load (exit 0) and the two jobs are listed with their steps."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1]
+    dagster = Path(sys.executable).parent / "dagster"
+    env = {k: v for k, v in os.environ.items() if k != "DAGSTER_HOME"}
+    ok = subprocess.run([str(dagster), "definitions", "validate", "-w", "workspace.yaml"], cwd=root, env=env,
+                        capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "All code locations passed validation" in ok.stdout + ok.stderr, ok.stderr[-2000:]
+    jobs = subprocess.run([str(dagster), "job", "list", "-w", "workspace.yaml"], cwd=root, env=env,
+                          capture_output=True, text=True, timeout=300)
+    assert jobs.returncode == 0, jobs.stderr[-2000:]
+    assert {"Job: crawl_job", "Job: release_job"} <= {line.strip() for line in jobs.stdout.splitlines()}
+    assert "crawl" in jobs.stdout and "evaluation" in jobs.stdout
