@@ -4,11 +4,37 @@
 from pathlib import Path
 
 import pytest
+import yaml
 
 from lookbench_pipeline.config import ConfigError, SiteConfig, load_config
 from lookbench_pipeline.config.base import _read_yaml
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def _site(tmp_path, **fields) -> Path:
+    p = tmp_path / "s.yaml"
+    p.write_text(yaml.safe_dump({"name": "s", **fields}))
+    return p
+
+
+def _pipeline(tmp_path, site: Path) -> Path:
+    p = tmp_path / "c.yaml"
+    p.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "sites": [site.name]}))
+    return p
+
+
+def test_errors_read_without_pydantic_noise(tmp_path):
+    """A site file's error names the site file (not the pipeline file that lists it, then ``(top level): Value
+    error,``); a model-level check of the pipeline file reads as its message alone."""
+    site = _site(tmp_path, max_pages=0)
+    with pytest.raises(ConfigError) as err:
+        load_config(_pipeline(tmp_path, site))
+    assert str(err.value).startswith(f"{site}: max_pages: Input should be greater than or equal to 1"), err.value
+    site = _site(tmp_path, kind="replay", pages_dir="gone", sitemap_urls=["{{BASE}}/sitemap.xml"])
+    with pytest.raises(ConfigError) as err:
+        load_config(_pipeline(tmp_path, site))
+    assert str(err.value) == f"{tmp_path / 'c.yaml'}: replay site 's': pages_dir {tmp_path / 'gone'} is not a folder"
 
 
 def test_a_key_given_twice_is_a_yaml_error(tmp_path):

@@ -157,7 +157,9 @@ def _model_at(cls: Any, loc: tuple) -> Any:
 
 def describe_error(exc: Exception, cls: Any) -> str:
     """A pydantic validation error as one line per problem, ``field.path: message (got …)``; an unknown field
-    names the closest known one (difflib) and the known fields. Other exceptions: their text."""
+    names the closest known one (difflib) and the known fields; a model-level check (a ``model_validator``, no
+    field) its message alone, which names what it checks (``replay site 'x' needs pages_dir: …``), without
+    pydantic's ``(top level): Value error,``. Other exceptions: their text."""
     import difflib
 
     errors = getattr(exc, "errors", None)
@@ -179,6 +181,9 @@ def describe_error(exc: Exception, cls: Any) -> str:
             hint = f"did you mean {near[0]}? " if near else ""
             lines.append(f"{where}: unknown field ({msg}); {hint}known: {', '.join(known)}" if known
                          else f"{where}: unknown field ({msg})")
+            continue
+        if not loc and e.get("type") == "value_error":  # a model's own check: its message names what it checks
+            lines.append(msg.removeprefix("Value error, "))
             continue
         got = e.get("input")
         shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"
