@@ -1,6 +1,10 @@
 """A site file's values are checked when it is loaded, as a user's build loads it (SiteConfig.from_yaml, load_config,
-``lookbench build --config``); the message names the file, the field and the bad value."""
+``lookbench build --config``): a bad start or sitemap URL, a replay site without its pages or anything to crawl,
+a key given twice; the message names the file, the field and the bad value."""
 
+import re
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +26,77 @@ def _pipeline(tmp_path, site: Path) -> Path:
     p = tmp_path / "c.yaml"
     p.write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"), "sites": [site.name]}))
     return p
+
+
+def _replay(tmp_path, **fields) -> Path:
+    (tmp_path / "pages").mkdir(exist_ok=True)
+    return _site(tmp_path, kind="replay", pages_dir="pages", allow_private_addresses=True, **fields)
+
+
+@pytest.mark.parametrize("kind", ["web", "demo", "replay"])
+@pytest.mark.parametrize("field", ["start_urls", "sitemap_urls"])
+@pytest.mark.parametrize("url,why", [
+    ("file:///etc/passwd", "scheme 'file:' is not http or https"),
+    ("FILE:///etc/passwd", "scheme 'file:' is not http or https"),
+    ("javascript:alert(1)", "scheme 'javascript:' is not http or https"),
+    ("ftp://shop.example/", "scheme 'ftp:' is not http or https"),
+    ("shop/index.html", "not an absolute URL (no http:// or https://)"),
+    ("/sitemap.xml", "not an absolute URL (no http:// or https://)"),
+    ("https:///sitemap.xml", "no host"),
+    ("http://shop.example:99999/", "not a valid URL (Port out of range 0-65535)"),
+    ("{{BASE}}.evil.example/", "{{BASE}} may only begin a URL"),
+    ("file://{{BASE}}/", "{{BASE}} may only begin a URL"),
+])
+def test_a_start_or_sitemap_url_is_http_for_every_kind(tmp_path, kind, field, url, why):
+    """``file:///etc/passwd`` made the crawler read a local file into the crawl's WARC; a relative path or
+    ``javascript:`` crawled nothing. Refused for every kind: a demo or replay site may only add {{BASE}} paths."""
+    other = "sitemap_urls" if field == "start_urls" else "start_urls"
+    extra = {"pages_dir": "pages"} if kind == "replay" else {}
+    (tmp_path / "pages").mkdir()
+    p = _site(tmp_path, kind=kind, **{field: ["https://shop.example/", url], other: ["https://shop.example/"]},
+              **extra)
+    with pytest.raises(ConfigError) as err:
+        SiteConfig.from_yaml(p)
+    assert re.fullmatch(re.escape(f"{p}: {field}[1]: Value error, {why}") + ".*" + re.escape(f"(got '{url}')"),
+                        str(err.value)), str(err.value)
+
+
+def test_valid_urls_load(tmp_path):
+    site = SiteConfig.from_yaml(_site(tmp_path, start_urls=["https://shop.example/", "HTTP://Shop.Example:8080/a?b#c"],
+                                      sitemap_urls=["https://shop.example/sitemap.xml"]))
+    assert site.start_urls[1] == "HTTP://Shop.Example:8080/a?b#c", "kept as written"
+    replay = SiteConfig.from_yaml(_replay(tmp_path, start_urls=["{{BASE}}", "{{BASE}}/"],
+                                          sitemap_urls=["{{BASE}}/sitemap.xml"]))
+    assert replay.sitemap_urls == ["{{BASE}}/sitemap.xml"]
+
+
+def test_a_web_site_in_a_build_has_no_local_server(tmp_path):
+    """The spider run on its own replaces {{BASE}} by its base_url argument (the tests serve web sites so); a build
+    serves no web site, so there {{BASE}} would crawl nothing."""
+    site = _site(tmp_path, start_urls=["https://shop.example/"], sitemap_urls=["{{BASE}}/sitemap.xml"])
+    assert SiteConfig.from_yaml(site).sitemap_urls == ["{{BASE}}/sitemap.xml"]
+    cfg = _pipeline(tmp_path, site)
+    with pytest.raises(ConfigError, match=rf"^{cfg}: web site 's': '\{{\{{BASE\}}\}}/sitemap.xml' begins with "):
+        load_config(cfg)
+
+
+def test_a_replay_site_names_its_pages_and_what_to_crawl(tmp_path):
+    p = _site(tmp_path, kind="replay", sitemap_urls=["{{BASE}}/sitemap.xml"])
+    with pytest.raises(ConfigError) as err:
+        SiteConfig.from_yaml(p)
+    assert str(err.value) == (f"{p}: replay site 's' needs pages_dir: the folder of its saved *.html pages "
+                              "(relative to the site file)")
+    for kind in ("replay", "demo"):
+        p = _site(tmp_path, kind=kind, pages_dir=str(tmp_path), allow_private_addresses=True)
+        with pytest.raises(ConfigError, match=rf"^{p}: {kind} site 's' names no start_urls or sitemap_urls, so its "
+                                              r"crawl would fetch nothing: add sitemap_urls: \['\{\{BASE\}\}/"
+                                              r"sitemap\.xml'\]"):
+            load_config(_pipeline(tmp_path, p))
+    p = _replay(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"])
+    (tmp_path / "pages").rmdir()
+    with pytest.raises(ConfigError) as err:
+        load_config(_pipeline(tmp_path, p))
+    assert str(err.value) == f"{tmp_path / 'c.yaml'}: replay site 's': pages_dir {tmp_path / 'pages'} is not a folder"
 
 
 def test_errors_read_without_pydantic_noise(tmp_path):
@@ -61,9 +136,37 @@ def test_a_merge_may_override_keys(tmp_path):
                              "two": {"x": 1, "y": 6, "z": 3}}
 
 
-def test_shipped_yaml_has_no_key_twice():
+def test_shipped_yaml_has_no_key_twice_and_shipped_sites_load():
     files = [f for folder in ("configs", "lookbench_pipeline/data", "tests") for pattern in ("*.yaml", "*.yml")
              for f in (ROOT / folder).rglob(pattern)]
     assert len(files) >= 7
     for f in files:
         _read_yaml(f)
+    for f in [*(ROOT / "configs/sites").glob("*.yaml"), *(ROOT / "lookbench_pipeline/data/sites").glob("*.yaml")]:
+        SiteConfig.from_yaml(f)
+    for f in (ROOT / "configs").glob("*.yaml"):
+        assert load_config(f).sites
+
+
+def test_the_cli_reports_a_bad_site_file_before_any_run(tmp_path):
+    """What the fresh-user trial ran: ``lookbench build --config`` with a site whose start URL is a local file.
+    Exit 2, one line naming the site file, the field and the value; no traceback, nothing crawled."""
+    site = _site(tmp_path, start_urls=["file:///etc/passwd"])
+    cfg = _pipeline(tmp_path, site)
+    proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
+                          capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"configuration error: {site}: start_urls[0]: Value error, scheme 'file:' is "
+                                  "not http or https"), proc.stderr
+    assert "(got 'file:///etc/passwd')" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
+    assert not (tmp_path / "data").exists(), "nothing ran"
+
+
+def test_the_cli_reports_a_model_level_error_without_pydantic_noise(tmp_path, capsys):
+    from lookbench_pipeline.cli.main import main
+
+    site = _site(tmp_path, kind="replay", start_urls=["{{BASE}}/"])
+    assert main(["build", "--config", str(_pipeline(tmp_path, site))]) == 2
+    err = capsys.readouterr().err
+    assert err.strip() == (f"configuration error: {site}: replay site 's' needs pages_dir: the folder of its saved "
+                           "*.html pages (relative to the site file)"), err

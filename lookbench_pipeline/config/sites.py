@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import ConfigError, Name, PathValue, _read_yaml, _Strict, describe_error
 
@@ -56,6 +57,48 @@ def _check_rule(rule: str | None) -> str | None:
     return rule
 
 
+BASE = "{{BASE}}"
+"""What a site's start and sitemap URLs may begin with: the origin of the server that serves the site for its crawl
+(``http://127.0.0.1:<port>`` of the demo or replay server; the spider's ``base_url`` argument)."""
+
+_HTTP = ("http", "https")
+
+
+def _http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an absolute http(s) URL with a host (and a valid port, if any), or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is no number or out of range)
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme.lower() not in _HTTP:
+        return (f"scheme {parts.scheme + ':'!r} is not http or https" if parts.scheme else
+                "not an absolute URL (no http:// or https://)")
+    if not parts.hostname:
+        return "no host"
+    return None
+
+
+def _crawl_url(url: str) -> str:
+    """A start or sitemap URL: an absolute http(s) URL with a host, or ``{{BASE}}`` followed by a path (the local
+    server's origin, for a demo or replay site). Anything else is refused: a ``file:`` URL would make the crawler
+    read local files into the crawl's archive, a relative path or ``javascript:`` would crawl nothing."""
+    rest = url[len(BASE):] if url.startswith(BASE) else None
+    if rest is not None and BASE not in rest and (not rest or rest[0] in "/?#"):
+        problem = _http_url_problem("http://127.0.0.1" + rest)
+    elif BASE in url:
+        problem = f"{BASE} may only begin a URL, followed by a path ({BASE}/sitemap.xml)"
+    else:
+        problem = _http_url_problem(url)
+    if problem:
+        raise ValueError(f"{problem}: a start or sitemap URL is an absolute http(s) URL (https://shop.example/), "
+                         f"or for a demo or replay site a path on its local server after {BASE} ({BASE}/sitemap.xml)")
+    return url
+
+
+CrawlUrl = Annotated[str, AfterValidator(_crawl_url)]
+
+
 class SiteConfig(_Strict):
     """One shop to crawl (a YAML file per site).
 
@@ -69,8 +112,8 @@ class SiteConfig(_Strict):
     # under, and where they come from. Unset: the card's licence text.
     license: str | None = None
     source: str | None = None
-    start_urls: list[str] = Field(default_factory=list)
-    sitemap_urls: list[str] = Field(default_factory=list)
+    start_urls: list[CrawlUrl] = Field(default_factory=list)
+    sitemap_urls: list[CrawlUrl] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)
     image_hosts: list[str] = Field(default_factory=list)
     # The egress policy (lookbench_pipeline.egress): only globally routable addresses, on allowed_ports. With
@@ -111,6 +154,18 @@ class SiteConfig(_Strict):
     # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
     # URLs and releases do not depend on the port of one run.
     public_origin: str | None = None
+
+    @model_validator(mode="after")
+    def _served_locally(self) -> "SiteConfig":
+        """A replay site names its pages; a demo or replay site names what to crawl on its local server."""
+        if self.kind == "replay" and self.pages_dir is None:
+            raise ValueError(f"replay site {self.name!r} needs pages_dir: the folder of its saved *.html pages "
+                             "(relative to the site file)")
+        if self.kind in ("demo", "replay") and not self.start_urls and not self.sitemap_urls:
+            raise ValueError(f"{self.kind} site {self.name!r} names no start_urls or sitemap_urls, so its crawl "
+                             f"would fetch nothing: add sitemap_urls: ['{BASE}/sitemap.xml'] (its local server's "
+                             f"sitemap of every page) and/or start_urls: ['{BASE}/']")
+        return self
 
     @property
     def recorded_origin(self) -> str | None:
