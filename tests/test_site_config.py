@@ -1,6 +1,6 @@
 """A site file's values are checked when it is loaded, as a user's build loads it (SiteConfig.from_yaml, load_config,
-``lookbench build --config``): a bad start or sitemap URL, a replay site without its pages or anything to crawl,
-a key given twice; the message names the file, the field and the bad value."""
+``lookbench build --config``): a bad start or sitemap URL, egress allowance or public origin, a replay site without
+its pages or anything to crawl, a key given twice; the message names the file, the field and the bad value."""
 
 import re
 import subprocess
@@ -12,6 +12,7 @@ import yaml
 
 from lookbench_pipeline.config import ConfigError, SiteConfig, load_config
 from lookbench_pipeline.config.base import _read_yaml
+from lookbench_pipeline.egress import EgressPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -97,6 +98,62 @@ def test_a_replay_site_names_its_pages_and_what_to_crawl(tmp_path):
     with pytest.raises(ConfigError) as err:
         load_config(_pipeline(tmp_path, p))
     assert str(err.value) == f"{tmp_path / 'c.yaml'}: replay site 's': pages_dir {tmp_path / 'pages'} is not a folder"
+
+
+@pytest.mark.parametrize("entry,why", [
+    ("not-an-address", "is not an IP address with an optional port"),
+    ("0.0.0.0/0", "is not an IP address with an optional port"),
+    ("::/0", "is not an IP address with an optional port"),
+    ("10.0.0.0/8", "is not an IP address with an optional port"),
+    ("test-host.internal:8080", "is not an IP address with an optional port"),
+    ("10.1.2.3:http", "is not an IP address with an optional port"),
+    ("10.1.2.3:0", "port 0 is not between 1 and 65535"),
+    ("10.1.2.3:70000", "port 70000 is not between 1 and 65535"),
+    ("0.0.0.0", "is the unspecified address"),
+    ("[::]:8080", "is the unspecified address"),
+])
+def test_allowed_addresses_are_exact_addresses(tmp_path, entry, why):
+    """An entry the egress policy cannot parse failed with a traceback deep in Scrapy; it is refused at load, by
+    the policy's own parser. A network is no exact address (the list allows named test hosts, no range)."""
+    p = _site(tmp_path, start_urls=["https://shop.example/"], allowed_addresses=["10.1.2.3:8080", entry])
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{p}: allowed_addresses[1]: Value error, '{entry}'")
+                       + f"[: ].*{why}"):
+        SiteConfig.from_yaml(p)
+
+
+def test_valid_allowed_addresses_load_and_mean_what_the_crawl_allows(tmp_path):
+    entries = ["10.1.2.3:8080", "[fd00::5]:8080", "192.168.1.4", " 127.0.0.1:9000"]
+    site = SiteConfig.from_yaml(_site(tmp_path, start_urls=["https://shop.example/"], allowed_addresses=entries))
+    policy = EgressPolicy.from_strings(site.allowed_ports, site.allowed_addresses)
+    assert policy.refusal("10.1.2.3", 8080) is None and policy.refusal("10.1.2.3", 8081) == "address_not_global"
+    assert policy.refusal("fd00::5", 8080) is None and policy.refusal("192.168.1.4", 22) is None
+
+
+@pytest.mark.parametrize("origin,why", [
+    ("javascript:alert(1)//", "scheme 'javascript:' is not http or https"),
+    ("file:///tmp", "scheme 'file:' is not http or https"),
+    ("shop.example", r"not an absolute URL \(no http:// or https://\)"),
+    ("https://", "no host"),
+    ("https://shop.example/pages", "it has a path, query or fragment"),
+    ("https://shop.example/?x=1", "it has a path, query or fragment"),
+    ("https://shop.example#top", "it has a path, query or fragment"),
+    ("https://user@shop.example", "it has a user name"),
+])
+def test_public_origin_is_an_http_origin(tmp_path, origin, why):
+    """Recorded URLs were ``javascript:alert(1)/pages/...``: public_origin replaces the local server's origin."""
+    (tmp_path / "pages").mkdir()
+    p = _replay(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], public_origin=origin)
+    with pytest.raises(ConfigError, match=rf"^{p}: public_origin: Value error, {why}: public_origin is an http\(s\) "
+                                          "origin"):
+        SiteConfig.from_yaml(p)
+
+
+def test_valid_public_origins_load(tmp_path):
+    for origin, recorded in (("https://shop.example", "https://shop.example"),
+                             ("https://shop.example/", "https://shop.example"),
+                             ("http://shop.example:8443", "http://shop.example:8443")):
+        p = _replay(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], public_origin=origin)
+        assert SiteConfig.from_yaml(p).recorded_origin == recorded
 
 
 def test_errors_read_without_pydantic_noise(tmp_path):

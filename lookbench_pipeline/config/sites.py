@@ -99,6 +99,48 @@ def _crawl_url(url: str) -> str:
 CrawlUrl = Annotated[str, AfterValidator(_crawl_url)]
 
 
+def _allowed_address(entry: str) -> str:
+    """An ``allowed_addresses`` entry, parsed as the egress policy parses it
+    (:meth:`lookbench_pipeline.egress.EgressPolicy.from_strings`): one IP address, with an optional port. No network
+    and no wildcard: the unspecified address (``0.0.0.0``, ``::``) is refused, since a connection to it reaches
+    this machine itself."""
+    import ipaddress
+
+    from ..egress import EgressPolicy
+
+    try:
+        ((host, port),) = EgressPolicy.from_strings(allowed=[entry]).allowed
+    except ValueError as exc:
+        raise ValueError(f"{entry!r} is not an IP address with an optional port ({exc}); write an exact address "
+                         "such as 10.1.2.3:8080, [fd00::5]:8080 or 10.1.2.3 (every port): networks and host names "
+                         "are not allowed") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"{entry!r}: port {port} is not between 1 and 65535")
+    if ipaddress.ip_address(host).is_unspecified:
+        raise ValueError(f"{entry!r} is the unspecified address, which a connection takes for this machine itself; "
+                         "allowed_addresses names exact addresses of test hosts (10.1.2.3:8080), there is no "
+                         "wildcard")
+    return entry
+
+
+def _public_origin(v: str | None) -> str | None:
+    """An origin the recorded URLs of a demo or replay site begin with: ``http(s)://host[:port]``, with at most a
+    trailing ``/`` (:attr:`SiteConfig.recorded_origin` strips it)."""
+    if v is None:
+        return v
+    problem = _http_url_problem(v)
+    if problem is None:
+        parts = urlsplit(v)
+        if parts.path not in ("", "/") or parts.query or parts.fragment or v.endswith(("?", "#")):
+            problem = "it has a path, query or fragment"
+        elif parts.username is not None or parts.password is not None:
+            problem = "it has a user name"
+    if problem:
+        raise ValueError(f"{problem}: public_origin is an http(s) origin, scheme and host with an optional port "
+                         "(https://shop.example or https://shop.example:8443), which recorded URLs begin with")
+    return v
+
+
 class SiteConfig(_Strict):
     """One shop to crawl (a YAML file per site).
 
@@ -122,7 +164,7 @@ class SiteConfig(_Strict):
     # names further exact pairs ("10.1.2.3:8080", or an address alone for every port) for a named test host.
     allow_private_addresses: bool = False
     allowed_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=lambda: [80, 443])
-    allowed_addresses: list[str] = Field(default_factory=list)
+    allowed_addresses: list[Annotated[str, AfterValidator(_allowed_address)]] = Field(default_factory=list)
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
@@ -153,7 +195,7 @@ class SiteConfig(_Strict):
     pages_dir: PathValue | None = None
     # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
     # URLs and releases do not depend on the port of one run.
-    public_origin: str | None = None
+    public_origin: Annotated[str | None, AfterValidator(_public_origin)] = None
 
     @model_validator(mode="after")
     def _served_locally(self) -> "SiteConfig":
