@@ -86,8 +86,9 @@ def test_bad_site_files_fail_at_load(tmp_path):
     (tmp_path / "s.yaml").write_text(yaml.safe_dump({"name": "s", "bogus": 1}))
     with pytest.raises(ConfigError, match="bogus"):
         load_config(_cfg(tmp_path, {"sites": ["s.yaml"]}))
-    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": "missing"}))
-    with pytest.raises(ConfigError, match="pages_dir"):
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": "missing",
+                                                     "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
+    with pytest.raises(ConfigError, match=r"c\.yaml: replay site 'r': pages_dir .*missing is not a folder$"):
         load_config(_cfg(tmp_path, {"sites": ["r.yaml"]}))
 
 

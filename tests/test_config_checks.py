@@ -94,7 +94,8 @@ def test_demo_legacy_data_is_a_default_of_the_demo_only(tmp_path):
     assert named_demo.contamination.sources == demo.contamination.sources
 
     (tmp_path / "pages").mkdir()
-    (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages"}))
+    (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages",
+                                                        "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
     real = load_config(_cfg(tmp_path, {"sites": ["shop.yaml"], "contamination": {"include_published_releases": True}}))
     assert real.contamination.sources == [] and real.negatives.sources == [] and real.evaluate.legacy == []
     assert real.contamination.include_published_releases, "earlier releases are still checked"
@@ -193,7 +194,8 @@ def test_build_of_a_real_shop_without_an_image_endpoint_is_refused_before_any_ru
     aigen.endpoint.base_url failed after its crawl; it is refused at the start. A closed window's build and a
     backfill request no new picture (aigen.generate), so they are not refused for it."""
     (tmp_path / "pages").mkdir()
-    (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages"}))
+    (tmp_path / "shop.yaml").write_text(yaml.safe_dump({"name": "shop", "kind": "replay", "pages_dir": "pages",
+                                                        "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
     cfg = _cfg(tmp_path, {"data_dir": str(tmp_path / "data"), "sites": ["shop.yaml"]})
     proc = _lookbench(tmp_path, "build", "--config", str(cfg))
     assert proc.returncode == 2, proc.stderr

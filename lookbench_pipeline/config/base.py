@@ -74,7 +74,33 @@ SUBSET_NAMES = ("real_studio_flat", "aigen_studio", "real_streetlook", "aigen_st
 class _SettingsLoader(yaml.SafeLoader):
     """PyYAML's safe loader, except that an unquoted date-like value that is no date (``2026-02-30``,
     ``2026-13-01``) is a YAML error at its line and column, not a bare ``ValueError`` ("day is out of range for
-    month") that names neither the file nor the key."""
+    month") that names neither the file nor the key; and a key given twice in one mapping (``name:`` twice) is a
+    YAML error at the second one, where PyYAML would silently keep the last value. Keys a merge (``<<: *anchor``)
+    brings in may be overridden, as YAML means them to be."""
+
+    def flatten_mapping(self, node: yaml.MappingNode) -> None:
+        # called on each mapping node before its merge keys are expanded (by construct_mapping, or by the flattening
+        # of a mapping that merges it); a node already flattened holds merged keys next to its own, so it is checked
+        # only the first time it is seen
+        checked = self.__dict__.setdefault("_keys_checked", set())
+        if id(node) not in checked:
+            checked.add(id(node))
+            seen: dict[Any, yaml.Mark] = {}
+            for key_node, _ in node.value:
+                if not isinstance(key_node, yaml.ScalarNode) or key_node.tag == "tag:yaml.org,2002:merge":
+                    continue
+                key = self.construct_object(key_node)
+                try:
+                    first = seen.get(key)
+                except TypeError:  # an unhashable key: PyYAML refuses it itself
+                    continue
+                if first is not None:
+                    raise yaml.constructor.ConstructorError(
+                        "while constructing a mapping", node.start_mark,
+                        f"key {key!r} given twice (first on line {first.line + 1}): remove one, or PyYAML would "
+                        "silently keep the last", key_node.start_mark)
+                seen[key] = key_node.start_mark
+        super().flatten_mapping(node)
 
     def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
         try:
@@ -131,7 +157,9 @@ def _model_at(cls: Any, loc: tuple) -> Any:
 
 def describe_error(exc: Exception, cls: Any) -> str:
     """A pydantic validation error as one line per problem, ``field.path: message (got …)``; an unknown field
-    names the closest known one (difflib) and the known fields. Other exceptions: their text."""
+    names the closest known one (difflib) and the known fields; a model-level check (a ``model_validator``, no
+    field) its message alone, which names what it checks (``replay site 'x' needs pages_dir: …``), without
+    pydantic's ``(top level): Value error,``. Other exceptions: their text."""
     import difflib
 
     errors = getattr(exc, "errors", None)
@@ -153,6 +181,9 @@ def describe_error(exc: Exception, cls: Any) -> str:
             hint = f"did you mean {near[0]}? " if near else ""
             lines.append(f"{where}: unknown field ({msg}); {hint}known: {', '.join(known)}" if known
                          else f"{where}: unknown field ({msg})")
+            continue
+        if not loc and e.get("type") == "value_error":  # a model's own check: its message names what it checks
+            lines.append(msg.removeprefix("Value error, "))
             continue
         got = e.get("input")
         shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"

@@ -42,11 +42,26 @@ def load_config(path: str | Path | None = None, **overrides: Any) -> PipelineCon
     except ConfigError:
         raise
     except Exception as exc:  # pydantic.ValidationError; pydantic_settings.SettingsError (an unparsable variable)
+        inner = _site_file_error(exc)
+        if inner is not None:  # a site file's own error names that file and its field: not the pipeline file
+            raise inner from exc
         env = _env_vars_of(exc)
         where = ", ".join(f"environment variable {k}={v!r}" for k, v in env) if env else (path or "defaults")
         raise ConfigError(f"{where}: {describe_error(exc, PipelineConfig)}") from exc
     finally:
         FROM_FILE.reset(from_file)
+
+
+def _site_file_error(exc: Exception) -> ConfigError | None:
+    """The ConfigError a site file raised while the pipeline file was checked (``PipelineConfig._check_inputs``
+    loads every site file; pydantic wraps the error as a model-level value error), or None."""
+    errors = getattr(exc, "errors", None)
+    try:
+        items = errors() if callable(errors) else []
+    except Exception:  # not a pydantic ValidationError
+        return None
+    found = [e.get("ctx", {}).get("error") for e in items]
+    return found[0] if len(found) == 1 and isinstance(found[0], ConfigError) else None
 
 
 def require_named_sites(cfg: PipelineConfig, path: str | Path | None) -> None:

@@ -16,7 +16,7 @@ from .base import PathValue
 from .inference import AigenConfig, AnnotateConfig, DetectConfig
 from .sections import (CardConfig, ChecksConfig, ContaminationConfig, DedupConfig, DropConfig, EvaluateConfig,
                        ImageConfig, NegativesConfig, StoreConfig)
-from .sites import SiteConfig
+from .sites import BASE, SiteConfig
 
 
 FROM_FILE: ContextVar[bool] = ContextVar("lookbench_config_from_file", default=False)
@@ -123,8 +123,13 @@ class PipelineConfig(BaseSettings):
             if site.name in names:
                 raise ValueError(f"two site files are named {site.name!r}")
             names.add(site.name)
-            if site.kind == "replay" and (not site.pages_dir or not Path(site.pages_dir).is_dir()):
+            if site.kind == "replay" and not Path(site.pages_dir).is_dir():  # set: SiteConfig requires it
                 raise ValueError(f"replay site {site.name!r}: pages_dir {site.pages_dir} is not a folder")
+            based = [u for u in site.start_urls + site.sitemap_urls if u.startswith(BASE)]
+            if site.kind == "web" and based:  # a build serves no web site locally: {{BASE}} would be ''
+                raise ValueError(f"web site {site.name!r}: {based[0]!r} begins with {BASE}, the local server of a "
+                                 "demo or replay site; a web site's start and sitemap URLs are absolute http(s) "
+                                 "URLs (https://shop.example/sitemap.xml)")
         if self.drops and not self.sites and "sites" in self.model_fields_set:  # unset: require_named_sites says
             raise ValueError("sites is empty but drops are configured: at least one site is needed, because the "
                              "release job reads the window's weekly crawls (drop-only builds are not supported; "

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Annotated, Literal
+from urllib.parse import urlsplit
 
-from pydantic import Field, field_validator
+from pydantic import AfterValidator, Field, field_validator, model_validator
 
 from .base import ConfigError, Name, PathValue, _read_yaml, _Strict, describe_error
 
@@ -56,6 +57,90 @@ def _check_rule(rule: str | None) -> str | None:
     return rule
 
 
+BASE = "{{BASE}}"
+"""What a site's start and sitemap URLs may begin with: the origin of the server that serves the site for its crawl
+(``http://127.0.0.1:<port>`` of the demo or replay server; the spider's ``base_url`` argument)."""
+
+_HTTP = ("http", "https")
+
+
+def _http_url_problem(url: str) -> str | None:
+    """Why ``url`` is not an absolute http(s) URL with a host (and a valid port, if any), or None."""
+    try:
+        parts = urlsplit(url)
+        parts.port  # noqa: B018 (raises ValueError for a port that is no number or out of range)
+    except ValueError as exc:
+        return f"not a valid URL ({exc})"
+    if parts.scheme.lower() not in _HTTP:
+        return (f"scheme {parts.scheme + ':'!r} is not http or https" if parts.scheme else
+                "not an absolute URL (no http:// or https://)")
+    if not parts.hostname:
+        return "no host"
+    return None
+
+
+def _crawl_url(url: str) -> str:
+    """A start or sitemap URL: an absolute http(s) URL with a host, or ``{{BASE}}`` followed by a path (the local
+    server's origin, for a demo or replay site). Anything else is refused: a ``file:`` URL would make the crawler
+    read local files into the crawl's archive, a relative path or ``javascript:`` would crawl nothing."""
+    rest = url[len(BASE):] if url.startswith(BASE) else None
+    if rest is not None and BASE not in rest and (not rest or rest[0] in "/?#"):
+        problem = _http_url_problem("http://127.0.0.1" + rest)
+    elif BASE in url:
+        problem = f"{BASE} may only begin a URL, followed by a path ({BASE}/sitemap.xml)"
+    else:
+        problem = _http_url_problem(url)
+    if problem:
+        raise ValueError(f"{problem}: a start or sitemap URL is an absolute http(s) URL (https://shop.example/), "
+                         f"or for a demo or replay site a path on its local server after {BASE} ({BASE}/sitemap.xml)")
+    return url
+
+
+CrawlUrl = Annotated[str, AfterValidator(_crawl_url)]
+
+
+def _allowed_address(entry: str) -> str:
+    """An ``allowed_addresses`` entry, parsed as the egress policy parses it
+    (:meth:`lookbench_pipeline.egress.EgressPolicy.from_strings`): one IP address, with an optional port. No network
+    and no wildcard: the unspecified address (``0.0.0.0``, ``::``) is refused, since a connection to it reaches
+    this machine itself."""
+    import ipaddress
+
+    from ..egress import EgressPolicy
+
+    try:
+        ((host, port),) = EgressPolicy.from_strings(allowed=[entry]).allowed
+    except ValueError as exc:
+        raise ValueError(f"{entry!r} is not an IP address with an optional port ({exc}); write an exact address "
+                         "such as 10.1.2.3:8080, [fd00::5]:8080 or 10.1.2.3 (every port): networks and host names "
+                         "are not allowed") from None
+    if port is not None and not 1 <= port <= 65535:
+        raise ValueError(f"{entry!r}: port {port} is not between 1 and 65535")
+    if ipaddress.ip_address(host).is_unspecified:
+        raise ValueError(f"{entry!r} is the unspecified address, which a connection takes for this machine itself; "
+                         "allowed_addresses names exact addresses of test hosts (10.1.2.3:8080), there is no "
+                         "wildcard")
+    return entry
+
+
+def _public_origin(v: str | None) -> str | None:
+    """An origin the recorded URLs of a demo or replay site begin with: ``http(s)://host[:port]``, with at most a
+    trailing ``/`` (:attr:`SiteConfig.recorded_origin` strips it)."""
+    if v is None:
+        return v
+    problem = _http_url_problem(v)
+    if problem is None:
+        parts = urlsplit(v)
+        if parts.path not in ("", "/") or parts.query or parts.fragment or v.endswith(("?", "#")):
+            problem = "it has a path, query or fragment"
+        elif parts.username is not None or parts.password is not None:
+            problem = "it has a user name"
+    if problem:
+        raise ValueError(f"{problem}: public_origin is an http(s) origin, scheme and host with an optional port "
+                         "(https://shop.example or https://shop.example:8443), which recorded URLs begin with")
+    return v
+
+
 class SiteConfig(_Strict):
     """One shop to crawl (a YAML file per site).
 
@@ -69,8 +154,8 @@ class SiteConfig(_Strict):
     # under, and where they come from. Unset: the card's licence text.
     license: str | None = None
     source: str | None = None
-    start_urls: list[str] = Field(default_factory=list)
-    sitemap_urls: list[str] = Field(default_factory=list)
+    start_urls: list[CrawlUrl] = Field(default_factory=list)
+    sitemap_urls: list[CrawlUrl] = Field(default_factory=list)
     allowed_hosts: list[str] = Field(default_factory=list)
     image_hosts: list[str] = Field(default_factory=list)
     # The egress policy (lookbench_pipeline.egress): only globally routable addresses, on allowed_ports. With
@@ -79,7 +164,7 @@ class SiteConfig(_Strict):
     # names further exact pairs ("10.1.2.3:8080", or an address alone for every port) for a named test host.
     allow_private_addresses: bool = False
     allowed_ports: list[Annotated[int, Field(ge=1, le=65535)]] = Field(default_factory=lambda: [80, 443])
-    allowed_addresses: list[str] = Field(default_factory=list)
+    allowed_addresses: list[Annotated[str, AfterValidator(_allowed_address)]] = Field(default_factory=list)
     follow_links: bool = True
     shopify: bool = False  # also read the shop's public /products.json (paginated) and /products/<handle>.json
     render_js: bool = False  # render pages in headless Chromium (scrapy-playwright) before extraction
@@ -110,7 +195,19 @@ class SiteConfig(_Strict):
     pages_dir: PathValue | None = None
     # demo / replay sites are served on a free 127.0.0.1 port; recorded URLs use this origin instead, so ids,
     # URLs and releases do not depend on the port of one run.
-    public_origin: str | None = None
+    public_origin: Annotated[str | None, AfterValidator(_public_origin)] = None
+
+    @model_validator(mode="after")
+    def _served_locally(self) -> "SiteConfig":
+        """A replay site names its pages; a demo or replay site names what to crawl on its local server."""
+        if self.kind == "replay" and self.pages_dir is None:
+            raise ValueError(f"replay site {self.name!r} needs pages_dir: the folder of its saved *.html pages "
+                             "(relative to the site file)")
+        if self.kind in ("demo", "replay") and not self.start_urls and not self.sitemap_urls:
+            raise ValueError(f"{self.kind} site {self.name!r} names no start_urls or sitemap_urls, so its crawl "
+                             f"would fetch nothing: add sitemap_urls: ['{BASE}/sitemap.xml'] (its local server's "
+                             f"sitemap of every page) and/or start_urls: ['{BASE}/']")
+        return self
 
     @property
     def recorded_origin(self) -> str | None:
