@@ -116,27 +116,30 @@ def site_settings(site: SiteConfig, base_url: str) -> dict[str, str]:
 
 def egress_allowances(site: SiteConfig, base_url: str) -> list[str]:
     """The exact ``ip:port`` pairs the crawl of ``site`` may reach whatever their address (``egress``): the site's
-    ``allowed_addresses``, and, with ``allow_private_addresses``, the origins of its own start and sitemap URLs
-    (``{{BASE}}`` replaced by ``base_url``: the demo or replay server) when they are IP literals or ``localhost``.
-    Nothing wider: an image host or a redirect to another private address stays refused."""
+    ``allowed_addresses``; for a demo or replay site, its own local server (``base_url``, where the pipeline serves
+    it on 127.0.0.1: without it such a crawl could fetch nothing); and, with ``allow_private_addresses``, the
+    origins of its own start and sitemap URLs (``{{BASE}}`` replaced by ``base_url``) when they are IP literals or
+    ``localhost``. Nothing wider: an image host or a redirect to another private address stays refused."""
     import ipaddress
     from urllib.parse import urlsplit
 
     from .egress import LOCALHOST_ADDRESSES
 
     out = list(site.allowed_addresses)
-    if site.allow_private_addresses:
-        for u in site.start_urls + site.sitemap_urls:
-            parts = urlsplit(u.replace("{{BASE}}", base_url.rstrip("/")))
-            host = (parts.hostname or "").lower()
-            port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
-            ips = list(LOCALHOST_ADDRESSES) if host == "localhost" else [host]
-            for ip in ips:
-                try:
-                    addr = ipaddress.ip_address(ip)
-                except ValueError:
-                    continue
-                out.append(f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}")
+    urls = site.start_urls + site.sitemap_urls if site.allow_private_addresses else []
+    if site.kind in ("demo", "replay") and base_url:
+        urls = [*urls, base_url]
+    for u in urls:
+        parts = urlsplit(u.replace("{{BASE}}", base_url.rstrip("/")))
+        host = (parts.hostname or "").lower()
+        port = parts.port or {"http": 80, "https": 443}.get(parts.scheme)
+        ips = list(LOCALHOST_ADDRESSES) if host == "localhost" else [host]
+        for ip in ips:
+            try:
+                addr = ipaddress.ip_address(ip)
+            except ValueError:
+                continue
+            out.append(f"[{addr}]:{port}" if addr.version == 6 else f"{addr}:{port}")
     return sorted(set(out))
 
 

@@ -52,6 +52,31 @@ def test_demo_and_replay_allowance_is_exactly_their_origin():
                       allow_private_addresses=True, image_hosts=["cdn.example"])
     assert egress_allowances(site, "http://127.0.0.1:41234") == ["127.0.0.1:41234"]
     assert egress_allowances(SiteConfig(name="w", start_urls=["https://shop.example/"]), "") == []
+    # a replay site is served on 127.0.0.1 by the pipeline itself: its own server is reachable without
+    # allow_private_addresses (else its crawl fetched nothing: every page address_not_global), and nothing else is
+    replay = SiteConfig(name="r", kind="replay", pages_dir=".", sitemap_urls=["{{BASE}}/sitemap.xml",
+                                                                         "http://10.0.0.5/sitemap.xml"])
+    assert egress_allowances(replay, "http://127.0.0.1:41234") == ["127.0.0.1:41234"]
+
+
+def test_a_replay_site_is_crawled_without_allow_private_addresses(tmp_path):
+    """A site file of kind replay with no allow_private_addresses (the flag is for start URLs of one's own): its
+    pages, served by the pipeline on 127.0.0.1, are crawled and extracted, not refused address_not_global."""
+    from lookbench_pipeline.crawl import crawl_site, merge_catalog
+    from lookbench_pipeline.demo.serve import local_site
+
+    (tmp_path / "pages").mkdir()
+    ld = {"@context": "https://schema.org", "@type": "Product", "name": "Linen shirt", "sku": "LS-1",
+          "image": "https://cdn.shop.example/ls1.jpg", "offers": {"@type": "Offer", "price": "49.00",
+                                                                  "priceCurrency": "EUR"}}
+    (tmp_path / "pages" / "shirt.html").write_text(
+        f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head><body>x</body></html>")
+    (tmp_path / "r.yaml").write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": "pages",
+                                                     "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
+    cat = merge_catalog(crawl_site(tmp_path / "r.yaml", tmp_path / "work", "test-bot", local_server=local_site),
+                        tmp_path / "state")
+    assert "pages.rejected.address_not_global" not in cat.counts, cat.counts
+    assert cat.products["sku"].to_pylist() == ["LS-1"]
 
 
 def _resolver(static, lookup_fails=True):
