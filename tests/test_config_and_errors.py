@@ -33,6 +33,7 @@ def _cfg(tmp_path, data) -> Path:
     ({"store": "/tmp/x"}, "store"),
     ("- a list", "mapping"),
     ("{not: yaml", "YAML"),
+    ("1: a\n", "top-level key 1 is not a setting name"),
 ])
 def test_bad_configs_are_named(tmp_path, data, match):
     with pytest.raises(ConfigError, match=match):

@@ -116,7 +116,8 @@ _SettingsLoader.add_constructor("tag:yaml.org,2002:timestamp", _SettingsLoader.c
 
 def _read_yaml(path: Path) -> dict[str, Any]:
     """The mapping a settings file (pipeline or site YAML) holds. Raises ConfigError: no such file, not UTF-8,
-    not valid YAML (with the line and column; an impossible unquoted date counts), or not a mapping."""
+    not valid YAML (with the line and column; an impossible unquoted date or a key given twice counts), not a mapping,
+    or a top-level key that is no name (``1:``)."""
     if not path.is_file():
         raise ConfigError(f"config file not found: {path}")
     try:
@@ -129,6 +130,10 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
+    odd = [k for k in data if not isinstance(k, str)]
+    if odd:  # else pydantic says "keywords must be strings", naming nothing
+        raise ConfigError(f"{path}: top-level key {odd[0]!r} is not a setting name (the keys are names, such as "
+                          "name or sites)")
     return data
 
 
