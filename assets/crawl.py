@@ -9,7 +9,7 @@ from lookbench_pipeline.accumulate import window_catalog
 from lookbench_pipeline.crawl_tables import CrawlTables
 from lookbench_pipeline.pipeline import CrawlWeekError, stage_crawl_week
 
-from .common import observed, summary, table_metadata
+from .common import observed, reasons, summary, table_metadata
 from .io import read_stored_table
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, crawls_in_window, release_partitions, weeks_in_window
 from .resources import LookbenchConfig
@@ -27,11 +27,12 @@ class CrawlConfig(Config):
 
 
 def crawl_headline(c: dict) -> str:
-    """A weekly crawl's counts on one line: pages (kept + rejected), products, looks, image URLs (downloaded +
-    refused, each refused one with its reason in ``image_downloads``)."""
+    """A weekly crawl's counts on one line: pages (kept + rejected, by reason), products, looks, image URLs
+    (downloaded + refused, each refused one with its reason in ``image_downloads``)."""
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
-    return (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}), "
+    return (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}"
+            f"{reasons(c, 'pages.rejected.')}), "
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
             f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
             f"(downloaded {got}, refused {urls - got})")
