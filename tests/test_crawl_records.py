@@ -1,0 +1,126 @@
+"""The crawl's records lose nothing: the reasons of image downloads (empty, too large, beyond the per-item cap).
+Each crawl runs as the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``)."""
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from lookbench_pipeline.crawl import crawl_site, merge_catalog
+from lookbench_pipeline.demo import serve
+from tiny_inputs import solid_jpeg
+
+ROBOTS = b"User-agent: *\nAllow: /\n"
+
+
+def _product(i: int, images: list[str] | None = None) -> bytes:
+    ld = {"@type": "Product", "name": f"Coat {i}", "sku": f"C{i}", "image": images or [f"/img/{i}.jpg"],
+          "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}}
+    return (f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head>"
+            f"<body><h1>Coat {i}</h1></body></html>").encode()
+
+
+def _urlset(paths: list[str], base: str) -> bytes:
+    return ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{base}{p}</loc></url>" for p in paths) + "</urlset>").encode()
+
+
+def _site(tmp_path: Path, **conf) -> Path:
+    p = tmp_path / "site.yaml"
+    p.write_text(yaml.safe_dump({"name": "s", "kind": "demo", "allow_private_addresses": True, "start_urls": [],
+                                 "follow_links": False, **conf}))
+    return p
+
+
+def _crawl(tmp_path: Path, site: Path, resolve):
+    """``crawl_site`` + ``merge_catalog`` with ``resolve`` served on 127.0.0.1; the server's hits on ``.hits``."""
+    hits: list[str] = []
+
+    @contextmanager
+    def server(_site, _work):
+        with serve.serving(resolve) as srv:
+            yield srv.base_url
+            hits.extend(srv.hits)
+
+    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server)
+    cat = merge_catalog(out, tmp_path / "state")
+    return cat, hits
+
+
+def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):
+    """A product naming an empty image (200, 0 bytes), one over DOWNLOAD_MAXSIZE, a 404, a good one and 120 more
+    URLs that all answer 404: the first MAX_IMAGES_PER_ITEM are requested, the rest recorded too_many_images, never
+    fetched; each reason is the intake's own name where it has one, and the image counts reconcile."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM
+
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    extra = [f"/img/missing-{i}.jpg" for i in range(120)]
+    images = ["/img/ok.jpg", "/img/empty.jpg", "/img/huge.jpg", "/img/gone.jpg"] + extra
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return _product(1, images), "text/html"
+        if path == "/img/ok.jpg":
+            return solid_jpeg(), "image/jpeg"
+        if path == "/img/empty.jpg":
+            return b"", "image/jpeg"
+        if path == "/img/huge.jpg":
+            return b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10), "image/jpeg"  # over DOWNLOAD_MAXSIZE (20 MiB)
+        return None, ""
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
+    assert len(reason) == len(images)
+    assert reason["img/ok.jpg"] is None
+    assert reason["img/empty.jpg"] == "empty_file"
+    assert reason["img/huge.jpg"] == "too_large_bytes"
+    assert reason["img/gone.jpg"] == "http_404"
+    beyond = [u.lstrip("/") for u in images[MAX_IMAGES_PER_ITEM:]]
+    assert {reason[u] for u in beyond} == {"too_many_images"} and len(beyond) == len(images) - MAX_IMAGES_PER_ITEM
+    assert not {"/" + u for u in beyond} & set(hits), "never requested"
+    assert {reason[u.lstrip("/")] for u in images[4:MAX_IMAGES_PER_ITEM]} == {"http_404"}
+    assert cat.counts["image_urls"] == len(images) and cat.counts["image_urls_downloaded"] == 1
+
+    cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})
+    refs, _, counts = stage_images(cfg, cat.products, cat.looks, schemas.empty(schemas.DROP_ITEMS), cat.downloads,
+                                   LocalStore(tmp_path / "store"))
+    assert counts["in"] == counts["accepted"] + counts["rejected"] == refs.num_rows == len(images)
+    assert counts["rejected.too_many_images"] == len(beyond) and counts["rejected.empty_file"] == 1
+    assert counts["rejected.too_large_bytes"] == 1 and counts["accepted"] == 1
+
+
+def test_image_failure_reasons_behind_scrapys_file_exception():
+    """Scrapy raises a bare FileException while it handles the download's own exception: the cause names it."""
+    from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
+    from scrapy.pipelines.media import FileException
+    from twisted.internet.defer import CancelledError
+    from twisted.internet.error import ConnectionRefusedError
+
+    from lookbench_crawlers.pipelines import _failure_reason
+
+    def wrapped(exc):
+        try:
+            try:
+                raise exc
+            except Exception:
+                raise FileException  # noqa: B904 (as Scrapy's media_failed does)
+        except FileException as outer:
+            return outer
+
+    assert _failure_reason(FileException("empty-content")) == "empty_file"
+    assert _failure_reason(wrapped(DownloadCancelledError(
+        "Expected to receive 30000000 bytes which is larger than download max size (20971520) in request x."))) \
+        == "too_large_bytes"
+    assert _failure_reason(wrapped(CancelledError())) == "too_large_bytes"  # a body cut at DOWNLOAD_MAXSIZE
+    assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
+    assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
+    assert _failure_reason(FileException("download-error")) == "http_error"
