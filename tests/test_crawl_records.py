@@ -1,5 +1,6 @@
-"""The crawl's records lose nothing: the reasons of image downloads (empty, too large, beyond the per-item cap).
-Each crawl runs as the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``)."""
+"""The crawl's records lose nothing: the pages a site's max_pages cut, the reasons of image downloads (empty,
+too large, beyond the per-item cap). Each crawl runs as the pipeline runs it (``crawl_site`` with a local server,
+``merge_catalog``, the stage's headline)."""
 
 import json
 from contextlib import contextmanager
@@ -7,6 +8,7 @@ from pathlib import Path
 
 import yaml
 
+from assets.crawl import crawl_headline
 from lookbench_pipeline.crawl import crawl_site, merge_catalog
 from lookbench_pipeline.demo import serve
 from tiny_inputs import solid_jpeg
@@ -46,6 +48,79 @@ def _crawl(tmp_path: Path, site: Path, resolve):
     out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server)
     cat = merge_catalog(out, tmp_path / "state")
     return cat, hits
+
+
+def _reconciles(cat) -> None:
+    c = cat.counts
+    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
+    assert c["pages"] == cat.crawl_log.num_rows == sum(v for k, v in c.items() if k.startswith("pages.")) \
+        and rejected == cat.crawl_log.to_pandas().outcome.eq("rejected").sum()
+
+
+def test_the_pages_max_pages_cuts_are_recorded_and_the_crawl_line_says_so(tmp_path):
+    """A sitemap of 7 product pages and a page of no structured data, max_pages 3: 3 pages are fetched, the other 5
+    are each a rejected row max_pages_reached (never fetched), and the crawl line names the reasons and the cut."""
+    listed = [f"/p/{i}.html" for i in range(7)] + ["/about.html"]
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(listed, base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        if path == "/about.html":
+            return b"<html><body>about us</body></html>", "text/html"
+        if path.startswith("/img/"):
+            return solid_jpeg(), "image/jpeg"
+        return None, ""
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], max_pages=3), resolve)
+    rows = cat.crawl_log.to_pylist()
+    cut = [r for r in rows if r["reason"] == "max_pages_reached"]
+    fetched = [h for h in hits if h.endswith(".html")]
+    assert len(fetched) == 3 and len(cut) == 5
+    assert all(r["outcome"] == "rejected" and r["status"] == 0 for r in cut)
+    assert {r["url"].split("/", 3)[-1] for r in cut}.isdisjoint(h.lstrip("/") for h in fetched), "never fetched"
+    assert {r["url"].split("/", 3)[-1] for r in rows} >= {p.lstrip("/") for p in listed}, "every listed URL has a row"
+    _reconciles(cat)
+    c = cat.counts
+    assert c["max_pages_cut"] == 5 and c["pages.rejected.max_pages_reached"] == 5
+    line = crawl_headline(c)
+    assert "max_pages cut the crawl (5 URLs not fetched)" in line
+    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
+    assert line.startswith(f"pages 9 (kept {9 - rejected}, rejected {rejected} (")
+    assert "max_pages_reached 5" in line and ("no_structured_data 1" in line) == ("/about.html" in fetched)
+
+
+def test_max_pages_rows_are_bounded_and_the_rest_counted(tmp_path, monkeypatch):
+    """Beyond MAX_PAGES_CUT_ROWS the URLs the limit cuts get no row, only the spider's count, which the crawl's
+    max_pages_cut adds: a site of millions of URLs does not fill the log."""
+    from lookbench_crawlers.spiders import shop
+
+    monkeypatch.setattr(shop, "MAX_PAGES_CUT_ROWS", 3)
+
+    class Stats:
+        def __init__(self):
+            self.values = {}
+
+        def set_value(self, k, v):
+            self.values[k] = v
+
+        def inc_value(self, k, n=1):
+            self.values[k] = self.values.get(k, 0) + n
+
+    class Crawler:
+        stats = Stats()
+
+    spider = shop.ShopSpider(site_config=str(_site(tmp_path, sitemap_urls=["{{BASE}}/s.xml"], max_pages=2)),
+                             base_url="http://127.0.0.1:9")
+    spider.crawler = Crawler()
+    out = [spider._admit(f"http://127.0.0.1:9/p/{i}.html") for i in range(10)]
+    assert [ok for ok, _ in out] == [True, True] + [False] * 8
+    assert [row["reason"] for _, row in out[2:5]] == ["max_pages_reached"] * 3 and all(r is None for _, r in out[5:])
+    assert spider._admit("http://127.0.0.1:9/p/3.html") == (False, None), "a URL with its row is not counted twice"
+    assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 5}
 
 
 def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):

@@ -32,6 +32,14 @@ from lookbench_pipeline.crawl import resume_key as _resume_key
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
+MAX_PAGES_REACHED = "max_pages_reached"
+MAX_PAGES_CUT_ROWS = 1000
+"""How many URLs the site's ``max_pages`` cut get a crawl-log row each (outcome ``rejected``, reason
+``max_pages_reached``, status 0): the first distinct ones in discovery order. Beyond them a URL the limit cuts is
+only counted (stat ``lookbench/max_pages_cut_unlisted``, one per discovery), so a site of millions of URLs does not
+fill the log; the crawl's counts give the total (``max_pages_cut``)."""
+
+
 
 class ShopSpider(scrapy.Spider):
     name = "shop"
@@ -43,6 +51,7 @@ class ShopSpider(scrapy.Spider):
         self.pages_requested = 0
         self.requested = set()
         self.limit_logged = False
+        self.cut = set()  # canonical URLs the max_pages limit cut that have their row (MAX_PAGES_CUT_ROWS at most)
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -143,25 +152,14 @@ class ShopSpider(scrapy.Spider):
     def _request(self, url, callback, **kw):
         """A page request; rendered in headless Chromium when the site config asks (scrapy-playwright closes
         each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
-        crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
+        crawl (image downloads do not count); beyond that no request is made: the URL's row (outcome ``rejected``,
+        reason ``max_pages_reached``) is returned instead, for the first ``MAX_PAGES_CUT_ROWS`` such URLs, else None
+        (counted only). None as well for a page already requested. The limit is logged once."""
         url = self._here(url)
         if callback == self.parse_page:
-            parts = urlsplit(url)
-            in_scope = parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains
-            # Another host is not counted (Scrapy's offsite filter refuses it); in scope, each distinct page counts
-            # once: navigation menus repeat every link, which the duplicate filter would drop anyway.
-            if in_scope:
-                key = canonical(url)
-                if key in self.requested:
-                    return None
-                if self.pages_requested >= self.site.max_pages:
-                    if not self.limit_logged:
-                        self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
-                        self.crawler.stats.set_value("lookbench/max_pages_reached", 1)
-                        self.limit_logged = True
-                    return None
-                self.pages_requested += 1
-                self.requested.add(key)
+            admitted, cut_row = self._admit(url)
+            if not admitted:
+                return cut_row
         meta = kw.pop("meta", {})
         if callback == self.parse_page and self.finished(url):
             meta = {**meta, "lookbench_finished": True}
@@ -169,6 +167,33 @@ class ShopSpider(scrapy.Spider):
             meta = {**meta, "playwright": True,
                     "playwright_page_init_callback": "lookbench_crawlers.render_guard.bind_page"}
         return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw)
+
+    def _admit(self, url):
+        """Count a page request against ``max_pages``: ``(True, None)`` when it may be made, else ``(False, row)``
+        with the row of a URL the limit cuts (None: already requested, or cut beyond ``MAX_PAGES_CUT_ROWS``).
+        Another host is not counted (Scrapy's offsite filter refuses it); in scope, each distinct page counts once:
+        navigation menus repeat every link, which the duplicate filter would drop anyway."""
+        parts = urlsplit(url)
+        if not (parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains):
+            return True, None
+        key = canonical(url)
+        if key in self.requested or key in self.cut:
+            return False, None
+        if self.pages_requested >= self.site.max_pages:
+            stats = self.crawler.stats
+            if not self.limit_logged:
+                self.logger.warning("max_pages=%d reached: not following further pages (each is recorded "
+                                    "rejected %s)", self.site.max_pages, MAX_PAGES_REACHED)
+                stats.set_value("lookbench/max_pages_reached", 1)
+                self.limit_logged = True
+            if len(self.cut) < MAX_PAGES_CUT_ROWS:
+                self.cut.add(key)
+                return False, self._page(url, 0, "rejected", MAX_PAGES_REACHED)
+            stats.inc_value("lookbench/max_pages_cut_unlisted")
+            return False, None
+        self.pages_requested += 1
+        self.requested.add(key)
+        return True, None
 
     def _page(self, url, status, outcome, reason=None, n_items=0):
         return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
