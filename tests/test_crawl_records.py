@@ -1,6 +1,6 @@
 """The crawl's records lose nothing: the pages a site's max_pages cut, the reasons of image downloads (empty,
-too large, beyond the per-item cap). Each crawl runs as the pipeline runs it (``crawl_site`` with a local server,
-``merge_catalog``, the stage's headline)."""
+too large, beyond the per-item cap), readable sitemap rejections. Each crawl runs as the pipeline runs it
+(``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
 
 import json
 from contextlib import contextmanager
@@ -199,3 +199,43 @@ def test_image_failure_reasons_behind_scrapys_file_exception():
     assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
     assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
     assert _failure_reason(FileException("download-error")) == "http_error"
+
+
+def test_sitemap_rejections_name_what_is_wrong(tmp_path):
+    """An HTML page, a text file, an RSS feed, an empty body and broken gzip served as sitemaps: each a rejected
+    row with a readable reason under the stable prefix bad_sitemap:, never an exception's class name."""
+    import gzip
+
+    sitemaps = {"/html.xml": (b"<!DOCTYPE html><html><head><title>Shop</title></head><body><p>Hi</body></html>",
+                              "text/html"),
+                "/text.xml": (b"this is not xml at all", "application/xml"),
+                "/rss.xml": (b'<?xml version="1.0"?><rss version="2.0"><channel><title>x</title></channel></rss>',
+                             "application/xml"),
+                "/empty.xml": (b"   ", "application/xml"),
+                "/bad.xml.gz": (b"\x1f\x8b\x08 not deflate data at all", "application/x-gzip")}
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        return sitemaps.get(path, (None, ""))
+
+    site = _site(tmp_path, sitemap_urls=["{{BASE}}" + p for p in sitemaps])
+    cat, _ = _crawl(tmp_path, site, resolve)
+    reason = {r["url"].split("/", 3)[-1]: r["reason"] for r in cat.crawl_log.to_pylist()}
+    assert reason == {"html.xml": "bad_sitemap:not_a_sitemap", "text.xml": "bad_sitemap:not_xml",
+                      "rss.xml": "bad_sitemap:not_a_sitemap", "empty.xml": "bad_sitemap:empty",
+                      "bad.xml.gz": "bad_sitemap:bad_gzip"}, reason
+    _reconciles(cat)
+    assert "rejected 5 (bad_sitemap:bad_gzip 1, bad_sitemap:empty 1, bad_sitemap:not_a_sitemap 2, " \
+           "bad_sitemap:not_xml 1)" in crawl_headline(cat.counts)
+
+
+def test_a_gzipped_sitemap_over_the_size_limit_is_too_large():
+    import gzip
+
+    from lookbench_crawlers.spiders.shop import sitemap_entries
+
+    assert sitemap_entries(gzip.compress(b"<urlset>" + b" " * 10_000 + b"</urlset>"), max_size=1000) \
+        == (None, "bad_sitemap:too_large")
+    assert sitemap_entries(gzip.compress(b"<urlset><url><loc>https://a.example/p</loc></url></urlset>"), 1000) \
+        == (["urlset", {"loc": "https://a.example/p"}], None)

@@ -39,6 +39,7 @@ MAX_PAGES_CUT_ROWS = 1000
 only counted (stat ``lookbench/max_pages_cut_unlisted``, one per discovery), so a site of millions of URLs does not
 fill the log; the crawl's counts give the total (``max_pages_cut``)."""
 
+SITEMAP_TYPES = ("urlset", "sitemapindex")
 
 
 class ShopSpider(scrapy.Spider):
@@ -206,28 +207,21 @@ class ShopSpider(scrapy.Spider):
                 yield self._sitemap_request(u)
             return
         seen = self._seen(response)
-        if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
-            from scrapy.utils.gz import gunzip
-
-            try:
-                body = gunzip(body, max_size=self.settings.getint("DOWNLOAD_MAXSIZE"))
-            except Exception as exc:
-                if not seen:
-                    yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
-                return
-        try:
-            sm = Sitemap(body)
-        except Exception as exc:  # lxml XMLSyntaxError and friends
+        entries, problem = sitemap_entries(body, self.settings.getint("DOWNLOAD_MAXSIZE"))
+        if entries is None:
             if not seen:
-                yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+                self.logger.warning("%s is no sitemap: %s", response.url, problem)
+                yield self._page(response.url, response.status, "rejected", problem)
             return
         if not seen:
-            yield self._page(response.url, response.status, "sitemap")
-        for entry in sm:
+            # a sitemap whose XML breaks after some entries: those are followed, and its row says it broke
+            yield self._page(response.url, response.status, "sitemap", problem)
+        sm_type = entries[0] if entries else None
+        for entry in entries[1:]:
             loc = entry.get("loc")
             if not loc:
                 continue
-            if sm.type == "sitemapindex":
+            if sm_type == "sitemapindex":
                 yield self._sitemap_request(loc)
             else:
                 req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
@@ -324,6 +318,43 @@ class ShopSpider(scrapy.Spider):
             else:
                 reason = f"fetch_error:{type(exc).__name__}"
         yield self._page(request.url, status, "rejected", reason)
+
+
+BAD_SITEMAP_NOT_XML = "bad_sitemap:not_xml"  # not XML at all (an HTML page with a doctype, text, binary)
+BAD_SITEMAP_NOT_A_SITEMAP = "bad_sitemap:not_a_sitemap"  # XML whose root is neither <urlset> nor <sitemapindex>
+BAD_SITEMAP_EMPTY = "bad_sitemap:empty"  # an empty body
+BAD_SITEMAP_BAD_GZIP = "bad_sitemap:bad_gzip"  # gzip magic, but the data cannot be decompressed
+BAD_SITEMAP_TOO_LARGE = "bad_sitemap:too_large"  # a gzipped sitemap larger than DOWNLOAD_MAXSIZE unpacked
+BAD_SITEMAP_BROKEN_XML = "bad_sitemap:broken_xml"  # a sitemap whose XML breaks after some entries (those are kept)
+
+
+def sitemap_entries(body, max_size=0):
+    """A sitemap response's body read: ``([type, entry…], problem)``. ``type`` is ``urlset`` or ``sitemapindex``;
+    ``problem`` is None, or the row's reason (``bad_sitemap:…``, a readable name, never an exception class). The
+    entries are None when nothing could be read; a sitemap whose XML breaks after some entries gives those and
+    ``bad_sitemap:broken_xml``."""
+    if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
+        from scrapy.utils.gz import gunzip
+
+        try:
+            body = gunzip(body, max_size=max_size)
+        except Exception as exc:
+            too_large = "max" in type(exc).__name__.lower() or "larger than" in str(exc)
+            return None, BAD_SITEMAP_TOO_LARGE if too_large else BAD_SITEMAP_BAD_GZIP
+    if not body.strip():
+        return None, BAD_SITEMAP_EMPTY
+    try:
+        sm = Sitemap(body)
+    except Exception:  # lxml's XMLSyntaxError, or StopIteration: not one element could be read
+        return None, BAD_SITEMAP_NOT_XML
+    if sm.type not in SITEMAP_TYPES:
+        return None, BAD_SITEMAP_NOT_A_SITEMAP
+    entries = [sm.type]
+    try:
+        entries.extend(sm)
+    except Exception:
+        return (entries, BAD_SITEMAP_BROKEN_XML) if len(entries) > 1 else (None, BAD_SITEMAP_NOT_XML)
+    return entries, None
 
 
 def page_text(response):
