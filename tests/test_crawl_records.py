@@ -1,6 +1,6 @@
 """The crawl's records lose nothing: the pages a site's max_pages cut, the reasons of image downloads (empty,
-too large, beyond the per-item cap), readable sitemap rejections. Each crawl runs as the pipeline runs it
-(``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
+too large, beyond the per-item cap), readable sitemap rejections, a start URL listed as a sitemap too. Each crawl
+runs as the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
 
 import json
 from contextlib import contextmanager
@@ -239,3 +239,27 @@ def test_a_gzipped_sitemap_over_the_size_limit_is_too_large():
         == (None, "bad_sitemap:too_large")
     assert sitemap_entries(gzip.compress(b"<urlset><url><loc>https://a.example/p</loc></url></urlset>"), 1000) \
         == (["urlset", {"loc": "https://a.example/p"}], None)
+
+
+def test_a_start_url_listed_as_a_sitemap_too_is_crawled_as_its_page_once(tmp_path):
+    """The product page is both a start URL and a sitemap URL: fetched once, read as the page it is (its product
+    kept, one crawl-log row), not rejected as a bad sitemap; a real sitemap listed both ways stays a sitemap."""
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/2.html"], base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        if path.startswith("/img/"):
+            return solid_jpeg(), "image/jpeg"
+        return None, ""
+
+    both = ["{{BASE}}/p/1.html", "{{BASE}}/sitemap.xml"]
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=both, start_urls=both), resolve)
+    assert sorted(cat.products["sku"].to_pylist()) == ["C1", "C2"]
+    outcome = {r["url"].split("/", 3)[-1]: (r["outcome"], r["reason"]) for r in cat.crawl_log.to_pylist()}
+    assert outcome == {"p/1.html": ("product", None), "p/2.html": ("product", None), "sitemap.xml": ("sitemap", None)}
+    assert hits.count("/p/1.html") == 1 and hits.count("/sitemap.xml") == 1
+    _reconciles(cat)

@@ -102,15 +102,22 @@ class ShopSpider(scrapy.Spider):
         """A response of a page an earlier attempt finished: its links are followed, no item is yielded again."""
         return response.meta.get("lookbench_finished") or self.finished(response.url)
 
-    def _sitemap_request(self, url):
+    def _sitemap_request(self, url, also_page=False):
         url = self._here(url)
         meta = {"lookbench_finished": True} if self.finished(url) else {}
+        if also_page:  # a start URL too: parsed as a page when it is no sitemap (parse_sitemap)
+            meta["lookbench_also_page"] = True
         return scrapy.Request(url, callback=self.parse_sitemap, errback=self.on_error, meta=meta)
 
     async def start(self):
+        # A URL listed both as a sitemap and as a start URL is fetched once (Scrapy's duplicate filter would drop
+        # the second request): as a sitemap, and read as a page when it is not one.
+        both = set(self.sitemap_list) & set(self.start_list)
         for u in self.sitemap_list:
-            yield self._sitemap_request(u)
+            yield self._sitemap_request(u, also_page=u in both)
         for u in self.start_list:
+            if u in both:
+                continue
             req = self._request(u, self.parse_page)
             if req is not None:
                 yield req
@@ -208,6 +215,15 @@ class ShopSpider(scrapy.Spider):
             return
         seen = self._seen(response)
         entries, problem = sitemap_entries(body, self.settings.getint("DOWNLOAD_MAXSIZE"))
+        if problem in (BAD_SITEMAP_NOT_XML, BAD_SITEMAP_NOT_A_SITEMAP, BAD_SITEMAP_EMPTY) \
+                and response.meta.get("lookbench_also_page"):
+            # a start URL as well, which is a page, not a sitemap: crawled as the page (one fetch, one row)
+            admitted, cut_row = self._admit(response.url)
+            if admitted:
+                yield from self.parse_page(response)
+            elif cut_row is not None and not seen:
+                yield cut_row
+            return
         if entries is None:
             if not seen:
                 self.logger.warning("%s is no sitemap: %s", response.url, problem)
