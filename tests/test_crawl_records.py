@@ -1,6 +1,7 @@
 """The crawl's records lose nothing: the pages a site's max_pages cut, the reasons of image downloads (empty,
-too large, beyond the per-item cap), readable sitemap rejections, a start URL listed as a sitemap too. Each crawl
-runs as the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
+too large, beyond the per-item cap), readable sitemap rejections, a start URL listed as a sitemap too, the crawl
+line's rejections by reason, and the standalone spider without the origin of a replay site. Each crawl runs as
+the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
 
 import json
 from contextlib import contextmanager
@@ -263,3 +264,23 @@ def test_a_start_url_listed_as_a_sitemap_too_is_crawled_as_its_page_once(tmp_pat
     assert outcome == {"p/1.html": ("product", None), "p/2.html": ("product", None), "sitemap.xml": ("sitemap", None)}
     assert hits.count("/p/1.html") == 1 and hits.count("/sitemap.xml") == 1
     _reconciles(cat)
+
+
+def test_the_standalone_spider_refuses_a_replay_site_without_its_base_url(tmp_path):
+    """`scrapy crawl shop -a site_config=…` of a site whose URLs start with {{BASE}}, without -a base_url: an error
+    that says what to pass, and a non-zero exit (not a "Missing scheme" traceback and exit 0)."""
+    import os
+    import subprocess
+    import sys
+
+    from lookbench_pipeline.crawl import CRAWLERS_DIR
+
+    site = tmp_path / "replay.yaml"
+    site.write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": str(tmp_path),
+                                    "allow_private_addresses": True, "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CRAWLERS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "shop", "-a", f"site_config={site}",
+                           "-o", f"{tmp_path / 'items.jsonl'}:jsonlines"],
+                          cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    assert "-a base_url=" in proc.stderr and "Missing scheme" not in proc.stderr

@@ -56,7 +56,13 @@ class ShopSpider(scrapy.Spider):
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url or "").rstrip("/")
+        if not self.base_url and any("{{BASE}}" in u for u in self.site.start_urls + self.site.sitemap_urls):
+            # without it the URLs would be "/sitemap.xml": Scrapy's "Missing scheme" traceback, and exit 0
+            raise ValueError(
+                f"site {self.site.name}'s URLs start with {{{{BASE}}}} (a {self.site.kind} site, served on 127.0.0.1): "
+                "pass -a base_url=<the origin serving it, e.g. http://127.0.0.1:8000>; the pipeline starts that "
+                "server itself (lookbench build / demo)")
         sub = lambda u: u.replace("{{BASE}}", self.base_url)  # noqa: E731
         self.start_list = [sub(u) for u in self.site.start_urls]
         self.sitemap_list = [sub(u) for u in self.site.sitemap_urls]
