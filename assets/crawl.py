@@ -9,7 +9,7 @@ from lookbench_pipeline.accumulate import window_catalog
 from lookbench_pipeline.crawl_tables import CrawlTables
 from lookbench_pipeline.pipeline import CrawlWeekError, stage_crawl_week
 
-from .common import observed, summary, table_metadata
+from .common import observed, reasons, summary, table_metadata
 from .io import read_stored_table
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, crawls_in_window, release_partitions, weeks_in_window
 from .resources import LookbenchConfig
@@ -27,12 +27,16 @@ class CrawlConfig(Config):
 
 
 def crawl_headline(c: dict) -> str:
-    """A weekly crawl's counts on one line: pages (kept + rejected), products, looks, image URLs (downloaded +
-    refused, each refused one with its reason in ``image_downloads``); for a finished crawl of the week read back,
-    that it was."""
+    """A weekly crawl's counts on one line: pages (kept + rejected, by reason), the URLs the site's ``max_pages``
+    cut (when it did: each a rejected page ``max_pages_reached``, or only counted beyond the rows the spider
+    writes), products, looks, image URLs (downloaded + refused, each refused one with its reason in
+    ``image_downloads``); for a finished crawl of the week read back, that it was."""
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
-    line = (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}), "
+    cut = c.get("max_pages_cut")
+    limit = f", max_pages cut the crawl ({cut} URLs not fetched)" if cut else ""
+    line = (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}"
+            f"{reasons(c, 'pages.rejected.')}){limit}, "
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
             f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
             f"(downloaded {got}, refused {urls - got})")

@@ -202,6 +202,7 @@ def repair_feed_tail(feed: Path) -> int:
 
 
 SUBRESOURCE_REFUSED = "subresource_refused"  # a rendered page's refused sub-request: a crawl-log row, not a page
+MAX_PAGES_REACHED = "max_pages_reached"  # a page URL the site's max_pages cut: a rejected row, never fetched
 
 
 def resume_key(url: str) -> str:
@@ -647,13 +648,20 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
                   len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()),
               **{f"look_links.{k}": v for k, v in sorted(links_by.items())}, **outcomes}
     stats_file = out.feed.parent / "stats.json"
+    st = json.loads(stats_file.read_text()) if stats_file.is_file() else {}
     if stats_file.is_file():
-        st = json.loads(stats_file.read_text())
         keep = ("downloader/request_count", "downloader/response_count", "item_scraped_count", "item_dropped_count",
                 "robotstxt/forbidden", "httpcache/hit", "httpcache/miss", "httpcache/revalidate",
-                "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds")
+                "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds",
+                "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted")
         counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
             ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/"))}
+    # the URLs the site's max_pages cut: a rejected row each (max_pages_reached), the first MAX_PAGES_CUT_ROWS of
+    # them; the further ones counted by the spider only (lookbench/max_pages_cut_unlisted)
+    cut_rows = outcomes.get(f"pages.rejected.{MAX_PAGES_REACHED}", 0)
+    if cut_rows or st.get("lookbench/max_pages_reached"):
+        unlisted = st.get("lookbench/max_pages_cut_unlisted", 0)
+        counts["max_pages_cut"] = cut_rows + (unlisted if type(unlisted) is int else 0)
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

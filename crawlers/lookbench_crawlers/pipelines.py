@@ -25,7 +25,31 @@ import hashlib  # noqa: E402
 from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 
 
+# The reasons an image URL is not stored (``image_downloads.reason``). Where the image intake has a reason of the
+# same meaning (lookbench_pipeline.images.Reject), the name is the same: the intake passes the crawl's reason on.
+EMPTY_FILE = "empty_file"  # HTTP 200 with no bytes (Reject.EMPTY)
+TOO_LARGE = "too_large_bytes"  # over DOWNLOAD_MAXSIZE: Scrapy cancels the download (Reject.TOO_LARGE)
+DOWNLOAD_TIMEOUT = "download_timeout"  # as middlewares.DownloadTimeout: the URL's download budget or a timeout
+TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM: never requested
+HTTP_ERROR = "http_error"  # Scrapy's own "download-error" (a non-200 response is http_<status>, ImageRefused)
+FETCH_ERROR = "fetch_error"  # no response: fetch_error:<exception class> (connection refused, lost, DNS…)
+
+
+def _chain(exc):
+    """``exc`` and the exceptions behind it (``__cause__``, else ``__context__``), nearest first."""
+    seen = []
+    while exc is not None and all(exc is not e for e in seen):
+        seen.append(exc)
+        exc = exc.__cause__ or exc.__context__
+    return seen
+
+
 def _failure_reason(failure, url=""):
+    """The reason an image download failed. Scrapy wraps every failure in a bare ``FileException`` (its
+    ``media_failed`` raises it while handling the download's exception) or ``FileException("empty-content")``; the
+    cause behind it names the reason: our own ``reason`` (``ImageRefused``: ``http_404``…; ``AddressRefused``;
+    ``DownloadTimeout``), an empty body (``empty_file``), a body over ``DOWNLOAD_MAXSIZE`` (``too_large_bytes``), a
+    timeout (``download_timeout``), any other exception without a response (``fetch_error:<class>``)."""
     from urllib.parse import urlsplit
 
     from lookbench_crawlers.middlewares import refusal_reason
@@ -34,12 +58,20 @@ def _failure_reason(failure, url=""):
     refused = refusal_reason(exc, urlsplit(url).hostname or "")
     if refused:
         return refused
-    cause = exc
-    while cause is not None:  # Scrapy may wrap our exception (FileException from ImageRefused)
-        if getattr(cause, "reason", None):
+    chain = _chain(exc)
+    for cause in chain:  # Scrapy may wrap our exception (FileException from ImageRefused)
+        if getattr(cause, "reason", None) and isinstance(cause.reason, str):
             return cause.reason
-        cause = cause.__cause__ or cause.__context__
-    name = type(exc).__name__
+    for cause in chain:
+        name, text = type(cause).__name__, str(cause).lower()
+        if name == "FileException" and text == "empty-content":
+            return EMPTY_FILE
+        if "download max size" in text:  # Scrapy's get_maxsize_msg: the announced size is over DOWNLOAD_MAXSIZE
+            return TOO_LARGE
+        if name == "CancelledError":  # the body grew over DOWNLOAD_MAXSIZE: the one cancel of a download in flight
+            return TOO_LARGE
+        if "timeout" in name.lower() or "timed out" in text:
+            return DOWNLOAD_TIMEOUT
     text = str(exc).lower()
     for known in ("host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"):
         if text.startswith(known):
@@ -48,11 +80,12 @@ def _failure_reason(failure, url=""):
         return "robots_disallowed"
     if "offsite" in text or "filtered" in text:
         return "host_not_allowed"
-    if name == "FileException":
-        return "http_error"
-    if name == "IgnoreRequest":
+    root = chain[-1]
+    if type(root).__name__ == "FileException":
+        return HTTP_ERROR if str(root) == "download-error" else FETCH_ERROR
+    if type(root).__name__ == "IgnoreRequest":
         return "ignored"
-    return "fetch_error"
+    return f"{FETCH_ERROR}:{type(root).__name__}"
 
 
 UNSUPPORTED_SCHEME = "unsupported_scheme"
@@ -65,6 +98,18 @@ def fetchable(url: str) -> bool:
     return url.strip().lower().startswith(("http://", "https://"))
 
 
+MAX_IMAGES_PER_ITEM = 100
+"""How many image URLs of one product or look are requested: the first ones in page order. Real product pages name
+far fewer (the most among the saved real pages in the test data is 13); a hostile page naming thousands would hold
+the crawl for minutes. The URLs beyond are recorded ``too_many_images`` and never requested (a URL of another
+scheme than http(s) stays ``unsupported_scheme`` and is not counted)."""
+
+
+def capped(urls):
+    """The fetchable URLs of ``urls`` that are requested: the first ``MAX_IMAGES_PER_ITEM``, in order."""
+    return [u for u in urls if fetchable(u)][:MAX_IMAGES_PER_ITEM]
+
+
 class ImageRefused(Exception):
     def __init__(self, reason):
         super().__init__(reason)
@@ -75,7 +120,8 @@ class ImageDownloadPipeline(FilesPipeline):
     """Downloads every product and look image during the crawl (through the same robots.txt, address policy and
     throttling as pages) into ``FILES_STORE/images/<sha1 of URL>``, and records per image URL either the stored
     path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``; an URL with another
-    scheme than http(s) is not requested: its reason is ``unsupported_scheme``."""
+    scheme than http(s) is not requested: its reason is ``unsupported_scheme``; nor are the fetchable URLs of one
+    item beyond ``MAX_IMAGES_PER_ITEM``: ``too_many_images``."""
 
     def get_media_requests(self, item, info):
         import scrapy
@@ -83,7 +129,7 @@ class ImageDownloadPipeline(FilesPipeline):
         if item.get("images_refused"):  # the page opted its images out: none is fetched
             return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
-        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in urls if fetchable(u)]
+        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in capped(urls)]
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
@@ -109,9 +155,14 @@ class ImageDownloadPipeline(FilesPipeline):
             return item
         out = []
         fetched = iter(results)  # one result per requested URL, in order (get_media_requests)
+        n_fetchable = 0
         for url in urls:
             if not fetchable(url):
                 out.append({"url": url, "path": None, "reason": UNSUPPORTED_SCHEME})
+                continue
+            n_fetchable += 1
+            if n_fetchable > MAX_IMAGES_PER_ITEM:
+                out.append({"url": url, "path": None, "reason": TOO_MANY_IMAGES})
                 continue
             ok, res = next(fetched)
             if ok:

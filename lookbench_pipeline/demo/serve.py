@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import mimetypes
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -187,3 +188,42 @@ def local_site(site: Any, work_dir: Path) -> Iterator[str]:
         raise ValueError(f"site {site.name} of kind {site.kind} is not served locally")
     with serving(resolver) as srv:
         yield srv.base_url
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m lookbench_pipeline.demo.serve SITE.yaml [--work DIR]``: serve a demo or replay site on
+    127.0.0.1 as the pipeline does for its crawl, print its base URL (the spider's ``-a base_url``) on the first
+    line of stdout, and serve until interrupted (Ctrl-C, SIGTERM). Exit 2 for a site file that is not valid or not
+    of kind demo / replay."""
+    import argparse
+    import signal
+    import tempfile
+
+    from ..config import ConfigError, SiteConfig
+
+    p = argparse.ArgumentParser(prog="python -m lookbench_pipeline.demo.serve",
+                                description="serve a demo or replay site on 127.0.0.1 and print its base URL")
+    p.add_argument("site", help="the site's YAML file (kind: demo or replay)")
+    p.add_argument("--work", help="folder the demo shop is generated in (default: a temporary folder)")
+    args = p.parse_args(argv)
+    try:
+        site = SiteConfig.from_yaml(args.site)
+    except ConfigError as exc:
+        print(f"configuration error: {exc}", file=sys.stderr)
+        return 2
+    if site.kind not in ("demo", "replay"):
+        print(f"configuration error: {args.site}: site {site.name} is of kind {site.kind}: only demo and replay "
+              "sites are served locally", file=sys.stderr)
+        return 2
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    with tempfile.TemporaryDirectory() as tmp, local_site(site, Path(args.work or tmp)) as base:
+        print(base, flush=True)
+        try:
+            threading.Event().wait()
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

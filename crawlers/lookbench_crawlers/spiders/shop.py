@@ -32,6 +32,15 @@ from lookbench_pipeline.crawl import resume_key as _resume_key
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
+MAX_PAGES_REACHED = "max_pages_reached"
+MAX_PAGES_CUT_ROWS = 1000
+"""How many URLs the site's ``max_pages`` cut get a crawl-log row each (outcome ``rejected``, reason
+``max_pages_reached``, status 0): the first distinct ones in discovery order. Beyond them a URL the limit cuts is
+only counted (stat ``lookbench/max_pages_cut_unlisted``, one per discovery), so a site of millions of URLs does not
+fill the log; the crawl's counts give the total (``max_pages_cut``)."""
+
+SITEMAP_TYPES = ("urlset", "sitemapindex")
+
 
 class ShopSpider(scrapy.Spider):
     name = "shop"
@@ -43,10 +52,17 @@ class ShopSpider(scrapy.Spider):
         self.pages_requested = 0
         self.requested = set()
         self.limit_logged = False
+        self.cut = set()  # canonical URLs the max_pages limit cut that have their row (MAX_PAGES_CUT_ROWS at most)
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
-        self.base_url = base_url.rstrip("/")
+        self.base_url = (base_url or "").rstrip("/")
+        if not self.base_url and any("{{BASE}}" in u for u in self.site.start_urls + self.site.sitemap_urls):
+            # without it the URLs would be "/sitemap.xml": Scrapy's "Missing scheme" traceback, and exit 0
+            raise ValueError(
+                f"site {self.site.name}'s URLs start with {{{{BASE}}}} (a {self.site.kind} site, served on 127.0.0.1): "
+                "pass -a base_url=<the origin serving it, e.g. http://127.0.0.1:8000>; the pipeline starts that "
+                "server itself (lookbench build / demo)")
         sub = lambda u: u.replace("{{BASE}}", self.base_url)  # noqa: E731
         self.start_list = [sub(u) for u in self.site.start_urls]
         self.sitemap_list = [sub(u) for u in self.site.sitemap_urls]
@@ -92,15 +108,22 @@ class ShopSpider(scrapy.Spider):
         """A response of a page an earlier attempt finished: its links are followed, no item is yielded again."""
         return response.meta.get("lookbench_finished") or self.finished(response.url)
 
-    def _sitemap_request(self, url):
+    def _sitemap_request(self, url, also_page=False):
         url = self._here(url)
         meta = {"lookbench_finished": True} if self.finished(url) else {}
+        if also_page:  # a start URL too: parsed as a page when it is no sitemap (parse_sitemap)
+            meta["lookbench_also_page"] = True
         return scrapy.Request(url, callback=self.parse_sitemap, errback=self.on_error, meta=meta)
 
     async def start(self):
+        # A URL listed both as a sitemap and as a start URL is fetched once (Scrapy's duplicate filter would drop
+        # the second request): as a sitemap, and read as a page when it is not one.
+        both = set(self.sitemap_list) & set(self.start_list)
         for u in self.sitemap_list:
-            yield self._sitemap_request(u)
+            yield self._sitemap_request(u, also_page=u in both)
         for u in self.start_list:
+            if u in both:
+                continue
             req = self._request(u, self.parse_page)
             if req is not None:
                 yield req
@@ -143,25 +166,14 @@ class ShopSpider(scrapy.Spider):
     def _request(self, url, callback, **kw):
         """A page request; rendered in headless Chromium when the site config asks (scrapy-playwright closes
         each page after the response, so memory stays flat). At most ``max_pages`` page requests are made per
-        crawl (image downloads do not count); beyond that None is returned and the limit is logged once."""
+        crawl (image downloads do not count); beyond that no request is made: the URL's row (outcome ``rejected``,
+        reason ``max_pages_reached``) is returned instead, for the first ``MAX_PAGES_CUT_ROWS`` such URLs, else None
+        (counted only). None as well for a page already requested. The limit is logged once."""
         url = self._here(url)
         if callback == self.parse_page:
-            parts = urlsplit(url)
-            in_scope = parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains
-            # Another host is not counted (Scrapy's offsite filter refuses it); in scope, each distinct page counts
-            # once: navigation menus repeat every link, which the duplicate filter would drop anyway.
-            if in_scope:
-                key = canonical(url)
-                if key in self.requested:
-                    return None
-                if self.pages_requested >= self.site.max_pages:
-                    if not self.limit_logged:
-                        self.logger.warning("max_pages=%d reached: not following further pages", self.site.max_pages)
-                        self.crawler.stats.set_value("lookbench/max_pages_reached", 1)
-                        self.limit_logged = True
-                    return None
-                self.pages_requested += 1
-                self.requested.add(key)
+            admitted, cut_row = self._admit(url)
+            if not admitted:
+                return cut_row
         meta = kw.pop("meta", {})
         if callback == self.parse_page and self.finished(url):
             meta = {**meta, "lookbench_finished": True}
@@ -169,6 +181,33 @@ class ShopSpider(scrapy.Spider):
             meta = {**meta, "playwright": True,
                     "playwright_page_init_callback": "lookbench_crawlers.render_guard.bind_page"}
         return scrapy.Request(url, callback=callback, errback=self.on_error, meta=meta, **kw)
+
+    def _admit(self, url):
+        """Count a page request against ``max_pages``: ``(True, None)`` when it may be made, else ``(False, row)``
+        with the row of a URL the limit cuts (None: already requested, or cut beyond ``MAX_PAGES_CUT_ROWS``).
+        Another host is not counted (Scrapy's offsite filter refuses it); in scope, each distinct page counts once:
+        navigation menus repeat every link, which the duplicate filter would drop anyway."""
+        parts = urlsplit(url)
+        if not (parts.netloc.lower() in self.address_policy[0] or (parts.hostname or "") in self.allowed_domains):
+            return True, None
+        key = canonical(url)
+        if key in self.requested or key in self.cut:
+            return False, None
+        if self.pages_requested >= self.site.max_pages:
+            stats = self.crawler.stats
+            if not self.limit_logged:
+                self.logger.warning("max_pages=%d reached: not following further pages (each is recorded "
+                                    "rejected %s)", self.site.max_pages, MAX_PAGES_REACHED)
+                stats.set_value("lookbench/max_pages_reached", 1)
+                self.limit_logged = True
+            if len(self.cut) < MAX_PAGES_CUT_ROWS:
+                self.cut.add(key)
+                return False, self._page(url, 0, "rejected", MAX_PAGES_REACHED)
+            stats.inc_value("lookbench/max_pages_cut_unlisted")
+            return False, None
+        self.pages_requested += 1
+        self.requested.add(key)
+        return True, None
 
     def _page(self, url, status, outcome, reason=None, n_items=0):
         return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
@@ -181,28 +220,30 @@ class ShopSpider(scrapy.Spider):
                 yield self._sitemap_request(u)
             return
         seen = self._seen(response)
-        if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
-            from scrapy.utils.gz import gunzip
-
-            try:
-                body = gunzip(body, max_size=self.settings.getint("DOWNLOAD_MAXSIZE"))
-            except Exception as exc:
-                if not seen:
-                    yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
-                return
-        try:
-            sm = Sitemap(body)
-        except Exception as exc:  # lxml XMLSyntaxError and friends
+        entries, problem = sitemap_entries(body, self.settings.getint("DOWNLOAD_MAXSIZE"))
+        if problem in (BAD_SITEMAP_NOT_XML, BAD_SITEMAP_NOT_A_SITEMAP, BAD_SITEMAP_EMPTY) \
+                and response.meta.get("lookbench_also_page"):
+            # a start URL as well, which is a page, not a sitemap: crawled as the page (one fetch, one row)
+            admitted, cut_row = self._admit(response.url)
+            if admitted:
+                yield from self.parse_page(response)
+            elif cut_row is not None and not seen:
+                yield cut_row
+            return
+        if entries is None:
             if not seen:
-                yield self._page(response.url, response.status, "rejected", f"bad_sitemap:{type(exc).__name__}")
+                self.logger.warning("%s is no sitemap: %s", response.url, problem)
+                yield self._page(response.url, response.status, "rejected", problem)
             return
         if not seen:
-            yield self._page(response.url, response.status, "sitemap")
-        for entry in sm:
+            # a sitemap whose XML breaks after some entries: those are followed, and its row says it broke
+            yield self._page(response.url, response.status, "sitemap", problem)
+        sm_type = entries[0] if entries else None
+        for entry in entries[1:]:
             loc = entry.get("loc")
             if not loc:
                 continue
-            if sm.type == "sitemapindex":
+            if sm_type == "sitemapindex":
                 yield self._sitemap_request(loc)
             else:
                 req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
@@ -299,6 +340,43 @@ class ShopSpider(scrapy.Spider):
             else:
                 reason = f"fetch_error:{type(exc).__name__}"
         yield self._page(request.url, status, "rejected", reason)
+
+
+BAD_SITEMAP_NOT_XML = "bad_sitemap:not_xml"  # not XML at all (an HTML page with a doctype, text, binary)
+BAD_SITEMAP_NOT_A_SITEMAP = "bad_sitemap:not_a_sitemap"  # XML whose root is neither <urlset> nor <sitemapindex>
+BAD_SITEMAP_EMPTY = "bad_sitemap:empty"  # an empty body
+BAD_SITEMAP_BAD_GZIP = "bad_sitemap:bad_gzip"  # gzip magic, but the data cannot be decompressed
+BAD_SITEMAP_TOO_LARGE = "bad_sitemap:too_large"  # a gzipped sitemap larger than DOWNLOAD_MAXSIZE unpacked
+BAD_SITEMAP_BROKEN_XML = "bad_sitemap:broken_xml"  # a sitemap whose XML breaks after some entries (those are kept)
+
+
+def sitemap_entries(body, max_size=0):
+    """A sitemap response's body read: ``([type, entry…], problem)``. ``type`` is ``urlset`` or ``sitemapindex``;
+    ``problem`` is None, or the row's reason (``bad_sitemap:…``, a readable name, never an exception class). The
+    entries are None when nothing could be read; a sitemap whose XML breaks after some entries gives those and
+    ``bad_sitemap:broken_xml``."""
+    if body[:2] == b"\x1f\x8b":  # a .xml.gz sitemap served without Content-Encoding
+        from scrapy.utils.gz import gunzip
+
+        try:
+            body = gunzip(body, max_size=max_size)
+        except Exception as exc:
+            too_large = "max" in type(exc).__name__.lower() or "larger than" in str(exc)
+            return None, BAD_SITEMAP_TOO_LARGE if too_large else BAD_SITEMAP_BAD_GZIP
+    if not body.strip():
+        return None, BAD_SITEMAP_EMPTY
+    try:
+        sm = Sitemap(body)
+    except Exception:  # lxml's XMLSyntaxError, or StopIteration: not one element could be read
+        return None, BAD_SITEMAP_NOT_XML
+    if sm.type not in SITEMAP_TYPES:
+        return None, BAD_SITEMAP_NOT_A_SITEMAP
+    entries = [sm.type]
+    try:
+        entries.extend(sm)
+    except Exception:
+        return (entries, BAD_SITEMAP_BROKEN_XML) if len(entries) > 1 else (None, BAD_SITEMAP_NOT_XML)
+    return entries, None
 
 
 def page_text(response):

@@ -1,0 +1,325 @@
+"""The crawl's records lose nothing: the pages a site's max_pages cut, the reasons of image downloads (empty,
+too large, beyond the per-item cap), readable sitemap rejections, a start URL listed as a sitemap too, the crawl
+line's rejections by reason, and the standalone spider without the origin of a replay site. Each crawl runs as
+the pipeline runs it (``crawl_site`` with a local server, ``merge_catalog``, the stage's headline)."""
+
+import json
+from contextlib import contextmanager
+from pathlib import Path
+
+import yaml
+
+from assets.crawl import crawl_headline
+from lookbench_pipeline.crawl import crawl_site, merge_catalog
+from lookbench_pipeline.demo import serve
+from tiny_inputs import solid_jpeg
+
+ROBOTS = b"User-agent: *\nAllow: /\n"
+
+
+def _product(i: int, images: list[str] | None = None) -> bytes:
+    ld = {"@type": "Product", "name": f"Coat {i}", "sku": f"C{i}", "image": images or [f"/img/{i}.jpg"],
+          "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}}
+    return (f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head>"
+            f"<body><h1>Coat {i}</h1></body></html>").encode()
+
+
+def _urlset(paths: list[str], base: str) -> bytes:
+    return ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+            + "".join(f"<url><loc>{base}{p}</loc></url>" for p in paths) + "</urlset>").encode()
+
+
+def _site(tmp_path: Path, **conf) -> Path:
+    p = tmp_path / "site.yaml"
+    p.write_text(yaml.safe_dump({"name": "s", "kind": "demo", "allow_private_addresses": True, "start_urls": [],
+                                 "follow_links": False, **conf}))
+    return p
+
+
+def _crawl(tmp_path: Path, site: Path, resolve):
+    """``crawl_site`` + ``merge_catalog`` with ``resolve`` served on 127.0.0.1; the server's hits on ``.hits``."""
+    hits: list[str] = []
+
+    @contextmanager
+    def server(_site, _work):
+        with serve.serving(resolve) as srv:
+            yield srv.base_url
+            hits.extend(srv.hits)
+
+    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server)
+    cat = merge_catalog(out, tmp_path / "state")
+    return cat, hits
+
+
+def _reconciles(cat) -> None:
+    c = cat.counts
+    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
+    assert c["pages"] == cat.crawl_log.num_rows == sum(v for k, v in c.items() if k.startswith("pages.")) \
+        and rejected == cat.crawl_log.to_pandas().outcome.eq("rejected").sum()
+
+
+def test_the_pages_max_pages_cuts_are_recorded_and_the_crawl_line_says_so(tmp_path):
+    """A sitemap of 7 product pages and a page of no structured data, max_pages 3: 3 pages are fetched, the other 5
+    are each a rejected row max_pages_reached (never fetched), and the crawl line names the reasons and the cut."""
+    listed = [f"/p/{i}.html" for i in range(7)] + ["/about.html"]
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(listed, base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        if path == "/about.html":
+            return b"<html><body>about us</body></html>", "text/html"
+        if path.startswith("/img/"):
+            return solid_jpeg(), "image/jpeg"
+        return None, ""
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], max_pages=3), resolve)
+    rows = cat.crawl_log.to_pylist()
+    cut = [r for r in rows if r["reason"] == "max_pages_reached"]
+    fetched = [h for h in hits if h.endswith(".html")]
+    assert len(fetched) == 3 and len(cut) == 5
+    assert all(r["outcome"] == "rejected" and r["status"] == 0 for r in cut)
+    assert {r["url"].split("/", 3)[-1] for r in cut}.isdisjoint(h.lstrip("/") for h in fetched), "never fetched"
+    assert {r["url"].split("/", 3)[-1] for r in rows} >= {p.lstrip("/") for p in listed}, "every listed URL has a row"
+    _reconciles(cat)
+    c = cat.counts
+    assert c["max_pages_cut"] == 5 and c["pages.rejected.max_pages_reached"] == 5
+    line = crawl_headline(c)
+    assert "max_pages cut the crawl (5 URLs not fetched)" in line
+    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
+    assert line.startswith(f"pages 9 (kept {9 - rejected}, rejected {rejected} (")
+    assert "max_pages_reached 5" in line and ("no_structured_data 1" in line) == ("/about.html" in fetched)
+
+
+def test_max_pages_rows_are_bounded_and_the_rest_counted(tmp_path, monkeypatch):
+    """Beyond MAX_PAGES_CUT_ROWS the URLs the limit cuts get no row, only the spider's count, which the crawl's
+    max_pages_cut adds: a site of millions of URLs does not fill the log."""
+    from lookbench_crawlers.spiders import shop
+
+    monkeypatch.setattr(shop, "MAX_PAGES_CUT_ROWS", 3)
+
+    class Stats:
+        def __init__(self):
+            self.values = {}
+
+        def set_value(self, k, v):
+            self.values[k] = v
+
+        def inc_value(self, k, n=1):
+            self.values[k] = self.values.get(k, 0) + n
+
+    class Crawler:
+        stats = Stats()
+
+    spider = shop.ShopSpider(site_config=str(_site(tmp_path, sitemap_urls=["{{BASE}}/s.xml"], max_pages=2)),
+                             base_url="http://127.0.0.1:9")
+    spider.crawler = Crawler()
+    out = [spider._admit(f"http://127.0.0.1:9/p/{i}.html") for i in range(10)]
+    assert [ok for ok, _ in out] == [True, True] + [False] * 8
+    assert [row["reason"] for _, row in out[2:5]] == ["max_pages_reached"] * 3 and all(r is None for _, r in out[5:])
+    assert spider._admit("http://127.0.0.1:9/p/3.html") == (False, None), "a URL with its row is not counted twice"
+    assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 5}
+
+
+def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):
+    """A product naming an empty image (200, 0 bytes), one over DOWNLOAD_MAXSIZE, a 404, a good one and 120 more
+    URLs that all answer 404: the first MAX_IMAGES_PER_ITEM are requested, the rest recorded too_many_images, never
+    fetched; each reason is the intake's own name where it has one, and the image counts reconcile."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM
+
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    extra = [f"/img/missing-{i}.jpg" for i in range(120)]
+    images = ["/img/ok.jpg", "/img/empty.jpg", "/img/huge.jpg", "/img/gone.jpg"] + extra
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return _product(1, images), "text/html"
+        if path == "/img/ok.jpg":
+            return solid_jpeg(), "image/jpeg"
+        if path == "/img/empty.jpg":
+            return b"", "image/jpeg"
+        if path == "/img/huge.jpg":
+            return b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10), "image/jpeg"  # over DOWNLOAD_MAXSIZE (20 MiB)
+        return None, ""
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
+    assert len(reason) == len(images)
+    assert reason["img/ok.jpg"] is None
+    assert reason["img/empty.jpg"] == "empty_file"
+    assert reason["img/huge.jpg"] == "too_large_bytes"
+    assert reason["img/gone.jpg"] == "http_404"
+    beyond = [u.lstrip("/") for u in images[MAX_IMAGES_PER_ITEM:]]
+    assert {reason[u] for u in beyond} == {"too_many_images"} and len(beyond) == len(images) - MAX_IMAGES_PER_ITEM
+    assert not {"/" + u for u in beyond} & set(hits), "never requested"
+    assert {reason[u.lstrip("/")] for u in images[4:MAX_IMAGES_PER_ITEM]} == {"http_404"}
+    assert cat.counts["image_urls"] == len(images) and cat.counts["image_urls_downloaded"] == 1
+
+    cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})
+    refs, _, counts = stage_images(cfg, cat.products, cat.looks, schemas.empty(schemas.DROP_ITEMS), cat.downloads,
+                                   LocalStore(tmp_path / "store"))
+    assert counts["in"] == counts["accepted"] + counts["rejected"] == refs.num_rows == len(images)
+    assert counts["rejected.too_many_images"] == len(beyond) and counts["rejected.empty_file"] == 1
+    assert counts["rejected.too_large_bytes"] == 1 and counts["accepted"] == 1
+
+
+def test_image_failure_reasons_behind_scrapys_file_exception():
+    """Scrapy raises a bare FileException while it handles the download's own exception: the cause names it."""
+    from scrapy.exceptions import DownloadCancelledError, DownloadTimeoutError
+    from scrapy.pipelines.media import FileException
+    from twisted.internet.defer import CancelledError
+    from twisted.internet.error import ConnectionRefusedError
+
+    from lookbench_crawlers.pipelines import _failure_reason
+
+    def wrapped(exc):
+        try:
+            try:
+                raise exc
+            except Exception:
+                raise FileException  # noqa: B904 (as Scrapy's media_failed does)
+        except FileException as outer:
+            return outer
+
+    assert _failure_reason(FileException("empty-content")) == "empty_file"
+    assert _failure_reason(wrapped(DownloadCancelledError(
+        "Expected to receive 30000000 bytes which is larger than download max size (20971520) in request x."))) \
+        == "too_large_bytes"
+    assert _failure_reason(wrapped(CancelledError())) == "too_large_bytes"  # a body cut at DOWNLOAD_MAXSIZE
+    assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
+    assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
+    assert _failure_reason(FileException("download-error")) == "http_error"
+
+
+def test_sitemap_rejections_name_what_is_wrong(tmp_path):
+    """An HTML page, a text file, an RSS feed, an empty body and broken gzip served as sitemaps: each a rejected
+    row with a readable reason under the stable prefix bad_sitemap:, never an exception's class name."""
+    import gzip
+
+    sitemaps = {"/html.xml": (b"<!DOCTYPE html><html><head><title>Shop</title></head><body><p>Hi</body></html>",
+                              "text/html"),
+                "/text.xml": (b"this is not xml at all", "application/xml"),
+                "/rss.xml": (b'<?xml version="1.0"?><rss version="2.0"><channel><title>x</title></channel></rss>',
+                             "application/xml"),
+                "/empty.xml": (b"   ", "application/xml"),
+                "/bad.xml.gz": (b"\x1f\x8b\x08 not deflate data at all", "application/x-gzip")}
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        return sitemaps.get(path, (None, ""))
+
+    site = _site(tmp_path, sitemap_urls=["{{BASE}}" + p for p in sitemaps])
+    cat, _ = _crawl(tmp_path, site, resolve)
+    reason = {r["url"].split("/", 3)[-1]: r["reason"] for r in cat.crawl_log.to_pylist()}
+    assert reason == {"html.xml": "bad_sitemap:not_a_sitemap", "text.xml": "bad_sitemap:not_xml",
+                      "rss.xml": "bad_sitemap:not_a_sitemap", "empty.xml": "bad_sitemap:empty",
+                      "bad.xml.gz": "bad_sitemap:bad_gzip"}, reason
+    _reconciles(cat)
+    assert "rejected 5 (bad_sitemap:bad_gzip 1, bad_sitemap:empty 1, bad_sitemap:not_a_sitemap 2, " \
+           "bad_sitemap:not_xml 1)" in crawl_headline(cat.counts)
+
+
+def test_a_gzipped_sitemap_over_the_size_limit_is_too_large():
+    import gzip
+
+    from lookbench_crawlers.spiders.shop import sitemap_entries
+
+    assert sitemap_entries(gzip.compress(b"<urlset>" + b" " * 10_000 + b"</urlset>"), max_size=1000) \
+        == (None, "bad_sitemap:too_large")
+    assert sitemap_entries(gzip.compress(b"<urlset><url><loc>https://a.example/p</loc></url></urlset>"), 1000) \
+        == (["urlset", {"loc": "https://a.example/p"}], None)
+
+
+def test_a_start_url_listed_as_a_sitemap_too_is_crawled_as_its_page_once(tmp_path):
+    """The product page is both a start URL and a sitemap URL: fetched once, read as the page it is (its product
+    kept, one crawl-log row), not rejected as a bad sitemap; a real sitemap listed both ways stays a sitemap."""
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/2.html"], base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        if path.startswith("/img/"):
+            return solid_jpeg(), "image/jpeg"
+        return None, ""
+
+    both = ["{{BASE}}/p/1.html", "{{BASE}}/sitemap.xml"]
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=both, start_urls=both), resolve)
+    assert sorted(cat.products["sku"].to_pylist()) == ["C1", "C2"]
+    outcome = {r["url"].split("/", 3)[-1]: (r["outcome"], r["reason"]) for r in cat.crawl_log.to_pylist()}
+    assert outcome == {"p/1.html": ("product", None), "p/2.html": ("product", None), "sitemap.xml": ("sitemap", None)}
+    assert hits.count("/p/1.html") == 1 and hits.count("/sitemap.xml") == 1
+    _reconciles(cat)
+
+
+def test_the_standalone_spider_refuses_a_replay_site_without_its_base_url(tmp_path):
+    """`scrapy crawl shop -a site_config=…` of a site whose URLs start with {{BASE}}, without -a base_url: an error
+    that says what to pass, and a non-zero exit (not a "Missing scheme" traceback and exit 0)."""
+    import os
+    import subprocess
+    import sys
+
+    from lookbench_pipeline.crawl import CRAWLERS_DIR
+
+    site = tmp_path / "replay.yaml"
+    site.write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": str(tmp_path),
+                                    "allow_private_addresses": True, "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CRAWLERS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
+    proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "shop", "-a", f"site_config={site}",
+                           "-o", f"{tmp_path / 'items.jsonl'}:jsonlines"],
+                          cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=120)
+    assert proc.returncode != 0, proc.stderr[-2000:]
+    assert "-a base_url=" in proc.stderr and "Missing scheme" not in proc.stderr
+
+
+def test_the_standalone_spider_crawls_a_replay_site_served_as_readme_says(tmp_path):
+    """README: `python -m lookbench_pipeline.demo.serve SITE.yaml` serves a replay site and prints its base URL on
+    the first line; `scrapy crawl shop -a site_config=… -a base_url=<it>` then crawls its pages."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    from lookbench_pipeline.crawl import CRAWLERS_DIR
+
+    (tmp_path / "pages").mkdir()
+    ld = {"@context": "https://schema.org", "@type": "Product", "name": "Wool coat", "sku": "WC-7",
+          "offers": {"@type": "Offer", "price": "120.00", "priceCurrency": "EUR"}}
+    (tmp_path / "pages" / "coat.html").write_text(
+        f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head><body>x</body></html>")
+    site = tmp_path / "replay.yaml"
+    site.write_text(yaml.safe_dump({"name": "r", "kind": "replay", "pages_dir": "pages",
+                                    "sitemap_urls": ["{{BASE}}/sitemap.xml"]}))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(CRAWLERS_DIR.parent), os.environ.get("PYTHONPATH", "")])}
+    server = subprocess.Popen([sys.executable, "-m", "lookbench_pipeline.demo.serve", str(site)], env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        base = server.stdout.readline().strip()
+        assert base.startswith("http://127.0.0.1:"), server.stderr.read() if server.poll() is not None else base
+        out = tmp_path / "items.jsonl"
+        proc = subprocess.run([sys.executable, "-m", "scrapy", "crawl", "shop", "-a", f"site_config={site}",
+                               "-a", f"base_url={base}", "-o", f"{out}:jsonlines"],
+                              cwd=CRAWLERS_DIR, env=env, capture_output=True, text=True, timeout=300)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        items = [json.loads(line) for line in out.read_text().splitlines()]
+        assert [i["sku"] for i in items if i["kind"] == "product"] == ["WC-7"]
+    finally:
+        server.terminate()
+        assert server.wait(timeout=30) == 0
+    bad = subprocess.run([sys.executable, "-m", "lookbench_pipeline.demo.serve", str(tmp_path / "missing.yaml")],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "configuration error" in bad.stderr
