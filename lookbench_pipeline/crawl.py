@@ -281,7 +281,8 @@ def prune_unfinished(feed: Path) -> int:
 
 
 def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_dir: Path | None = None,
-               resume: bool = False, local_server: LocalServer | None = None, again: bool = False) -> CrawlOutput:
+               resume: bool = False, local_server: LocalServer | None = None, again: bool = False,
+               image_max_bytes: int | None = None) -> CrawlOutput:
     """Crawl one configured site. ``demo`` and ``replay`` sites are served on 127.0.0.1 for the duration of the
     crawl by ``local_server(site, work_dir)``, a context manager giving the base URL, which the caller passes in
     (the stages pass :func:`lookbench_pipeline.demo.serve.local_site`: the demo shop generated under
@@ -297,6 +298,9 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     earlier attempt's URLs are requested from this attempt's origin, and the archive names them all so a replay
     finds every page. Each attempt's WARC records carry its number (``WARC-LookBench-Attempt``). Without
     ``resume`` the crawl starts empty.
+
+    ``image_max_bytes``: the largest image the crawl downloads (the pipeline passes ``images.max_bytes``, what the
+    image intake takes; a larger one is recorded ``too_large_bytes``); None: the crawler's ``DOWNLOAD_MAXSIZE``.
 
     ``again`` (with ``resume``): a finished crawl is not read back but crawled again from empty, as a new crawl
     (new ``crawl_id``, so its archive is stored beside the earlier one); an unfinished one still continues. What
@@ -341,7 +345,9 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
         attempts_file.write_text(json.dumps(state, indent=1))
         feed, logf = run_spider(site_config_path, base_url, out_dir, user_agent, cache_dir=cache_dir,
                                 resume=continuing, origin_aliases=earlier,
-                                extra_settings={"LOOKBENCH_ATTEMPT": str(state["attempts"])})
+                                extra_settings={"LOOKBENCH_ATTEMPT": str(state["attempts"]),
+                                                **({"LOOKBENCH_IMAGE_MAX_BYTES": str(image_max_bytes)}
+                                                   if image_max_bytes else {})})
     if resume:
         marker.write_text(json.dumps({"finished_at": datetime.now(timezone.utc).isoformat(), **state}, indent=1))
     return _read_crawl(site, feed, logf, state)

@@ -89,7 +89,8 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
         else:
             work = cfg.layout.crawl_dir(week, site.name) if week else run_dir / site.name
             out = crawl.crawl_site(Path(path), work, cfg.user_agent, cache_dir=cfg.layout.http_cache(site.name),
-                                   resume=week is not None, local_server=local_site, again=recrawl)
+                                   resume=week is not None, local_server=local_site, again=recrawl,
+                                   image_max_bytes=cfg.images.max_bytes)
             started = out.started_at or started
         cat = crawl.merge_catalog(out, state)
         cats.append(cat)

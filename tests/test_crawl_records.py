@@ -36,7 +36,7 @@ def _site(tmp_path: Path, **conf) -> Path:
     return p
 
 
-def _crawl(tmp_path: Path, site: Path, resolve):
+def _crawl(tmp_path: Path, site: Path, resolve, **kw):
     """``crawl_site`` + ``merge_catalog`` with ``resolve`` served on 127.0.0.1; the server's hits on ``.hits``."""
     hits: list[str] = []
 
@@ -46,7 +46,7 @@ def _crawl(tmp_path: Path, site: Path, resolve):
             yield srv.base_url
             hits.extend(srv.hits)
 
-    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server)
+    out = crawl_site(site, tmp_path / "run", "test-bot", local_server=server, **kw)
     cat = merge_catalog(out, tmp_path / "state")
     return cat, hits
 
@@ -172,6 +172,34 @@ def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):
     assert counts["in"] == counts["accepted"] + counts["rejected"] == refs.num_rows == len(images)
     assert counts["rejected.too_many_images"] == len(beyond) and counts["rejected.empty_file"] == 1
     assert counts["rejected.too_large_bytes"] == 1 and counts["accepted"] == 1
+
+
+def test_the_image_size_limit_is_the_intakes_not_the_pages(tmp_path):
+    """The pipeline passes images.max_bytes to the crawl (stage_crawl: crawl_site(image_max_bytes=…)): an image
+    over the pages' DOWNLOAD_MAXSIZE (20 MiB) but under the limit is downloaded, and one over a small limit is
+    recorded too_large_bytes, the intake's reason for the same thing."""
+    big = b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10)
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return _product(1, ["/img/big.jpg", "/img/ok.jpg"]), "text/html"
+        if path == "/img/big.jpg":
+            return big, "image/jpeg"
+        if path == "/img/ok.jpg":
+            return solid_jpeg(), "image/jpeg"
+        return None, ""
+
+    site = _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"])
+    cat, _ = _crawl(tmp_path / "a", site, resolve, image_max_bytes=50_000_000)
+    assert {d["url"].rsplit("/", 1)[-1]: d["reason"] for d in cat.downloads.to_pylist()} == {"big.jpg": None,
+                                                                                             "ok.jpg": None}
+    cat, _ = _crawl(tmp_path / "b", site, resolve, image_max_bytes=len(solid_jpeg()) - 1)
+    assert {d["url"].rsplit("/", 1)[-1]: d["reason"] for d in cat.downloads.to_pylist()} == {
+        "big.jpg": "too_large_bytes", "ok.jpg": "too_large_bytes"}
 
 
 def test_image_failure_reasons_behind_scrapys_file_exception():

@@ -129,7 +129,13 @@ class ImageDownloadPipeline(FilesPipeline):
         if item.get("images_refused"):  # the page opted its images out: none is fetched
             return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
-        return [scrapy.Request(u, meta={"lookbench_media": True}) for u in capped(urls)]
+        # an image may be as large as the image intake takes (images.max_bytes, passed by the pipeline as
+        # LOOKBENCH_IMAGE_MAX_BYTES), not the pages' DOWNLOAD_MAXSIZE; over it: too_large_bytes, as the intake says
+        meta = {"lookbench_media": True}
+        limit = self.crawler.settings.getint("LOOKBENCH_IMAGE_MAX_BYTES", 0)
+        if limit > 0:
+            meta["download_maxsize"] = limit
+        return [scrapy.Request(u, meta=dict(meta)) for u in capped(urls)]
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
