@@ -51,6 +51,20 @@ def _crawl(tmp_path: Path, site: Path, resolve, **kw):
     return cat, hits
 
 
+def _one_product_shop(images: list[str], files: dict[str, bytes]):
+    """A resolver for ``serve.serving``: robots.txt, a sitemap of one product page naming ``images``, and the
+    image bytes of ``files`` by path (any other path: 404)."""
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return _product(1, images), "text/html"
+        return (files[path], "image/jpeg") if path in files else (None, "")
+    return resolve
+
+
 def _reconciles(cat) -> None:
     c = cat.counts
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
@@ -138,20 +152,9 @@ def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):
     extra = [f"/img/missing-{i}.jpg" for i in range(120)]
     images = ["/img/ok.jpg", "/img/empty.jpg", "/img/huge.jpg", "/img/gone.jpg"] + extra
 
-    def resolve(path, base):
-        if path == "/robots.txt":
-            return ROBOTS, "text/plain"
-        if path == "/sitemap.xml":
-            return _urlset(["/p/1.html"], base), "application/xml"
-        if path == "/p/1.html":
-            return _product(1, images), "text/html"
-        if path == "/img/ok.jpg":
-            return solid_jpeg(), "image/jpeg"
-        if path == "/img/empty.jpg":
-            return b"", "image/jpeg"
-        if path == "/img/huge.jpg":
-            return b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10), "image/jpeg"  # over DOWNLOAD_MAXSIZE (20 MiB)
-        return None, ""
+    resolve = _one_product_shop(images, {"/img/ok.jpg": solid_jpeg(), "/img/empty.jpg": b"",
+                                         # over DOWNLOAD_MAXSIZE (20 MiB)
+                                         "/img/huge.jpg": b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10)})
 
     cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
     reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
@@ -179,19 +182,7 @@ def test_the_image_size_limit_is_the_intakes_not_the_pages(tmp_path):
     over the pages' DOWNLOAD_MAXSIZE (20 MiB) but under the limit is downloaded, and one over a small limit is
     recorded too_large_bytes, the intake's reason for the same thing."""
     big = b"\xff\xd8" + b"\0" * (20 * 1024 * 1024 + 10)
-
-    def resolve(path, base):
-        if path == "/robots.txt":
-            return ROBOTS, "text/plain"
-        if path == "/sitemap.xml":
-            return _urlset(["/p/1.html"], base), "application/xml"
-        if path == "/p/1.html":
-            return _product(1, ["/img/big.jpg", "/img/ok.jpg"]), "text/html"
-        if path == "/img/big.jpg":
-            return big, "image/jpeg"
-        if path == "/img/ok.jpg":
-            return solid_jpeg(), "image/jpeg"
-        return None, ""
+    resolve = _one_product_shop(["/img/big.jpg", "/img/ok.jpg"], {"/img/big.jpg": big, "/img/ok.jpg": solid_jpeg()})
 
     site = _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"])
     cat, _ = _crawl(tmp_path / "a", site, resolve, image_max_bytes=50_000_000)
