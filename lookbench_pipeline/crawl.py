@@ -302,9 +302,13 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     ``image_max_bytes``: the largest image the crawl downloads (the pipeline passes ``images.max_bytes``, what the
     image intake takes; a larger one is recorded ``too_large_bytes``); None: the crawler's ``DOWNLOAD_MAXSIZE``.
 
-    ``again`` (with ``resume``): a finished crawl is not read back but crawled again from empty, as a new crawl
-    (new ``crawl_id``, so its archive is stored beside the earlier one); an unfinished one still continues. What
-    ``lookbench build --force`` asks for: the site's pages as they are now, e.g. after editing a site file."""
+    ``again`` (with ``resume``): a finished crawl is not read back but crawled again from an empty folder, as a
+    new crawl (new ``crawl_id``, so its archive is stored beside the earlier one; every page and image fetched and
+    archived anew: the earlier crawl's downloaded files are not reused); the finished crawl is kept aside
+    (``crawl.previous``) until the new one finishes, and put back when it fails or is interrupted; an unfinished
+    crawl still continues. What ``lookbench build --force`` asks for: the site's pages as they are now, e.g. after
+    editing a site file."""
+    import shutil
     import uuid
 
     from .warc import truncate_torn_tail
@@ -317,9 +321,21 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     finished = resume and marker.is_file() and feed.is_file()
     if finished and not again:
         return _read_crawl(site, feed, out_dir / "scrapy.log", state, reused=True)
-    if finished:
-        log.info("crawling %s again: its finished crawl of %s in %s is replaced", site.name,
-                 state.get("started_at"), out_dir)
+    if finished:  # crawled again in an empty folder; the finished crawl waits aside until the new one finishes
+        log.info("crawling %s again: its finished crawl of %s in %s is replaced when the new one finishes",
+                 site.name, state.get("started_at"), out_dir)
+        previous = out_dir.with_name(out_dir.name + ".previous")
+        shutil.rmtree(previous, ignore_errors=True)
+        out_dir.rename(previous)
+        try:
+            out = crawl_site(site_config_path, work_dir, user_agent, cache_dir=cache_dir, resume=True,
+                             local_server=local_server, image_max_bytes=image_max_bytes)
+        except BaseException:
+            shutil.rmtree(out_dir, ignore_errors=True)
+            previous.rename(out_dir)
+            raise
+        shutil.rmtree(previous, ignore_errors=True)
+        return out
     continuing = resume and feed.is_file() and not finished
     if continuing:
         cut = repair_feed_tail(feed) + truncate_torn_tail(out_dir / "crawl.warc.gz")

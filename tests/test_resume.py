@@ -238,3 +238,42 @@ def test_the_resume_key_keeps_the_host_and_drops_only_a_loopback_port():
     assert resume_key("http://127.0.0.1:40001/p.html?a=1#top") == resume_key("http://127.0.0.1:40002/p.html?a=1")
     assert resume_key("http://localhost:1/p") == resume_key("http://LOCALHOST:2/p")
     assert resume_key("http://[::1]:1/p") == resume_key("http://[::1]:2/p")
+
+
+def test_a_recrawl_that_fails_puts_the_finished_crawl_back(tmp_path):
+    """crawl_site(again=True) (lookbench build --force) crawls a finished week again in an empty folder, so every
+    image is fetched and archived anew; when that crawl fails (here its server cannot start), the finished crawl
+    is put back as it was and is read back by the next build."""
+    from contextlib import contextmanager
+
+    from lookbench_pipeline.crawl import CrawlError, crawl_site
+    from lookbench_pipeline.demo.serve import local_site
+
+    site = yaml.safe_load(DEMO_SITE.read_text())
+    site.update(demo_products=6, demo_looks=1)
+    (tmp_path / "demo.yaml").write_text(yaml.safe_dump(site))
+    work = tmp_path / "week"
+    first = crawl_site(tmp_path / "demo.yaml", work, "test-bot", resume=True, local_server=local_site)
+    images = sum(1 for rec, _ in response_records([work / "crawl" / "crawl.warc.gz"])
+                 if "/images/" in rec.rec_headers.get_header("WARC-Target-URI"))
+    assert images > 0
+
+    @contextmanager
+    def broken(_site, _work):
+        raise CrawlError("the shop is down")
+        yield ""
+
+    try:
+        crawl_site(tmp_path / "demo.yaml", work, "test-bot", resume=True, local_server=broken, again=True)
+    except CrawlError:
+        pass
+    else:
+        raise AssertionError("the recrawl should have failed")
+    back = crawl_site(tmp_path / "demo.yaml", work, "test-bot", resume=True, local_server=local_site)
+    assert back.reused and back.crawl_id == first.crawl_id
+    assert not (work / "crawl.previous").exists()
+    again = crawl_site(tmp_path / "demo.yaml", work, "test-bot", resume=True, local_server=local_site, again=True)
+    assert not again.reused and again.crawl_id != first.crawl_id
+    assert sum(1 for rec, _ in response_records([work / "crawl" / "crawl.warc.gz"])
+               if "/images/" in rec.rec_headers.get_header("WARC-Target-URI")) == images, "every image archived anew"
+    assert not (work / "crawl.previous").exists()
