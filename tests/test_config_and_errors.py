@@ -34,6 +34,8 @@ def _cfg(tmp_path, data) -> Path:
     ("- a list", "mapping"),
     ("{not: yaml", "YAML"),
     ("1: a\n", "top-level key 1 is not a setting name"),
+    ("images:\n  max_bytes: !!int many\n", r"(?s)'many' cannot be read as int.*line 2, column 14"),
+    ("evaluate:\n  cutoff: !!timestamp soon\n", r"(?s)'soon' cannot be read as timestamp.*line 2"),
 ])
 def test_bad_configs_are_named(tmp_path, data, match):
     with pytest.raises(ConfigError, match=match):

@@ -102,6 +102,16 @@ class _SettingsLoader(yaml.SafeLoader):
                 seen[key] = key_node.start_mark
         super().flatten_mapping(node)
 
+    def construct_object(self, node: yaml.Node, deep: bool = False) -> Any:
+        # an explicitly tagged value that is not of its tag (`!!int many`, `!!timestamp soon`, `!!float abc`):
+        # a YAML error at the node, not a bare ValueError / AttributeError from PyYAML's constructor
+        try:
+            return super().construct_object(node, deep=deep)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise yaml.constructor.ConstructorError(
+                None, None, f"{node.value if isinstance(node, yaml.ScalarNode) else node.id!r} cannot be read as "
+                f"{node.tag.rsplit(':', 1)[-1]} ({exc})", node.start_mark) from None
+
     def construct_yaml_timestamp(self, node: yaml.Node) -> Any:
         try:
             return super().construct_yaml_timestamp(node)
@@ -128,6 +138,8 @@ def _read_yaml(path: Path) -> dict[str, Any]:
         raise ConfigError(f"{path}: not UTF-8 text ({exc})") from exc
     except yaml.YAMLError as exc:
         raise ConfigError(f"{path}: not valid YAML: {exc}") from exc
+    except (ValueError, TypeError, AttributeError) as exc:  # a constructor error construct_object did not see
+        raise ConfigError(f"{path}: not valid YAML: a value cannot be read as its tag says ({exc})") from exc
     if not isinstance(data, dict):
         raise ConfigError(f"{path}: top level must be a mapping, got {type(data).__name__}")
     odd = [k for k in data if not isinstance(k, str)]

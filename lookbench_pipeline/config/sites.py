@@ -221,7 +221,7 @@ class SiteConfig(_Strict):
         """Load a site file. Raises ConfigError on a missing file or an invalid field."""
         path = Path(path)
         data = _read_yaml(path)
-        if data.get("pages_dir"):
+        if data.get("pages_dir") and isinstance(data["pages_dir"], str):  # another type: pydantic names it
             data["pages_dir"] = str((path.parent / data["pages_dir"]).resolve())
         try:
             return cls(**data)
