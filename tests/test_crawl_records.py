@@ -342,3 +342,7 @@ def test_the_standalone_spider_crawls_a_replay_site_served_as_readme_says(tmp_pa
     bad = subprocess.run([sys.executable, "-m", "lookbench_pipeline.demo.serve", str(tmp_path / "missing.yaml")],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "configuration error" in bad.stderr
+    (tmp_path / "gone.yaml").write_text(site.read_text().replace("pages_dir: pages", "pages_dir: gone"))
+    bad = subprocess.run([sys.executable, "-m", "lookbench_pipeline.demo.serve", str(tmp_path / "gone.yaml")],
+                         env=env, capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "is not a folder" in bad.stderr and "Traceback" not in bad.stderr

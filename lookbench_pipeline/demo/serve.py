@@ -215,13 +215,23 @@ def main(argv: list[str] | None = None) -> int:
         print(f"configuration error: {args.site}: site {site.name} is of kind {site.kind}: only demo and replay "
               "sites are served locally", file=sys.stderr)
         return 2
+    from ..crawl import CrawlError
+
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
-    with tempfile.TemporaryDirectory() as tmp, local_site(site, Path(args.work or tmp)) as base:
-        print(base, flush=True)
+    with tempfile.TemporaryDirectory() as tmp:
         try:
+            served = local_site(site, Path(args.work or tmp))
+            base = served.__enter__()
+        except (CrawlError, ValueError, OSError) as exc:  # a pages_dir that is no folder, a work folder not writable
+            print(f"configuration error: {args.site}: {exc}", file=sys.stderr)
+            return 2
+        try:
+            print(base, flush=True)
             threading.Event().wait()
         except KeyboardInterrupt:
             pass
+        finally:
+            served.__exit__(None, None, None)
     return 0
 
 
