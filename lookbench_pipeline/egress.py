@@ -134,14 +134,22 @@ def configured_addresses(name: str, static_hosts: dict[str, str]) -> list[str] |
 
 def split_host_port(netloc: str) -> tuple[str, int | None]:
     """``("127.0.0.1", 8123)`` from ``"127.0.0.1:8123"``; ``("::1", 8123)`` from ``"[::1]:8123"``; a bare host has
-    port None."""
+    port None. Raises ValueError for anything else after the host than ``:<digits>`` (``"[::1]junk"``,
+    ``"10.0.0.1:"``, ``"10.0.0.1:x"``): an allowance that does not read exactly must not widen to every port."""
     if netloc.startswith("["):
-        host, _, rest = netloc[1:].partition("]")
-        return host, int(rest[1:]) if rest.startswith(":") and rest[1:] else None
-    if netloc.count(":") == 1:
+        host, close, rest = netloc[1:].partition("]")
+        if not close:
+            raise ValueError(f"{netloc!r}: '[' without ']'")
+    elif netloc.count(":") == 1:
         host, _, port = netloc.partition(":")
-        return host, int(port) if port else None
-    return netloc, None
+        rest = ":" + port
+    else:
+        return netloc, None
+    if not rest:
+        return host, None
+    if not (rest.startswith(":") and rest[1:].isascii() and rest[1:].isdigit()):
+        raise ValueError(f"{netloc!r}: after the host only ':<port>' may follow")
+    return host, int(rest[1:])
 
 
 def is_ip(host: str) -> bool:

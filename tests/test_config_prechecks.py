@@ -41,14 +41,14 @@ def _drop(name, path, subfolders, **more):
 def test_two_drops_with_one_name_are_refused_naming_the_field(folders):
     cfg = _cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery"}),
                                    _drop("d", "B", {"street": "real_streetlook:query"})]})
-    with pytest.raises(ConfigError, match=r"c\.yaml: drops: Value error, drops\[0\] and drops\[1\] are both named "
+    with pytest.raises(ConfigError, match=r"c\.yaml: drops: drops\[0\] and drops\[1\] are both named "
                                           r"'d'"):
         load_config(cfg)
     proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
                           cwd=folders, capture_output=True, text=True, timeout=300,
                           env={**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT), str(ROOT / "crawlers")])})
     assert proc.returncode == 2 and "configuration error:" in proc.stderr, proc.stderr
-    assert "drops: Value error, drops[0] and drops[1] are both named 'd'" in proc.stderr, proc.stderr
+    assert "drops: drops[0] and drops[1] are both named 'd'" in proc.stderr, proc.stderr
     assert not (folders / "data").exists(), "no run, no log file"
 
 
@@ -64,7 +64,7 @@ def test_a_subfolder_key_is_a_relative_folder_inside_the_drop(folders, key, matc
     (folders / "outside_pics").mkdir()
     cfg = _cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery",
                                                     key: "real_streetlook:query"})]})
-    with pytest.raises(ConfigError, match=r"drops\[0\]\.subfolders: Value error, .*" + match.replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=r"drops\[0\]\.subfolders: .*" + match.replace("(", r"\(")):
         load_config(cfg)
 
 
@@ -73,7 +73,7 @@ def test_annotation_files_and_legacy_sources_are_named_once(folders):
     ann = {"kind": "vitonhd", "path": "vt.txt", "image_name": "studio/{file_name}"}
     cfg = _cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery"},
                                          annotations=[ann, dict(ann)])]})
-    with pytest.raises(ConfigError, match=r"drops\[0\]\.annotations: Value error, annotations\[1\] repeats "
+    with pytest.raises(ConfigError, match=r"drops\[0\]\.annotations: annotations\[1\] repeats "
                                           r"annotations\[0\] \(vitonhd "):
         load_config(cfg)
     load_config(_cfg(folders, {"drops": [_drop("d", "A", {"studio": "real_studio_flat:gallery"},
@@ -83,7 +83,7 @@ def test_annotation_files_and_legacy_sources_are_named_once(folders):
     (folders / "f200k").mkdir()
     src = {"name": "f", "kind": "fashion200k", "path": str(folders / "f200k")}
     for section, key in (("contamination", "sources"), ("negatives", "sources"), ("evaluate", "legacy")):
-        with pytest.raises(ConfigError, match=rf"{section}\.{key}: Value error, two sources are named 'f'"):
+        with pytest.raises(ConfigError, match=rf"{section}\.{key}: two sources are named 'f'"):
             load_config(_cfg(folders, {section: {key: [src, dict(src)]}}))
         assert [s.name for s in getattr(load_config(_cfg(folders, {section: {key: [src]}})), section).__dict__[key]] \
             == ["f"]
@@ -107,15 +107,15 @@ def test_a_legacy_benchmark_that_is_not_there_is_refused_unless_it_is_a_demo_tre
 
 
 def test_a_weights_file_that_does_not_exist_is_refused_an_id_or_built_in_is_kept(folders, monkeypatch):
-    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, '/nonexistent\.pt': no such file"):
+    with pytest.raises(ConfigError, match=r"detect\.weights: '/nonexistent\.pt': no such file"):
         load_config(_cfg(folders, {"detect": {"weights": "/nonexistent.pt"}}))
     # relative to the config file, named in full
-    with pytest.raises(ConfigError, match=rf"detect\.weights: Value error, '{folders}/models/best\.pt': no "
+    with pytest.raises(ConfigError, match=rf"detect\.weights: '{folders}/models/best\.pt': no "
                                           r"such file"):
         load_config(_cfg(folders, {"detect": {"weights": "models/best.pt"}}))
-    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, .* is a folder, not a weights file"):
+    with pytest.raises(ConfigError, match=r"detect\.weights: .* is a folder, not a weights file"):
         load_config(_cfg(folders, {"detect": {"weights": str(folders / "A")}}))
-    with pytest.raises(ConfigError, match=r"detect\.weights: Value error, '.*/no-owner': no such file"):
+    with pytest.raises(ConfigError, match=r"detect\.weights: '.*/no-owner': no such file"):
         load_config(_cfg(folders, {"detect": {"weights": "no-owner"}}))
     for ok in ("demo", "person-regions", "someone/deepfashion2-yolo"):
         assert load_config(_cfg(folders, {"detect": {"weights": ok}})).detect.weights == ok
@@ -185,11 +185,11 @@ def test_a_sheet_row_naming_a_folder_says_it_is_a_folder(tmp_path):
 def test_a_drop_or_site_name_is_one_file_name(folders, name):
     """A drop's name makes ``state/drops/<name>.parquet``, a site's ``state/<site>/``: a name with a path in it
     would write outside the data folder."""
-    with pytest.raises(ConfigError, match=r"drops\[0\]\.name: Value error, .* is not a name"):
+    with pytest.raises(ConfigError, match=r"drops\[0\]\.name: .* is not a name"):
         load_config(_cfg(folders, {"drops": [_drop(name, "A", {"studio": "real_studio_flat:gallery"})]}))
     (folders / "pages").mkdir(exist_ok=True)
     (folders / "shop.yaml").write_text(yaml.safe_dump({"name": name, "kind": "replay", "pages_dir": "pages"}))
-    with pytest.raises(ConfigError, match=r"shop\.yaml: name: Value error, .* is not a name"):
+    with pytest.raises(ConfigError, match=r"shop\.yaml: name: .* is not a name"):
         load_config(_cfg(folders, {"sites": ["shop.yaml"]}))
 
 

@@ -47,6 +47,13 @@ def _replay(tmp_path, **fields) -> Path:
     ("http://shop.example:99999/", "not a valid URL (Port out of range 0-65535)"),
     ("{{BASE}}.evil.example/", "{{BASE}} may only begin a URL"),
     ("file://{{BASE}}/", "{{BASE}} may only begin a URL"),
+    ("http://sh op.example/", "it holds white space or a control character"),
+    ("http://shop.example:0/", "its port is empty or 0"),
+    ("http://shop.example:/", "its port is empty or 0"),
+    ("http://user:pw@shop.example/", "it has a user name"),
+    ("https://bücher.example/",
+     "host 'bücher.example' is not ASCII: write it in its IDNA form (xn--bcher-kva.example)"),
+    ("http://[::1]:8080/", "an IPv6 literal host is not supported"),
 ])
 def test_a_start_or_sitemap_url_is_http_for_every_kind(tmp_path, kind, field, url, why):
     """``file:///etc/passwd`` made the crawler read a local file into the crawl's WARC; a relative path or
@@ -58,7 +65,7 @@ def test_a_start_or_sitemap_url_is_http_for_every_kind(tmp_path, kind, field, ur
               **extra)
     with pytest.raises(ConfigError) as err:
         SiteConfig.from_yaml(p)
-    assert re.fullmatch(re.escape(f"{p}: {field}[1]: Value error, {why}") + ".*" + re.escape(f"(got '{url}')"),
+    assert re.fullmatch(re.escape(f"{p}: {field}[1]: {why}") + ".*" + re.escape(f"(got '{url}')"),
                         str(err.value)), str(err.value)
 
 
@@ -111,12 +118,15 @@ def test_a_replay_site_names_its_pages_and_what_to_crawl(tmp_path):
     ("10.1.2.3:70000", "port 70000 is not between 1 and 65535"),
     ("0.0.0.0", "is the unspecified address"),
     ("[::]:8080", "is the unspecified address"),
+    ("::ffff:0.0.0.0", "is the unspecified address"),
+    ("10.1.2.3:", "is not an IP address with an optional port"),
+    ("[::1]junk", "is not an IP address with an optional port"),
 ])
 def test_allowed_addresses_are_exact_addresses(tmp_path, entry, why):
     """An entry the egress policy cannot parse failed with a traceback deep in Scrapy; it is refused at load, by
     the policy's own parser. A network is no exact address (the list allows named test hosts, no range)."""
     p = _site(tmp_path, start_urls=["https://shop.example/"], allowed_addresses=["10.1.2.3:8080", entry])
-    with pytest.raises(ConfigError, match="^" + re.escape(f"{p}: allowed_addresses[1]: Value error, '{entry}'")
+    with pytest.raises(ConfigError, match="^" + re.escape(f"{p}: allowed_addresses[1]: '{entry}'")
                        + f"[: ].*{why}"):
         SiteConfig.from_yaml(p)
 
@@ -143,7 +153,7 @@ def test_public_origin_is_an_http_origin(tmp_path, origin, why):
     """Recorded URLs were ``javascript:alert(1)/pages/...``: public_origin replaces the local server's origin."""
     (tmp_path / "pages").mkdir()
     p = _replay(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], public_origin=origin)
-    with pytest.raises(ConfigError, match=rf"^{p}: public_origin: Value error, {why}: public_origin is an http\(s\) "
+    with pytest.raises(ConfigError, match=rf"^{p}: public_origin: {why}: public_origin is an http\(s\) "
                                           "origin"):
         SiteConfig.from_yaml(p)
 
@@ -214,7 +224,7 @@ def test_the_cli_reports_a_bad_site_file_before_any_run(tmp_path):
     proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", "build", "--config", str(cfg)],
                           capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.startswith(f"configuration error: {site}: start_urls[0]: Value error, scheme 'file:' is "
+    assert proc.stderr.startswith(f"configuration error: {site}: start_urls[0]: scheme 'file:' is "
                                   "not http or https"), proc.stderr
     assert "(got 'file:///etc/passwd')" in proc.stderr and "Traceback" not in proc.stderr, proc.stderr
     assert not (tmp_path / "data").exists(), "nothing ran"
@@ -228,3 +238,17 @@ def test_the_cli_reports_a_model_level_error_without_pydantic_noise(tmp_path, ca
     err = capsys.readouterr().err
     assert err.strip() == (f"configuration error: {site}: replay site 's' needs pages_dir: the folder of its saved "
                            "*.html pages (relative to the site file)"), err
+
+
+def test_a_number_is_not_true_or_false_and_a_name_fits_a_file_name(tmp_path):
+    """`max_pages: true` would be read as 1 by pydantic (the crawl stopped after one page): an error; a site name
+    longer than a file name can be is an error at load, not an OSError when the crawl makes its folder."""
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nmax_pages: true\n")
+    with pytest.raises(ConfigError, match=r"max_pages: true is not a number"):
+        SiteConfig.from_yaml(p)
+    p.write_text(f"name: {'a' * 300}\n")
+    with pytest.raises(ConfigError, match=r"name: 'a+'… is 300 bytes long: .* at most 100 bytes"):
+        SiteConfig.from_yaml(p)
+    p.write_text("name: s\nmax_pages: 3\nfollow_links: true\n")
+    assert SiteConfig.from_yaml(p).max_pages == 3

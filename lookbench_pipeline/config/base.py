@@ -6,11 +6,12 @@ from __future__ import annotations
 
 import io
 import string
+import types
 from pathlib import Path
 from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, BeforeValidator, ConfigDict
+from pydantic import BaseModel, BeforeValidator, ConfigDict, field_validator
 
 
 class ConfigError(ValueError):
@@ -38,9 +39,31 @@ def template_fields(template: str) -> list[str]:
 
 
 class _Strict(BaseModel):
-    """Unknown keys are errors at every level: a typo must not silently fall back to a default."""
+    """Unknown keys are errors at every level: a typo must not silently fall back to a default; and a ``true`` /
+    ``false`` where a number is asked for (``max_pages: true``) is an error, where pydantic would read it as 1 / 0."""
 
     model_config = ConfigDict(extra="forbid")
+
+    @field_validator("*", mode="before")
+    @classmethod
+    def _no_bool_for_number(cls, v: Any, info: Any) -> Any:
+        if isinstance(v, bool) and info.field_name and _wants_number(cls.model_fields[info.field_name].annotation):
+            raise ValueError(f"{str(v).lower()} is not a number")
+        return v
+
+
+def _wants_number(ann: Any) -> bool:
+    """Whether a field's annotation is a number (``int``, ``float``, ``int | None``, ``Annotated[int, …]``), not a
+    ``bool`` or a union that takes one."""
+    import typing
+
+    if ann in (int, float):
+        return True
+    args = [a for a in typing.get_args(ann) if a is not type(None)]
+    if typing.get_origin(ann) is Annotated:
+        return _wants_number(args[0])
+    return bool(args) and typing.get_origin(ann) in (typing.Union, types.UnionType) and bool not in args \
+        and all(_wants_number(a) for a in args)
 
 
 def _not_blank(v: Any) -> Any:
@@ -61,7 +84,15 @@ def _one_segment(v: Any) -> Any:
     if isinstance(v, str) and (not v.strip() or v in (".", "..") or any(c in v for c in "/\\\x00")):
         raise ValueError(f"{v!r} is not a name: it becomes a file name, so it may not be blank, '.' or '..', nor "
                          "hold '/', '\\' or a NUL character")
+    if isinstance(v, str) and len(v.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES:
+        raise ValueError(f"{v[:40]!r}… is {len(v.encode('utf-8', 'surrogatepass'))} bytes long: a name becomes a "
+                         f"file name (with suffixes such as .parquet), so it is at most {MAX_NAME_BYTES} bytes")
     return v
+
+
+MAX_NAME_BYTES = 100
+"""The longest site or drop name, in UTF-8 bytes: it becomes a file or folder name (``crawls/<week>/<site>/``,
+``state/drops/<name>.parquet``, its archive keys), and file systems allow 255 bytes per name."""
 
 
 Name = Annotated[str, BeforeValidator(_one_segment)]
@@ -175,8 +206,8 @@ def _model_at(cls: Any, loc: tuple) -> Any:
 def describe_error(exc: Exception, cls: Any) -> str:
     """A pydantic validation error as one line per problem, ``field.path: message (got …)``; an unknown field
     names the closest known one (difflib) and the known fields; a model-level check (a ``model_validator``, no
-    field) its message alone, which names what it checks (``replay site 'x' needs pages_dir: …``), without
-    pydantic's ``(top level): Value error,``. Other exceptions: their text."""
+    field) its message alone, which names what it checks (``replay site 'x' needs pages_dir: …``); our own checks'
+    messages without pydantic's ``Value error,`` (nor ``(top level):``). Other exceptions: their text."""
     import difflib
 
     errors = getattr(exc, "errors", None)
@@ -199,9 +230,11 @@ def describe_error(exc: Exception, cls: Any) -> str:
             lines.append(f"{where}: unknown field ({msg}); {hint}known: {', '.join(known)}" if known
                          else f"{where}: unknown field ({msg})")
             continue
-        if not loc and e.get("type") == "value_error":  # a model's own check: its message names what it checks
-            lines.append(msg.removeprefix("Value error, "))
-            continue
+        if e.get("type") == "value_error":  # our own check: its message says what is wrong, without pydantic's prefix
+            msg = msg.removeprefix("Value error, ")
+            if not loc:  # a model's own check: its message names what it checks
+                lines.append(msg)
+                continue
         got = e.get("input")
         shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"
         lines.append(f"{where}: {msg}{shown}")

@@ -65,17 +65,34 @@ _HTTP = ("http", "https")
 
 
 def _http_url_problem(url: str) -> str | None:
-    """Why ``url`` is not an absolute http(s) URL with a host (and a valid port, if any), or None."""
+    """Why ``url`` is not an absolute http(s) URL with an ASCII host name or IPv4 address (and a port in 1–65535, if
+    any), without user name or white space, or None. A non-ASCII host is asked for in its IDNA form and an IPv6
+    literal is refused: the crawler's offsite filter compares host names and would drop either without a row."""
+    if any(c.isspace() or ord(c) < 32 or ord(c) == 127 for c in url):
+        return "it holds white space or a control character"
     try:
         parts = urlsplit(url)
-        parts.port  # noqa: B018 (raises ValueError for a port that is no number or out of range)
+        port = parts.port  # raises ValueError for a port that is no number or out of range
     except ValueError as exc:
         return f"not a valid URL ({exc})"
     if parts.scheme.lower() not in _HTTP:
         return (f"scheme {parts.scheme + ':'!r} is not http or https" if parts.scheme else
                 "not an absolute URL (no http:// or https://)")
-    if not parts.hostname:
+    host = parts.hostname
+    if not host:
         return "no host"
+    if parts.username is not None or parts.password is not None:
+        return "it has a user name"
+    if port == 0 or parts.netloc.endswith(":"):
+        return "its port is empty or 0"
+    if ":" in host:
+        return "an IPv6 literal host is not supported (the crawler's offsite filter drops it): use a host name"
+    if not host.isascii():
+        try:
+            idna = host.encode("idna").decode("ascii")
+        except UnicodeError:
+            idna = "xn--…"
+        return f"host {host!r} is not ASCII: write it in its IDNA form ({idna})"
     return None
 
 
@@ -106,7 +123,7 @@ def _allowed_address(entry: str) -> str:
     this machine itself."""
     import ipaddress
 
-    from ..egress import EgressPolicy
+    from ..egress import EgressPolicy, reached_address
 
     try:
         ((host, port),) = EgressPolicy.from_strings(allowed=[entry]).allowed
@@ -116,7 +133,7 @@ def _allowed_address(entry: str) -> str:
                          "are not allowed") from None
     if port is not None and not 1 <= port <= 65535:
         raise ValueError(f"{entry!r}: port {port} is not between 1 and 65535")
-    if ipaddress.ip_address(host).is_unspecified:
+    if reached_address(ipaddress.ip_address(host)).is_unspecified:  # ::ffff:0.0.0.0 too
         raise ValueError(f"{entry!r} is the unspecified address, which a connection takes for this machine itself; "
                          "allowed_addresses names exact addresses of test hosts (10.1.2.3:8080), there is no "
                          "wildcard")
@@ -133,8 +150,6 @@ def _public_origin(v: str | None) -> str | None:
         parts = urlsplit(v)
         if parts.path not in ("", "/") or parts.query or parts.fragment or v.endswith(("?", "#")):
             problem = "it has a path, query or fragment"
-        elif parts.username is not None or parts.password is not None:
-            problem = "it has a user name"
     if problem:
         raise ValueError(f"{problem}: public_origin is an http(s) origin, scheme and host with an optional port "
                          "(https://shop.example or https://shop.example:8443), which recorded URLs begin with")
