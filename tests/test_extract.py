@@ -104,6 +104,22 @@ def test_page_image_references_of_other_schemes_are_kept_refused_not_lost():
                         LookRules()) is None, "a lone placeholder names no picture"
 
 
+def test_a_malformed_image_or_link_costs_that_reference_not_the_page():
+    """`http://[::1/x.jpg` (an unclosed IPv6 bracket) makes urllib raise ValueError: one such reference in the
+    JSON-LD, an <img>, a srcset, a canonical link or a look block is kept in its written form to be recorded (the
+    crawl never requests it), and the page's product and look are extracted as if it were not there."""
+    ld = {"@type": "Product", "name": "Coat", "sku": "C1", "image": ["https://cdn.test/a.jpg", "http://[::1/b.jpg"],
+          "offers": {"@type": "Offer", "price": "10", "priceCurrency": "EUR"}}
+    html = (f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script>"
+            "<link rel='canonical' href='http://[::1/p'></head><body><img src='http://[::1/c.jpg' "
+            "srcset='http://[::1/d.jpg 2x'><img class='look-image' src='http://[::1/l.jpg'>"
+            "<a class='look-product' href='http://[::1/p'>p</a><a class='look-product' href='/p/2'>p</a></body></html>")
+    [p] = extract_products(html, "https://shop.test/p/1")
+    assert (p["sku"], p["image_urls"]) == ("C1", ["https://cdn.test/a.jpg", "http://[::1/b.jpg"])
+    assert extract_look(html, "https://shop.test/p/1", LookRules()) == {
+        "image_url": "http://[::1/l.jpg", "product_urls": ["https://shop.test/p/2"]}
+
+
 def test_price_parser_and_ids():
     assert parse_price("1.299,00 €") == (1299.0, "€")
     assert parse_price(15, "EUR") == (15.0, "EUR")

@@ -21,6 +21,7 @@ class StampAndValidatePipeline:
 
 
 import hashlib  # noqa: E402
+from urllib.parse import urlsplit  # noqa: E402
 
 from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 
@@ -95,7 +96,13 @@ def fetchable(url: str) -> bool:
     """Only http(s) image URLs are requested; any other (``file:``, ``data:``, ``javascript:``, ``ftp:``…, which
     Scrapy's own download handlers would read: a ``file:`` URL is this machine's file) is recorded
     ``unsupported_scheme`` and never fetched."""
-    return url.strip().lower().startswith(("http://", "https://"))
+    u = url.strip()
+    if not u.lower().startswith(("http://", "https://")):
+        return False
+    try:  # a malformed URL (http://[::1/x: an unclosed bracket) would raise in scrapy.Request: never requested
+        return bool(urlsplit(u).hostname)
+    except ValueError:
+        return False
 
 
 MAX_IMAGES_PER_ITEM = 100

@@ -112,17 +112,31 @@ def _refused_image_urls(v: Any) -> list[str]:
     return list(dict.fromkeys(refused_form(u) for u in _all_image_urls(v) if unsupported_scheme(u)))
 
 
+def join_url(base: str, url: str) -> str | None:
+    """``url`` resolved against ``base`` (``urljoin``), or None when it is malformed (``http://[::1/x``: an
+    unclosed IPv6 bracket, which ``urllib`` refuses with ValueError): one bad reference on a page costs that
+    reference, never the page."""
+    try:
+        return urljoin(base, url)
+    except ValueError:
+        return None
+
+
 def _absolute(urls: Iterable[str], base: str, refused: list[str] | None = None) -> list[str]:
     """Absolute http(s) URLs, each once, in order; HTML entities left in a URL by JSON-LD (``&amp;``) decoded.
 
-    A URL that resolves to another scheme (``file:``, ``javascript:``, ``ftp:``…, or a relative URL under a
-    ``<base href>`` of such a scheme) is left out; with ``refused`` (a list) it is appended there once, in
-    :func:`refused_form`, so that the caller records it ``unsupported_scheme`` rather than losing it."""
+    A URL that resolves to another scheme (``file:``, ``javascript:``, ``ftp:``…), or that is malformed
+    (:func:`join_url`), is left out; with ``refused`` (a list) it is appended there once, in :func:`refused_form`,
+    so that the caller records it (``unsupported_scheme``, ``malformed_url``) rather than losing it."""
     seen, out = set(), []
     for u in urls:
         if not isinstance(u, str) or not u.strip():
             continue  # an empty src would resolve to the page itself
-        a = urljoin(base, replace_entities(u.strip()) if "&" in u else u.strip())
+        a = join_url(base, replace_entities(u.strip()) if "&" in u else u.strip())
+        if a is None:  # malformed: recorded, in its written form (the crawl never requests it)
+            if refused is not None and refused_form(u.strip()) not in refused:
+                refused.append(refused_form(u.strip()))
+            continue
         if a.startswith(("http://", "https://")):
             if a not in seen:
                 seen.add(a)
@@ -156,14 +170,18 @@ def _page_renditions(sel: Selector, html: str, base: str) -> RenditionIndex:
             val = el.attrib.get(attr)
             if val:
                 for u, size in parse_srcset(val):
-                    if not u.startswith("data:"):
-                        index.add(urljoin(base, u), size if size and size < 1000 or size % 1000 else None)
+                    a = join_url(base, u) if not u.startswith("data:") else None
+                    if a:
+                        index.add(a, size if size and size < 1000 or size % 1000 else None)
         for attr in ("src", "data-src", "data-lazy-src", "data-original", "data-zoom-image", "data-large"):
             u = (el.attrib.get(attr) or "").strip()
-            if u and not u.startswith("data:"):
-                index.add(urljoin(base, u))
+            a = join_url(base, u) if u and not u.startswith("data:") else None
+            if a:
+                index.add(a)
     for u in image_urls_in(html):
-        index.add(urljoin(base, u))
+        a = join_url(base, u)
+        if a:
+            index.add(a)
     return index
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import re
 from typing import Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urlsplit
 
 import extruct
 from parsel import Selector
@@ -16,7 +16,7 @@ from w3lib.html import replace_entities
 from ..config import ProductRules
 from ..pagetext import buy_control, labelled_identifier, page_images, price_candidates, url_identifier
 from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifier
-from .images import _absolute, _full_size, _page_renditions, page_base, page_image_urls
+from .images import _absolute, _full_size, _page_renditions, join_url, page_base, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
 from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
@@ -263,7 +263,7 @@ def _canonical_page_url(sel: Selector, url: str, base: str) -> str:
                            " ' canonical ')]/@href").get(),
                  sel.xpath("//meta[@property='og:url']/@content").get()):
         if href and href.strip():
-            u = urljoin(base, replace_entities(href.strip()))
+            u = join_url(base, replace_entities(href.strip())) or ""
             if u.startswith(("http://", "https://")) and len(u) <= _MAX_URL_CHARS:
                 return canonical(u)
     return canonical(url)
@@ -340,7 +340,7 @@ def _order(products: list[dict[str, Any]], url: str) -> list[dict[str, Any]]:
     if len(products) < 2:
         return products
     here = canonical(url)
-    first = [p for p in products if p.get("offer_url") and canonical(urljoin(url, p["offer_url"])) == here]
+    first = [p for p in products if p.get("offer_url") and canonical(join_url(url, p["offer_url"]) or "") == here]
     return first[:1] + [p for p in products if p not in first[:1]]
 
 
