@@ -6,7 +6,7 @@ DEV_PORT ?= 3000
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)
 
-.PHONY: demo test dev real clean benchmarks chromium postgresql vllm-env vllm-model vllm-server vllm-check
+.PHONY: demo test dev real realdata-present clean benchmarks chromium postgresql vllm-env vllm-model vllm-server vllm-check
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -47,11 +47,14 @@ dev: $(STAMP)
 
 # A release from the real pages and photos in ../shared/realdata (never published anywhere). configs/realdata.yaml
 # names them relative to itself, so the data must lie there: beside the checkout (or a link to it there).
-real: $(STAMP)
+# The check comes first among the prerequisites, so a missing folder stops it before the install.
+real: realdata-present $(STAMP)
+	$(VENV)/bin/lookbench build --config configs/realdata.yaml
+
+realdata-present:
 	@test -d ../shared/realdata/pages || { echo "make real: no real data at $(abspath ..)/shared/realdata" \
 	"(configs/realdata.yaml reads ../shared/realdata beside the checkout: put it there or link it," \
 	"ln -s /path/to/realdata ../shared/realdata)" >&2; exit 2; }
-	$(VENV)/bin/lookbench build --config configs/realdata.yaml
 
 benchmarks: $(STAMP)
 	$(PY) benchmarks/extraction_accuracy.py
