@@ -120,6 +120,22 @@ def test_a_malformed_image_or_link_costs_that_reference_not_the_page():
         "image_url": "http://[::1/l.jpg", "product_urls": ["https://shop.test/p/2"]}
 
 
+def test_a_placeholder_of_another_scheme_gives_way_to_the_lazy_loaded_picture():
+    """`src="about:blank"` / `javascript:void(0)` with the picture in `data-src`: the picture is taken (a look, a
+    product by an attribute rule); only an element naming nothing fetchable gives its hostile value, to be recorded
+    refused. An element without the attribute does not shift the others' values."""
+    look = extract_look("<img class='look-image' src='about:blank' data-src='https://cdn.test/x.jpg'>"
+                        "<a class='look-product' href='/p/1'>a</a>", "https://shop.test/l", LookRules())
+    assert look["image_url"] == "https://cdn.test/x.jpg"
+    look = extract_look("<img class='look-image'><img class='look-image' src='/b.jpg'>"
+                        "<a class='look-product' href='/p/1'>a</a>", "https://shop.test/l", LookRules())
+    assert look["image_url"] == "https://shop.test/b.jpg"
+    rules = ProductRules(title="h1::text", images="img.i::attr(src)")
+    [p] = extract_products("<h1>Shirt</h1><img class='i' src='javascript:void(0)' data-src='/c.jpg'>"
+                           "<img class='i' src='javascript:alert(1)'>", "https://shop.test/p", rules)
+    assert p["image_urls"] == ["https://shop.test/c.jpg", "javascript:alert(1)"]
+
+
 def test_price_parser_and_ids():
     assert parse_price("1.299,00 €") == (1299.0, "€")
     assert parse_price(15, "EUR") == (15.0, "EUR")

@@ -55,11 +55,8 @@ def page_image_urls(sel: Selector, css: str, base: str, refused: list[str] | Non
     """The best URL of every element ``css`` selects (``img`` or ``source``): the largest ``srcset`` /
     ``data-srcset`` candidate, else ``data-src`` (lazy loading), else ``src``; ``data:`` placeholders ignored;
     resolved against ``base`` (so ``<base href>``, relative and protocol-relative URLs work). One of another
-    scheme (``file:``, ``javascript:``…) goes to ``refused`` when given (:func:`_absolute`)."""
-    if "::" in css or "/@" in css:  # a rule that already names the attribute or text
-        return _absolute([u for u in select(sel, css).getall() if u and not u.strip().startswith("data:")], base,
-                         refused)
-    return _absolute([_best_attr(el) for el in select(sel, css)], base, refused)
+    scheme (``file:``, ``javascript:``…) goes to ``refused`` when given (:func:`rule_image_urls`)."""
+    return rule_image_urls(sel, css, base, refused)
 
 
 _SCHEME = re.compile(r"([a-zA-Z][a-zA-Z0-9+.-]*):")
@@ -198,18 +195,45 @@ def _full_size(urls: list[str], index: RenditionIndex) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def _placeholder(v: str) -> bool:
+    """A value that names no picture: empty, or a ``data:`` URI (a lazy-loading placeholder)."""
+    return not v or v[:5].lower() == "data:"
+
+
 def _best_attr(el: Selector) -> str:
     """The best image URL of one element: the largest ``srcset`` / ``data-srcset`` candidate, else ``data-src``
-    and the other lazy-loading attributes, else a non-``data:`` ``src``; empty when none."""
+    and the other lazy-loading attributes, else ``src``; ``data:`` placeholders skipped, and a value of another
+    scheme (``about:blank``, ``javascript:void(0)``) only when the element names nothing fetchable (it is then
+    recorded refused); empty when none."""
     cands = []
     for attr in ("srcset", "data-srcset"):
         v = el.attrib.get(attr)
         if v:
-            cands += [c for c in parse_srcset(v) if not c[0].startswith("data:")]
+            cands += [c for c in parse_srcset(v) if not _placeholder(c[0]) and not unsupported_scheme(c[0])]
     if cands:
         return max(cands, key=lambda c: c[1])[0]
-    for attr in ("data-src", "data-lazy-src", "data-original", "src"):
-        v = (el.attrib.get(attr) or "").strip()
-        if v and not v.startswith("data:"):
-            return v
-    return ""
+    found = [v for v in ((el.attrib.get(a) or "").strip() for a in ("data-src", "data-lazy-src", "data-original",
+                                                                      "src")) if not _placeholder(v)]
+    return next((v for v in found if not unsupported_scheme(v)), found[0] if found else "")
+
+
+def rule_image_urls(sel: Selector, rule: str, base: str, refused: list[str] | None = None) -> list[str]:
+    """The image URLs a site rule selects, resolved against ``base`` (:func:`_absolute`, which hands references of
+    another scheme or malformed ones to ``refused``): a rule naming elements takes each one's :func:`_best_attr`;
+    a rule naming an attribute (``img.i::attr(src)``) takes it per element, and where it is a placeholder
+    (``data:``) or of another scheme (``about:blank``) the element's lazy-loading attributes instead; a text or
+    XPath attribute rule its values, ``data:`` ones skipped."""
+    m = re.search(r"::attr\(([^)]+)\)\s*$", rule)
+    if m:
+        urls = []
+        for el in select(sel, rule[: m.start()]):
+            v = (el.attrib.get(m.group(1).strip()) or "").strip()
+            if _placeholder(v) or unsupported_scheme(v):
+                alt = _best_attr(el)
+                v = alt if alt and not unsupported_scheme(alt) else ("" if _placeholder(v) else v)
+            if v:
+                urls.append(v)
+        return _absolute(urls, base, refused)
+    if "::" in rule or "/@" in rule or rule.rstrip().endswith("text()"):
+        return _absolute([u for u in select(sel, rule).getall() if not _placeholder(u.strip())], base, refused)
+    return _absolute([_best_attr(el) for el in select(sel, rule)], base, refused)

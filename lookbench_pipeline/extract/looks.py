@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from parsel import Selector
 
 from ..config import LookRules
-from .images import _absolute, _best_attr, page_base, select
+from .images import _absolute, page_base, rule_image_urls, select
 
 
 def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any] | None:
@@ -35,17 +34,7 @@ def extract_look(html: str | bytes, url: str, rules: LookRules) -> dict[str, Any
 
 
 def _look_image(sel: Selector, rule: str, base: str, refused: list[str]) -> list[str]:
-    m = re.search(r"::attr\(([^)]+)\)\s*$", rule)
-    if m:  # an attribute rule: if it names a data: placeholder, read the element's lazy-loading attributes
-        element_rule = rule[: m.start()]
-        urls = []
-        for el, value in zip(select(sel, element_rule), select(sel, rule).getall()):
-            urls.append(value if value and not value.strip().startswith("data:") else _best_attr(el))
-        return _absolute([u for u in urls if u], base, refused)
-    if "::" in rule or "/@" in rule or rule.rstrip().endswith("text()"):
-        return _absolute([u for u in select(sel, rule).getall() if u and not u.strip().startswith("data:")], base,
-                         refused)
-    return _absolute([_best_attr(el) for el in select(sel, rule)], base, refused)
+    return rule_image_urls(sel, rule, base, refused)
 
 
 def _rule_urls(sel: Selector, rule: str, base: str, attrs: tuple[str, ...]) -> list[str]:
