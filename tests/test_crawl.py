@@ -320,9 +320,12 @@ def test_max_pages_counts_pages_not_images(tmp_path):
 
 
 def test_private_addresses_refused_unless_allowed(tmp_path):
+    """A web site whose start URLs are on a private address fetches nothing without allow_private_addresses (a
+    demo or replay site's own local server is allowed whatever the flag: test_egress)."""
     site = _site(tmp_path)
     conf = yaml.safe_load(site.read_text())
     conf["allow_private_addresses"] = False
+    conf["kind"] = "web"
     site.write_text(yaml.safe_dump(conf))
     root = tmp_path / "shop"
     demo_shop.generate(root, 4, 1, 7)
