@@ -623,9 +623,12 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     downloads: dict[str, dict] = {}
     for it in product_items + out.of_kind("look"):
         for d in it.get("images") or []:
-            downloads.setdefault(d["url"], {
-                "site": out.site, "url": d["url"], "reason": d.get("reason"),
-                "stored_path": str(files_root / d["path"]) if d.get("path") else None})
+            row = {"site": out.site, "url": d["url"], "reason": d.get("reason"),
+                   "stored_path": str(files_root / d["path"]) if d.get("path") else None}
+            # one row per image URL: the first in page order, except that a stored file wins over a failure of the
+            # same URL (too_many_images depends on the item: refused on one item, downloaded for another)
+            if d["url"] not in downloads or (row["stored_path"] and not downloads[d["url"]]["stored_path"]):
+                downloads[d["url"]] = row
     d_tab = schemas.from_rows(sorted(downloads.values(), key=lambda r: r["url"]), schemas.IMAGE_DOWNLOADS)
     p_tab = schemas.from_rows(sorted(products.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS)
     l_tab = schemas.from_rows(sorted(looks.values(), key=lambda r: r["look_id"]), schemas.LOOKS)

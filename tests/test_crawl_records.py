@@ -221,6 +221,37 @@ def test_image_failure_reasons_behind_scrapys_file_exception():
     assert _failure_reason(FileException("download-error")) == "http_error"
 
 
+def test_a_stored_image_wins_over_its_refusal_on_another_item(tmp_path):
+    """Two products of one page name the same picture: the first beyond its MAX_IMAGES_PER_ITEM (too_many_images,
+    never requested), the second first (downloaded). The URL's one row is the stored file, and the intake takes it
+    for the second product."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM
+
+    a = [f"/img/a-{i}.jpg" for i in range(MAX_IMAGES_PER_ITEM)] + ["/img/shared.jpg"]
+    lds = [{"@type": "Product", "name": "Coat A", "sku": "A", "image": a,
+            "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}},
+           {"@type": "Product", "name": "Coat B", "sku": "B", "image": ["/img/shared.jpg"],
+            "offers": {"@type": "Offer", "price": "12.00", "priceCurrency": "EUR"}}]
+    page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
+            "<body>two coats</body></html>").encode()
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return page, "text/html"
+        return (solid_jpeg(), "image/jpeg") if path == "/img/shared.jpg" else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    assert sorted(cat.products["sku"].to_pylist()) == ["A", "B"]
+    rows = [d for d in cat.downloads.to_pylist() if d["url"].endswith("/img/shared.jpg")]
+    assert len(rows) == 1 and rows[0]["reason"] is None and Path(rows[0]["stored_path"]).is_file(), rows
+    assert hits.count("/img/shared.jpg") == 1
+    assert cat.counts["image_urls"] == len(a) and cat.counts["image_urls_downloaded"] == 1
+
+
 def test_sitemap_rejections_name_what_is_wrong(tmp_path):
     """An HTML page, a text file, an RSS feed, an empty body and broken gzip served as sitemaps: each a rejected
     row with a readable reason under the stable prefix bad_sitemap:, never an exception's class name."""
