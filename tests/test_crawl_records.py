@@ -215,10 +215,66 @@ def test_image_failure_reasons_behind_scrapys_file_exception():
     assert _failure_reason(wrapped(DownloadCancelledError(
         "Expected to receive 30000000 bytes which is larger than download max size (20971520) in request x."))) \
         == "too_large_bytes"
-    assert _failure_reason(wrapped(CancelledError())) == "too_large_bytes"  # a body cut at DOWNLOAD_MAXSIZE
+    # a bare cancel is no evidence of the size limit (the crawl stopping cancels downloads too)
+    assert _failure_reason(wrapped(CancelledError())) == "download_cancelled"
     assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
     assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
     assert _failure_reason(FileException("download-error")) == "http_error"
+
+
+@contextmanager
+def _unsized_server(files: dict[str, bytes], pages: dict[str, bytes]):
+    """A local_server for crawl_site: HTTP/1.0 answers without Content-Length (the body ends when the connection
+    closes), so Scrapy only learns a body is too large while receiving it, and cancels it bare."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            body, ctype = (ROBOTS, "text/plain") if path == "/robots.txt" else \
+                (_urlset(list(pages), base), "application/xml") if path == "/sitemap.xml" else \
+                (pages[path], "text/html") if path in pages else (files[path], "image/jpeg") if path in files \
+                else (None, "")
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_body_cut_while_received_is_too_large_and_only_then(tmp_path):
+    """An image served with no Content-Length grows over the limit while it is received: Scrapy cancels it bare
+    (a CancelledError, the reason only logged); the pipeline counted its bytes, so it is too_large_bytes, while an
+    image under the limit from the same server is stored."""
+    big, ok = b"\xff\xd8" + b"\0" * 200_000, solid_jpeg()
+    assert len(ok) < 100_000
+    pages = {"/p/1.html": _product(1, ["/img/big.jpg", "/img/ok.jpg"])}
+
+    @contextmanager
+    def server(_site, _work):
+        with _unsized_server({"/img/big.jpg": big, "/img/ok.jpg": ok}, pages) as base:
+            yield base
+
+    out = crawl_site(_site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), tmp_path / "run", "test-bot",
+                     local_server=server, image_max_bytes=100_000)
+    cat = merge_catalog(out, tmp_path / "state")
+    assert {d["url"].rsplit("/", 1)[-1]: (d["reason"], bool(d["stored_path"])) for d in cat.downloads.to_pylist()} \
+        == {"big.jpg": ("too_large_bytes", False), "ok.jpg": (None, True)}
 
 
 def test_a_stored_image_wins_over_its_refusal_on_another_item(tmp_path):

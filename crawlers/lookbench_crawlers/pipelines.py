@@ -29,6 +29,7 @@ from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 # same meaning (lookbench_pipeline.images.Reject), the name is the same: the intake passes the crawl's reason on.
 EMPTY_FILE = "empty_file"  # HTTP 200 with no bytes (Reject.EMPTY)
 TOO_LARGE = "too_large_bytes"  # over DOWNLOAD_MAXSIZE: Scrapy cancels the download (Reject.TOO_LARGE)
+DOWNLOAD_CANCELLED = "download_cancelled"  # cancelled with no evidence of the size limit (e.g. the crawl stopping)
 DOWNLOAD_TIMEOUT = "download_timeout"  # as middlewares.DownloadTimeout: the URL's download budget or a timeout
 TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM: never requested
 HTTP_ERROR = "http_error"  # Scrapy's own "download-error" (a non-200 response is http_<status>, ImageRefused)
@@ -48,8 +49,9 @@ def _failure_reason(failure, url=""):
     """The reason an image download failed. Scrapy wraps every failure in a bare ``FileException`` (its
     ``media_failed`` raises it while handling the download's exception) or ``FileException("empty-content")``; the
     cause behind it names the reason: our own ``reason`` (``ImageRefused``: ``http_404``…; ``AddressRefused``;
-    ``DownloadTimeout``), an empty body (``empty_file``), a body over ``DOWNLOAD_MAXSIZE`` (``too_large_bytes``), a
-    timeout (``download_timeout``), any other exception without a response (``fetch_error:<class>``)."""
+    ``DownloadTimeout``), an empty body (``empty_file``), a body announced over ``DOWNLOAD_MAXSIZE``
+    (``too_large_bytes``: Scrapy's get_maxsize_msg), a timeout (``download_timeout``), any other cancel
+    (``download_cancelled``), any other exception without a response (``fetch_error:<class>``)."""
     from urllib.parse import urlsplit
 
     from lookbench_crawlers.middlewares import refusal_reason
@@ -68,8 +70,11 @@ def _failure_reason(failure, url=""):
             return EMPTY_FILE
         if "download max size" in text:  # Scrapy's get_maxsize_msg: the announced size is over DOWNLOAD_MAXSIZE
             return TOO_LARGE
-        if name == "CancelledError":  # the body grew over DOWNLOAD_MAXSIZE: the one cancel of a download in flight
-            return TOO_LARGE
+        if name == "CancelledError":
+            # a body that grew over the limit is cancelled bare (http11's _ResponseReader), but so is a download
+            # the crawl's shutdown cancels: too_large_bytes only with the evidence (ImageDownloadPipeline.media_failed
+            # turns a cancel after more bytes than the limit into ImageRefused(too_large_bytes), caught above)
+            return DOWNLOAD_CANCELLED
         if "timeout" in name.lower() or "timed out" in text:
             return DOWNLOAD_TIMEOUT
     text = str(exc).lower()
@@ -123,6 +128,34 @@ class ImageDownloadPipeline(FilesPipeline):
     scheme than http(s) is not requested: its reason is ``unsupported_scheme``; nor are the fetchable URLs of one
     item beyond ``MAX_IMAGES_PER_ITEM``: ``too_many_images``."""
 
+    def open_spider(self, spider=None):
+        from scrapy import signals
+
+        super().open_spider(spider)
+        self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+
+    def _bytes_received(self, data, request, spider=None):
+        """Count an image download's body bytes (``meta["lookbench_size"]``, shared with a redirect's request):
+        Scrapy cancels a body that grows over the request's ``download_maxsize`` with a bare CancelledError and
+        only logs why, so this count is the evidence that a cancel was the size limit (``media_failed``)."""
+        box = request.meta.get("lookbench_size")
+        if box is None:
+            return
+        if box.get("request") != id(request):  # a redirect's request: its body alone counts
+            box.update(request=id(request), received=0)
+        box["received"] += len(data)
+        limit = request.meta.get("download_maxsize", self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+        if limit and box["received"] > limit:
+            box["over"] = True
+
+    def media_failed(self, failure, request, info):
+        from twisted.internet.defer import CancelledError
+
+        if (request.meta.get("lookbench_size") or {}).get("over") and any(
+                isinstance(e, CancelledError) for e in _chain(failure.value)):
+            raise ImageRefused(TOO_LARGE) from failure.value
+        return super().media_failed(failure, request, info)
+
     def get_media_requests(self, item, info):
         import scrapy
 
@@ -135,7 +168,7 @@ class ImageDownloadPipeline(FilesPipeline):
         limit = self.crawler.settings.getint("LOOKBENCH_IMAGE_MAX_BYTES", 0)
         if limit > 0:
             meta["download_maxsize"] = limit
-        return [scrapy.Request(u, meta=dict(meta)) for u in capped(urls)]
+        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}}) for u in capped(urls)]
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
