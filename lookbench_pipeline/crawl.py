@@ -662,15 +662,22 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         keep = ("downloader/request_count", "downloader/response_count", "item_scraped_count", "item_dropped_count",
                 "robotstxt/forbidden", "httpcache/hit", "httpcache/miss", "httpcache/revalidate",
                 "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds",
-                "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted")
+                "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted", "lookbench/max_pages_cut_untracked")
         counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
             ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/"))}
     # the URLs the site's max_pages cut: a rejected row each (max_pages_reached), the first MAX_PAGES_CUT_ROWS of
-    # them; the further ones counted by the spider only (lookbench/max_pages_cut_unlisted)
+    # them; the further ones counted by the spider only, once per distinct URL (lookbench/max_pages_cut_unlisted),
+    # beyond MAX_PAGES_CUT_TRACKED of those per discovery (lookbench/max_pages_cut_untracked: a lower bound then)
     cut_rows = outcomes.get(f"pages.rejected.{MAX_PAGES_REACHED}", 0)
     if cut_rows or st.get("lookbench/max_pages_reached"):
-        unlisted = st.get("lookbench/max_pages_cut_unlisted", 0)
-        counts["max_pages_cut"] = cut_rows + (unlisted if type(unlisted) is int else 0)
+        def stat(name):
+            v = st.get(name, 0)
+            return v if type(v) is int and v > 0 else 0
+
+        untracked = stat("lookbench/max_pages_cut_untracked")
+        counts["max_pages_cut"] = cut_rows + stat("lookbench/max_pages_cut_unlisted") + untracked
+        if untracked:
+            counts["max_pages_cut_at_least"] = True
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

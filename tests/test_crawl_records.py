@@ -135,7 +135,41 @@ def test_max_pages_rows_are_bounded_and_the_rest_counted(tmp_path, monkeypatch):
     assert [ok for ok, _ in out] == [True, True] + [False] * 8
     assert [row["reason"] for _, row in out[2:5]] == ["max_pages_reached"] * 3 and all(r is None for _, r in out[5:])
     assert spider._admit("http://127.0.0.1:9/p/3.html") == (False, None), "a URL with its row is not counted twice"
+    assert spider._admit("http://127.0.0.1:9/p/8.html") == (False, None), "nor a URL counted already"
     assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 5}
+    # beyond MAX_PAGES_CUT_TRACKED remembered URLs each discovery of a new one is counted apart: "at least"
+    monkeypatch.setattr(shop, "MAX_PAGES_CUT_TRACKED", 6)
+    for u in ["/p/10.html", "/p/11.html", "/p/11.html", "/p/10.html"]:
+        assert spider._admit("http://127.0.0.1:9" + u) == (False, None)
+    assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 6,
+                                    "lookbench/max_pages_cut_untracked": 2}
+
+
+def test_max_pages_counts_each_cut_url_once_however_often_it_is_listed(tmp_path):
+    """A sitemap listing 1,010 URLs twice over (menus, sitemaps repeat links), max_pages 1: MAX_PAGES_CUT_ROWS rows,
+    the other cut URLs counted once each, and the crawl line says how many URLs were not fetched, not discoveries."""
+    from lookbench_crawlers.spiders.shop import MAX_PAGES_CUT_ROWS
+
+    listed = [f"/p/{i}.html" for i in range(MAX_PAGES_CUT_ROWS + 10)]
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(listed + listed, base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path.startswith("/img/") else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], max_pages=1), resolve)
+    c = cat.counts
+    assert len([h for h in hits if h.startswith("/p/")]) == 1
+    assert c["pages.rejected.max_pages_reached"] == MAX_PAGES_CUT_ROWS
+    assert c["scrapy"]["lookbench/max_pages_cut_unlisted"] == 9
+    assert c["max_pages_cut"] == len(listed) - 1 and "max_pages_cut_at_least" not in c
+    assert f"max_pages cut the crawl ({len(listed) - 1} URLs not fetched)" in crawl_headline(c)
+    _reconciles(cat)
+    assert "(at least 7 URLs not fetched)" in crawl_headline({**c, "max_pages_cut": 7, "max_pages_cut_at_least": True})
 
 
 def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):

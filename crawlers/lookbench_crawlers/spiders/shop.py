@@ -36,8 +36,14 @@ MAX_PAGES_REACHED = "max_pages_reached"
 MAX_PAGES_CUT_ROWS = 1000
 """How many URLs the site's ``max_pages`` cut get a crawl-log row each (outcome ``rejected``, reason
 ``max_pages_reached``, status 0): the first distinct ones in discovery order. Beyond them a URL the limit cuts is
-only counted (stat ``lookbench/max_pages_cut_unlisted``, one per discovery), so a site of millions of URLs does not
-fill the log; the crawl's counts give the total (``max_pages_cut``)."""
+only counted, once per distinct URL (stat ``lookbench/max_pages_cut_unlisted``: navigation menus repeat every link,
+a rediscovery is not counted again), so a site of millions of URLs does not fill the log; the crawl's counts give
+the total (``max_pages_cut``)."""
+MAX_PAGES_CUT_TRACKED = 1_000_000
+"""How many cut URLs beyond the rows are remembered to count each once: a 64-bit hash of the canonical URL each
+(a Python set of ints: about 70 MB at most; that any two of them share a hash has odds of about 1 in 37 million
+at the full million). Beyond that a cut URL is counted per discovery (stat ``lookbench/max_pages_cut_untracked``), so
+the crawl says "at least N" URLs were cut."""
 
 SITEMAP_TYPES = ("urlset", "sitemapindex")
 
@@ -53,6 +59,7 @@ class ShopSpider(scrapy.Spider):
         self.requested = set()
         self.limit_logged = False
         self.cut = set()  # canonical URLs the max_pages limit cut that have their row (MAX_PAGES_CUT_ROWS at most)
+        self.cut_hashes = set()  # 64-bit hashes of the cut URLs beyond the rows (MAX_PAGES_CUT_TRACKED at most)
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -203,7 +210,14 @@ class ShopSpider(scrapy.Spider):
             if len(self.cut) < MAX_PAGES_CUT_ROWS:
                 self.cut.add(key)
                 return False, self._page(url, 0, "rejected", MAX_PAGES_REACHED)
-            stats.inc_value("lookbench/max_pages_cut_unlisted")
+            digest = url_hash(key)
+            if digest in self.cut_hashes:
+                return False, None
+            if len(self.cut_hashes) < MAX_PAGES_CUT_TRACKED:
+                self.cut_hashes.add(digest)
+                stats.inc_value("lookbench/max_pages_cut_unlisted")
+            else:  # memory bounded: counted per discovery, the crawl line says "at least"
+                stats.inc_value("lookbench/max_pages_cut_untracked")
             return False, None
         self.pages_requested += 1
         self.requested.add(key)
@@ -387,6 +401,13 @@ def page_text(response):
     if response.meta.get("playwright"):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
+
+
+def url_hash(key):
+    """A canonical URL as a 64-bit int (BLAKE2b): what the max_pages cut remembers beyond its rows."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
 def resume_key(url):
