@@ -342,6 +342,43 @@ def test_a_stored_image_wins_over_its_refusal_on_another_item(tmp_path):
     assert cat.counts["image_urls"] == len(a) and cat.counts["image_urls_downloaded"] == 1
 
 
+def test_one_page_requests_at_most_max_images_per_page(tmp_path):
+    """A page of 11 products naming 100 image URLs each (each within MAX_IMAGES_PER_ITEM) and one URL they all share:
+    the page requests MAX_IMAGES_PER_PAGE distinct URLs (the shared one counted once), the rest are recorded
+    too_many_images and never requested; another page has its own count, and the image counts reconcile."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM, MAX_IMAGES_PER_PAGE
+
+    n = MAX_IMAGES_PER_PAGE // (MAX_IMAGES_PER_ITEM - 1) + 1
+    own = {i: [f"/img/{i}-{j}.jpg" for j in range(MAX_IMAGES_PER_ITEM - 1)] for i in range(n)}
+    lds = [{"@type": "Product", "name": f"Cape {i}", "sku": f"M{i}", "image": ["/img/shared.jpg"] + own[i],
+            "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}} for i in range(n)]
+    page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
+            "<body>coats</body></html>").encode()
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/many.html", "/p/1.html"], base), "application/xml"
+        if path == "/p/many.html":
+            return page, "text/html"
+        if path == "/p/1.html":
+            return _product(1, ["/img/other.jpg"]), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path in ("/img/shared.jpg", "/img/other.jpg") else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    assert len(cat.products) == n + 1
+    reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
+    distinct = 1 + sum(len(v) for v in own.values())
+    assert distinct > MAX_IMAGES_PER_PAGE and len(reason) == distinct + 1
+    requested = {h for h in hits if h.startswith("/img/")}
+    assert len(requested) == MAX_IMAGES_PER_PAGE + 1 and "/img/other.jpg" in requested
+    refused = {u for u, r in reason.items() if r == "too_many_images"}
+    assert len(refused) == distinct - MAX_IMAGES_PER_PAGE and not {"/" + u for u in refused} & requested
+    assert reason["img/shared.jpg"] is None and reason["img/other.jpg"] is None
+    assert cat.counts["image_urls"] == len(reason) and cat.counts["image_urls_downloaded"] == 2
+
+
 def test_sitemap_rejections_name_what_is_wrong(tmp_path):
     """An HTML page, a text file, an RSS feed, an empty body and broken gzip served as sitemaps: each a rejected
     row with a readable reason under the stable prefix bad_sitemap:, never an exception's class name."""

@@ -31,7 +31,7 @@ EMPTY_FILE = "empty_file"  # HTTP 200 with no bytes (Reject.EMPTY)
 TOO_LARGE = "too_large_bytes"  # over DOWNLOAD_MAXSIZE: Scrapy cancels the download (Reject.TOO_LARGE)
 DOWNLOAD_CANCELLED = "download_cancelled"  # cancelled with no evidence of the size limit (e.g. the crawl stopping)
 DOWNLOAD_TIMEOUT = "download_timeout"  # as middlewares.DownloadTimeout: the URL's download budget or a timeout
-TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM: never requested
+TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM or MAX_IMAGES_PER_PAGE: never requested
 HTTP_ERROR = "http_error"  # Scrapy's own "download-error" (a non-200 response is http_<status>, ImageRefused)
 FETCH_ERROR = "fetch_error"  # no response: fetch_error:<exception class> (connection refused, lost, DNS…)
 
@@ -110,9 +110,28 @@ the crawl for minutes. The URLs beyond are recorded ``too_many_images`` and neve
 scheme than http(s) stays ``unsupported_scheme`` and is not counted)."""
 
 
+MAX_IMAGES_PER_PAGE = 1000
+"""How many distinct image URLs the items of one page (``from_page``, else the item's ``url``) request together,
+in the order the items come: the per-item cap alone lets a hostile page of 1,000 products × 100 URLs make 100,000
+requests. A URL another item of the page requested already is not counted again; one beyond the bound is recorded
+``too_many_images`` and never requested. Memory: a set of 64-bit URL hashes per page (at most this many), dropped
+when the page's own item passes (it follows its products and look), and at most ``PAGES_TRACKED`` pages held."""
+PAGES_TRACKED = 256
+"""At most this many pages' sets are held (the least recently used dropped first): a page's items come together,
+so only pages whose items are still passing need one; a dropped page starts a new count (at most about 20 MB)."""
+
+
 def capped(urls):
     """The fetchable URLs of ``urls`` that are requested: the first ``MAX_IMAGES_PER_ITEM``, in order."""
     return [u for u in urls if fetchable(u)][:MAX_IMAGES_PER_ITEM]
+
+
+def _url_hash(url):
+    return int.from_bytes(hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def _page_of(item):
+    return item.get("from_page") or item.get("url") or ""
 
 
 class ImageRefused(Exception):
@@ -126,7 +145,7 @@ class ImageDownloadPipeline(FilesPipeline):
     throttling as pages) into ``FILES_STORE/images/<sha1 of URL>``, and records per image URL either the stored
     path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``; an URL with another
     scheme than http(s) is not requested: its reason is ``unsupported_scheme``; nor are the fetchable URLs of one
-    item beyond ``MAX_IMAGES_PER_ITEM``: ``too_many_images``."""
+    item beyond ``MAX_IMAGES_PER_ITEM``, nor those of one page beyond ``MAX_IMAGES_PER_PAGE``: ``too_many_images``."""
 
     def open_spider(self, spider=None):
         from scrapy import signals
@@ -159,6 +178,9 @@ class ImageDownloadPipeline(FilesPipeline):
     def get_media_requests(self, item, info):
         import scrapy
 
+        if item.get("kind") == "page":  # a page's own item follows its products and look: its count is done
+            self._page_images().pop(item.get("url") or "", None)
+            return []
         if item.get("images_refused"):  # the page opted its images out: none is fetched
             return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
@@ -168,7 +190,42 @@ class ImageDownloadPipeline(FilesPipeline):
         limit = self.crawler.settings.getint("LOOKBENCH_IMAGE_MAX_BYTES", 0)
         if limit > 0:
             meta["download_maxsize"] = limit
-        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}}) for u in capped(urls)]
+        over = self._over_page_bound(_page_of(item), capped(urls))
+        if over:
+            self._beyond_page()[id(item)] = over
+        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}})
+                for u in capped(urls) if u not in over]
+
+    def _page_images(self):
+        from collections import OrderedDict
+
+        if not hasattr(self, "_pages"):
+            self._pages = OrderedDict()  # page URL -> hashes of the image URLs its items requested (LRU)
+        return self._pages
+
+    def _beyond_page(self):
+        if not hasattr(self, "_beyond"):
+            self._beyond = {}  # id(item) -> its URLs beyond MAX_IMAGES_PER_PAGE, until item_completed
+        return self._beyond
+
+    def _over_page_bound(self, page, urls):
+        """The URLs of ``urls`` (one item's, capped) that the page's bound refuses; the others are counted."""
+        pages = self._page_images()
+        seen = pages.pop(page, None)
+        seen = set() if seen is None else seen
+        pages[page] = seen  # the most recently used last
+        while len(pages) > PAGES_TRACKED:
+            pages.popitem(last=False)
+        over = set()
+        for u in urls:
+            h = _url_hash(u)
+            if h in seen:
+                continue
+            if len(seen) < MAX_IMAGES_PER_PAGE:
+                seen.add(h)
+            else:
+                over.add(u)
+        return over
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
@@ -193,6 +250,7 @@ class ImageDownloadPipeline(FilesPipeline):
             item["images"] = [{"url": u, "path": None, "reason": item["images_refused"]} for u in urls]
             return item
         out = []
+        beyond_page = self._beyond_page().pop(id(item), set())
         fetched = iter(results)  # one result per requested URL, in order (get_media_requests)
         n_fetchable = 0
         for url in urls:
@@ -200,7 +258,7 @@ class ImageDownloadPipeline(FilesPipeline):
                 out.append({"url": url, "path": None, "reason": UNSUPPORTED_SCHEME})
                 continue
             n_fetchable += 1
-            if n_fetchable > MAX_IMAGES_PER_ITEM:
+            if n_fetchable > MAX_IMAGES_PER_ITEM or url in beyond_page:
                 out.append({"url": url, "path": None, "reason": TOO_MANY_IMAGES})
                 continue
             ok, res = next(fetched)
