@@ -443,6 +443,57 @@ def test_a_start_url_listed_as_a_sitemap_too_is_crawled_as_its_page_once(tmp_pat
     _reconciles(cat)
 
 
+def test_a_start_url_listed_as_a_sitemap_too_holds_its_max_pages_slot(tmp_path):
+    """max_pages 1; the sitemap (listing 4 more pages) comes first, then two product pages listed both as start
+    URLs and as sitemaps. The first of them is admitted before any request, so no page the sitemap lists takes its
+    slot: it is kept, the sitemap's pages are cut (never fetched), and the second, fetched as a sitemap only, is the
+    row max_pages_reached with the status it got: every URL one row, nothing claimed unfetched that was read."""
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset([f"/p/{i}.html" for i in range(3, 7)], base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path.startswith("/img/") else (None, "")
+
+    both = ["{{BASE}}/p/1.html", "{{BASE}}/p/2.html"]
+    site = _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"] + both, start_urls=both, max_pages=1)
+    cat, hits = _crawl(tmp_path, site, resolve)
+    assert cat.products["sku"].to_pylist() == ["C1"]
+    outcome = {r["url"].split("/", 3)[-1]: (r["outcome"], r["reason"], r["status"]) for r in cat.crawl_log.to_pylist()}
+    assert outcome == {"sitemap.xml": ("sitemap", None, 200), "p/1.html": ("product", None, 200),
+                       "p/2.html": ("rejected", "max_pages_reached", 200),
+                       **{f"p/{i}.html": ("rejected", "max_pages_reached", 0) for i in range(3, 7)}}, outcome
+    assert cat.crawl_log.num_rows == len(outcome) and hits.count("/p/1.html") == hits.count("/p/2.html") == 1
+    assert not {f"/p/{i}.html" for i in range(3, 7)} & set(hits)
+    assert cat.counts["max_pages_cut"] == 5
+    _reconciles(cat)
+
+
+def test_a_start_url_listed_as_a_sitemap_too_is_rendered_as_a_page_on_a_js_site(tmp_path):
+    """On a site that renders JavaScript the URL is requested as a sitemap and, admitted against max_pages first,
+    as a page rendered in Chromium, past Scrapy's duplicate filter; its sitemap response then writes no page row,
+    and the page response no not_html row when it was a sitemap after all (the sitemap request's row says so)."""
+    import asyncio
+
+    from lookbench_crawlers.spiders.shop import ShopSpider
+
+    both = ["{{BASE}}/p/1.html"]
+    spider = ShopSpider(site_config=str(_site(tmp_path, sitemap_urls=["{{BASE}}/s.xml"] + both, start_urls=both,
+                                              render_js=True, max_pages=5)), base_url="http://127.0.0.1:9")
+
+    async def requests():
+        return [r async for r in spider.start()]
+
+    reqs = asyncio.run(requests())
+    assert [(r.url, r.callback.__name__, r.dont_filter) for r in reqs] == [
+        ("http://127.0.0.1:9/s.xml", "parse_sitemap", False), ("http://127.0.0.1:9/p/1.html", "parse_sitemap", False),
+        ("http://127.0.0.1:9/p/1.html", "parse_page", True)]
+    assert reqs[1].meta["lookbench_also_page"] == "elsewhere" and reqs[2].meta["playwright"] is True
+    assert reqs[2].meta["lookbench_sitemap_too"] is True and spider.pages_requested == 1
+
+
 def test_the_standalone_spider_refuses_a_replay_site_without_its_base_url(tmp_path):
     """`scrapy crawl shop -a site_config=…` of a site whose URLs start with {{BASE}}, without -a base_url: an error
     that says what to pass, and a non-zero exit (not a "Missing scheme" traceback and exit 0)."""
