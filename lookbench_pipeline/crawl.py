@@ -591,7 +591,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         if all(e.product_id != pid for e in page):
             page.append(PageProduct(pid, it.get("variant_id"), it.get("sku")))
         if pid in products:  # the same item again (another page, a second card): one row, its pictures added
-            products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
+            products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"]
+                                                             + (it.get("image_urls") or [])))
             merged += 1
             continue
         prev = prev_p.get(pid, {})
@@ -636,7 +637,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
 
     # state = previous items (not seen now: marked disappeared, first time only) + this crawl's
     now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items() if k not in products}
+    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items()
+              if k not in products}
     gone_l = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_l.items() if k not in looks}
     state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
     state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
