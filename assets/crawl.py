@@ -29,12 +29,14 @@ class CrawlConfig(Config):
 def crawl_headline(c: dict) -> str:
     """A weekly crawl's counts on one line: pages (kept + rejected, by reason), the URLs the site's ``max_pages``
     cut (when it did: each a rejected page ``max_pages_reached``, or only counted beyond the rows the spider
-    writes), products, looks, image URLs (downloaded + refused, each refused one with its reason in
-    ``image_downloads``); for a finished crawl of the week read back, that it was."""
+    writes; "at least N" when the spider stopped remembering cut URLs), products, looks, image URLs (downloaded +
+    refused, each refused one with its reason in ``image_downloads``); for a finished crawl of the week read back,
+    that it was."""
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
     cut = c.get("max_pages_cut")
-    limit = f", max_pages cut the crawl ({cut} URLs not fetched)" if cut else ""
+    at_least = "at least " if c.get("max_pages_cut_at_least") else ""  # beyond the URLs the spider remembers
+    limit = f", max_pages cut the crawl ({at_least}{cut} URLs not fetched)" if cut else ""
     line = (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}"
             f"{reasons(c, 'pages.rejected.')}){limit}, "
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "

@@ -607,7 +607,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         if all(e.product_id != pid for e in page):
             page.append(PageProduct(pid, it.get("variant_id"), it.get("sku")))
         if pid in products:  # the same item again (another page, a second card): one row, its pictures added
-            products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"] + (it.get("image_urls") or [])))
+            products[pid]["image_urls"] = list(dict.fromkeys(products[pid]["image_urls"]
+                                                             + (it.get("image_urls") or [])))
             merged += 1
             continue
         prev = prev_p.get(pid, {})
@@ -639,9 +640,12 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     downloads: dict[str, dict] = {}
     for it in product_items + out.of_kind("look"):
         for d in it.get("images") or []:
-            downloads.setdefault(d["url"], {
-                "site": out.site, "url": d["url"], "reason": d.get("reason"),
-                "stored_path": str(files_root / d["path"]) if d.get("path") else None})
+            row = {"site": out.site, "url": d["url"], "reason": d.get("reason"),
+                   "stored_path": str(files_root / d["path"]) if d.get("path") else None}
+            # one row per image URL: the first in page order, except that a stored file wins over a failure of the
+            # same URL (too_many_images depends on the item: refused on one item, downloaded for another)
+            if d["url"] not in downloads or (row["stored_path"] and not downloads[d["url"]]["stored_path"]):
+                downloads[d["url"]] = row
     d_tab = schemas.from_rows(sorted(downloads.values(), key=lambda r: r["url"]), schemas.IMAGE_DOWNLOADS)
     p_tab = schemas.from_rows(sorted(products.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS)
     l_tab = schemas.from_rows(sorted(looks.values(), key=lambda r: r["look_id"]), schemas.LOOKS)
@@ -649,7 +653,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
 
     # state = previous items (not seen now: marked disappeared, first time only) + this crawl's
     now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items() if k not in products}
+    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items()
+              if k not in products}
     gone_l = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_l.items() if k not in looks}
     state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
     state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
@@ -675,15 +680,22 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
         keep = ("downloader/request_count", "downloader/response_count", "item_scraped_count", "item_dropped_count",
                 "robotstxt/forbidden", "httpcache/hit", "httpcache/miss", "httpcache/revalidate",
                 "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds",
-                "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted")
+                "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted", "lookbench/max_pages_cut_untracked")
         counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
             ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/"))}
     # the URLs the site's max_pages cut: a rejected row each (max_pages_reached), the first MAX_PAGES_CUT_ROWS of
-    # them; the further ones counted by the spider only (lookbench/max_pages_cut_unlisted)
+    # them; the further ones counted by the spider only, once per distinct URL (lookbench/max_pages_cut_unlisted),
+    # beyond MAX_PAGES_CUT_TRACKED of those per discovery (lookbench/max_pages_cut_untracked: a lower bound then)
     cut_rows = outcomes.get(f"pages.rejected.{MAX_PAGES_REACHED}", 0)
     if cut_rows or st.get("lookbench/max_pages_reached"):
-        unlisted = st.get("lookbench/max_pages_cut_unlisted", 0)
-        counts["max_pages_cut"] = cut_rows + (unlisted if type(unlisted) is int else 0)
+        def stat(name):
+            v = st.get(name, 0)
+            return v if type(v) is int and v > 0 else 0
+
+        untracked = stat("lookbench/max_pages_cut_untracked")
+        counts["max_pages_cut"] = cut_rows + stat("lookbench/max_pages_cut_unlisted") + untracked
+        if untracked:
+            counts["max_pages_cut_at_least"] = True
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

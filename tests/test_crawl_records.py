@@ -135,7 +135,41 @@ def test_max_pages_rows_are_bounded_and_the_rest_counted(tmp_path, monkeypatch):
     assert [ok for ok, _ in out] == [True, True] + [False] * 8
     assert [row["reason"] for _, row in out[2:5]] == ["max_pages_reached"] * 3 and all(r is None for _, r in out[5:])
     assert spider._admit("http://127.0.0.1:9/p/3.html") == (False, None), "a URL with its row is not counted twice"
+    assert spider._admit("http://127.0.0.1:9/p/8.html") == (False, None), "nor a URL counted already"
     assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 5}
+    # beyond MAX_PAGES_CUT_TRACKED remembered URLs each discovery of a new one is counted apart: "at least"
+    monkeypatch.setattr(shop, "MAX_PAGES_CUT_TRACKED", 6)
+    for u in ["/p/10.html", "/p/11.html", "/p/11.html", "/p/10.html"]:
+        assert spider._admit("http://127.0.0.1:9" + u) == (False, None)
+    assert Crawler.stats.values == {"lookbench/max_pages_reached": 1, "lookbench/max_pages_cut_unlisted": 6,
+                                    "lookbench/max_pages_cut_untracked": 2}
+
+
+def test_max_pages_counts_each_cut_url_once_however_often_it_is_listed(tmp_path):
+    """A sitemap listing 1,010 URLs twice over (menus, sitemaps repeat links), max_pages 1: MAX_PAGES_CUT_ROWS rows,
+    the other cut URLs counted once each, and the crawl line says how many URLs were not fetched, not discoveries."""
+    from lookbench_crawlers.spiders.shop import MAX_PAGES_CUT_ROWS
+
+    listed = [f"/p/{i}.html" for i in range(MAX_PAGES_CUT_ROWS + 10)]
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(listed + listed, base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path.startswith("/img/") else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], max_pages=1), resolve)
+    c = cat.counts
+    assert len([h for h in hits if h.startswith("/p/")]) == 1
+    assert c["pages.rejected.max_pages_reached"] == MAX_PAGES_CUT_ROWS
+    assert c["scrapy"]["lookbench/max_pages_cut_unlisted"] == 9
+    assert c["max_pages_cut"] == len(listed) - 1 and "max_pages_cut_at_least" not in c
+    assert f"max_pages cut the crawl ({len(listed) - 1} URLs not fetched)" in crawl_headline(c)
+    _reconciles(cat)
+    assert "(at least 7 URLs not fetched)" in crawl_headline({**c, "max_pages_cut": 7, "max_pages_cut_at_least": True})
 
 
 def test_image_failures_have_their_own_reasons_and_the_per_item_cap(tmp_path):
@@ -215,10 +249,134 @@ def test_image_failure_reasons_behind_scrapys_file_exception():
     assert _failure_reason(wrapped(DownloadCancelledError(
         "Expected to receive 30000000 bytes which is larger than download max size (20971520) in request x."))) \
         == "too_large_bytes"
-    assert _failure_reason(wrapped(CancelledError())) == "too_large_bytes"  # a body cut at DOWNLOAD_MAXSIZE
+    # a bare cancel is no evidence of the size limit (the crawl stopping cancels downloads too)
+    assert _failure_reason(wrapped(CancelledError())) == "download_cancelled"
     assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
     assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
     assert _failure_reason(FileException("download-error")) == "http_error"
+
+
+@contextmanager
+def _unsized_server(files: dict[str, bytes], pages: dict[str, bytes]):
+    """A local_server for crawl_site: HTTP/1.0 answers without Content-Length (the body ends when the connection
+    closes), so Scrapy only learns a body is too large while receiving it, and cancels it bare."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_GET(self):
+            path = self.path.split("?")[0]
+            base = f"http://127.0.0.1:{self.server.server_address[1]}"
+            body, ctype = (ROBOTS, "text/plain") if path == "/robots.txt" else \
+                (_urlset(list(pages), base), "application/xml") if path == "/sitemap.xml" else \
+                (pages[path], "text/html") if path in pages else (files[path], "image/jpeg") if path in files \
+                else (None, "")
+            if body is None:
+                self.send_error(404)
+                return
+            self.send_response(200)
+            self.send_header("Content-Type", ctype)
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *a):
+            pass
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{srv.server_address[1]}"
+    finally:
+        srv.shutdown()
+        srv.server_close()
+
+
+def test_a_body_cut_while_received_is_too_large_and_only_then(tmp_path):
+    """An image served with no Content-Length grows over the limit while it is received: Scrapy cancels it bare
+    (a CancelledError, the reason only logged); the pipeline counted its bytes, so it is too_large_bytes, while an
+    image under the limit from the same server is stored."""
+    big, ok = b"\xff\xd8" + b"\0" * 200_000, solid_jpeg()
+    assert len(ok) < 100_000
+    pages = {"/p/1.html": _product(1, ["/img/big.jpg", "/img/ok.jpg"])}
+
+    @contextmanager
+    def server(_site, _work):
+        with _unsized_server({"/img/big.jpg": big, "/img/ok.jpg": ok}, pages) as base:
+            yield base
+
+    out = crawl_site(_site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), tmp_path / "run", "test-bot",
+                     local_server=server, image_max_bytes=100_000)
+    cat = merge_catalog(out, tmp_path / "state")
+    assert {d["url"].rsplit("/", 1)[-1]: (d["reason"], bool(d["stored_path"])) for d in cat.downloads.to_pylist()} \
+        == {"big.jpg": ("too_large_bytes", False), "ok.jpg": (None, True)}
+
+
+def test_a_stored_image_wins_over_its_refusal_on_another_item(tmp_path):
+    """Two products of one page name the same picture: the first beyond its MAX_IMAGES_PER_ITEM (too_many_images,
+    never requested), the second first (downloaded). The URL's one row is the stored file, and the intake takes it
+    for the second product."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM
+
+    a = [f"/img/a-{i}.jpg" for i in range(MAX_IMAGES_PER_ITEM)] + ["/img/shared.jpg"]
+    lds = [{"@type": "Product", "name": "Coat A", "sku": "A", "image": a,
+            "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}},
+           {"@type": "Product", "name": "Coat B", "sku": "B", "image": ["/img/shared.jpg"],
+            "offers": {"@type": "Offer", "price": "12.00", "priceCurrency": "EUR"}}]
+    page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
+            "<body>two coats</body></html>").encode()
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/1.html"], base), "application/xml"
+        if path == "/p/1.html":
+            return page, "text/html"
+        return (solid_jpeg(), "image/jpeg") if path == "/img/shared.jpg" else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    assert sorted(cat.products["sku"].to_pylist()) == ["A", "B"]
+    rows = [d for d in cat.downloads.to_pylist() if d["url"].endswith("/img/shared.jpg")]
+    assert len(rows) == 1 and rows[0]["reason"] is None and Path(rows[0]["stored_path"]).is_file(), rows
+    assert hits.count("/img/shared.jpg") == 1
+    assert cat.counts["image_urls"] == len(a) and cat.counts["image_urls_downloaded"] == 1
+
+
+def test_one_page_requests_at_most_max_images_per_page(tmp_path):
+    """A page of 11 products naming 100 image URLs each (each within MAX_IMAGES_PER_ITEM) and one URL they all share:
+    the page requests MAX_IMAGES_PER_PAGE distinct URLs (the shared one counted once), the rest are recorded
+    too_many_images and never requested; another page has its own count, and the image counts reconcile."""
+    from lookbench_crawlers.pipelines import MAX_IMAGES_PER_ITEM, MAX_IMAGES_PER_PAGE
+
+    n = MAX_IMAGES_PER_PAGE // (MAX_IMAGES_PER_ITEM - 1) + 1
+    own = {i: [f"/img/{i}-{j}.jpg" for j in range(MAX_IMAGES_PER_ITEM - 1)] for i in range(n)}
+    lds = [{"@type": "Product", "name": f"Cape {i}", "sku": f"M{i}", "image": ["/img/shared.jpg"] + own[i],
+            "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}} for i in range(n)]
+    page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
+            "<body>coats</body></html>").encode()
+
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset(["/p/many.html", "/p/1.html"], base), "application/xml"
+        if path == "/p/many.html":
+            return page, "text/html"
+        if path == "/p/1.html":
+            return _product(1, ["/img/other.jpg"]), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path in ("/img/shared.jpg", "/img/other.jpg") else (None, "")
+
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    assert len(cat.products) == n + 1
+    reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
+    distinct = 1 + sum(len(v) for v in own.values())
+    assert distinct > MAX_IMAGES_PER_PAGE and len(reason) == distinct + 1
+    requested = {h for h in hits if h.startswith("/img/")}
+    assert len(requested) == MAX_IMAGES_PER_PAGE + 1 and "/img/other.jpg" in requested
+    refused = {u for u, r in reason.items() if r == "too_many_images"}
+    assert len(refused) == distinct - MAX_IMAGES_PER_PAGE and not {"/" + u for u in refused} & requested
+    assert reason["img/shared.jpg"] is None and reason["img/other.jpg"] is None
+    assert cat.counts["image_urls"] == len(reason) and cat.counts["image_urls_downloaded"] == 2
 
 
 def test_sitemap_rejections_name_what_is_wrong(tmp_path):
@@ -283,6 +441,57 @@ def test_a_start_url_listed_as_a_sitemap_too_is_crawled_as_its_page_once(tmp_pat
     assert outcome == {"p/1.html": ("product", None), "p/2.html": ("product", None), "sitemap.xml": ("sitemap", None)}
     assert hits.count("/p/1.html") == 1 and hits.count("/sitemap.xml") == 1
     _reconciles(cat)
+
+
+def test_a_start_url_listed_as_a_sitemap_too_holds_its_max_pages_slot(tmp_path):
+    """max_pages 1; the sitemap (listing 4 more pages) comes first, then two product pages listed both as start
+    URLs and as sitemaps. The first of them is admitted before any request, so no page the sitemap lists takes its
+    slot: it is kept, the sitemap's pages are cut (never fetched), and the second, fetched as a sitemap only, is the
+    row max_pages_reached with the status it got: every URL one row, nothing claimed unfetched that was read."""
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            return _urlset([f"/p/{i}.html" for i in range(3, 7)], base), "application/xml"
+        if path.startswith("/p/"):
+            return _product(int(path.split("/")[-1].split(".")[0])), "text/html"
+        return (solid_jpeg(), "image/jpeg") if path.startswith("/img/") else (None, "")
+
+    both = ["{{BASE}}/p/1.html", "{{BASE}}/p/2.html"]
+    site = _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"] + both, start_urls=both, max_pages=1)
+    cat, hits = _crawl(tmp_path, site, resolve)
+    assert cat.products["sku"].to_pylist() == ["C1"]
+    outcome = {r["url"].split("/", 3)[-1]: (r["outcome"], r["reason"], r["status"]) for r in cat.crawl_log.to_pylist()}
+    assert outcome == {"sitemap.xml": ("sitemap", None, 200), "p/1.html": ("product", None, 200),
+                       "p/2.html": ("rejected", "max_pages_reached", 200),
+                       **{f"p/{i}.html": ("rejected", "max_pages_reached", 0) for i in range(3, 7)}}, outcome
+    assert cat.crawl_log.num_rows == len(outcome) and hits.count("/p/1.html") == hits.count("/p/2.html") == 1
+    assert not {f"/p/{i}.html" for i in range(3, 7)} & set(hits)
+    assert cat.counts["max_pages_cut"] == 5
+    _reconciles(cat)
+
+
+def test_a_start_url_listed_as_a_sitemap_too_is_rendered_as_a_page_on_a_js_site(tmp_path):
+    """On a site that renders JavaScript the URL is requested as a sitemap and, admitted against max_pages first,
+    as a page rendered in Chromium, past Scrapy's duplicate filter; its sitemap response then writes no page row,
+    and the page response no not_html row when it was a sitemap after all (the sitemap request's row says so)."""
+    import asyncio
+
+    from lookbench_crawlers.spiders.shop import ShopSpider
+
+    both = ["{{BASE}}/p/1.html"]
+    spider = ShopSpider(site_config=str(_site(tmp_path, sitemap_urls=["{{BASE}}/s.xml"] + both, start_urls=both,
+                                              render_js=True, max_pages=5)), base_url="http://127.0.0.1:9")
+
+    async def requests():
+        return [r async for r in spider.start()]
+
+    reqs = asyncio.run(requests())
+    assert [(r.url, r.callback.__name__, r.dont_filter) for r in reqs] == [
+        ("http://127.0.0.1:9/s.xml", "parse_sitemap", False), ("http://127.0.0.1:9/p/1.html", "parse_sitemap", False),
+        ("http://127.0.0.1:9/p/1.html", "parse_page", True)]
+    assert reqs[1].meta["lookbench_also_page"] == "elsewhere" and reqs[2].meta["playwright"] is True
+    assert reqs[2].meta["lookbench_sitemap_too"] is True and spider.pages_requested == 1
 
 
 def test_the_standalone_spider_refuses_a_replay_site_without_its_base_url(tmp_path):

@@ -30,8 +30,9 @@ from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 # same meaning (lookbench_pipeline.images.Reject), the name is the same: the intake passes the crawl's reason on.
 EMPTY_FILE = "empty_file"  # HTTP 200 with no bytes (Reject.EMPTY)
 TOO_LARGE = "too_large_bytes"  # over DOWNLOAD_MAXSIZE: Scrapy cancels the download (Reject.TOO_LARGE)
+DOWNLOAD_CANCELLED = "download_cancelled"  # cancelled with no evidence of the size limit (e.g. the crawl stopping)
 DOWNLOAD_TIMEOUT = "download_timeout"  # as middlewares.DownloadTimeout: the URL's download budget or a timeout
-TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM: never requested
+TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM or MAX_IMAGES_PER_PAGE: never requested
 HTTP_ERROR = "http_error"  # Scrapy's own "download-error" (a non-200 response is http_<status>, ImageRefused)
 FETCH_ERROR = "fetch_error"  # no response: fetch_error:<exception class> (connection refused, lost, DNS…)
 
@@ -49,8 +50,9 @@ def _failure_reason(failure, url=""):
     """The reason an image download failed. Scrapy wraps every failure in a bare ``FileException`` (its
     ``media_failed`` raises it while handling the download's exception) or ``FileException("empty-content")``; the
     cause behind it names the reason: our own ``reason`` (``ImageRefused``: ``http_404``…; ``AddressRefused``;
-    ``DownloadTimeout``), an empty body (``empty_file``), a body over ``DOWNLOAD_MAXSIZE`` (``too_large_bytes``), a
-    timeout (``download_timeout``), any other exception without a response (``fetch_error:<class>``)."""
+    ``DownloadTimeout``), an empty body (``empty_file``), a body announced over ``DOWNLOAD_MAXSIZE``
+    (``too_large_bytes``: Scrapy's get_maxsize_msg), a timeout (``download_timeout``), any other cancel
+    (``download_cancelled``), any other exception without a response (``fetch_error:<class>``)."""
     from urllib.parse import urlsplit
 
     from lookbench_crawlers.middlewares import refusal_reason
@@ -69,8 +71,11 @@ def _failure_reason(failure, url=""):
             return EMPTY_FILE
         if "download max size" in text:  # Scrapy's get_maxsize_msg: the announced size is over DOWNLOAD_MAXSIZE
             return TOO_LARGE
-        if name == "CancelledError":  # the body grew over DOWNLOAD_MAXSIZE: the one cancel of a download in flight
-            return TOO_LARGE
+        if name == "CancelledError":
+            # a body that grew over the limit is cancelled bare (http11's _ResponseReader), but so is a download
+            # the crawl's shutdown cancels: too_large_bytes only with the evidence (ImageDownloadPipeline.media_failed
+            # turns a cancel after more bytes than the limit into ImageRefused(too_large_bytes), caught above)
+            return DOWNLOAD_CANCELLED
         if "timeout" in name.lower() or "timed out" in text:
             return DOWNLOAD_TIMEOUT
     text = str(exc).lower()
@@ -112,9 +117,28 @@ the crawl for minutes. The URLs beyond are recorded ``too_many_images`` and neve
 scheme than http(s) stays ``unsupported_scheme`` and is not counted)."""
 
 
+MAX_IMAGES_PER_PAGE = 1000
+"""How many distinct image URLs the items of one page (``from_page``, else the item's ``url``) request together,
+in the order the items come: the per-item cap alone lets a hostile page of 1,000 products × 100 URLs make 100,000
+requests. A URL another item of the page requested already is not counted again; one beyond the bound is recorded
+``too_many_images`` and never requested. Memory: a set of 64-bit URL hashes per page (at most this many), dropped
+when the page's own item passes (it follows its products and look), and at most ``PAGES_TRACKED`` pages held."""
+PAGES_TRACKED = 256
+"""At most this many pages' sets are held (the least recently used dropped first): a page's items come together,
+so only pages whose items are still passing need one; a dropped page starts a new count (at most about 20 MB)."""
+
+
 def capped(urls):
     """The fetchable URLs of ``urls`` that are requested: the first ``MAX_IMAGES_PER_ITEM``, in order."""
     return [u for u in urls if fetchable(u)][:MAX_IMAGES_PER_ITEM]
+
+
+def _url_hash(url):
+    return int.from_bytes(hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
+
+
+def _page_of(item):
+    return item.get("from_page") or item.get("url") or ""
 
 
 class ImageRefused(Exception):
@@ -128,11 +152,42 @@ class ImageDownloadPipeline(FilesPipeline):
     throttling as pages) into ``FILES_STORE/images/<sha1 of URL>``, and records per image URL either the stored
     path or the reason it failed, in the item's ``images`` field: ``[{url, path, reason}]``; an URL with another
     scheme than http(s) is not requested: its reason is ``unsupported_scheme``; nor are the fetchable URLs of one
-    item beyond ``MAX_IMAGES_PER_ITEM``: ``too_many_images``."""
+    item beyond ``MAX_IMAGES_PER_ITEM``, nor those of one page beyond ``MAX_IMAGES_PER_PAGE``: ``too_many_images``."""
+
+    def open_spider(self, spider=None):
+        from scrapy import signals
+
+        super().open_spider(spider)
+        self.crawler.signals.connect(self._bytes_received, signal=signals.bytes_received)
+
+    def _bytes_received(self, data, request, spider=None):
+        """Count an image download's body bytes (``meta["lookbench_size"]``, shared with a redirect's request):
+        Scrapy cancels a body that grows over the request's ``download_maxsize`` with a bare CancelledError and
+        only logs why, so this count is the evidence that a cancel was the size limit (``media_failed``)."""
+        box = request.meta.get("lookbench_size")
+        if box is None:
+            return
+        if box.get("request") != id(request):  # a redirect's request: its body alone counts
+            box.update(request=id(request), received=0)
+        box["received"] += len(data)
+        limit = request.meta.get("download_maxsize", self.crawler.settings.getint("DOWNLOAD_MAXSIZE"))
+        if limit and box["received"] > limit:
+            box["over"] = True
+
+    def media_failed(self, failure, request, info):
+        from twisted.internet.defer import CancelledError
+
+        if (request.meta.get("lookbench_size") or {}).get("over") and any(
+                isinstance(e, CancelledError) for e in _chain(failure.value)):
+            raise ImageRefused(TOO_LARGE) from failure.value
+        return super().media_failed(failure, request, info)
 
     def get_media_requests(self, item, info):
         import scrapy
 
+        if item.get("kind") == "page":  # a page's own item follows its products and look: its count is done
+            self._page_images().pop(item.get("url") or "", None)
+            return []
         if item.get("images_refused"):  # the page opted its images out: none is fetched
             return []
         urls = item.get("image_urls") or ([item["image_url"]] if item.get("image_url") else [])
@@ -142,7 +197,42 @@ class ImageDownloadPipeline(FilesPipeline):
         limit = self.crawler.settings.getint("LOOKBENCH_IMAGE_MAX_BYTES", 0)
         if limit > 0:
             meta["download_maxsize"] = limit
-        return [scrapy.Request(u, meta=dict(meta)) for u in capped(urls)]
+        over = self._over_page_bound(_page_of(item), capped(urls))
+        if over:
+            self._beyond_page()[id(item)] = over
+        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}})
+                for u in capped(urls) if u not in over]
+
+    def _page_images(self):
+        from collections import OrderedDict
+
+        if not hasattr(self, "_pages"):
+            self._pages = OrderedDict()  # page URL -> hashes of the image URLs its items requested (LRU)
+        return self._pages
+
+    def _beyond_page(self):
+        if not hasattr(self, "_beyond"):
+            self._beyond = {}  # id(item) -> its URLs beyond MAX_IMAGES_PER_PAGE, until item_completed
+        return self._beyond
+
+    def _over_page_bound(self, page, urls):
+        """The URLs of ``urls`` (one item's, capped) that the page's bound refuses; the others are counted."""
+        pages = self._page_images()
+        seen = pages.pop(page, None)
+        seen = set() if seen is None else seen
+        pages[page] = seen  # the most recently used last
+        while len(pages) > PAGES_TRACKED:
+            pages.popitem(last=False)
+        over = set()
+        for u in urls:
+            h = _url_hash(u)
+            if h in seen:
+                continue
+            if len(seen) < MAX_IMAGES_PER_PAGE:
+                seen.add(h)
+            else:
+                over.add(u)
+        return over
 
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
@@ -167,6 +257,7 @@ class ImageDownloadPipeline(FilesPipeline):
             item["images"] = [{"url": u, "path": None, "reason": item["images_refused"]} for u in urls]
             return item
         out = []
+        beyond_page = self._beyond_page().pop(id(item), set())
         fetched = iter(results)  # one result per requested URL, in order (get_media_requests)
         n_fetchable = 0
         for url in urls:
@@ -174,7 +265,7 @@ class ImageDownloadPipeline(FilesPipeline):
                 out.append({"url": url, "path": None, "reason": UNSUPPORTED_SCHEME})
                 continue
             n_fetchable += 1
-            if n_fetchable > MAX_IMAGES_PER_ITEM:
+            if n_fetchable > MAX_IMAGES_PER_ITEM or url in beyond_page:
                 out.append({"url": url, "path": None, "reason": TOO_MANY_IMAGES})
                 continue
             ok, res = next(fetched)

@@ -36,8 +36,14 @@ MAX_PAGES_REACHED = "max_pages_reached"
 MAX_PAGES_CUT_ROWS = 1000
 """How many URLs the site's ``max_pages`` cut get a crawl-log row each (outcome ``rejected``, reason
 ``max_pages_reached``, status 0): the first distinct ones in discovery order. Beyond them a URL the limit cuts is
-only counted (stat ``lookbench/max_pages_cut_unlisted``, one per discovery), so a site of millions of URLs does not
-fill the log; the crawl's counts give the total (``max_pages_cut``)."""
+only counted, once per distinct URL (stat ``lookbench/max_pages_cut_unlisted``: navigation menus repeat every link,
+a rediscovery is not counted again), so a site of millions of URLs does not fill the log; the crawl's counts give
+the total (``max_pages_cut``)."""
+MAX_PAGES_CUT_TRACKED = 1_000_000
+"""How many cut URLs beyond the rows are remembered to count each once: a 64-bit hash of the canonical URL each
+(a Python set of ints: about 70 MB at most; that any two of them share a hash has odds of about 1 in 37 million
+at the full million). Beyond that a cut URL is counted per discovery (stat ``lookbench/max_pages_cut_untracked``), so
+the crawl says "at least N" URLs were cut."""
 
 SITEMAP_TYPES = ("urlset", "sitemapindex")
 
@@ -53,6 +59,7 @@ class ShopSpider(scrapy.Spider):
         self.requested = set()
         self.limit_logged = False
         self.cut = set()  # canonical URLs the max_pages limit cut that have their row (MAX_PAGES_CUT_ROWS at most)
+        self.cut_hashes = set()  # 64-bit hashes of the cut URLs beyond the rows (MAX_PAGES_CUT_TRACKED at most)
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -108,21 +115,37 @@ class ShopSpider(scrapy.Spider):
         """A response of a page an earlier attempt finished: its links are followed, no item is yielded again."""
         return response.meta.get("lookbench_finished") or self.finished(response.url)
 
-    def _sitemap_request(self, url, also_page=False):
+    def _sitemap_request(self, url, also_page=None):
         url = self._here(url)
         meta = {"lookbench_finished": True} if self.finished(url) else {}
-        if also_page:  # a start URL too: parsed as a page when it is no sitemap (parse_sitemap)
-            meta["lookbench_also_page"] = True
+        if also_page:  # a start URL too: what its response is when it is no sitemap (start, parse_sitemap)
+            meta["lookbench_also_page"] = also_page
         return scrapy.Request(url, callback=self.parse_sitemap, errback=self.on_error, meta=meta)
 
     async def start(self):
-        # A URL listed both as a sitemap and as a start URL is fetched once (Scrapy's duplicate filter would drop
-        # the second request): as a sitemap, and read as a page when it is not one.
+        # A URL listed both as a sitemap and as a start URL is admitted as a page here, before any request, so no
+        # page another response discovers takes its max_pages slot first. It counts against max_pages whatever it
+        # turns out to be (a sitemap too: the simple rule; max_pages bounds the pages requested, and it was one).
+        # It is requested as a sitemap and read as the page it is when it is none ("page": one fetch, Scrapy's
+        # duplicate filter would drop a second request). A site that renders JavaScript requests it as a page
+        # too, rendered in Chromium (dont_filter: the duplicate filter would drop it), and its sitemap response
+        # then says nothing of a page ("elsewhere"). One max_pages cut is still fetched as a sitemap: a page, it
+        # is the row max_pages_reached with the status it got ("cut"; "counted": beyond MAX_PAGES_CUT_ROWS).
         both = set(self.sitemap_list) & set(self.start_list)
+        as_page = {}
+        for u in dict.fromkeys(u for u in self.sitemap_list if u in both):
+            admitted, cut_row = self._admit(self._here(u))
+            as_page[u] = ("elsewhere" if self.site.render_js else "page") if admitted else \
+                "cut" if cut_row is not None else "counted"
         for u in self.sitemap_list:
-            yield self._sitemap_request(u, also_page=u in both)
+            yield self._sitemap_request(u, also_page=as_page.get(u))
+        rendered = {u for u, how in as_page.items() if how == "elsewhere"}
         for u in self.start_list:
             if u in both:
+                if u in rendered:
+                    rendered.discard(u)
+                    yield self._build(self._here(u), self.parse_page, dont_filter=True,
+                                      meta={"lookbench_sitemap_too": True})
                 continue
             req = self._request(u, self.parse_page)
             if req is not None:
@@ -174,6 +197,10 @@ class ShopSpider(scrapy.Spider):
             admitted, cut_row = self._admit(url)
             if not admitted:
                 return cut_row
+        return self._build(url, callback, **kw)
+
+    def _build(self, url, callback, **kw):
+        """The request of ``url`` (admitted against ``max_pages`` already, for a page)."""
         meta = kw.pop("meta", {})
         if callback == self.parse_page and self.finished(url):
             meta = {**meta, "lookbench_finished": True}
@@ -203,7 +230,14 @@ class ShopSpider(scrapy.Spider):
             if len(self.cut) < MAX_PAGES_CUT_ROWS:
                 self.cut.add(key)
                 return False, self._page(url, 0, "rejected", MAX_PAGES_REACHED)
-            stats.inc_value("lookbench/max_pages_cut_unlisted")
+            digest = url_hash(key)
+            if digest in self.cut_hashes:
+                return False, None
+            if len(self.cut_hashes) < MAX_PAGES_CUT_TRACKED:
+                self.cut_hashes.add(digest)
+                stats.inc_value("lookbench/max_pages_cut_unlisted")
+            else:  # memory bounded: counted per discovery, the crawl line says "at least"
+                stats.inc_value("lookbench/max_pages_cut_untracked")
             return False, None
         self.pages_requested += 1
         self.requested.add(key)
@@ -221,14 +255,14 @@ class ShopSpider(scrapy.Spider):
             return
         seen = self._seen(response)
         entries, problem = sitemap_entries(body, self.settings.getint("DOWNLOAD_MAXSIZE"))
-        if problem in (BAD_SITEMAP_NOT_XML, BAD_SITEMAP_NOT_A_SITEMAP, BAD_SITEMAP_EMPTY) \
-                and response.meta.get("lookbench_also_page"):
-            # a start URL as well, which is a page, not a sitemap: crawled as the page (one fetch, one row)
-            admitted, cut_row = self._admit(response.url)
-            if admitted:
+        also_page = response.meta.get("lookbench_also_page")
+        if problem in (BAD_SITEMAP_NOT_XML, BAD_SITEMAP_NOT_A_SITEMAP, BAD_SITEMAP_EMPTY) and also_page:
+            # a start URL as well, which is a page, not a sitemap (admitted as a page in start): crawled as the page
+            # (one fetch, one row); on a site rendering JavaScript its rendered request is the page ("elsewhere")
+            if also_page == "page":
                 yield from self.parse_page(response)
-            elif cut_row is not None and not seen:
-                yield cut_row
+            elif also_page == "cut" and not seen:
+                yield self._page(response.url, response.status, "rejected", MAX_PAGES_REACHED)
             return
         if entries is None:
             if not seen:
@@ -265,7 +299,8 @@ class ShopSpider(scrapy.Spider):
         yield from self._refused_subresources(response.meta, response.url)
         ctype = response.headers.get(b"Content-Type", b"").decode("latin-1").lower()
         if not isinstance(response, scrapy.http.TextResponse) or ("html" not in ctype and ctype):
-            yield self._page(response.url, response.status, "rejected", "not_html")
+            if not response.meta.get("lookbench_sitemap_too"):  # else a sitemap: its sitemap request has the row
+                yield self._page(response.url, response.status, "rejected", "not_html")
             return
         problems = []
         try:
@@ -387,6 +422,13 @@ def page_text(response):
     if response.meta.get("playwright"):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
+
+
+def url_hash(key):
+    """A canonical URL as a 64-bit int (BLAKE2b): what the max_pages cut remembers beyond its rows."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
 def resume_key(url):
