@@ -555,3 +555,24 @@ def test_the_standalone_spider_crawls_a_replay_site_served_as_readme_says(tmp_pa
     bad = subprocess.run([sys.executable, "-m", "lookbench_pipeline.demo.serve", str(tmp_path / "gone.yaml")],
                          env=env, capture_output=True, text=True, timeout=60)
     assert bad.returncode == 2 and "is not a folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_a_malformed_image_url_is_recorded_and_costs_only_itself(tmp_path):
+    """A product naming `http://[::1/b.jpg` (an unclosed bracket: no URL) beside a good picture: the product is
+    kept, the good picture stored, the malformed one a malformed_url row never requested, and the intake's counts
+    reconcile with it."""
+    from lookbench_pipeline import schemas
+    from lookbench_pipeline.config import load_config
+    from lookbench_pipeline.pipeline import stage_images
+    from lookbench_pipeline.store import LocalStore
+
+    resolve = _one_product_shop(["/img/ok.jpg", "http://[::1/b.jpg"], {"/img/ok.jpg": solid_jpeg()})
+    cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
+    assert cat.products["sku"].to_pylist() == ["C1"]
+    reason = {d["url"]: d["reason"] for d in cat.downloads.to_pylist()}
+    assert reason.pop("http://[::1/b.jpg") == "malformed_url" and list(reason.values()) == [None]
+    cfg = load_config(None, data_dir=str(tmp_path / "data"), store={"url": str(tmp_path / "store")})
+    refs, _, counts = stage_images(cfg, cat.products, cat.looks, schemas.empty(schemas.DROP_ITEMS), cat.downloads,
+                                   LocalStore(tmp_path / "store"))
+    assert counts["in"] == counts["accepted"] + counts["rejected"] == refs.num_rows == 2
+    assert counts["rejected.malformed_url"] == 1

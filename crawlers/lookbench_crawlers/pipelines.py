@@ -95,6 +95,13 @@ def _failure_reason(failure, url=""):
 
 
 UNSUPPORTED_SCHEME = "unsupported_scheme"
+MALFORMED_URL = "malformed_url"  # an http(s) URL that does not parse (http://[::1/x) or names no host
+
+
+def unfetchable_reason(url: str) -> str:
+    """Why an image URL :func:`fetchable` refuses is not requested: ``unsupported_scheme`` (``file:``, ``data:``,
+    ``javascript:``…) or ``malformed_url`` (http(s), but no URL: an unclosed IPv6 bracket, no host)."""
+    return MALFORMED_URL if url.strip().lower().startswith(("http://", "https://")) else UNSUPPORTED_SCHEME
 
 
 def fetchable(url: str) -> bool:
@@ -262,7 +269,7 @@ class ImageDownloadPipeline(FilesPipeline):
         n_fetchable = 0
         for url in urls:
             if not fetchable(url):
-                out.append({"url": url, "path": None, "reason": UNSUPPORTED_SCHEME})
+                out.append({"url": url, "path": None, "reason": unfetchable_reason(url)})
                 continue
             n_fetchable += 1
             if n_fetchable > MAX_IMAGES_PER_ITEM or url in beyond_page:
