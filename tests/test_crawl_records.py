@@ -576,3 +576,35 @@ def test_a_malformed_image_url_is_recorded_and_costs_only_itself(tmp_path):
                                    LocalStore(tmp_path / "store"))
     assert counts["in"] == counts["accepted"] + counts["rejected"] == refs.num_rows == 2
     assert counts["rejected.malformed_url"] == 1
+
+
+def test_a_bad_sitemap_entry_or_link_costs_only_itself(tmp_path):
+    """A sitemap whose <loc>s include javascript:, a relative path, a URL that does not parse and another host,
+    before a good page: each bad one is a rejected row with its reason, the good page is still crawled (one bad
+    entry used to end the sitemap's processing with a Scrapy error). A page whose <base href> is javascript: and
+    whose links include a malformed one still has its good link followed."""
+    def resolve(path, base):
+        if path == "/robots.txt":
+            return ROBOTS, "text/plain"
+        if path == "/sitemap.xml":
+            locs = ["javascript:alert(1)", "relative/p.html", "http://[::1/x", "https://elsewhere.example/p",
+                    f"{base}/p/1.html", f"{base}/hub.html"]
+            return ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+                    + "".join(f"<url><loc>{u}</loc></url>" for u in locs) + "</urlset>").encode(), "application/xml"
+        if path == "/p/1.html":
+            return _product(1), "text/html"
+        if path == "/hub.html":
+            return (f"<html><head><base href='javascript:void(0)//'></head><body><a href='http://[::1/y'>x</a>"
+                    f"<a href='whatsapp://send'>w</a><a href='{base}/p/2.html'>2</a></body></html>").encode(), \
+                "text/html"
+        if path == "/p/2.html":
+            return _product(2), "text/html"
+        return None, ""
+
+    cat, _ = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"], follow_links=True), resolve)
+    rows = {r["url"]: r["reason"] for r in cat.crawl_log.to_pylist() if r["outcome"] == "rejected"}
+    assert rows == {"javascript:alert(1)": "bad_url:not_http", "relative/p.html": "bad_url:not_http",
+                    "http://[::1/x": "bad_url:malformed", "https://elsewhere.example/p": "host_not_allowed",
+                    "https://s.demo.lookbench.invalid/hub.html": "no_structured_data"}, rows  # (a listed non-product)
+    assert sorted(cat.products["sku"].to_pylist()) == ["C1", "C2"]
+    _reconciles(cat)

@@ -274,8 +274,15 @@ class ShopSpider(scrapy.Spider):
             yield self._page(response.url, response.status, "sitemap", problem)
         sm_type = entries[0] if entries else None
         for entry in entries[1:]:
-            loc = entry.get("loc")
+            loc = (entry.get("loc") or "").strip()
             if not loc:
+                continue
+            # a <loc> is a page (or sitemap) URL the site declares: one that cannot or may not be requested is a
+            # rejected row with its reason, and the sitemap's other entries go on
+            bad = self._bad_loc(loc)
+            if bad:
+                if not seen:
+                    yield self._page(bad[0], 0, "rejected", bad[1])
                 continue
             if sm_type == "sitemapindex":
                 yield self._sitemap_request(loc)
@@ -283,6 +290,27 @@ class ShopSpider(scrapy.Spider):
                 req = self._request(loc, self.parse_page, meta={"from_sitemap": True})
                 if req is not None:
                     yield req
+
+    def _bad_loc(self, loc):
+        """``(url as recorded, reason)`` for a sitemap ``<loc>`` that is not requested, or None: not an absolute
+        http(s) URL (``bad_url:not_http``: relative, ``javascript:``, ``file:``…), one that does not parse
+        (``bad_url:malformed``: ``http://[::1/x``), or on a host the site does not allow (``host_not_allowed``:
+        Scrapy's offsite filter would drop it without a row)."""
+        from lookbench_pipeline.extract.images import refused_form
+
+        if not loc.lower().startswith(("http://", "https://")):
+            return refused_form(loc), BAD_URL_NOT_HTTP
+        try:
+            parts = urlsplit(self._here(loc))
+            host = parts.hostname
+        except ValueError:
+            return refused_form(loc), BAD_URL_MALFORMED
+        if not host:
+            return refused_form(loc), BAD_URL_MALFORMED
+        if not (parts.netloc.lower() in self.address_policy[0] or host in self.allowed_domains
+                or any(host.endswith("." + d) for d in self.allowed_domains)):
+            return refused_form(loc), "host_not_allowed"
+        return None
 
     def _refused_subresources(self, meta, page_url):
         """One crawl-log row per URL the rendered page at ``page_url`` was refused (``render_guard``), with the
@@ -337,10 +365,22 @@ class ShopSpider(scrapy.Spider):
 
     def _follow(self, response):
         if self.site.follow_links and isinstance(response, scrapy.http.TextResponse):
+            from lookbench_pipeline.extract.images import join_url, page_base
+
+            base = page_base(response.text, response.url)  # a <base href> of another scheme is ignored
             for href in response.css("a::attr(href)").getall():
+                href = href.strip()
                 if href.startswith(("mailto:", "javascript:", "tel:", "#")):
                     continue
-                req = self._request(response.urljoin(href), self.parse_page)
+                # a link is no declared page: one that does not parse or is not http(s) (whatsapp:, ftp:…) is
+                # skipped, and the page's other links are still followed
+                url = join_url(base, href)
+                if not url or not url.startswith(("http://", "https://")):
+                    continue
+                try:
+                    req = self._request(url, self.parse_page)
+                except ValueError:  # a URL urllib takes but Scrapy's Request does not
+                    continue
                 if req is not None:
                     yield req
 
@@ -377,6 +417,8 @@ class ShopSpider(scrapy.Spider):
         yield self._page(request.url, status, "rejected", reason)
 
 
+BAD_URL_NOT_HTTP = "bad_url:not_http"  # a sitemap <loc> that is no absolute http(s) URL (relative, javascript:…)
+BAD_URL_MALFORMED = "bad_url:malformed"  # a sitemap <loc> that does not parse (http://[::1/x) or names no host
 BAD_SITEMAP_NOT_XML = "bad_sitemap:not_xml"  # not XML at all (an HTML page with a doctype, text, binary)
 BAD_SITEMAP_NOT_A_SITEMAP = "bad_sitemap:not_a_sitemap"  # XML whose root is neither <urlset> nor <sitemapindex>
 BAD_SITEMAP_EMPTY = "bad_sitemap:empty"  # an empty body
