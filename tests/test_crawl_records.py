@@ -608,3 +608,54 @@ def test_a_bad_sitemap_entry_or_link_costs_only_itself(tmp_path):
                     "https://s.demo.lookbench.invalid/hub.html": "no_structured_data"}, rows  # (a listed non-product)
     assert sorted(cat.products["sku"].to_pylist()) == ["C1", "C2"]
     _reconciles(cat)
+
+
+def test_a_redirect_out_of_the_sites_scope_is_a_row(tmp_path):
+    """Sitemap pages that redirect to another host, to a private address's host, to javascript: and to a URL that
+    does not parse are each a rejected row redirect:<why> with the redirect's status (Scrapy's offsite filter
+    dropped the redirected request at scheduling, without errback nor row); a redirect within the site is
+    followed."""
+    import threading
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+    targets = {"/r1": "http://169.254.169.254/latest", "/r2": "https://elsewhere.example/p",
+               "/r3": "javascript:alert(1)", "/r4": "http://[::1/x", "/r5": "/p/1.html"}
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            base = f"http://127.0.0.1:{self.server.server_port}"
+            if self.path in targets:
+                self.send_response(302)
+                self.send_header("Location", targets[self.path])
+                self.send_header("Content-Length", "0")
+                self.end_headers()
+                return
+            body, ctype = {"/robots.txt": (ROBOTS, "text/plain"), "/p/1.html": (_product(1), "text/html"),
+                           "/sitemap.xml": (_urlset(list(targets), base), "application/xml")}.get(self.path,
+                                                                                               (b"", "text/plain"))
+            self.send_response(200 if body else 404)
+            self.send_header("Content-Type", ctype)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    try:
+        port = srv.server_port
+        site = tmp_path / "site.yaml"
+        site.write_text(yaml.safe_dump({"name": "s", "kind": "web", "allow_private_addresses": True,
+                                        "allowed_ports": [port], "follow_links": False,
+                                        "sitemap_urls": [f"http://127.0.0.1:{port}/sitemap.xml"]}))
+        cat = merge_catalog(crawl_site(site, tmp_path / "run", "test-bot"), tmp_path / "state")
+    finally:
+        srv.shutdown()
+    rows = {r["url"].rsplit("/", 1)[-1]: (r["status"], r["reason"]) for r in cat.crawl_log.to_pylist()
+            if r["outcome"] == "rejected"}
+    assert rows == {"r1": (302, "redirect:host_not_allowed"), "r2": (302, "redirect:host_not_allowed"),
+                    "r3": (302, "redirect:not_http"), "r4": (302, "redirect:malformed")}, rows
+    assert cat.products["sku"].to_pylist() == ["C1"]
+    _reconciles(cat)

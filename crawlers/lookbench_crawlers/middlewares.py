@@ -161,3 +161,46 @@ class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
         super()._robots_error(exc, netloc)
         self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
         self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, self._DISALLOW_ALL)
+
+
+class RedirectRefused(IgnoreRequest):
+    """A page's or sitemap's redirect that is not followed; ``reason`` is its crawl-log reason."""
+
+    def __init__(self, reason, url, target, status=0):
+        super().__init__(f"{reason}: {url} -> {target}")
+        self.reason = reason
+        self.status = status  # the redirect's own HTTP status, for the page's row
+
+
+REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+
+
+class RedirectScopeMiddleware:
+    """A page's or sitemap's redirect to where the crawl may not go — another scheme (``file:``, ``javascript:``),
+    a URL that does not parse, a host the site does not allow — is refused here, before Scrapy's RedirectMiddleware
+    (600; this one is nearer the downloader, so it sees the response first): the request's errback gets
+    ``RedirectRefused`` and the page is a rejected row ``redirect:<not_http|malformed|host_not_allowed>``. Scrapy
+    would build the redirected request and its offsite filter drop it at scheduling, without errback nor row.
+    Image downloads (``lookbench_media``) and requests with ``dont_redirect`` are left to Scrapy."""
+
+    def __init__(self, crawler=None):
+        self.crawler = crawler
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        return cls(crawler)
+
+    def process_response(self, request, response, spider=None):
+        spider = spider or getattr(self.crawler, "spider", None)
+        if (response.status not in REDIRECT_STATUSES or request.meta.get("dont_redirect")
+                or request.meta.get("lookbench_media") or b"Location" not in response.headers):
+            return response
+        from lookbench_pipeline.extract.images import join_url
+
+        check = getattr(spider, "scope_refusal", None)
+        location = response.headers[b"Location"].decode("latin-1").strip()
+        target = join_url(response.url, location)
+        reason = "malformed" if target is None else (check(target) if check else None)
+        if reason:
+            raise RedirectRefused(f"redirect:{reason}", request.url, target or location, response.status)
+        return response

@@ -41,6 +41,8 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
     # after DownloadTimeoutMiddleware (350) sets an attempt's timeout, before RetryMiddleware (550) sees a timeout
     "lookbench_crawlers.middlewares.DownloadBudgetMiddleware": 560,
+    # sees a redirect before RedirectMiddleware (600): one out of the site's scope is a row, not a silent drop
+    "lookbench_crawlers.middlewares.RedirectScopeMiddleware": 610,
     # on only when LOOKBENCH_REPLAY_WARC names archived WARC files (a replay: no request leaves the machine)
     "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }

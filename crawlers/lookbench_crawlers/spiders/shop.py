@@ -298,18 +298,26 @@ class ShopSpider(scrapy.Spider):
         Scrapy's offsite filter would drop it without a row)."""
         from lookbench_pipeline.extract.images import refused_form
 
-        if not loc.lower().startswith(("http://", "https://")):
-            return refused_form(loc), BAD_URL_NOT_HTTP
+        why = self.scope_refusal(self._here(loc) if loc.lower().startswith(("http://", "https://")) else loc)
+        return (refused_form(loc), why if why == "host_not_allowed" else f"bad_url:{why}") if why else None
+
+    def scope_refusal(self, url):
+        """Why the crawl may not request page ``url``, or None: ``not_http`` (relative, ``javascript:``, ``file:``…),
+        ``malformed`` (does not parse, no host), ``host_not_allowed`` (a host the site does not allow, which
+        Scrapy's offsite filter would drop without a row). Used for sitemap entries and redirects
+        (``middlewares.RedirectScopeMiddleware``)."""
+        if not url.lower().startswith(("http://", "https://")):
+            return "not_http"
         try:
-            parts = urlsplit(self._here(loc))
+            parts = urlsplit(url)
             host = parts.hostname
         except ValueError:
-            return refused_form(loc), BAD_URL_MALFORMED
+            return "malformed"
         if not host:
-            return refused_form(loc), BAD_URL_MALFORMED
+            return "malformed"
         if not (parts.netloc.lower() in self.address_policy[0] or host in self.allowed_domains
                 or any(host.endswith("." + d) for d in self.allowed_domains)):
-            return refused_form(loc), "host_not_allowed"
+            return "host_not_allowed"
         return None
 
     def _refused_subresources(self, meta, page_url):
@@ -398,7 +406,7 @@ class ShopSpider(scrapy.Spider):
         yield from self._refused_subresources(request.meta, request.url)
         exc = failure.value
         reason = getattr(exc, "reason", None)
-        status = 0
+        status = getattr(exc, "status", 0) if isinstance(getattr(exc, "status", 0), int) else 0
         if reason is None:
             from scrapy.exceptions import IgnoreRequest
             from scrapy.spidermiddlewares.httperror import HttpError
