@@ -51,18 +51,23 @@ def _crawl(tmp_path: Path, site: Path, resolve, **kw):
     return cat, hits
 
 
-def _one_product_shop(images: list[str], files: dict[str, bytes]):
-    """A resolver for ``serve.serving``: robots.txt, a sitemap of one product page naming ``images``, and the
+def _shop(pages: dict[str, bytes], files: dict[str, bytes]):
+    """A resolver for ``serve.serving``: robots.txt, a sitemap of ``pages`` (path -> HTML) in their order, and the
     image bytes of ``files`` by path (any other path: 404)."""
     def resolve(path, base):
         if path == "/robots.txt":
             return ROBOTS, "text/plain"
         if path == "/sitemap.xml":
-            return _urlset(["/p/1.html"], base), "application/xml"
-        if path == "/p/1.html":
-            return _product(1, images), "text/html"
+            return _urlset(list(pages), base), "application/xml"
+        if path in pages:
+            return pages[path], "text/html"
         return (files[path], "image/jpeg") if path in files else (None, "")
     return resolve
+
+
+def _one_product_shop(images: list[str], files: dict[str, bytes]):
+    """:func:`_shop` of one product page, ``/p/1.html``, naming ``images``."""
+    return _shop({"/p/1.html": _product(1, images)}, files)
 
 
 def _reconciles(cat) -> None:
@@ -325,14 +330,7 @@ def test_a_stored_image_wins_over_its_refusal_on_another_item(tmp_path):
     page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
             "<body>two coats</body></html>").encode()
 
-    def resolve(path, base):
-        if path == "/robots.txt":
-            return ROBOTS, "text/plain"
-        if path == "/sitemap.xml":
-            return _urlset(["/p/1.html"], base), "application/xml"
-        if path == "/p/1.html":
-            return page, "text/html"
-        return (solid_jpeg(), "image/jpeg") if path == "/img/shared.jpg" else (None, "")
+    resolve = _shop({"/p/1.html": page}, {"/img/shared.jpg": solid_jpeg()})
 
     cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
     assert sorted(cat.products["sku"].to_pylist()) == ["A", "B"]
@@ -355,16 +353,8 @@ def test_one_page_requests_at_most_max_images_per_page(tmp_path):
     page = (f"<html><head><script type='application/ld+json'>{json.dumps(lds)}</script></head>"
             "<body>coats</body></html>").encode()
 
-    def resolve(path, base):
-        if path == "/robots.txt":
-            return ROBOTS, "text/plain"
-        if path == "/sitemap.xml":
-            return _urlset(["/p/many.html", "/p/1.html"], base), "application/xml"
-        if path == "/p/many.html":
-            return page, "text/html"
-        if path == "/p/1.html":
-            return _product(1, ["/img/other.jpg"]), "text/html"
-        return (solid_jpeg(), "image/jpeg") if path in ("/img/shared.jpg", "/img/other.jpg") else (None, "")
+    resolve = _shop({"/p/many.html": page, "/p/1.html": _product(1, ["/img/other.jpg"])},
+                    {"/img/shared.jpg": solid_jpeg(), "/img/other.jpg": solid_jpeg()})
 
     cat, hits = _crawl(tmp_path, _site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), resolve)
     assert len(cat.products) == n + 1
