@@ -132,7 +132,8 @@ requests. A URL another item of the page requested already is not counted again;
 when the page's own item passes (it follows its products and look), and at most ``PAGES_TRACKED`` pages held."""
 PAGES_TRACKED = 256
 """At most this many pages' sets are held (the least recently used dropped first): a page's items come together,
-so only pages whose items are still passing need one; a dropped page starts a new count (at most about 20 MB)."""
+so only pages whose items are still passing need one; a dropped page starts a new count (18 MB when all are full:
+BENCHMARKS.md, "The crawl's bounded bookkeeping")."""
 
 
 def capped(urls):

@@ -41,9 +41,9 @@ a rediscovery is not counted again), so a site of millions of URLs does not fill
 the total (``max_pages_cut``)."""
 MAX_PAGES_CUT_TRACKED = 1_000_000
 """How many cut URLs beyond the rows are remembered to count each once: a 64-bit hash of the canonical URL each
-(a Python set of ints: about 70 MB at most; that any two of them share a hash has odds of about 1 in 37 million
-at the full million). Beyond that a cut URL is counted per discovery (stat ``lookbench/max_pages_cut_untracked``), so
-the crawl says "at least N" URLs were cut."""
+(a Python set of ints: 73 MB at the full million, BENCHMARKS.md "The crawl's bounded bookkeeping"; that any two of
+them share a hash has odds of about 1 in 37 million at the full million). Beyond that a cut URL is counted per
+discovery (stat ``lookbench/max_pages_cut_untracked``), so the crawl says "at least N" URLs were cut."""
 
 SITEMAP_TYPES = ("urlset", "sitemapindex")
 
