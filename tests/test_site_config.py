@@ -252,3 +252,22 @@ def test_a_number_is_not_true_or_false_and_a_name_fits_a_file_name(tmp_path):
         SiteConfig.from_yaml(p)
     p.write_text("name: s\nmax_pages: 3\nfollow_links: true\n")
     assert SiteConfig.from_yaml(p).max_pages == 3
+
+
+@pytest.mark.parametrize("field", ["allowed_hosts", "image_hosts", "render_hosts"])
+@pytest.mark.parametrize("entry,why", [
+    ("*", "a wildcard is not a host"),
+    ("https://shop.example/x", "not a host"),
+    ("", "not a host"),
+    ("shop.example:0", "its port is empty or 0"),
+    ("bücher.example", "is not ASCII: write it in its IDNA form"),
+])
+def test_host_entries_are_hosts(tmp_path, field, entry, why):
+    """An entry the crawler could never match (a wildcard, a URL, an empty string) loaded silently and allowed
+    nothing; each is now a configuration error naming it. A host with a port, an IPv4 address and upper case load
+    (as the lower-case host the crawler compares)."""
+    p = _site(tmp_path, **{field: [entry]})
+    with pytest.raises(ConfigError, match=re.escape(why)):
+        SiteConfig.from_yaml(p)
+    p = _site(tmp_path, **{field: ["Shop.Example", "cdn.shop.example:8443", "10.1.2.3"]})
+    assert getattr(SiteConfig.from_yaml(p), field) == ["shop.example", "cdn.shop.example:8443", "10.1.2.3"]

@@ -116,6 +116,22 @@ def _crawl_url(url: str) -> str:
 CrawlUrl = Annotated[str, AfterValidator(_crawl_url)]
 
 
+def _host_entry(v: str) -> str:
+    """An ``allowed_hosts`` / ``image_hosts`` / ``render_hosts`` entry: a host name or IPv4 address with an optional
+    port (``shop.example``, ``cdn.shop.example:8443``), as the crawler compares it with a URL's host; no scheme,
+    path, wildcard or empty entry (``*`` or ``https://shop.example/x`` would match nothing, silently)."""
+    problem = _http_url_problem(f"http://{v}/") if v and "/" not in v and "@" not in v else "not a host"
+    if problem is None and any(c in v for c in "*?#"):
+        problem = "a wildcard is not a host (list each host)"
+    if problem:
+        raise ValueError(f"{v!r}: {problem}; a host entry is a host name or IPv4 address with an optional port "
+                         "(shop.example, cdn.shop.example:8443)")
+    return v.lower()
+
+
+HostEntry = Annotated[str, AfterValidator(_host_entry)]
+
+
 def _allowed_address(entry: str) -> str:
     """An ``allowed_addresses`` entry, parsed as the egress policy parses it
     (:meth:`lookbench_pipeline.egress.EgressPolicy.from_strings`): one IP address, with an optional port. No network
@@ -171,8 +187,8 @@ class SiteConfig(_Strict):
     source: str | None = None
     start_urls: list[CrawlUrl] = Field(default_factory=list)
     sitemap_urls: list[CrawlUrl] = Field(default_factory=list)
-    allowed_hosts: list[str] = Field(default_factory=list)
-    image_hosts: list[str] = Field(default_factory=list)
+    allowed_hosts: list[HostEntry] = Field(default_factory=list)
+    image_hosts: list[HostEntry] = Field(default_factory=list)
     # The egress policy (lookbench_pipeline.egress): only globally routable addresses, on allowed_ports. With
     # allow_private_addresses, exactly the host:port pairs of the site's own start and sitemap URLs may be on a
     # loopback or private address (the demo and replay servers on 127.0.0.1:<port>), no other; allowed_addresses
@@ -186,7 +202,7 @@ class SiteConfig(_Strict):
     # Further hosts a rendered page may load scripts, styles and data from (a CDN), besides the site's own hosts
     # and image_hosts; every request Chromium makes meets the egress policy
     # (crawlers/lookbench_crawlers/render_guard.py)
-    render_hosts: list[str] = Field(default_factory=list)
+    render_hosts: list[HostEntry] = Field(default_factory=list)
     chromium_path: str = "/usr/bin/chromium"  # Debian's chromium; Playwright's own browser download is not used
     max_pages: int = Field(default=10_000, ge=1)
     download_delay_s: float = Field(default=0.0, ge=0)
