@@ -6,7 +6,7 @@
   ``MAX_PAGES_CUT_TRACKED`` (``lookbench_crawlers.spiders.shop``), the way ``ShopSpider._admit`` fills it (the hash
   of each canonical URL).
 - The image pipeline's per-page sets of image-URL hashes, ``PAGES_TRACKED`` pages of ``MAX_IMAGES_PER_PAGE`` each
-  (``lookbench_crawlers.pipelines``), filled with ``_url_hash`` of real-looking image URLs.
+  (``lookbench_crawlers.pipelines``), filled with ``url_hash`` of real-looking image URLs.
 
 Prints the peak traced memory of each, in MB (10^6 bytes).
 """
@@ -39,14 +39,14 @@ def main() -> None:
     def cut_hashes():
         s = set()
         for i in range(shop.MAX_PAGES_CUT_TRACKED):
-            s.add(pipelines._url_hash(f"https://shop.example/products/item-{i:08d}?colour=navy"))
+            s.add(pipelines.url_hash(f"https://shop.example/products/item-{i:08d}?colour=navy"))
         return s
 
     def page_sets():
         pages = OrderedDict()
         for p in range(pipelines.PAGES_TRACKED):
             pages[f"https://shop.example/p/{p}"] = {
-                pipelines._url_hash(f"https://cdn.shop.example/img/{p}/{i:04d}_1600x.jpg")
+                pipelines.url_hash(f"https://cdn.shop.example/img/{p}/{i:04d}_1600x.jpg")
                 for i in range(pipelines.MAX_IMAGES_PER_PAGE)}
         return pages
 

@@ -53,8 +53,6 @@ def _failure_reason(failure, url=""):
     ``DownloadTimeout``), an empty body (``empty_file``), a body announced over ``DOWNLOAD_MAXSIZE``
     (``too_large_bytes``: Scrapy's get_maxsize_msg), a timeout (``download_timeout``), any other cancel
     (``download_cancelled``), any other exception without a response (``fetch_error:<class>``)."""
-    from urllib.parse import urlsplit
-
     from lookbench_crawlers.middlewares import refusal_reason
 
     exc = getattr(failure, "value", failure)
@@ -141,7 +139,9 @@ def capped(urls):
     return [u for u in urls if fetchable(u)][:MAX_IMAGES_PER_ITEM]
 
 
-def _url_hash(url):
+def url_hash(url):
+    """A URL as a 64-bit int (BLAKE2b): what the crawl's bounded sets remember of a URL (the per-page image bound
+    here, the spider's max_pages cut beyond its rows)."""
     return int.from_bytes(hashlib.blake2b(url.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
@@ -205,11 +205,11 @@ class ImageDownloadPipeline(FilesPipeline):
         limit = self.crawler.settings.getint("LOOKBENCH_IMAGE_MAX_BYTES", 0)
         if limit > 0:
             meta["download_maxsize"] = limit
-        over = self._over_page_bound(_page_of(item), capped(urls))
+        wanted = capped(urls)
+        over = self._over_page_bound(_page_of(item), wanted)
         if over:
             self._beyond_page()[id(item)] = over
-        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}})
-                for u in capped(urls) if u not in over]
+        return [scrapy.Request(u, meta={**meta, "lookbench_size": {"received": 0}}) for u in wanted if u not in over]
 
     def _page_images(self):
         from collections import OrderedDict
@@ -233,7 +233,7 @@ class ImageDownloadPipeline(FilesPipeline):
             pages.popitem(last=False)
         over = set()
         for u in urls:
-            h = _url_hash(u)
+            h = url_hash(u)
             if h in seen:
                 continue
             if len(seen) < MAX_IMAGES_PER_PAGE:

@@ -24,6 +24,7 @@ from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from lookbench_crawlers import render_guard
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
+from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_reason, url_hash
 from lookbench_crawlers.middlewares import refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
@@ -306,15 +307,10 @@ class ShopSpider(scrapy.Spider):
         ``malformed`` (does not parse, no host), ``host_not_allowed`` (a host the site does not allow, which
         Scrapy's offsite filter would drop without a row). Used for sitemap entries and redirects
         (``middlewares.RedirectScopeMiddleware``)."""
-        if not url.lower().startswith(("http://", "https://")):
-            return "not_http"
-        try:
-            parts = urlsplit(url)
-            host = parts.hostname
-        except ValueError:
-            return "malformed"
-        if not host:
-            return "malformed"
+        if not fetchable(url):  # the image pipeline's rule for what may be requested at all
+            return "malformed" if unfetchable_reason(url) == MALFORMED_URL else "not_http"
+        parts = urlsplit(url)
+        host = parts.hostname
         if not (parts.netloc.lower() in self.address_policy[0] or host in self.allowed_domains
                 or any(host.endswith("." + d) for d in self.allowed_domains)):
             return "host_not_allowed"
@@ -473,12 +469,6 @@ def page_text(response):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
 
-
-def url_hash(key):
-    """A canonical URL as a 64-bit int (BLAKE2b): what the max_pages cut remembers beyond its rows."""
-    import hashlib
-
-    return int.from_bytes(hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "big")
 
 
 def resume_key(url):
