@@ -28,12 +28,11 @@ from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_r
 from lookbench_crawlers.middlewares import refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
-from lookbench_pipeline.crawl import finished_urls, read_feed, rebase_url
+from lookbench_pipeline.crawl import MAX_PAGES_REACHED, finished_urls, read_feed, rebase_url
 from lookbench_pipeline.crawl import resume_key as _resume_key
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
-MAX_PAGES_REACHED = "max_pages_reached"
 MAX_PAGES_CUT_ROWS = 1000
 """How many URLs the site's ``max_pages`` cut get a crawl-log row each (outcome ``rejected``, reason
 ``max_pages_reached``, status 0): the first distinct ones in discovery order. Beyond them a URL the limit cuts is
