@@ -254,6 +254,23 @@ def test_a_number_is_not_true_or_false_and_a_name_fits_a_file_name(tmp_path):
     assert SiteConfig.from_yaml(p).max_pages == 3
 
 
+def test_a_list_of_numbers_holds_no_true_or_false(tmp_path):
+    """`allowed_ports: [true]` was read as port 1 (the bool check covered number fields, not lists of numbers):
+    an error naming the item; a band of two numbers in the pipeline file likewise."""
+    from lookbench_pipeline.config import load_config
+
+    p = tmp_path / "s.yaml"
+    p.write_text("name: s\nallowed_ports: [443, true]\n")
+    with pytest.raises(ConfigError, match=r"allowed_ports: item 2: true is not a number"):
+        SiteConfig.from_yaml(p)
+    p.write_text("name: s\nallowed_ports: [443, 8443]\n")
+    assert SiteConfig.from_yaml(p).allowed_ports == [443, 8443]
+    cfg = tmp_path / "pipeline.yaml"
+    cfg.write_text("negatives:\n  band: [false, 0.9]\n")
+    with pytest.raises(ConfigError, match=r"band: item 1: false is not a number"):
+        load_config(cfg)
+
+
 @pytest.mark.parametrize("field", ["allowed_hosts", "image_hosts", "render_hosts"])
 @pytest.mark.parametrize("entry,why", [
     ("*", "a wildcard is not a host"),

@@ -40,16 +40,49 @@ def template_fields(template: str) -> list[str]:
 
 class _Strict(BaseModel):
     """Unknown keys are errors at every level: a typo must not silently fall back to a default; and a ``true`` /
-    ``false`` where a number is asked for (``max_pages: true``) is an error, where pydantic would read it as 1 / 0."""
+    ``false`` where a number is asked for (``max_pages: true``, an item of ``allowed_ports: [true]``) is an error,
+    where pydantic would read it as 1 / 0."""
 
     model_config = ConfigDict(extra="forbid")
 
     @field_validator("*", mode="before")
     @classmethod
     def _no_bool_for_number(cls, v: Any, info: Any) -> Any:
-        if isinstance(v, bool) and info.field_name and _wants_number(cls.model_fields[info.field_name].annotation):
-            raise ValueError(f"{str(v).lower()} is not a number")
+        if info.field_name:
+            _refuse_bool_numbers(cls.model_fields[info.field_name].annotation, v)
         return v
+
+
+def _refuse_bool_numbers(ann: Any, v: Any) -> None:
+    """Raise ValueError where ``v`` holds a ``true`` / ``false`` in a place ``ann`` asks a number for: the value
+    itself, or an element of a list, tuple or set of numbers, or a value of a mapping to numbers
+    (``allowed_ports: [true]`` would otherwise read as port 1)."""
+    import typing
+
+    if isinstance(v, bool):
+        if _wants_number(ann):
+            raise ValueError(f"{str(v).lower()} is not a number")
+        return
+    while typing.get_origin(ann) is Annotated:
+        ann = typing.get_args(ann)[0]
+    origin, args = typing.get_origin(ann), typing.get_args(ann)
+    if origin in (typing.Union, types.UnionType):
+        containers = [a for a in args if typing.get_origin(a) in (list, tuple, set, frozenset, dict)]
+        if len(containers) == 1:
+            _refuse_bool_numbers(containers[0], v)
+    elif origin in (list, set, frozenset) and args and isinstance(v, (list, tuple, set, frozenset)):
+        for i, x in enumerate(v):
+            if isinstance(x, bool) and _wants_number(args[0]):
+                raise ValueError(f"item {i + 1}: {str(x).lower()} is not a number")
+    elif origin is tuple and args and isinstance(v, (list, tuple)):
+        for i, x in enumerate(v):
+            elem = args[0] if len(args) == 2 and args[1] is Ellipsis else (args[i] if i < len(args) else None)
+            if isinstance(x, bool) and elem is not None and _wants_number(elem):
+                raise ValueError(f"item {i + 1}: {str(x).lower()} is not a number")
+    elif origin is dict and len(args) == 2 and isinstance(v, dict):
+        for k, x in v.items():
+            if isinstance(x, bool) and _wants_number(args[1]):
+                raise ValueError(f"{k}: {str(x).lower()} is not a number")
 
 
 def _wants_number(ann: Any) -> bool:
