@@ -417,7 +417,12 @@ class ShopSpider(scrapy.Spider):
                 reason = "ignored"
             else:
                 reason = f"fetch_error:{type(exc).__name__}"
-        yield self._page(request.url, status, "rejected", reason)
+        row = self._page(request.url, status, "rejected", reason)
+        if status and request.meta.get("lookbench_fetched_at"):
+            # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
+            # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
+            row["crawled_at"] = request.meta["lookbench_fetched_at"]
+        yield row
 
 
 BAD_URL_NOT_HTTP = "bad_url:not_http"  # a sitemap <loc> that is no absolute http(s) URL (relative, javascript:…)
