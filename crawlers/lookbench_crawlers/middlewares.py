@@ -216,7 +216,11 @@ class RedirectScopeMiddleware:
         from w3lib.url import canonicalize_url
 
         chain = [*(request.meta.get("redirect_urls") or []), request.url]
-        if canonicalize_url(target) in {canonicalize_url(u) for u in chain}:
+        try:
+            looped = canonicalize_url(target) in {canonicalize_url(u) for u in chain}
+        except ValueError:  # a host IDNA refuses (UnicodeError): compared as written
+            looped = target in chain
+        if looped:
             return "loop"
         limit = self.crawler.settings.getint("REDIRECT_MAX_TIMES", 20) if self.crawler is not None else 20
         if request.meta.get("redirect_times", 0) >= limit:
