@@ -682,7 +682,8 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
                 "log_count/ERROR", "retry/count", "finish_reason", "elapsed_time_seconds",
                 "lookbench/max_pages_reached", "lookbench/max_pages_cut_unlisted", "lookbench/max_pages_cut_untracked")
         counts["scrapy"] = {k: v for k, v in st.items() if k in keep or k.startswith(
-            ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/"))}
+            ("downloader/response_status_count/", "downloader/exception_type_count/", "lookbench/replay/",
+             "lookbench/fetch_errors/"))}  # a page row's fetch_error reason by the exception's class
     # the URLs the site's max_pages cut: a rejected row each (max_pages_reached), the first MAX_PAGES_CUT_ROWS of
     # them; the further ones counted by the spider only, once per distinct URL (lookbench/max_pages_cut_unlisted),
     # beyond MAX_PAGES_CUT_TRACKED of those per discovery (lookbench/max_pages_cut_untracked: a lower bound then)

@@ -57,20 +57,31 @@ def response_offsets(paths: Iterable[str | Path]) -> Iterator[tuple[Any, str, in
 
 def read_response_at(path: str | Path, offset: int) -> tuple[int, list[tuple[str, str]], bytes]:
     """``(HTTP status, [(header, value)], body)`` of the response record whose gzip member starts at ``offset``
-    bytes into the WARC file ``path`` (an offset :func:`response_offsets` gave). Raises ``ValueError`` when no
-    response record starts there (the file changed since it was indexed)."""
+    bytes into the WARC file ``path`` (an offset :func:`response_offsets` gave). The body is decoded (warcio's
+    ``content_stream``: chunks joined, a ``Content-Encoding`` it knows undone; a redirect is archived as received,
+    its body maybe gzipped), and the headers say so: without the ``Content-Encoding`` undone. Raises
+    ``ValueError`` when no response record starts there (the file changed since it was indexed)."""
+    from warcio.bufferedreaders import BufferedReader
+
     with open(path, "rb") as fh:
         fh.seek(offset)
         for rec in ArchiveIterator(fh):
             if rec.rec_type != "response":
                 break
             status = int(rec.http_headers.get_statuscode() or 200)
-            return status, [(k, v) for k, v in rec.http_headers.headers], rec.content_stream().read()
+            decoded = BufferedReader.get_supported_decompressors()
+            headers = [(k, v) for k, v in rec.http_headers.headers
+                       if not (k.lower() == "content-encoding" and v.strip().lower() in decoded)]
+            return status, headers, rec.content_stream().read()
     raise ValueError(f"{path}: no WARC response record at offset {offset}")
 
 
 def _content_type(rec: Any) -> str:
     return rec.http_headers.get_header("Content-Type") or ""
+
+
+def _is_redirect(rec: Any) -> bool:
+    return (rec.http_headers.get_statuscode() or "").startswith("3")
 
 
 def truncate_torn_tail(path: Path) -> int:
@@ -117,7 +128,9 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
-    for rec, body in response_records(paths, lambda r: "html" in _content_type(r).lower()):
+    # a redirect's own record (3xx) is no page: the spider never parses one
+    html = lambda r: "html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
+    for rec, body in response_records(paths, html):
         url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)
         text, _ = decode_html(body, ctype)
         headers = [v for k, v in rec.http_headers.headers if k.lower() == "x-robots-tag"]

@@ -257,7 +257,7 @@ def test_image_failure_reasons_behind_scrapys_file_exception():
     # a bare cancel is no evidence of the size limit (the crawl stopping cancels downloads too)
     assert _failure_reason(wrapped(CancelledError())) == "download_cancelled"
     assert _failure_reason(wrapped(DownloadTimeoutError("took longer than 30 s"))) == "download_timeout"
-    assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:ConnectionRefusedError"
+    assert _failure_reason(wrapped(ConnectionRefusedError())) == "fetch_error:connection_refused"
     assert _failure_reason(FileException("download-error")) == "http_error"
 
 

@@ -197,7 +197,7 @@ def test_prune_unfinished_keeps_whole_pages_only(tmp_path):
             {"kind": "page", "url": "http://a/sitemap.xml", "status": 200, "n_items": 0},
             # no response: the kill may be why (the server died with the build): fetched again, logged once
             {"kind": "page", "url": "http://a/4", "status": 0, "outcome": "rejected",
-             "reason": "fetch_error:DownloadConnectionRefusedError", "n_items": 0},
+             "reason": "fetch_error:connection_refused", "n_items": 0},
             {"kind": "page", "url": "http://a/x.js", "outcome": "subresource_refused"},  # written before from_page
             {"kind": "page", "url": "http://t/1.js", "outcome": "subresource_refused", "from_page": "http://a/1"},
             {"kind": "page", "url": "http://t/2.js", "outcome": "subresource_refused", "from_page": "http://a/2"},

@@ -181,6 +181,9 @@ class RedirectScopeMiddleware:
     (600; this one is nearer the downloader, so it sees the response first): the request's errback gets
     ``RedirectRefused`` and the page is a rejected row ``redirect:<not_http|malformed|host_not_allowed>``. Scrapy
     would build the redirected request and its offsite filter drop it at scheduling, without errback nor row.
+    So is a redirect back to a URL of its own chain (``redirect:loop``: Scrapy's duplicate filter would drop the
+    request silently) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
+    would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
     Image downloads (``lookbench_media``) and requests with ``dont_redirect`` are left to Scrapy."""
 
     def __init__(self, crawler=None):
@@ -201,6 +204,25 @@ class RedirectScopeMiddleware:
         location = response.headers[b"Location"].decode("latin-1").strip()
         target = join_url(response.url, location)
         reason = "malformed" if target is None else (check(target) if check else None)
+        if not reason:
+            reason = self._chain_refusal(request, target)
         if reason:
             raise RedirectRefused(f"redirect:{reason}", request.url, target or location, response.status)
         return response
+
+    def _chain_refusal(self, request, target):
+        """``loop`` when ``target`` is a URL the chain already requested (the duplicate filter's canonical form),
+        ``too_many`` when the chain has made ``REDIRECT_MAX_TIMES`` hops already; else None."""
+        from w3lib.url import canonicalize_url
+
+        chain = [*(request.meta.get("redirect_urls") or []), request.url]
+        try:
+            looped = canonicalize_url(target) in {canonicalize_url(u) for u in chain}
+        except ValueError:  # a host IDNA refuses (UnicodeError): compared as written
+            looped = target in chain
+        if looped:
+            return "loop"
+        limit = self.crawler.settings.getint("REDIRECT_MAX_TIMES", 20) if self.crawler is not None else 20
+        if request.meta.get("redirect_times", 0) >= limit:
+            return "too_many"
+        return None

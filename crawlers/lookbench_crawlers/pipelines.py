@@ -28,22 +28,20 @@ from scrapy.pipelines.files import FilesPipeline  # noqa: E402
 
 # The reasons an image URL is not stored (``image_downloads.reason``). Where the image intake has a reason of the
 # same meaning (lookbench_pipeline.images.Reject), the name is the same: the intake passes the crawl's reason on.
+# A download that got no response has the reason pages have (fetch_errors.fetch_error_reason, its one owner):
+# download_timeout, too_large_bytes / download_cancelled, fetch_error:<tls|connection_refused|connect_failed|
+# connection_lost|other:<class>>.
+from lookbench_crawlers.fetch_errors import (  # noqa: E402,F401
+    DOWNLOAD_CANCELLED, DOWNLOAD_TIMEOUT, FETCH_ERROR, TOO_LARGE)
+from lookbench_crawlers.fetch_errors import causes as _chain  # noqa: E402
+from lookbench_crawlers.fetch_errors import fetch_error_reason  # noqa: E402
+
 EMPTY_FILE = "empty_file"  # HTTP 200 with no bytes (Reject.EMPTY)
-TOO_LARGE = "too_large_bytes"  # over DOWNLOAD_MAXSIZE: Scrapy cancels the download (Reject.TOO_LARGE)
-DOWNLOAD_CANCELLED = "download_cancelled"  # cancelled with no evidence of the size limit (e.g. the crawl stopping)
-DOWNLOAD_TIMEOUT = "download_timeout"  # as middlewares.DownloadTimeout: the URL's download budget or a timeout
 TOO_MANY_IMAGES = "too_many_images"  # beyond MAX_IMAGES_PER_ITEM or MAX_IMAGES_PER_PAGE: never requested
 HTTP_ERROR = "http_error"  # Scrapy's own "download-error" (a non-200 response is http_<status>, ImageRefused)
-FETCH_ERROR = "fetch_error"  # no response: fetch_error:<exception class> (connection refused, lost, DNS…)
-
-
-def _chain(exc):
-    """``exc`` and the exceptions behind it (``__cause__``, else ``__context__``), nearest first."""
-    seen = []
-    while exc is not None and all(exc is not e for e in seen):
-        seen.append(exc)
-        exc = exc.__cause__ or exc.__context__
-    return seen
+# TOO_LARGE (Reject.TOO_LARGE): over the size limit, Scrapy cancels the download; DOWNLOAD_CANCELLED: cancelled with
+# no evidence of the size limit (the crawl stopping); DOWNLOAD_TIMEOUT: as middlewares.DownloadTimeout, the URL's
+# download budget or a timeout; FETCH_ERROR alone: a bare FileException, no cause known
 
 
 def _failure_reason(failure, url=""):
@@ -51,8 +49,9 @@ def _failure_reason(failure, url=""):
     ``media_failed`` raises it while handling the download's exception) or ``FileException("empty-content")``; the
     cause behind it names the reason: our own ``reason`` (``ImageRefused``: ``http_404``…; ``AddressRefused``;
     ``DownloadTimeout``), an empty body (``empty_file``), a body announced over ``DOWNLOAD_MAXSIZE``
-    (``too_large_bytes``: Scrapy's get_maxsize_msg), a timeout (``download_timeout``), any other cancel
-    (``download_cancelled``), any other exception without a response (``fetch_error:<class>``)."""
+    (``too_large_bytes``: Scrapy's get_maxsize_msg), and any other exception without a response as a page's
+    (:func:`lookbench_crawlers.fetch_errors.fetch_error_reason`: ``download_timeout``, ``download_cancelled``,
+    ``fetch_error:connection_refused``…)."""
     from lookbench_crawlers.middlewares import refusal_reason
 
     exc = getattr(failure, "value", failure)
@@ -69,13 +68,10 @@ def _failure_reason(failure, url=""):
             return EMPTY_FILE
         if "download max size" in text:  # Scrapy's get_maxsize_msg: the announced size is over DOWNLOAD_MAXSIZE
             return TOO_LARGE
-        if name == "CancelledError":
-            # a body that grew over the limit is cancelled bare (http11's _ResponseReader), but so is a download
-            # the crawl's shutdown cancels: too_large_bytes only with the evidence (ImageDownloadPipeline.media_failed
-            # turns a cancel after more bytes than the limit into ImageRefused(too_large_bytes), caught above)
-            return DOWNLOAD_CANCELLED
-        if "timeout" in name.lower() or "timed out" in text:
-            return DOWNLOAD_TIMEOUT
+        # a body that grew over the limit is cancelled bare (http11's _ResponseReader), but so is a download the
+        # crawl's shutdown cancels: too_large_bytes only with the evidence (ImageDownloadPipeline.media_failed turns
+        # a cancel after more bytes than the limit into ImageRefused(too_large_bytes), caught above); a bare cancel
+        # is download_cancelled (fetch_error_reason, below)
     text = str(exc).lower()
     for known in ("host_not_allowed", "address_not_global", "port_not_allowed", "name_not_resolved"):
         if text.startswith(known):
@@ -89,7 +85,7 @@ def _failure_reason(failure, url=""):
         return HTTP_ERROR if str(root) == "download-error" else FETCH_ERROR
     if type(root).__name__ == "IgnoreRequest":
         return "ignored"
-    return f"{FETCH_ERROR}:{type(root).__name__}"
+    return fetch_error_reason(exc)
 
 
 UNSUPPORTED_SCHEME = "unsupported_scheme"

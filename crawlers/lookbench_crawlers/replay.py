@@ -6,9 +6,11 @@ their page was fetched.
   set by :class:`lookbench_crawlers.warc.WarcArchiveMiddleware`, which also writes it as the record's
   ``WARC-Date``). A replayed crawl therefore stamps the same times as the crawl it replays.
 * :class:`WarcReplayMiddleware` (downloader middleware, on only when the setting ``LOOKBENCH_REPLAY_WARC`` names
-  WARC files): answers every request from the archive: the recorded response for a URL the archive has, a
-  redirect for a URL the recorded crawl was redirected from (``WARC-LookBench-Redirect-From``), else ``404`` with
-  ``X-LookBench-Replay: not-archived``. It sits last before the download handler, so robots.txt, the host
+  WARC files): answers every request from the archive: the recorded response for a URL the archive has (a
+  redirect is one, its 3xx status and headers as received, its ``Location`` moved to the origin served now when it
+  named an earlier one), a redirect for a URL the recorded crawl was redirected from without a record of its own
+  (``WARC-LookBench-Redirect-From``: a meta refresh, an archive of before redirects were records), else ``404``
+  with ``X-LookBench-Replay: not-archived``. It sits last before the download handler, so robots.txt, the host
   allow-list, redirects and decompression act on replayed responses as they did on the live ones. A URL archived
   more than once (a crawl resumed after a kill fetches again a page whose items the kill lost) is answered with
   its latest attempt's record (``WARC-LookBench-Attempt``; the first of that attempt), the one whose items the
@@ -36,6 +38,7 @@ from scrapy.responsetypes import responsetypes
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
 from lookbench_pipeline.crawl import rebase_url
+from lookbench_pipeline.extract.images import join_url
 from lookbench_pipeline.warc import read_response_at, response_offsets
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
@@ -85,10 +88,11 @@ def _attempt(rec, url, origins):
 
 
 def read_archive(paths, origins=(), want_url=None):
-    """An index of the WARC files: ``{url: (path, offset, warc_date)}`` of every response, the place of its record
-    (:func:`lookbench_pipeline.warc.read_response_at` reads it when the URL is requested, so memory holds no
-    body), and ``{url: (status, location)}`` of every redirect the recorded crawl followed, their URLs on the last
-    of ``origins`` (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
+    """An index of the WARC files: ``{url: (path, offset, warc_date)}`` of every response (a redirect's too), the
+    place of its record (:func:`lookbench_pipeline.warc.read_response_at` reads it when the URL is requested, so
+    memory holds no body), and ``{url: (status, target)}`` of every redirect the recorded crawl met (its 3xx
+    record, else a hop of ``WARC-LookBench-Redirect-From``), their URLs on the last of ``origins``
+    (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
     attempt. ``want_url(url)``: only those URLs' responses (all when None). A torn last record ends a file
     without an error."""
     origins = [o.rstrip("/") for o in origins if o]
@@ -99,13 +103,21 @@ def read_archive(paths, origins=(), want_url=None):
         if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):
             rank[url] = attempt
             responses[url] = (path, offset, rec.rec_headers.get_header("WARC-Date"))
-        # "code|url code|url …": the URLs this one was reached from by redirects, in order
+        # "code|url code|url …": the URLs this one was reached from by redirects, in order; a code that is no
+        # number (a meta refresh) answers as a 302; a token without "|" is skipped (an archive of before the hop
+        # was one token: "meta refresh|url" split in "meta" and "refresh|url")
         hops = [h.split("|", 1) for h in (rec.rec_headers.get_header(REDIRECT_HEADER) or "").split()]
-        hops = [(code, served_from(src, origins)) for code, src in hops if src]
+        hops = [(code, served_from(src, origins)) for code, src in (h for h in hops if len(h) == 2) if src]
         for i, (code, src) in enumerate(hops):
             target = hops[i + 1][1] if i + 1 < len(hops) else url
             if src not in redirects or redirects[src][2] < attempt:
                 redirects[src] = (int(code) if code.isdigit() else 302, target, attempt)
+        # a redirect archived as its own record (3xx, Location): where it leads, for a resume's _final
+        status, location = rec.http_headers.get_statuscode() or "", rec.http_headers.get_header("Location")
+        if status.startswith("3") and location and (url not in redirects or redirects[url][2] < attempt):
+            target = join_url(raw, location.strip())
+            if target:
+                redirects[url] = (int(status), served_from(target, origins), attempt)
     return responses, {src: (code, target) for src, (code, target, _) in redirects.items()}
 
 
@@ -151,10 +163,18 @@ class WarcReplayMiddleware:
             return False
         return self.finished(request.url) or (key in self.redirects and self.finished(_final(key, self.redirects)))
 
+    def _location(self, url, location):
+        """An archived redirect's ``Location``: as archived, unless it names an earlier origin of the crawl (then
+        the same URL on the origin served now)."""
+        target = join_url(url, location.strip())
+        moved = served_from(target, self.origins) if target else None
+        return moved if moved and moved != target else location
+
     def process_request(self, request, spider=None):
         url = request.url
         key = served_from(url, self.origins)
         if self.resume and not self._done(request, key):
+            request.meta.pop("lookbench_archived_at", None)  # fetched now, not when a record it came from was
             return None  # a page no earlier attempt finished: fetched
         stats = self.crawler.stats
         flags = ["replayed", "resumed"] if self.resume else ["replayed"]
@@ -163,10 +183,14 @@ class WarcReplayMiddleware:
             path, offset, date = rec
             status, headers, body = read_response_at(path, offset)
             request.meta["lookbench_archived_at"] = date
+            if 300 <= status < 400:  # an archived redirect: to where it led, on the origin served now
+                headers = [(k, self._location(url, v) if k.lower() == "location" else v) for k, v in headers]
+                stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
             stats.inc_value("lookbench/resume/served" if self.resume else "lookbench/replay/served")
             cls = responsetypes.from_args(headers={k: v for k, v in headers}, url=url, body=body)
             return cls(url=url, status=status, headers=headers, body=body, request=request, flags=flags)
-        if key in self.redirects:
+        request.meta.pop("lookbench_archived_at", None)  # a redirect's copy of the record that led here
+        if key in self.redirects:  # an archive of before redirects were records: the hop its page recorded
             code, location = self.redirects[key]
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
             return Response(url=url, status=code, headers={"Location": location}, request=request, flags=flags)

@@ -43,6 +43,10 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.DownloadBudgetMiddleware": 560,
     # sees a redirect before RedirectMiddleware (600): one out of the site's scope is a row, not a silent drop
     "lookbench_crawlers.middlewares.RedirectScopeMiddleware": 610,
+    # a redirect's own response is archived before RedirectScopeMiddleware (610) and RedirectMiddleware (600)
+    # replace it (by its row or the next request); WarcArchiveMiddleware (60) archives every other response, as
+    # the spider gets it (decompressed by HttpCompressionMiddleware, 590)
+    "lookbench_crawlers.warc.WarcRedirectArchiveMiddleware": 650,
     # on only when LOOKBENCH_REPLAY_WARC names archived WARC files (a replay: no request leaves the machine)
     "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }

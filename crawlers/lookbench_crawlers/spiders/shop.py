@@ -23,6 +23,7 @@ import scrapy
 from scrapy.utils.sitemap import Sitemap, sitemap_urls_from_robots
 
 from lookbench_crawlers import render_guard
+from lookbench_crawlers.fetch_errors import fetch_error_reason
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_reason, url_hash
 from lookbench_crawlers.middlewares import refusal_reason
@@ -415,9 +416,15 @@ class ShopSpider(scrapy.Spider):
                 reason = "robots_disallowed"
             elif isinstance(exc, IgnoreRequest):
                 reason = "ignored"
-            else:
-                reason = f"fetch_error:{type(exc).__name__}"
-        yield self._page(request.url, status, "rejected", reason)
+            else:  # no response: a stable reason (fetch_errors), the exception's class counted in the stats
+                reason = fetch_error_reason(exc)
+                self.crawler.stats.inc_value(f"lookbench/fetch_errors/{reason}/{type(exc).__name__}")
+        row = self._page(request.url, status, "rejected", reason)
+        if status and request.meta.get("lookbench_fetched_at"):
+            # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
+            # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
+            row["crawled_at"] = request.meta["lookbench_fetched_at"]
+        yield row
 
 
 BAD_URL_NOT_HTTP = "bad_url:not_http"  # a sitemap <loc> that is no absolute http(s) URL (relative, javascript:…)

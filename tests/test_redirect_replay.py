@@ -1,0 +1,300 @@
+"""A crawl's redirects are archived and replayed as they happened: every 3xx response is a WARC ``response``
+record of its own (its status, its ``Location``), as web archives store redirects, and a replay of the archive
+answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
+of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
+with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log)."""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections import Counter
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+
+import pytest
+import yaml
+
+from lookbench_pipeline.crawl import crawl_site, merge_catalog, replay_site
+from tiny_inputs import solid_jpeg
+
+ROBOTS = b"User-agent: *\nAllow: /\n"
+CHAIN = 25  # hops of /chain/0 -> /chain/1 -> …: more than Scrapy's REDIRECT_MAX_TIMES (20)
+
+
+def _product(i: int, images: list[str]) -> bytes:
+    ld = {"@type": "Product", "name": f"Coat {i}", "sku": f"C{i}", "image": images,
+          "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}}
+    return (f"<html><head><script type='application/ld+json'>{json.dumps(ld)}</script></head>"
+            f"<body><h1>Coat {i}</h1></body></html>").encode()
+
+
+PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh"]
+
+
+def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
+    """path -> (status, body or Location, content type)."""
+    urlset = ('<?xml version="1.0" encoding="UTF-8"?><urlset xmlns="http://www.sitemaps.org/schemas/sitemap/0.9">'
+              + "".join(f"<url><loc>{base}{p}</loc></url>" for p in PAGES) + "</urlset>").encode()
+    routes = {
+        "/robots.txt": (200, ROBOTS, "text/plain"),
+        "/sitemap.xml": (301, "/sitemap-new.xml", ""),  # the sitemap moved
+        "/sitemap-new.xml": (200, urlset, "application/xml"),
+        "/a": (302, f"{base}/b", ""),  # within the site, to a page the sitemap lists too
+        "/b": (200, _product(2, ["/img/old.jpg"]), "text/html"),
+        "/img/old.jpg": (301, "/img/new.jpg", ""),  # an image that moved
+        "/img/new.jpg": (200, solid_jpeg(), "image/jpeg"),
+        "/out": (307, "https://elsewhere.example/p", ""),  # out of the site's scope
+        "/loop1": (302, "/loop2", ""),
+        "/loop2": (302, "/loop1", ""),
+        "/self": (308, "/self", ""),
+        "/p/1.html": (200, _product(1, ["/img/new.jpg"]), "text/html"),
+        "/p/3.html": (200, _product(3, []), "text/html"),
+        "/refresh": (200, b"<html><head><meta http-equiv='refresh' content='0; url=/p/3.html'></head></html>",
+                     "text/html"),
+    }
+    for i in range(CHAIN):
+        routes[f"/chain/{i}"] = (302, f"/chain/{i + 1}", "")
+    routes[f"/chain/{CHAIN}"] = (200, _product(9, []), "text/html")
+    return routes
+
+
+class _Server:
+    def __init__(self):
+        hits = self.hits = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def do_GET(self):
+                hits.append(self.path)
+                status, body, ctype = _routes(f"http://127.0.0.1:{self.server.server_port}").get(
+                    self.path, (404, b"", "text/plain"))
+                self.send_response(status)
+                if 300 <= status < 400:
+                    self.send_header("Location", body)
+                    body = b"moved"
+                    ctype = "text/html"
+                self.send_header("Content-Type", ctype)
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.port = self.srv.server_port
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.fixture(scope="module")
+def crawled(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("redirects")
+    server = _Server()
+    try:
+        site = tmp / "site.yaml"
+        site.write_text(yaml.safe_dump({"name": "s", "kind": "web", "allow_private_addresses": True,
+                                        "allowed_ports": [server.port], "follow_links": False,
+                                        "sitemap_urls": [f"http://127.0.0.1:{server.port}/sitemap.xml"]}))
+        live_out = crawl_site(site, tmp / "live", "test-bot")
+    finally:
+        server.close()  # the replay has no server to reach
+    live = merge_catalog(live_out, tmp / "live-state")
+    warc = tmp / "live" / "crawl" / "crawl.warc.gz"
+    replay_out = replay_site(site, [warc], "", tmp / "replay", "test-bot")
+    replay = merge_catalog(replay_out, tmp / "replay-state")
+    return server, live, replay, warc
+
+
+def _rows(cat) -> list[dict]:
+    return sorted(cat.crawl_log.to_pylist(), key=lambda r: (r["url"], r["reason"] or ""))
+
+
+def _path(url: str) -> str:
+    return "/" + url.split("/", 3)[-1]
+
+
+def test_the_live_crawl_logs_each_redirect(crawled):
+    _, live, _, _ = crawled
+    rows = {_path(r["url"]): (r["status"], r["outcome"], r["reason"]) for r in _rows(live)}
+    assert rows == {
+        "/sitemap-new.xml": (200, "sitemap", None),
+        "/b": (200, "product", None),
+        "/out": (307, "rejected", "redirect:host_not_allowed"),
+        "/loop2": (302, "rejected", "redirect:loop"),
+        "/self": (308, "rejected", "redirect:loop"),
+        "/chain/20": (302, "rejected", "redirect:too_many"),
+        "/p/1.html": (200, "product", None),
+        "/p/3.html": (200, "product", None),
+    }, rows
+    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
+    downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
+    assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None}
+
+
+def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
+    from warcio.archiveiterator import ArchiveIterator
+
+    server, _, _, warc = crawled
+    with open(warc, "rb") as fh:
+        recs = [(_path(r.rec_headers.get_header("WARC-Target-URI")), r.http_headers.get_statuscode(),
+                 r.http_headers.get_header("Location")) for r in ArchiveIterator(fh) if r.rec_type == "response"]
+    redirects = {p: (int(s), loc) for p, s, loc in recs if s.startswith("3")}
+    base = f"http://127.0.0.1:{server.port}"
+    assert redirects["/sitemap.xml"] == (301, "/sitemap-new.xml")
+    assert redirects["/a"] == (302, f"{base}/b")
+    assert redirects["/out"] == (307, "https://elsewhere.example/p")
+    assert redirects["/img/old.jpg"] == (301, "/img/new.jpg")
+    assert redirects["/self"] == (308, "/self")
+    assert {f"/chain/{i}" for i in range(21)} <= set(redirects)
+    # each fetch archived once (an image fetched twice, directly and through a redirect, twice); a meta refresh
+    # page (200) is no record of its own: its target's record names it as a hop, one token ("meta-refresh|url")
+    assert Counter(p for p, _, _ in recs) == Counter(h for h in server.hits if h != "/refresh")
+    with open(warc, "rb") as fh:
+        hops = {_path(r.rec_headers.get_header("WARC-Target-URI")): r.rec_headers.get_header(
+            "WARC-LookBench-Redirect-From") for r in ArchiveIterator(fh) if r.rec_type == "response"}
+    assert hops["/p/3.html"] == f"meta-refresh|{base}/refresh"
+    assert all(s.startswith("3") == (loc is not None) for _, s, loc in recs)
+
+
+def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
+    _, live, replay, _ = crawled
+    assert _rows(replay) == _rows(live)
+    assert replay.products.equals(live.products)
+    assert replay.looks.equals(live.looks)
+    assert replay.downloads.drop_columns(["stored_path"]).equals(live.downloads.drop_columns(["stored_path"]))
+    stats = replay.counts["scrapy"]
+    assert stats.get("lookbench/replay/not_archived", 0) == 0 and not stats.get("lookbench/replay/network_attempts")
+
+
+def _archive(warc: Path, attempt: str, fetches: list[tuple[str, int, str | bytes]]) -> None:
+    """Archive ``(url, status, Location or body)`` as the crawl does: a 3xx by the redirect archiver (650), any
+    other response by the archive middleware (60)."""
+    from scrapy.http import HtmlResponse, Request
+
+    from lookbench_crawlers.warc import WarcArchiveMiddleware, WarcRedirectArchiveMiddleware
+
+    pages, redirects = WarcArchiveMiddleware(str(warc), attempt), WarcRedirectArchiveMiddleware(str(warc), attempt)
+    for url, status, what in fetches:
+        req = Request(url)
+        if 300 <= status < 400:
+            resp = HtmlResponse(url, status=status, headers={"Location": what}, body=b"moved", request=req)
+            assert pages.process_response(req, redirects.process_response(req, resp)) is resp
+        else:
+            pages.process_response(req, HtmlResponse(url, status=status, body=what, request=req,
+                                                     headers={"Content-Type": "text/html"}))
+
+
+class _Stats:
+    def __init__(self):
+        self.values: Counter = Counter()
+
+    def inc_value(self, key, n=1):
+        self.values[key] += n
+
+
+def _replaying(warc: Path, origins: list[str], done: set[str] | None = None):
+    from types import SimpleNamespace
+
+    from lookbench_crawlers.replay import WarcReplayMiddleware
+
+    spider = SimpleNamespace(finished=lambda url: url in done) if done is not None else None
+    crawler = SimpleNamespace(spider=spider, stats=_Stats())
+    return WarcReplayMiddleware(crawler, [str(warc)], origins, resume=done is not None)
+
+
+def test_a_url_fetched_twice_is_answered_with_its_latest_attempts_record(tmp_path):
+    """A redirect in the first attempt, a page in the second (and the other way round): the latest attempt's
+    record answers; within one attempt, the first. A redirect's absolute Location on an earlier origin is answered
+    on the origin served now; a relative one as archived."""
+    from scrapy.http import Request
+
+    warc = tmp_path / "crawl.warc.gz"
+    one, two, now = "http://127.0.0.1:40001", "http://127.0.0.1:40002", "http://127.0.0.1:40003"
+    _archive(warc, "1", [(f"{one}/a", 302, f"{one}/b"), (f"{one}/c", 200, b"<html>c1</html>"),
+                         (f"{one}/r", 301, "/b")])
+    _archive(warc, "2", [(f"{two}/a", 200, b"<html>a2</html>"), (f"{two}/c", 307, f"{two}/d"),
+                         (f"{two}/c", 200, b"<html>c2, later in the attempt</html>")])
+    mw = _replaying(warc, [one, two, now])
+    assert mw.process_request(Request(f"{now}/a")).body == b"<html>a2</html>"
+    c = mw.process_request(Request(f"{now}/c"))
+    assert (c.status, c.headers[b"Location"].decode()) == (307, f"{now}/d")
+    r = mw.process_request(Request(f"{now}/r"))
+    assert (r.status, r.headers[b"Location"].decode()) == (301, "/b")
+    assert mw.crawler.stats.values["lookbench/replay/redirects"] == 2
+
+
+def test_an_archive_of_before_redirect_records_still_replays_its_redirects(tmp_path):
+    """Archives written before redirects were records of their own name them on the page they led to
+    (``WARC-LookBench-Redirect-From``), a meta refresh as "meta refresh|url", which the list's spaces split (the
+    replay raised on the lone "meta"): each is answered as a redirect, a meta refresh's as a 302."""
+    import io
+
+    from scrapy.http import Request
+    from warcio.statusandheaders import StatusAndHeaders
+    from warcio.warcwriter import WARCWriter
+
+    warc = tmp_path / "old.warc.gz"
+    base = "http://shop.example"
+    with open(warc, "wb") as fh:
+        writer = WARCWriter(fh, gzip=True, warc_version="1.1")
+        for url, hops in ((f"{base}/new", f"301|{base}/old"), (f"{base}/p/3", f"meta refresh|{base}/refresh")):
+            writer.write_record(writer.create_warc_record(
+                url, "response", payload=io.BytesIO(b"<html></html>"),
+                warc_headers_dict={"WARC-Date": "2026-01-01T00:00:00.000000Z", "WARC-LookBench-Redirect-From": hops},
+                http_headers=StatusAndHeaders("200 OK", [("Content-Type", "text/html")], protocol="HTTP/1.1")))
+    mw = _replaying(warc, [])
+    old = mw.process_request(Request(f"{base}/old"))
+    assert (old.status, old.headers[b"Location"].decode()) == (301, f"{base}/new")
+    refresh = mw.process_request(Request(f"{base}/refresh"))
+    assert (refresh.status, refresh.headers[b"Location"].decode()) == (302, f"{base}/p/3")
+
+
+def test_a_resume_answers_a_finished_redirect_from_its_record(tmp_path):
+    """A page whose redirect left the site's scope is finished (its row ``redirect:host_not_allowed`` is in the
+    feed): a resume answers it with the archived redirect, so it is refused again without a second row, not
+    counted a finished page without a response (``finished_without_response``)."""
+    from scrapy.http import Request
+
+    warc = tmp_path / "crawl.warc.gz"
+    one, two = "http://127.0.0.1:40001", "http://127.0.0.1:40002"
+    _archive(warc, "1", [(f"{one}/out", 302, "https://elsewhere.example/x")])
+    mw = _replaying(warc, [one, two], done={f"{two}/out"})
+    out = mw.process_request(Request(f"{two}/out", meta={"lookbench_finished": True}))
+    assert (out.status, out.headers[b"Location"].decode()) == (302, "https://elsewhere.example/x")
+    assert "resumed" in out.flags
+    assert not mw.crawler.stats.values["lookbench/resume/finished_without_response"]
+
+
+def test_the_scope_middleware_bounds_a_redirect_chain():
+    """A redirect to a URL of its own chain (the duplicate filter's canonical form: the query's order aside) is
+    ``redirect:loop``; the hop after ``REDIRECT_MAX_TIMES`` is ``redirect:too_many``; a target whose port does not
+    parse is compared as written, without raising."""
+    from types import SimpleNamespace
+
+    from scrapy.http import Request, Response
+    from scrapy.settings import Settings
+
+    from lookbench_crawlers.middlewares import RedirectRefused, RedirectScopeMiddleware
+
+    mw = RedirectScopeMiddleware(SimpleNamespace(settings=Settings({"REDIRECT_MAX_TIMES": 3}),
+                                                 spider=SimpleNamespace(scope_refusal=lambda url: None)))
+
+    def refused(url, location, **meta):
+        req = Request(url, meta=meta)
+        try:
+            mw.process_response(req, Response(url, status=302, headers={"Location": location}, request=req))
+        except RedirectRefused as e:
+            return e.reason, e.status
+        return None
+
+    assert refused("http://s.example/b?y=2&x=1", "/a?x=1&y=2", redirect_urls=["http://s.example/a?y=2&x=1"],
+                   redirect_times=1) == ("redirect:loop", 302)
+    assert refused("http://s.example/a", "/a#top") == ("redirect:loop", 302)
+    assert refused("http://s.example/c", "/d", redirect_times=2) is None
+    assert refused("http://s.example/d", "/e", redirect_times=3) == ("redirect:too_many", 302)
+    assert refused("http://s.example/a", "http://s.example:abc/") is None
