@@ -379,7 +379,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from ..evaluate import evaluate_configured, format_table
-    from ..scoring import EmbeddingsFileError, PrecomputedEmbeddings, site_benchmark
+    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, site_benchmark
 
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
@@ -441,7 +441,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         try:
             emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, name, tc)
         except EmbeddingsFileError as exc:  # no such file, or no known format: a bad option value
-            raise UsageError(f"--embeddings {exc}") from exc
+            raise UsageError(f"{'--ids' if isinstance(exc, IdsFileError) else '--embeddings'} {exc}") from exc
         given[emb.name] = emb
     named = list(dict.fromkeys([*(args.model or []), *given]))
     # models named on the command line (or embeddings) are scored alone; otherwise the config's, plus the registry's
