@@ -429,15 +429,17 @@ class FunctionEmbedder:
         self._dim: int | None = None
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
-        from .embed.packs import published_image
-
+        """The vectors of a release file's rows (``f``, an ``evaluate.ReleaseFile``), in row order: ``(n, d)``
+        float32 unit vectors. Raises ReleaseIntegrityError naming the file, column, row and sample_id of an image
+        that cannot be decoded (as ``lookbench evaluate`` does), EmbeddingsError for an output that cannot be
+        scored, and whatever ``embed_fn`` raises."""
         ids, shas = f.column("sample_id"), f.column("image_sha256")
         todo = [i for i in range(f.num_rows) if (ids[i], shas[i]) not in self.memo]
         if progress is not None:
             progress.update(f.num_rows - len(todo))
         for s in range(0, len(todo), self.batch_size):
             batch = todo[s : s + self.batch_size]
-            images = [published_image(f.image_bytes(i)) for i in batch]
+            images = [f.decoded_image(f.image_bytes(i), i) for i in batch]  # a bad row named, as the CLI
             out = np.asarray(self.fn(images))
             if out.ndim != 2 or out.shape[0] != len(batch):
                 raise EmbeddingsError(f"{self.name}: embed_fn returned shape {out.shape} for {len(batch)} images "
@@ -534,7 +536,9 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         are not integers >= 1 each once.
         EmbeddingsError: embeddings that cannot be scored.
         NothingScoredError: no score came out (every query before the cutoff, for instance): the reasons.
-        StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest.
+        StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest;
+            with ``embed_fn``, a row whose image cannot be decoded (the file, column ``image``, row and
+            ``sample_id`` named, as ``lookbench evaluate`` names them).
     """
     from .evaluate import run_evaluation
     from .store import ReleaseFolder
