@@ -527,15 +527,19 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into
         ``benchmark.json``.
     Warns:
-        UserWarning: each of ``ev.notes`` (what ``lookbench evaluate`` prints as ``note:``, e.g. a K larger than a
-        subset's gallery), and ``embeddings`` that hold sample_ids no file scored has (they are not used). The
-        notes stay on the returned ``ev.notes``; ``warnings.simplefilter("ignore", UserWarning)`` silences them.
+        UserWarning: each of ``ev.warnings`` (what ``lookbench evaluate`` prints as ``warning:``: subsets of the
+        folder that were not pulled, subsets this version does not know, an empty noise gallery) and of
+        ``ev.notes`` (``note:``, e.g. a K larger than a subset's gallery), and ``embeddings`` that hold sample_ids no
+        file scored has (they are not used). They stay on the returned ``ev.warnings`` / ``ev.notes``;
+        ``warnings.simplefilter("ignore", UserWarning)`` silences them.
     Raises:
         ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff; a
         ``training_cutoff`` without ``cutoff="model"``, or ``cutoff="model"`` without a ``training_cutoff``; K that
         are not integers >= 1 each once.
         EmbeddingsError: embeddings that cannot be scored.
         NothingScoredError: no score came out (every query before the cutoff, for instance): the reasons.
+        FileNotFoundError: an asked-for subset that was not pulled, or a file the pull brought that is gone (the
+            noise gallery, one of a pulled subset's files): the folder is damaged (both name the files).
         StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest;
             with ``embed_fn``, a row whose image cannot be decoded (the file, column ``image``, row and
             ``sample_id`` named, as ``lookbench evaluate`` names them).
@@ -565,7 +569,7 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
-    for note in ev.notes:
+    for note in [*ev.warnings, *ev.notes]:
         warnings.warn(note, UserWarning, stacklevel=2)
     note = model.unused_note(ev, folder) if isinstance(model, PrecomputedEmbeddings) else None
     if note:
