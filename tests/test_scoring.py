@@ -163,3 +163,19 @@ def test_a_damaged_embeddings_file_is_one_line_naming_it_and_a_missing_ids_file_
     export_embeddings(pulled["folder"], tmp_path / "mine.npy", "npy")
     assert main([*base, "--embeddings", str(tmp_path / "mine.npy"), "--ids", str(tmp_path / "absent.txt")]) == 2
     assert f"--ids {tmp_path / 'absent.txt'}: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,why", [("[1, 2, 3]", "a JSON list, not an object"),
+                                         ('{"k": 1}', "values that are not sha256 strings"),
+                                         ("\xff{", "")])
+def test_a_damaged_verified_files_cache_is_named_ignored_and_rebuilt(pulled, tmp_path, capsys, content, why):
+    cache = tmp_path / "cc"
+    cache.mkdir()
+    f = cache / "verified_release_files.json"
+    f.write_bytes(content.encode("latin-1"))
+    assert main(["evaluate", str(pulled["folder"]), "--model", BASELINE, "--quiet", "--cache", str(cache)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {f}: not a cache of verified release files ({why}" in err, err
+    assert "ignored; every release file is hashed again" in err
+    rebuilt = json.loads(f.read_text())
+    assert isinstance(rebuilt, dict) and rebuilt and all(isinstance(v, str) for v in rebuilt.values())

@@ -431,7 +431,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                                                    if k.startswith("contamination:")}
     run = _Run(ev, embedders, ks, seed, progress, n_ks)
     rng = np.random.default_rng(seed)
-    verified = _load_verified(cache_dir)
+    verified = _load_verified(cache_dir, ev.warnings)
     noise = (ReleaseFile(store, version, manifest, NOISE, "gallery", verified)
              if f"{NOISE}/gallery.parquet" in manifest["files"] else None)
     if noise is not None and noise.num_rows == 0:
