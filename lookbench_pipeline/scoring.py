@@ -302,8 +302,10 @@ class PrecomputedEmbeddings:
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise EmbeddingsError(f"{source or name}: {len(ids)} ids for an array of shape {vectors.shape} "
                                   "(expected (n, d) with n ids)")
-        vectors = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
-        self._index_unit(ids, vectors, name, source, training_cutoff)
+        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
+        if np.shares_memory(unit, vectors):  # the caller's array: not kept, so that changing it changes no score
+            unit = unit.copy()
+        self._index_unit(ids, unit, name, source, training_cutoff)
 
     def _index_unit(self, ids: Sequence[str], vectors: np.ndarray, name: str, source: str,
                     training_cutoff: date | None) -> None:

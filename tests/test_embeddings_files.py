@@ -181,3 +181,11 @@ def test_normalisation_makes_no_float64_copy_of_the_whole_matrix(monkeypatch):
     vecs = (np.arange(1, 41, dtype=np.float32).reshape(40, 1) * np.ones((1, 3), np.float32)).view(Spy)
     _unit(vecs, lambda i: f"row {i}")
     assert all(rows <= 8 for dtype, rows in seen if dtype == np.float64), seen
+
+
+def test_the_constructor_keeps_no_reference_to_the_callers_array():
+    vecs = np.eye(6, 4, dtype=np.float32)
+    vecs[4:, 0] = 1.0  # unit vectors, used as given
+    emb = PrecomputedEmbeddings(IDS, vecs, "m")
+    vecs[:] = 7.0
+    assert emb.vectors[0, 0] == 1.0

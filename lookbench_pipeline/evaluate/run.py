@@ -22,8 +22,8 @@ from .. import schemas
 from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
-from ..releases.reader import (NOISE, SUBSETS, all_files, check_same_images, choose_subsets, folder_gaps,
-                               manifest_subsets, read_manifest, release_prefix)
+from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, folder_gaps, manifest_subsets,
+                               read_manifest, release_prefix)
 from ..store import LocalStore, ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -324,7 +324,10 @@ def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: l
     if not isinstance(store, ReleaseFolder):
         return subsets
     prefix = release_prefix(version)
-    present = {k for k in all_files(manifest) if store.exists(f"{prefix}/{k}")}
+    # the data files and the card (which names the subsets a partial pull brought); the other metadata files are not
+    # scored (info names those missing)
+    keys = [*manifest["files"], *(["README.md"] if "README.md" in manifest.get("metadata_files", {}) else [])]
+    present = {k for k in keys if store.exists(f"{prefix}/{k}")}
     card = store.get_bytes(f"{prefix}/README.md") if "README.md" in present else None
     not_pulled, gone = folder_gaps(manifest, present, card)
     gone = [k for k in gone if k.split("/")[0] in {*subsets, NOISE} and k in manifest["files"]]
