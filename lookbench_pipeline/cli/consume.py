@@ -370,7 +370,7 @@ def _one(args: argparse.Namespace, dest: str) -> str | None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
     ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
-    ``--report`` a folder (made, with its parents, when missing), neither a file nor under one."""
+    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one."""
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and Path(value).is_dir():
             raise UsageError(f"{flag} {value} is a folder: name a file")
@@ -378,10 +378,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     if args.output and Path(args.output).suffix.lower() != ".parquet":
         raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
-    if args.report:  # a folder, made when missing: the nearest existing one on its path must be a folder
-        where = next(p for p in (Path(args.report), *Path(args.report).absolute().parents) if p.exists())
-        if not where.is_dir():
-            raise UsageError(f"--report {args.report}: {where} is a file: name a folder (made when missing)")
+    for flag, value in (("--report", args.report), ("--cache", args.cache)):
+        if value:  # a folder, made when missing: the nearest existing one on its path must be a folder
+            where = next(p for p in (Path(value), *Path(value).absolute().parents) if p.exists())
+            if not where.is_dir():
+                raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
