@@ -496,9 +496,11 @@ def check_training_cutoffs(cutoff: str | None, training_cutoffs: Mapping[str, da
 
 
 def nothing_scored_reasons(ev: Any) -> list[str]:
-    """Why an evaluation has no score: one line per skipped model and per model and subset left unscored."""
+    """Why an evaluation has no score: one line per skipped model and per model and subset left unscored, then
+    its warnings (what was left out: a release with no subset to score, subsets not pulled)."""
     return ([f"skipped {s['model']}: {s['reason']}" for s in ev.skipped]
-            + [f"not scored: {u['model']} on {u['subset']}: {u['reason']}" for u in ev.unscored])
+            + [f"not scored: {u['model']} on {u['subset']}: {u['reason']}" for u in ev.unscored]
+            + list(getattr(ev, "warnings", [])))
 
 
 def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = None, *,

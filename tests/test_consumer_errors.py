@@ -506,3 +506,18 @@ def test_info_shows_the_distractor_gallery_as_a_gallery_without_queries(store, c
     assert main(["info", V3, "--store", str(store.root)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("noise"))
     assert row.split()[:3] == ["noise", "-", "5"] and "in every subset's gallery" in row
+
+
+def test_a_release_with_no_subset_to_score_says_so(store, tmp_path, capsys):
+    import lookbench_pipeline.evaluate as evaluate
+    from lookbench_pipeline.scoring import nothing_scored_reasons
+
+    _edit_manifest(store, V2, lambda m: m.update(files={}))
+    assert main(["evaluate", "--release", V2, "--store", str(store.root), "--model", "baseline/hsv-hog-v1",
+                 "--quiet", "--cache", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert f"warning: {V2}: no subset to score: its manifest lists no subset's query and gallery files" in err
+    assert err.index("no subset to score") < err.index("error: nothing was scored")
+    ev = evaluate.run_evaluation(store, V2, ["baseline/hsv-hog-v1"], tmp_path / "c")
+    assert nothing_scored_reasons(ev) == [f"{V2}: no subset to score: its manifest lists no subset's query and "
+                                          "gallery files"]

@@ -421,6 +421,9 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
         log.info("%s", warn[-1])
     subsets = choose_subsets(have, list(subsets), version) if subsets else have
     subsets = _pulled_subsets(store, version, manifest, subsets, asked, warn)
+    if not subsets:  # so that an empty result says why
+        warn.append(f"{version}: no subset to score: its manifest lists "
+                    + (f"only {', '.join(listed)}" if listed else "no subset's query and gallery files"))
     entries = {e.model_id: e for e in registry_entries()}
     wanted = list(dict.fromkeys([*model_ids, *(entries if registry else [])]))
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
