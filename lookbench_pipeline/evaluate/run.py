@@ -332,7 +332,7 @@ def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: l
     not_pulled, gone = folder_gaps(manifest, present, card)
     gone = [k for k in gone if k.split("/")[0] in {*subsets, NOISE} and k in manifest["files"]]
     if gone:
-        raise FileNotFoundError(f"{store.url} lacks {', '.join(gone)} of {version}, which its pull brought (noise/ "
+        raise FileNotFoundError(f"{store.url} lacks {', '.join(gone)} of {version}, which a pull brings (noise/ "
                                 "always, every subset's gallery includes it; a subset's query and gallery together): "
                                 f"the folder is damaged; `lookbench pull {version} --store STORE --dest DIR` with the "
                                 "same --subset options again restores it")
