@@ -57,32 +57,173 @@ class NothingScoredError(RuntimeError):
     gives each reason."""
 
 
-def _unit(vecs: np.ndarray, what: Callable[[int], str]) -> np.ndarray:
-    """``vecs`` as float32 unit vectors (see the module docstring). Raises EmbeddingsError naming the row."""
-    vecs = np.asarray(vecs)
+_CHUNK_ROWS = 1 << 14
+"""Rows per float64 working copy in :func:`_unit` (the norms are computed in float64 a chunk at a time, never on a
+float64 copy of the whole matrix)."""
+
+
+def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False) -> np.ndarray:
+    """``vecs`` as float32 unit vectors, shape ``(n, d)`` (see the module docstring). Raises EmbeddingsError naming
+    the row: first any row that is not finite, then any row that is all zeros.
+
+    ``owned``: ``vecs`` is the caller's to give (a file just read): rows are normalised in place. Otherwise the
+    array given is never written to (a copy is made when a row needs normalising). Memory: a float32 copy when the
+    input is of another dtype, and float64 working copies of :data:`_CHUNK_ROWS` rows."""
+    given = vecs = np.asarray(vecs)
     if vecs.ndim != 2 or not np.issubdtype(vecs.dtype, np.number) or np.issubdtype(vecs.dtype, np.complexfloating):
         raise EmbeddingsError(f"embeddings must be a real (n, d) array, got shape {vecs.shape} dtype {vecs.dtype}")
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: refused below, by row
-        vecs = vecs.astype(np.float32, copy=False)
-    finite = np.isfinite(vecs).all(axis=1)
-    if not finite.all():
-        raise EmbeddingsError(f"{what(int(np.argmin(finite)))}: the vector has a NaN or infinite value (or one "
-                              "beyond float32's range, about ±3.4e38)")
-    norms = np.linalg.norm(vecs.astype(np.float64), axis=1)
-    if (norms == 0).any():
-        raise EmbeddingsError(f"{what(int(np.argmin(norms)))}: the vector is all zeros (no direction to compare)")
-    off = np.abs(norms - 1.0) > UNIT_TOLERANCE
-    if off.any():
-        vecs = vecs.copy()
-        vecs[off] = (vecs[off].astype(np.float64) / norms[off, None]).astype(np.float32)
-    return np.ascontiguousarray(vecs)
+        vecs = np.ascontiguousarray(vecs.astype(np.float32, copy=False))
+    owned = (owned or vecs is not given) and vecs.flags.writeable
+    n = vecs.shape[0]
+    for s in range(0, n, _CHUNK_ROWS):
+        finite = np.isfinite(vecs[s : s + _CHUNK_ROWS]).all(axis=1)
+        if not finite.all():
+            raise EmbeddingsError(f"{what(s + int(np.argmin(finite)))}: the vector has a NaN or infinite value (or "
+                                  "one beyond float32's range, about ±3.4e38)")
+    for s in range(0, n, _CHUNK_ROWS):
+        chunk = vecs[s : s + _CHUNK_ROWS].astype(np.float64)
+        norms = np.linalg.norm(chunk, axis=1)
+        if (norms == 0).any():
+            raise EmbeddingsError(f"{what(s + int(np.argmin(norms)))}: the vector is all zeros (no direction to "
+                                  "compare)")
+        off = np.abs(norms - 1.0) > UNIT_TOLERANCE
+        if off.any():
+            if not owned:
+                vecs, owned = vecs.copy(), True
+            vecs[s : s + _CHUNK_ROWS][off] = (chunk[off] / norms[off, None]).astype(np.float32)
+    return vecs
+
+
+NPZ_MAX_RATIO = 100
+"""A compressed ``.npz`` member declaring an array more than this many times its compressed size (and over
+:data:`NPZ_RATIO_FLOOR` bytes) is refused before it is decompressed: float embeddings barely compress, so such a
+member is a decompression bomb or not embeddings (save with ``np.savez``, uncompressed, if yours really are)."""
+NPZ_RATIO_FLOOR = 64 << 20
+MAX_ID_CHARS = 1000
+"""The longest line an ``--ids`` file may have (a sample_id is 16 hex digits)."""
+
+
+class IdsFileError(EmbeddingsFileError):
+    """An ``--ids`` path that names no file (the CLI's usage error, exit 2)."""
+
+
+def _npy_header(fp: Any, where: str) -> tuple[tuple[int, ...], np.dtype, int]:
+    """``(shape, dtype, bytes of data declared)`` from the ``.npy`` header at ``fp``'s position, without reading
+    the data. Raises EmbeddingsError naming ``where``."""
+    from numpy.lib import format as npf
+
+    try:
+        version = npf.read_magic(fp)
+        if version == (1, 0):
+            shape, _, dtype = npf.read_array_header_1_0(fp)
+        elif version == (2, 0):
+            shape, _, dtype = npf.read_array_header_2_0(fp)
+        else:
+            raise ValueError(f"unsupported .npy format version {version[0]}.{version[1]}")
+    except EmbeddingsError:
+        raise
+    except Exception as exc:  # an empty, truncated or hand-made header: its parser's error, named
+        raise EmbeddingsError(f"{where}: not a readable .npy array ({type(exc).__name__}: {exc})") from None
+    if dtype.hasobject:
+        raise EmbeddingsError(f"{where}: an array of Python objects (dtype {dtype}) is not read (it would need "
+                              "pickle); save numbers and strings")
+    return shape, dtype, int(np.prod(shape, dtype=object)) * dtype.itemsize
+
+
+def _check_npz(path: Path) -> None:
+    """The arrays ``sample_id`` and ``embedding`` of an ``.npz`` are there, and each member's declared shape fits
+    what the member holds (and :data:`NPZ_MAX_RATIO`), read from the members' headers before anything is
+    decompressed in full. Raises EmbeddingsError naming the file and member."""
+    import zipfile
+
+    size = path.stat().st_size
+    try:
+        with zipfile.ZipFile(path) as zf:
+            members = {i.filename: i for i in zf.infolist()}
+            names = [m.removesuffix(".npy") for m in members]
+            if "sample_id.npy" not in members or "embedding.npy" not in members:
+                raise EmbeddingsError(f"{path}: expected arrays sample_id and embedding, found "
+                                      f"{', '.join(names) or 'none'}")
+            for key in ("sample_id.npy", "embedding.npy"):
+                info = members[key]
+                where = f"{path} (array {key.removesuffix('.npy')})"
+                if info.compress_size > size:
+                    raise EmbeddingsError(f"{where}: the member claims {info.compress_size} bytes in a file of "
+                                          f"{size}: truncated")
+                with zf.open(info) as fp:
+                    shape, dtype, nbytes = _npy_header(fp, where)
+                    header = fp.tell()
+                if nbytes > info.file_size - header:
+                    raise EmbeddingsError(f"{where}: the header declares shape {shape} of {dtype} ({nbytes} bytes), "
+                                          f"more than the {max(info.file_size - header, 0)} bytes the member holds")
+                if (info.compress_type != zipfile.ZIP_STORED and nbytes > NPZ_RATIO_FLOOR
+                        and nbytes > NPZ_MAX_RATIO * info.compress_size):
+                    raise EmbeddingsError(f"{where}: shape {shape} of {dtype} ({nbytes} bytes) compressed into "
+                                          f"{info.compress_size} bytes: more than {NPZ_MAX_RATIO} times, not "
+                                          "embeddings (refused before decompressing; np.savez stores them "
+                                          "uncompressed)")
+    except EmbeddingsError:
+        raise
+    except Exception as exc:  # not a zip, a damaged directory, an unreadable member
+        raise EmbeddingsError(f"{path}: not a readable .npz file ({type(exc).__name__}: {exc})") from None
+
+
+def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
+    """The sample ids of the ``n`` rows of ``npy``: UTF-8 text (a BOM at the start is dropped), one id per line
+    exactly as written (inner and outer spaces kept; ``\\n``, ``\\r\\n`` or ``\\r`` ends a line). Blank lines at
+    the end are ignored; a blank line before an id is an error naming it. Read line by line and stopped at the
+    first id beyond ``n``, so a wrong file costs no more memory than ``n`` ids. Raises IdsFileError (no such file)
+    or EmbeddingsError (naming the file and line)."""
+    if not ids_path.is_file():
+        raise IdsFileError(f"{ids_path}: no such file" + (" (a folder)" if ids_path.is_dir() else ""))
+    ids: list[str] = []
+    blank = lineno = 0
+    try:
+        with open(ids_path, encoding="utf-8-sig", newline=None) as fh:
+            while line := fh.readline(MAX_ID_CHARS + 2):
+                lineno += 1
+                line = line.removesuffix("\n")
+                if len(line) > MAX_ID_CHARS:
+                    raise EmbeddingsError(f"{ids_path}: line {lineno} is longer than {MAX_ID_CHARS} characters: "
+                                          "not a sample_id (one per line)")
+                if not line.strip():
+                    blank = blank or lineno
+                    continue
+                if blank:
+                    raise EmbeddingsError(f"{ids_path}: line {blank} is blank: one sample_id per line, in the "
+                                          f"order of the rows of {npy} (blank lines only at the end)")
+                if len(ids) == n:
+                    raise EmbeddingsError(f"{ids_path}: more than {n} ids for the {n} rows of {npy} (line "
+                                          f"{lineno} is id {n + 1})")
+                ids.append(line)
+    except UnicodeDecodeError as exc:
+        raise EmbeddingsError(f"{ids_path}: not UTF-8 text after line {lineno} ({exc})") from None
+    except OSError as exc:
+        raise EmbeddingsError(f"{ids_path}: cannot read the ids ({exc})") from None
+    if len(ids) != n:
+        raise EmbeddingsError(f"{ids_path}: {len(ids)} ids for the {n} rows of {npy} (one sample_id per line)")
+    return ids
 
 
 def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]:
-    """``(sample ids, (n, d) vectors)`` of one embeddings file. Raises EmbeddingsError."""
-    name = path.name.lower()
+    """``(sample ids, (n, d) vectors)`` of one embeddings file. Raises EmbeddingsFileError (no such file, unknown
+    format), IdsFileError, or EmbeddingsError naming the file for anything it cannot read (an empty or truncated
+    file, a header declaring more than the file holds, an array too large for memory)."""
     if not path.is_file():
-        raise EmbeddingsFileError(f"{path}: no such file")
+        raise EmbeddingsFileError(f"{path}: no such file" + (" (a folder)" if path.is_dir() else ""))
+    try:
+        return _read_file(path, ids_path)
+    except EmbeddingsError:
+        raise
+    except MemoryError:
+        raise EmbeddingsError(f"{path}: too large for this machine's memory") from None
+    except Exception as exc:  # anything a reader raises on a damaged file: the file named, one line
+        raise EmbeddingsError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
+
+
+def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]:
+    name = path.name.lower()
     if name.endswith(".parquet"):
         import pyarrow.parquet as pq
 
@@ -118,28 +259,29 @@ def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]
             raise EmbeddingsError(f"{path}: {ids_col.null_count} rows have a null sample_id")
         return ids_col.to_pylist(), vecs
     if name.endswith(".npz"):
+        _check_npz(path)
         try:
             with np.load(path, allow_pickle=False) as z:
-                if "sample_id" not in z or "embedding" not in z:
-                    raise EmbeddingsError(f"{path}: expected arrays sample_id and embedding, found "
-                                          f"{', '.join(z.files)}")
                 ids, vecs = [str(x) for x in z["sample_id"].tolist()], z["embedding"]
-        except (OSError, ValueError) as exc:
-            if isinstance(exc, EmbeddingsError):
-                raise
+        except (OSError, ValueError, EOFError) as exc:
             raise EmbeddingsError(f"{path}: not a readable .npz file ({exc})") from None
         return ids, vecs
     if name.endswith(".npy"):
         if ids_path is None:
             raise EmbeddingsError(f"{path}: a .npy file needs its ids (--ids FILE: one sample_id per line)")
+        with open(path, "rb") as fp:
+            shape, dtype, nbytes = _npy_header(fp, str(path))
+            held = path.stat().st_size - fp.tell()
+        if nbytes > held:
+            raise EmbeddingsError(f"{path}: the header declares shape {shape} of {dtype} ({nbytes} bytes), more than "
+                                  f"the {held} bytes the file holds after it: truncated or not this array")
+        if len(shape) != 2:
+            raise EmbeddingsError(f"{path}: an array of shape {shape}, expected (n, d)")
+        ids = _read_ids(Path(ids_path), shape[0], path)  # before the vectors: a wrong ids file costs no more
         try:
             vecs = np.load(path, allow_pickle=False)
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, EOFError) as exc:
             raise EmbeddingsError(f"{path}: not a readable .npy file ({exc})") from None
-        try:
-            ids = Path(ids_path).read_text(encoding="utf-8").split()
-        except (OSError, UnicodeDecodeError) as exc:
-            raise EmbeddingsError(f"{ids_path}: cannot read the ids ({exc})") from None
         return ids, vecs
     raise EmbeddingsFileError(f"{path}: unknown format (expected .parquet, .npz, or .npy with --ids)")
 
@@ -153,11 +295,21 @@ class PrecomputedEmbeddings:
 
     def __init__(self, ids: Sequence[str], vectors: np.ndarray, name: str, source: str = "",
                  training_cutoff: date | None = None):
+        """``ids``: n sample ids; ``vectors``: a real ``(n, d)`` array (not modified; float32 unit vectors are
+        kept). Raises EmbeddingsError (a count mismatch, a vector not finite or all zeros, an id given twice with
+        two vectors)."""
         vectors = np.asarray(vectors)
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise EmbeddingsError(f"{source or name}: {len(ids)} ids for an array of shape {vectors.shape} "
                                   "(expected (n, d) with n ids)")
-        vectors = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
+        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
+        if np.shares_memory(unit, vectors):  # the caller's array: not kept, so that changing it changes no score
+            unit = unit.copy()
+        self._index_unit(ids, unit, name, source, training_cutoff)
+
+    def _index_unit(self, ids: Sequence[str], vectors: np.ndarray, name: str, source: str,
+                    training_cutoff: date | None) -> None:
+        """Index float32 unit ``vectors`` (checked by :func:`_unit`) by id, once each."""
         self.index: dict[str, int] = {}
         keep = []
         for i, sid in enumerate(ids):
@@ -167,20 +319,22 @@ class PrecomputedEmbeddings:
                 keep.append(i)
             elif not np.array_equal(vectors[keep[j]], vectors[i]):
                 raise EmbeddingsError(f"{source or name}: sample_id {sid!r} is given twice with different vectors")
-        self.vectors = vectors[keep]
+        self.vectors = vectors if len(keep) == len(ids) else vectors[keep]  # a copy only to drop repeats
         self.used = np.zeros(len(keep), dtype=bool)  # which vectors a scored file's rows asked for
         self.name, self.source, self.training_cutoff = name, source, training_cutoff
         h = hashlib.sha256()
         for sid in self.index:
             h.update(sid.encode() + b"\0")
-        h.update(self.vectors.tobytes())
+        h.update(np.ascontiguousarray(self.vectors).data)  # the bytes of tobytes(), without a copy
         self.digest = h.hexdigest()
 
     @classmethod
     def load(cls, paths: Sequence[str | Path], ids: str | Path | None = None, name: str | None = None,
              training_cutoff: date | None = None) -> "PrecomputedEmbeddings":
-        """Read one or more embeddings files (Parquet, ``.npz``, or one ``.npy`` with ``ids``). Raises
-        EmbeddingsError."""
+        """Read one or more embeddings files (Parquet, ``.npz``, or one ``.npy`` with ``ids``). Each file's
+        vectors are checked and normalised on their own, so an error names the one file that holds the vector.
+        Raises EmbeddingsFileError (no such file, unknown format), IdsFileError (no such ids file), or
+        EmbeddingsError naming the file (unreadable, empty, truncated, too large, bad vectors)."""
         paths = [Path(p) for p in paths]
         if not paths:
             raise EmbeddingsError("no embeddings file given")
@@ -197,10 +351,13 @@ class PrecomputedEmbeddings:
                 raise EmbeddingsError(f"{p}: vectors of {v.shape[1]} dimensions, but {paths[0]} has "
                                       f"{parts[0].shape[1]}")
             all_ids += i
-            parts.append(v)
+            parts.append(_unit(v, lambda r, p=p, i=i: f"{p}: sample_id {i[r]!r}", owned=True))
+            del v
         vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
-        label = ", ".join(str(p) for p in paths)
-        return cls(all_ids, vecs, name or paths[0].stem, label, training_cutoff)
+        del parts
+        obj = cls.__new__(cls)
+        obj._index_unit(all_ids, vecs, name or paths[0].stem, ", ".join(str(p) for p in paths), training_cutoff)
+        return obj
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
         """The vectors of a release file's rows (``f.column("sample_id")``), in row order. Raises
@@ -274,15 +431,17 @@ class FunctionEmbedder:
         self._dim: int | None = None
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
-        from .embed.packs import published_image
-
+        """The vectors of a release file's rows (``f``, an ``evaluate.ReleaseFile``), in row order: ``(n, d)``
+        float32 unit vectors. Raises ReleaseIntegrityError naming the file, column, row and sample_id of an image
+        that cannot be decoded (as ``lookbench evaluate`` does), EmbeddingsError for an output that cannot be
+        scored, and whatever ``embed_fn`` raises."""
         ids, shas = f.column("sample_id"), f.column("image_sha256")
         todo = [i for i in range(f.num_rows) if (ids[i], shas[i]) not in self.memo]
         if progress is not None:
             progress.update(f.num_rows - len(todo))
         for s in range(0, len(todo), self.batch_size):
             batch = todo[s : s + self.batch_size]
-            images = [published_image(f.image_bytes(i)) for i in batch]
+            images = [f.decoded_image(f.image_bytes(i), i) for i in batch]  # a bad row named, as the CLI
             out = np.asarray(self.fn(images))
             if out.ndim != 2 or out.shape[0] != len(batch):
                 raise EmbeddingsError(f"{self.name}: embed_fn returned shape {out.shape} for {len(batch)} images "
@@ -337,9 +496,11 @@ def check_training_cutoffs(cutoff: str | None, training_cutoffs: Mapping[str, da
 
 
 def nothing_scored_reasons(ev: Any) -> list[str]:
-    """Why an evaluation has no score: one line per skipped model and per model and subset left unscored."""
+    """Why an evaluation has no score: one line per skipped model and per model and subset left unscored, then
+    its warnings (what was left out: a release with no subset to score, subsets not pulled)."""
     return ([f"skipped {s['model']}: {s['reason']}" for s in ev.skipped]
-            + [f"not scored: {u['model']} on {u['subset']}: {u['reason']}" for u in ev.unscored])
+            + [f"not scored: {u['model']} on {u['subset']}: {u['reason']}" for u in ev.unscored]
+            + list(getattr(ev, "warnings", [])))
 
 
 def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = None, *,
@@ -370,16 +531,22 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
         ``.scores.to_pandas()`` for a DataFrame where pandas is installed); :func:`site_benchmark` turns it into
         ``benchmark.json``.
     Warns:
-        UserWarning: each of ``ev.notes`` (what ``lookbench evaluate`` prints as ``note:``, e.g. a K larger than a
-        subset's gallery), and ``embeddings`` that hold sample_ids no file scored has (they are not used). The
-        notes stay on the returned ``ev.notes``; ``warnings.simplefilter("ignore", UserWarning)`` silences them.
+        UserWarning: each of ``ev.warnings`` (what ``lookbench evaluate`` prints as ``warning:``: subsets of the
+        folder that were not pulled, subsets this version does not know, an empty noise gallery) and of
+        ``ev.notes`` (``note:``, e.g. a K larger than a subset's gallery), and ``embeddings`` that hold sample_ids no
+        file scored has (they are not used). They stay on the returned ``ev.warnings`` / ``ev.notes``;
+        ``warnings.simplefilter("ignore", UserWarning)`` silences them.
     Raises:
         ValueError: neither or both of ``embed_fn`` and ``embeddings``; an unknown subset; a bad cutoff; a
         ``training_cutoff`` without ``cutoff="model"``, or ``cutoff="model"`` without a ``training_cutoff``; K that
         are not integers >= 1 each once.
         EmbeddingsError: embeddings that cannot be scored.
         NothingScoredError: no score came out (every query before the cutoff, for instance): the reasons.
-        StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest.
+        FileNotFoundError: an asked-for subset that was not pulled, or a file the pull brought that is gone (the
+            noise gallery, one of a pulled subset's files): the folder is damaged (both name the files).
+        StoreError, ReleaseIntegrityError: not a release folder, or a file that does not match the manifest;
+            with ``embed_fn``, a row whose image cannot be decoded (the file, column ``image``, row and
+            ``sample_id`` named, as ``lookbench evaluate`` names them).
     """
     from .evaluate import run_evaluation
     from .store import ReleaseFolder
@@ -406,7 +573,7 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
                         embedders_given={model.info()["model_id"]: model}, subsets=subsets)
     if ev.scores.num_rows == 0:
         raise NothingScoredError("nothing was scored: " + "; ".join(nothing_scored_reasons(ev)))
-    for note in ev.notes:
+    for note in [*ev.warnings, *ev.notes]:
         warnings.warn(note, UserWarning, stacklevel=2)
     note = model.unused_note(ev, folder) if isinstance(model, PrecomputedEmbeddings) else None
     if note:

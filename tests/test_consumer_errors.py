@@ -246,11 +246,11 @@ def test_a_subset_pull_brings_the_distractor_gallery_and_scores_what_was_pulled(
     assert rows["real_streetlook"].endswith("not pulled") and not rows["real_studio_flat"].endswith("not pulled")
 
     base = ["--model", "baseline/hsv-hog-v1", "--quiet", "--cache", str(tmp_path / "c")]
-    with caplog.at_level(logging.WARNING, logger="lookbench_pipeline"):
-        assert main(["evaluate", str(folder), *base]) == 0
-    out = capsys.readouterr().out
+    assert main(["evaluate", str(folder), *base]) == 0
+    out, err = capsys.readouterr()
     assert "real_studio_flat" in out and "real_streetlook" not in out
-    assert "not pulled: real_streetlook" in caplog.text
+    assert f"warning: {V3}: scoring the pulled subsets real_studio_flat; not pulled: real_streetlook\n" in err
+    assert " WARNING " not in err, "one warning form: warning: …, not a log record"
     # a subset asked for that was not pulled: the command that brings it
     assert main(["evaluate", str(folder), "--subset", "real_streetlook", *base]) == 1
     assert f"lookbench pull {V3} --subset real_streetlook --store STORE --dest DIR" in capsys.readouterr().err
@@ -259,6 +259,84 @@ def test_a_subset_pull_brings_the_distractor_gallery_and_scores_what_was_pulled(
     (folder / "noise" / "gallery.parquet").unlink()
     assert main(["evaluate", str(folder), *base]) == 1
     assert "noise" in capsys.readouterr().err
+
+
+V4 = "v20261201"
+
+
+@pytest.fixture
+def full_pull(store, tmp_path, capsys):
+    """A release with a noise gallery, every file pulled."""
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V4, range(0, 6))), store, {})
+    assert main(["pull", V4, "--store", str(store.root), "--dest", str(tmp_path / "full"), "--quiet"]) == 0
+    capsys.readouterr()
+    return tmp_path / "full" / V4
+
+
+def test_info_names_the_metadata_files_a_pull_brought_and_that_are_gone(full_pull, capsys):
+    (full_pull / "croissant.json").unlink()
+    for f in (full_pull / "docs").iterdir():
+        f.unlink()
+    assert main(["info", str(full_pull)]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {V4}/croissant.json: missing" in err and f"error: {V4}/docs/schema.json: missing" in err
+    assert "files checked against the manifest" not in err
+
+
+def test_a_folder_without_its_noise_gallery_is_damaged_not_partial(full_pull, tmp_path, capsys):
+    (full_pull / "noise" / "gallery.parquet").unlink()
+    assert main(["info", str(full_pull)]) == 1
+    out, err = capsys.readouterr()
+    assert f"error: {V4}/noise/gallery.parquet: missing" in err
+    assert "not pulled" not in out and "files missing" in out
+    assert main(["evaluate", str(full_pull), "--model", "baseline/hsv-hog-v1", "--quiet", "--cache",
+                 str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "lacks noise/gallery.parquet" in err and "the folder is damaged" in err and "(and the" not in err
+
+
+def test_a_file_deleted_from_a_full_pull_is_an_error_not_a_partial_pull(full_pull, tmp_path, capsys):
+    """The published card names every subset: one whose files are gone was pulled, and is damaged."""
+    for role in ("query", "gallery"):
+        (full_pull / "real_streetlook" / f"{role}.parquet").unlink()
+    assert main(["info", str(full_pull)]) == 1
+    assert f"error: {V4}/real_streetlook/query.parquet: missing" in capsys.readouterr().err
+    assert main(["evaluate", str(full_pull), "--model", "baseline/hsv-hog-v1", "--quiet", "--cache",
+                 str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "lacks real_streetlook/gallery.parquet, real_streetlook/query.parquet" in err
+    assert "damaged" in err and "not pulled" not in err
+
+
+def test_a_partial_pull_missing_a_pulled_subsets_file_is_damaged(store, tmp_path, capsys):
+    publish(make_release(V4, range(0, 6)), store, {})
+    assert main(["pull", V4, "--subset", "real_studio_flat", "--store", str(store.root), "--dest",
+                 str(tmp_path / "p"), "--quiet"]) == 0
+    folder = tmp_path / "p" / V4
+    assert main(["info", str(folder)]) == 0
+    (folder / "real_studio_flat" / "gallery.parquet").unlink()
+    capsys.readouterr()
+    assert main(["info", str(folder)]) == 1
+    assert f"error: {V4}/real_studio_flat/gallery.parquet: missing" in capsys.readouterr().err
+
+
+def test_an_empty_noise_gallery_is_a_warning_that_the_distractor_scores_are_left_out(store, tmp_path, capsys):
+    import lookbench_pipeline
+    from release_factory import export_embeddings, with_noise
+
+    publish(with_noise(make_release(V4, range(0, 6)), n=0), store, {})
+    assert main(["pull", V4, "--store", str(store.root), "--dest", str(tmp_path / "e"), "--quiet"]) == 0
+    folder = tmp_path / "e" / V4
+    capsys.readouterr()
+    assert main(["evaluate", str(folder), "--model", "baseline/hsv-hog-v1", "--quiet", "--cache",
+                 str(tmp_path / "c")]) == 0
+    out, err = capsys.readouterr()
+    assert f"warning: {V4}: the noise gallery (noise/gallery.parquet) has no rows" in err and "distractor" not in out
+    export_embeddings(folder, tmp_path / "mine.parquet")
+    with pytest.warns(UserWarning, match="the noise gallery .* has no rows"):
+        lookbench_pipeline.score(folder, embeddings=tmp_path / "mine.parquet")
 
 
 @pytest.mark.parametrize("edit, match", [
@@ -301,9 +379,9 @@ def test_a_subset_this_version_does_not_know_is_named_not_lost(store, tmp_path, 
                                                           "foo/gallery.parquet": m["files"][g]}))
     base = ["--store", str(store.root), "--quiet", "--release", V2, "--model", "baseline/hsv-hog-v1",
             "--cache", str(tmp_path / "c")]
-    with caplog.at_level(logging.WARNING, logger="lookbench_pipeline"):
-        assert main(["evaluate", *base]) == 0
-    assert "not scored, subsets this version of lookbench_pipeline does not know: foo" in caplog.text
+    assert main(["evaluate", *base]) == 0
+    assert f"warning: {V2}: not scored, subsets this version of lookbench_pipeline does not know: foo" in \
+        capsys.readouterr().err
     assert main(["evaluate", *base, "--subset", "foo"]) == 1
     assert "does not know the subset foo" in capsys.readouterr().err
 
@@ -428,3 +506,18 @@ def test_info_shows_the_distractor_gallery_as_a_gallery_without_queries(store, c
     assert main(["info", V3, "--store", str(store.root)]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("noise"))
     assert row.split()[:3] == ["noise", "-", "5"] and "in every subset's gallery" in row
+
+
+def test_a_release_with_no_subset_to_score_says_so(store, tmp_path, capsys):
+    import lookbench_pipeline.evaluate as evaluate
+    from lookbench_pipeline.scoring import nothing_scored_reasons
+
+    _edit_manifest(store, V2, lambda m: m.update(files={}))
+    assert main(["evaluate", "--release", V2, "--store", str(store.root), "--model", "baseline/hsv-hog-v1",
+                 "--quiet", "--cache", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert f"warning: {V2}: no subset to score: its manifest lists no subset's query and gallery files" in err
+    assert err.index("no subset to score") < err.index("error: nothing was scored")
+    ev = evaluate.run_evaluation(store, V2, ["baseline/hsv-hog-v1"], tmp_path / "c")
+    assert nothing_scored_reasons(ev) == [f"{V2}: no subset to score: its manifest lists no subset's query and "
+                                          "gallery files"]

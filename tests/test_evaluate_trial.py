@@ -103,11 +103,13 @@ def test_a_second_name_or_training_cutoff_is_refused(folder, mine, tmp_path, cap
 
 # --- 4: the files evaluate writes are checked first --------------------------------------------------------------
 
-def test_output_report_and_benchmark_json_are_checked_before_scoring(folder, mine, tmp_path, capsys, nothing_runs):
+def test_output_report_cache_and_benchmark_json_are_checked_before_scoring(folder, mine, tmp_path, capsys,
+                                                                            nothing_runs):
     a_file = tmp_path / "a.txt"
     a_file.write_text("x")
     for more, says in ((["--report", str(a_file)], "is a file: name a folder"),
                        (["--report", str(a_file / "sub" / "rep")], f"{a_file} is a file: name a folder"),
+                       (["--cache", str(a_file)], f"--cache {a_file}: {a_file} is a file: name a folder"),
                        (["--output", str(tmp_path)], "is a folder: name a file"),
                        (["--benchmark-json", str(tmp_path)], "is a folder: name a file"),
                        (["--output", str(tmp_path / "out.csv")], "written as Parquet: name a .parquet file")):

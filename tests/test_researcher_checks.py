@@ -201,3 +201,14 @@ def test_audit_export_checks_the_tables_it_reads_as_evaluate_does(store, tmp_pat
     for part in expected(t):
         assert part.replace(QUERY, key) in err, (part, err)
     assert "Traceback" not in err and "KeyError" not in err and not (out / "audit.csv").exists()
+
+
+def test_the_python_api_names_an_undecodable_image_as_the_cli_does(store, tmp_path):
+    import lookbench_pipeline
+
+    t = _tamper(store, QUERY, CASES["bytes that are no image"][0])
+    assert main(["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "rel"), "--quiet"]) == 0
+    with pytest.raises(ReleaseIntegrityError) as e:
+        lookbench_pipeline.score(tmp_path / "rel" / V, lambda ims: [[1.0, 0.0]] * len(ims))
+    for part in [QUERY, "column image", f"row 4 (sample_id {_sid(t, 4)!r})", "cannot be decoded"]:
+        assert part in str(e.value), (part, str(e.value))

@@ -150,3 +150,32 @@ def test_a_float64_beyond_float32s_range_is_refused_by_row_without_a_numpy_warni
         warnings.simplefilter("error")
         with pytest.raises(EmbeddingsError, match="row 1: the vector has a NaN or infinite value .*float32's range"):
             _unit(vecs, lambda i: f"row {i}")
+
+
+def test_a_damaged_embeddings_file_is_one_line_naming_it_and_a_missing_ids_file_is_usage(pulled, tmp_path, capsys):
+    (tmp_path / "empty.npz").write_bytes(b"")
+    with pytest.raises(EmbeddingsError, match=f"{tmp_path / 'empty.npz'}: not a readable .npz file"):
+        lookbench_pipeline.score(pulled["folder"], embeddings=tmp_path / "empty.npz")
+    base = ["evaluate", str(pulled["folder"]), "--quiet", "--cache", str(tmp_path / "c")]
+    assert main([*base, "--embeddings", str(tmp_path / "empty.npz")]) == 1
+    err = capsys.readouterr().err
+    assert f"error: {tmp_path / 'empty.npz'}: not a readable .npz file" in err and err.count("\n") == 1
+    export_embeddings(pulled["folder"], tmp_path / "mine.npy", "npy")
+    assert main([*base, "--embeddings", str(tmp_path / "mine.npy"), "--ids", str(tmp_path / "absent.txt")]) == 2
+    assert f"--ids {tmp_path / 'absent.txt'}: no such file" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("content,why", [("[1, 2, 3]", "a JSON list, not an object"),
+                                         ('{"k": 1}', "values that are not sha256 strings"),
+                                         ("\xff{", "")])
+def test_a_damaged_verified_files_cache_is_named_ignored_and_rebuilt(pulled, tmp_path, capsys, content, why):
+    cache = tmp_path / "cc"
+    cache.mkdir()
+    f = cache / "verified_release_files.json"
+    f.write_bytes(content.encode("latin-1"))
+    assert main(["evaluate", str(pulled["folder"]), "--model", BASELINE, "--quiet", "--cache", str(cache)]) == 0
+    err = capsys.readouterr().err
+    assert f"warning: {f}: not a cache of verified release files ({why}" in err, err
+    assert "ignored; every release file is hashed again" in err
+    rebuilt = json.loads(f.read_text())
+    assert isinstance(rebuilt, dict) and rebuilt and all(isinstance(v, str) for v in rebuilt.values())

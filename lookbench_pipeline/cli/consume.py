@@ -135,11 +135,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     trust, and a copy from a mirror is the publisher's release when its manifest's sha256 is the publisher's.
 
     The files themselves: in a pulled folder, the size of each file it holds is compared with the manifest's (a
-    damaged or changed copy, exit 1); ``--verify`` also hashes each (sha256, streamed), in a folder or a store.
-    Exit codes: 0, or 1 when a file is a link, missing from a store, or differs from the manifest."""
+    damaged or changed copy, exit 1), and a file that the pull brought and is gone is missing (exit 1): the
+    metadata files and ``noise/`` always, a subset's files together (``releases.reader.folder_gaps``, pull's own
+    rule); only subsets wholly absent, and not named by the folder's dataset card, are ``not pulled``.
+    ``--verify`` also hashes each file (sha256, streamed), in a folder or a store. Exit codes: 0, or 1 when a file
+    is a link, missing, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import all_files, check_release_files, read_manifest_bytes, release_prefix
+    from ..releases.reader import all_files, check_release_files, folder_gaps, read_manifest_bytes, release_prefix
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
@@ -148,20 +151,27 @@ def cmd_info(args: argparse.Namespace) -> int:
     folder = isinstance(store, ReleaseFolder)
     # the manifest's files a pulled folder holds; exists() refuses a symbolic link (UnsafePathError, named)
     here = {k for k in all_files(m) if store.exists(prefix + k)} if folder else None
+    not_pulled: list[str] = []
+    gone: list[str] = []
+    if here is not None:
+        card = store.get_bytes(prefix + "README.md") if "README.md" in here else None
+        not_pulled, gone = folder_gaps(m, here, card)
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:
-        print(format_manifest(m, here))
+        print(format_manifest(m, here, set(not_pulled)))
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
               "check each file they read against the manifest; a copy from a mirror is the publisher's release "
               "when this is the publisher's)")
     problems: list[str] = []
     if folder or args.verify:
-        keys = sorted(here) if folder else None
-        partial = folder and any(k not in here for k in m["files"])
-        if partial and "README.md" in here:  # a partial pull's card names only the subsets pulled (pull's doing)
+        keys = sorted(here) if here is not None else None
+        partial = bool(not_pulled)
+        if partial and keys and "README.md" in keys:  # a partial pull's card names only the subsets pulled
             keys.remove("README.md")
         checked, problems = check_release_files(store, version, m, keys, hash_files=args.verify)
+        problems += [f"{k}: missing (a pull brings the metadata files and noise/ always, a subset's files "
+                     "together)" for k in gone]
         what = "sha256 and size" if args.verify else "size; --verify also checks each sha256"
         if not problems:
             print(f"{len(checked)} files checked against the manifest ({what})"
@@ -170,8 +180,9 @@ def cmd_info(args: argparse.Namespace) -> int:
     for p in problems:
         print(f"error: {version}/{p}", file=sys.stderr)
     if problems:
-        print(f"error: {len(problems)} file(s) differ from the manifest: not the published release "
-              f"({'pull it again' if folder else 'the store or mirror serves other bytes'})", file=sys.stderr)
+        fix = "pull it again: the same command restores them" if folder else "the store or mirror serves other bytes"
+        print(f"error: {len(problems)} file(s) missing or different from the manifest: not the published release "
+              f"({fix})", file=sys.stderr)
         return EXIT_ERROR
     return 0
 
@@ -187,11 +198,11 @@ def _count(v: object) -> int:
     return 0
 
 
-def format_manifest(m: dict, present: set[str] | None = None) -> str:
+def format_manifest(m: dict, present: set[str] | None = None, not_pulled: set[str] | None = None) -> str:
     """A release manifest (checked by ``release.check_manifest``) as a person reads it: version, window, build,
     rows per subset and role, the files' total size, label sources, what changed since the previous version.
     ``present``: the file keys a pulled folder holds; subsets whose files are not all there are marked
-    ``not pulled``."""
+    ``not pulled`` when in ``not_pulled`` (None: every such subset), else ``files missing``."""
     from ..releases.reader import NOISE
 
     files = {**m.get("files", {}), **m.get("metadata_files", {})}
@@ -211,7 +222,8 @@ def format_manifest(m: dict, present: set[str] | None = None) -> str:
             absent = present is not None and any(f"{sub}/{r}.parquet" not in present for r in roles)
             q = roles.get("query", "-" if sub == NOISE else 0)  # the distractor gallery has no queries
             lines.append(f"{sub.ljust(width)}  {q:>7}  {roles.get('gallery', 0):>7}"
-                         + ("  not pulled" if absent else "")
+                         + (("  not pulled" if not_pulled is None or sub in not_pulled else "  files missing")
+                            if absent else "")
                          + ("  (distractors, in every subset's gallery)" if sub == NOISE else ""))
     total = sum(int(v.get("bytes") or 0) for v in files.values())
     lines.append(f"\n{len(files)} files, {total / 1e6:.1f} MB, each with its sha256 in manifest.json")
@@ -358,7 +370,7 @@ def _one(args: argparse.Namespace, dest: str) -> str | None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
     ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
-    ``--report`` a folder (made, with its parents, when missing), neither a file nor under one."""
+    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one."""
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and Path(value).is_dir():
             raise UsageError(f"{flag} {value} is a folder: name a file")
@@ -366,10 +378,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     if args.output and Path(args.output).suffix.lower() != ".parquet":
         raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
-    if args.report:  # a folder, made when missing: the nearest existing one on its path must be a folder
-        where = next(p for p in (Path(args.report), *Path(args.report).absolute().parents) if p.exists())
-        if not where.is_dir():
-            raise UsageError(f"--report {args.report}: {where} is a file: name a folder (made when missing)")
+    for flag, value in (("--report", args.report), ("--cache", args.cache)):
+        if value:  # a folder, made when missing: the nearest existing one on its path must be a folder
+            where = next(p for p in (Path(value), *Path(value).absolute().parents) if p.exists())
+            if not where.is_dir():
+                raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -379,7 +392,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from ..evaluate import evaluate_configured, format_table
-    from ..scoring import EmbeddingsFileError, PrecomputedEmbeddings, site_benchmark
+    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, site_benchmark
 
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
@@ -441,7 +454,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
         try:
             emb = PrecomputedEmbeddings.load(args.embeddings, args.ids, name, tc)
         except EmbeddingsFileError as exc:  # no such file, or no known format: a bad option value
-            raise UsageError(f"--embeddings {exc}") from exc
+            raise UsageError(f"{'--ids' if isinstance(exc, IdsFileError) else '--embeddings'} {exc}") from exc
         given[emb.name] = emb
     named = list(dict.fromkeys([*(args.model or []), *given]))
     # models named on the command line (or embeddings) are scored alone; otherwise the config's, plus the registry's
@@ -452,7 +465,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                              embedders_given=given, subsets=args.subset or None)
     _print_reasons(ev, named)
     notes = [emb.unused_note(ev, store) for emb in given.values()] if ev.scores.num_rows else []
-    for note in filter(None, notes):
+    for note in [*ev.warnings, *filter(None, notes)]:
         print(f"warning: {note}", file=sys.stderr)
     if ev.scores.num_rows == 0:
         print(f"error: nothing was scored on {version} (the reasons are above)", file=sys.stderr)

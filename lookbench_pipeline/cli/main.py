@@ -1,5 +1,5 @@
 """The argument parser and the dispatch: which function runs each command, and how an error becomes an exit code
-(0 success, 1 an error, 2 a usage or configuration error)."""
+(0 success, 1 an error, 2 a usage or configuration error, 130 interrupted: Ctrl-C)."""
 
 from __future__ import annotations
 
@@ -219,13 +219,27 @@ def main(argv: list[str] | None = None) -> int:
         gc.collect()
 
 
+EXIT_INTERRUPTED = 130
+"""Ctrl-C (128 + SIGINT, as a shell reports a process the signal ended)."""
+RESUMABLE = {"pull": "run the same command again to resume"}
+"""What a command interrupted can do next, said after ``interrupted;`` (a pull keeps its ``.part`` files and
+resumes them)."""
+
+
 def _run(args: argparse.Namespace) -> int:
-    """``args.fn(args)`` with the errors it may raise turned into a line on stderr and an exit code."""
+    """``args.fn(args)`` with the errors it may raise turned into a line on stderr and an exit code; Ctrl-C is one
+    line, ``interrupted`` (exit 130), the traceback only with ``--debug``."""
     from ..releases.reader import ReleaseIntegrityError
     from ..store import StoreError
 
     try:
         return args.fn(args)
+    except KeyboardInterrupt:
+        if getattr(args, "debug", False):
+            raise
+        hint = RESUMABLE.get(args.command)
+        print("\ninterrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)  # after a progress bar's line
+        return EXIT_INTERRUPTED
     except ConfigError as exc:
         print(f"configuration error: {exc}", file=sys.stderr)
         return EXIT_USAGE

@@ -163,15 +163,27 @@ def _verify_local(path: Path, expected: str, name: str, verified: dict[str, str]
     verified[key] = expected
 
 
-def _load_verified(cache_dir: Path | None) -> dict[str, str]:
+def _load_verified(cache_dir: Path | None, warn: list[str] | None = None) -> dict[str, str]:
+    """The files verified earlier (``verified_release_files.json`` in ``cache_dir``: ``{path and stamp: sha256}``).
+    A file that is not such a JSON object of strings (damaged, or written by something else) is ignored: every
+    file is hashed again and the cache is rewritten; the message naming it is appended to ``warn``."""
     import json
 
     f = Path(cache_dir) / "verified_release_files.json" if cache_dir is not None else None
-    if f is not None and f.is_file():
-        try:
-            return dict(json.loads(f.read_text()))
-        except (ValueError, OSError):
-            return {}
+    if f is None or not f.is_file():
+        return {}
+    try:
+        data = json.loads(f.read_text(encoding="utf-8"))
+        why = None if isinstance(data, dict) else f"a JSON {type(data).__name__}, not an object"
+        if why is None and not all(isinstance(k, str) and isinstance(v, str) for k, v in data.items()):
+            why = "values that are not sha256 strings"
+    except (ValueError, OSError) as exc:  # UnicodeDecodeError and JSONDecodeError are ValueErrors
+        why = str(exc)
+    if why is None:
+        return data
+    if warn is not None:
+        warn.append(f"{f}: not a cache of verified release files ({why}): ignored; every release file is hashed "
+                    "again and the cache rewritten")
     return {}
 
 

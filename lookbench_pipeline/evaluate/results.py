@@ -37,6 +37,9 @@ class Evaluation:
       query flagged as contamination, or first seen before the model's cutoff), so that an empty result says why.
     * ``notes``: what a reader of the scores should know about how they were computed (a K larger than a subset's
       gallery, a model's own training cutoff used instead of ``evaluate.model_cutoffs``').
+    * ``warnings``: what was left out that the caller may not have meant to leave out (subsets of a pulled folder
+      that were not pulled, subsets this version does not know, an empty noise gallery): ``lookbench evaluate``
+      prints each as ``warning: …``, :func:`lookbench_pipeline.score` raises each as a ``UserWarning``.
     """
 
     release: str
@@ -52,6 +55,7 @@ class Evaluation:
     cutoff: str | None = None
     unscored: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)
 
 
 def _model_columns(info: dict) -> dict:

@@ -22,8 +22,8 @@ from .. import schemas
 from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
-from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, manifest_subsets, read_manifest,
-                               release_prefix)
+from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, folder_gaps, manifest_subsets,
+                               read_manifest, release_prefix)
 from ..store import LocalStore, ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -311,33 +311,43 @@ def _add_legacy_rows(run: _Run, src: Any, data_dir: Path | None) -> None:
                              "n_queries": res["queries"], "cutoff": None, **_model_columns(emb.info())})
 
 
-def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: list[str], asked: bool) -> list[str]:
-    """On a pulled release folder (``lookbench pull --subset`` brings some subsets): the ``subsets`` whose files are
-    there. Subsets not pulled are left out with a warning when none were asked for; ``FileNotFoundError`` names the
-    command that pulls a missing file otherwise (an asked-for subset, the distractor gallery). Other stores hold
-    every file the manifest names: ``subsets`` unchanged."""
+def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: list[str], asked: bool,
+                    warn: list[str]) -> list[str]:
+    """On a pulled release folder (``lookbench pull --subset`` brings some subsets): the ``subsets`` that were
+    pulled, by pull's own rule (``releases.reader.folder_gaps``). A file the pull brought that is gone (the
+    distractor gallery ``noise/``, one of a pulled subset's files) is damage: ``FileNotFoundError`` naming the files.
+    Subsets not pulled are left out with a warning (appended to ``warn``) when none were asked for;
+    ``FileNotFoundError`` names the command that pulls an asked-for one. Other stores hold every file the manifest
+    names: ``subsets`` unchanged."""
     from ..store import ReleaseFolder
 
     if not isinstance(store, ReleaseFolder):
         return subsets
     prefix = release_prefix(version)
-    present = [s for s in subsets
-               if all(store.exists(f"{prefix}/{s}/{r}.parquet") for r in ("query", "gallery"))]
-    missing = [s for s in subsets if s not in present]
-    noise_key = f"{NOISE}/gallery.parquet"
-    if noise_key in manifest["files"] and not store.exists(f"{prefix}/{noise_key}"):
-        missing.append(NOISE)
-    if missing and (asked or NOISE in missing or not present):
+    # the data files and the card (which names the subsets a partial pull brought); the other metadata files are not
+    # scored (info names those missing)
+    keys = [*manifest["files"], *(["README.md"] if "README.md" in manifest.get("metadata_files", {}) else [])]
+    present = {k for k in keys if store.exists(f"{prefix}/{k}")}
+    card = store.get_bytes(f"{prefix}/README.md") if "README.md" in present else None
+    not_pulled, gone = folder_gaps(manifest, present, card)
+    gone = [k for k in gone if k.split("/")[0] in {*subsets, NOISE} and k in manifest["files"]]
+    if gone:
+        raise FileNotFoundError(f"{store.url} lacks {', '.join(gone)} of {version}, which a pull brings (noise/ "
+                                "always, every subset's gallery includes it; a subset's query and gallery together): "
+                                f"the folder is damaged; `lookbench pull {version} --store STORE --dest DIR` with the "
+                                "same --subset options again restores it")
+    present_subsets = [s for s in subsets if s not in not_pulled]
+    missing = [s for s in subsets if s in not_pulled]
+    if missing and (asked or not present_subsets):
         raise FileNotFoundError(f"{store.url} lacks {', '.join(missing)} of {version}: `lookbench pull {version} "
-                                + "".join(f"--subset {s} " for s in missing if s != NOISE)
+                                + "".join(f"--subset {s} " for s in missing)
                                 + "--store STORE --dest DIR` (the store it was pulled from) brings "
-                                + ("them" if len(missing) > 1 else "it")
-                                + (" (and the distractor gallery noise/, which every subset's gallery includes)"
-                                   if NOISE in missing else ""))
+                                + ("them" if len(missing) > 1 else "it"))
     if missing:
-        log.warning("%s: scoring the pulled subsets %s; not pulled: %s", version, ", ".join(present),
-                    ", ".join(missing))
-    return present
+        msg = f"{version}: scoring the pulled subsets {', '.join(present_subsets)}; not pulled: {', '.join(missing)}"
+        log.info("%s", msg)
+        warn.append(msg)
+    return present_subsets
 
 
 def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = (), cache_dir: Path | None = None,
@@ -404,17 +414,22 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     if named_unknown:
         raise ValueError(f"{version}: this version of lookbench_pipeline does not know the subset "
                          f"{', '.join(named_unknown)} (it knows {', '.join(SUBSETS)}); a newer version may score it")
+    warn: list[str] = []
     if unknown and not asked:
-        log.warning("%s: not scored, subsets this version of lookbench_pipeline does not know: %s", version,
-                    ", ".join(unknown))
+        warn.append(f"{version}: not scored, subsets this version of lookbench_pipeline does not know: "
+                    f"{', '.join(unknown)}")
+        log.info("%s", warn[-1])
     subsets = choose_subsets(have, list(subsets), version) if subsets else have
-    subsets = _pulled_subsets(store, version, manifest, subsets, asked)
+    subsets = _pulled_subsets(store, version, manifest, subsets, asked, warn)
+    if not subsets:  # so that an empty result says why
+        warn.append(f"{version}: no subset to score: its manifest lists "
+                    + (f"only {', '.join(listed)}" if listed else "no subset's query and gallery files"))
     entries = {e.model_id: e for e in registry_entries()}
     wanted = list(dict.fromkeys([*model_ids, *(entries if registry else [])]))
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
 
     ev = Evaluation(release=version, ks=ks, scores=schemas.empty(schemas.SCORES),
-                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=[])
+                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=[], warnings=warn)
     embedders = _load_models(ev, wanted, entries, cutoff, overrides, cache_dir, cuda, embedders_given)
 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}
@@ -422,10 +437,13 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                                                    if k.startswith("contamination:")}
     run = _Run(ev, embedders, ks, seed, progress, n_ks)
     rng = np.random.default_rng(seed)
-    verified = _load_verified(cache_dir)
+    verified = _load_verified(cache_dir, ev.warnings)
     noise = (ReleaseFile(store, version, manifest, NOISE, "gallery", verified)
              if f"{NOISE}/gallery.parquet" in manifest["files"] else None)
     if noise is not None and noise.num_rows == 0:
+        ev.warnings.append(f"{version}: the noise gallery ({NOISE}/gallery.parquet) has no rows: the galleries have "
+                           "no distractors, and the distractor@K scores are left out")
+        log.info("%s", ev.warnings[-1])
         noise = None
     images_seen: dict[str, tuple[str, str]] = {}  # sample_id -> (image_sha256, file): one image in every file
     if noise is not None:

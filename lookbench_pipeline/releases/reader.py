@@ -18,6 +18,7 @@ import json
 import os
 import re
 import shutil
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -183,6 +184,42 @@ def manifest_subsets(m: dict[str, Any], role: str = "query") -> list[str]:
     """The subsets a manifest lists, sorted: the folders holding a ``<role>.parquet`` directly (``query``: the
     scored subsets, names this version does not know included; ``gallery``: those and the distractor gallery)."""
     return sorted({k.split("/")[0] for k in m["files"] if k.count("/") == 1 and k.endswith(f"/{role}.parquet")})
+
+
+def pull_keys(manifest: dict[str, Any], subsets: Sequence[str] | None = None) -> list[str]:
+    """The files a pull of ``subsets`` (None: every subset) brings, data files then metadata files, sorted: the
+    subsets' files, the distractor gallery's (``noise/``: every subset's gallery includes it) and the metadata
+    files (``README.md``, ``croissant.json``, ``docs/``, ``CHANGES.md``, ``changes.parquet``), always. The one
+    rule for :func:`pull` and for what a pulled folder must hold (:func:`folder_gaps`)."""
+    data = sorted(manifest["files"])
+    if subsets is not None:
+        data = [k for k in data if k.split("/")[0] in {*subsets, NOISE}]
+    return data + sorted(manifest.get("metadata_files", {}))
+
+
+def folder_gaps(manifest: dict[str, Any], present: set[str], card: bytes | None) -> tuple[list[str], list[str]]:
+    """``(subsets not pulled, files missing)`` of a pulled release folder holding the file keys ``present``, by
+    :func:`pull_keys`: a pull brings whole subsets, and always ``noise/`` and the metadata files. A subset none of
+    whose files is there, and that the folder's dataset card (``card``: ``README.md``'s bytes) does not name, was
+    not pulled (a partial pull limits the card to the subsets it brought; the published card, sha256 and all,
+    means every subset was pulled). Every other file :func:`pull_keys` names for the subsets pulled is missing:
+    damage, which pulling again repairs."""
+    subsets = sorted({k.split("/")[0] for k in manifest["files"] if "/" in k} - {NOISE})
+    published = manifest.get("metadata_files", {}).get("README.md", {}).get("sha256")
+    named: set[str] | None = None
+    if card is not None and hashlib.sha256(card).hexdigest() == published:
+        named = set(subsets)
+    elif card is not None:
+        try:
+            text = card.decode("utf-8")
+            front = yaml.safe_load(text[4:text.index("\n---", 4) + 1]) if text.startswith("---\n") else None
+            named = {str(c.get("config_name")) for c in front["configs"] if isinstance(c, dict)}
+        except (ValueError, TypeError, KeyError, yaml.YAMLError):
+            named = None  # no card to read: a subset wholly absent counts as not pulled
+    pulled = [s for s in subsets if s in (named or set())
+              or any(k in present for k in manifest["files"] if k.split("/")[0] == s)]
+    missing = [k for k in pull_keys(manifest, pulled) if k not in present]
+    return [s for s in subsets if s not in pulled], missing
 
 
 def _check_writable_key(k: str, version: str) -> None:
@@ -570,12 +607,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         except UnsafePathError as exc:
             raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
                                   f"{out}: {exc}") from None
-    data_keys = sorted(manifest["files"])
     if subsets:
         subsets = choose_subsets(manifest_subsets(manifest), subsets, version)
-        # the distractor gallery belongs to every subset's gallery: scoring a pulled subset needs it
-        data_keys = [k for k in data_keys if k.split("/")[0] in {*subsets, NOISE}]
-    keys = data_keys + sorted(manifest.get("metadata_files", {}))
+    keys = pull_keys(manifest, subsets or None)
     if callable(getattr(store, "path", None)):  # a folder store: a symbolic link in it is refused before any write
         for k in keys:
             try:
