@@ -19,13 +19,16 @@ def consumer_store(args: argparse.Namespace):
     configuration's. A ``--store`` URL of another scheme, or a ``--store`` folder that does not exist (a mistyped
     path), is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
     an error (exit 1), like a release that is not published."""
-    from ..store import NoSuchStore, UnsupportedStoreURL, configured_store, open_store
+    from ..store import HttpStore, NoSuchStore, UnsupportedStoreURL, configured_store, open_store
 
     if getattr(args, "store", None):
         try:
-            return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+            store = open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
         except (UnsupportedStoreURL, NoSuchStore) as exc:
             raise UsageError(f"--store: {exc}") from exc
+        if isinstance(store, HttpStore):  # a redirect to another host: one line, as the other warnings
+            store.warn = lambda message: print(f"warning: {message}", file=sys.stderr)
+        return store
     if args.endpoint_url or args.anon:
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
     import importlib.util
@@ -274,7 +277,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
-    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest)
+    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
+                 warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
     print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
