@@ -327,3 +327,21 @@ def test_limit_card_says_a_python_tag_in_one_line():
     with pytest.raises(ValueError, match="not plain YAML") as exc:
         limit_card("---\nconfigs: !!python/object/apply:os.system ['echo hi']\n---\n", ["real_studio_flat"])
     assert "\n" not in str(exc.value)
+
+
+# 12: a manifest without a subset
+
+def test_a_manifest_without_a_subset_is_named_by_info_and_evaluate(store, tmp_path, capsys):
+    path = store.root / f"releases/{V2}/manifest.json"
+    path.write_text(json.dumps({"version": V2, "files": {}}))
+    assert main(["info", V2, "--store", str(store.root)]) == 1
+    err = capsys.readouterr().err
+    assert "lists no subset" in err and "manifest.json" in err
+    emb = tmp_path / "mine.parquet"
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"sample_id": ["a"], "embedding": [[1.0, 0.0]]}), emb)
+    code = main(["evaluate", "--release", V2, "--store", str(store.root), "--embeddings", str(emb), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 1 and "lists no subset" in err and "the reasons are above" not in err
