@@ -38,8 +38,13 @@ class UnsupportedStoreURL(StoreError):
     """A store URL whose scheme :func:`open_store` does not read (the message names the schemes it does)."""
 
 
+class BadStoreURL(UnsupportedStoreURL):
+    """A store URL of a known scheme that names no store: ``s3://`` without a bucket, ``http://`` without a host, a
+    ``file://`` URL without a local path."""
+
+
 class NoSuchStore(StoreError):
-    """A folder store opened for reading (``create=False``) whose folder does not exist."""
+    """A folder store opened for reading (``create=False``) whose folder does not exist (or is a file)."""
 
 
 STORE_URL_FORMS = "a folder (a path or file://…), s3://bucket/prefix, or an http:// or https:// mirror"
@@ -111,7 +116,8 @@ class LocalStore:
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
         elif not self.root.is_dir():
-            raise NoSuchStore(f"no store at {self.root}: no such folder")
+            raise NoSuchStore(f"no store at {self.root}: " + ("it is a file, not a folder" if self.root.exists()
+                                                               else "no such folder"))
         self.url = str(self.root)
 
     def path(self, key: str) -> Path:
@@ -243,7 +249,7 @@ class ReleaseFolder(LocalStore):
         Raises UnsafePathError naming a symbolic link in the folder."""
         for rel in _walk_files(self.root, ""):
             key = self.prefix + rel
-            if not rel.endswith(".part") and key.startswith(prefix):
+            if not rel.endswith(".part") and rel != ".pull.lock" and key.startswith(prefix):
                 yield key
 
     def _read_only(self, *args, **kwargs):
@@ -280,9 +286,12 @@ class S3Store:
         from botocore import UNSIGNED
         from botocore.config import Config
 
-        if not url.startswith("s3://"):
+        if not url.lower().startswith("s3://"):
             raise StoreError(f"not an s3:// URL: {url!r}")
+        url = "s3://" + url[5:]
         bucket, _, prefix = url[5:].partition("/")
+        if not bucket:
+            raise BadStoreURL(f"{url!r} names no bucket: s3://BUCKET/PREFIX")
         self.bucket, self.prefix, self.url = bucket, prefix.strip("/"), url
         from boto3.s3.transfer import TransferConfig
 
@@ -300,6 +309,30 @@ class S3Store:
     def _key(self, key: str) -> str:
         _check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _error(self, what: str, exc: Exception) -> StoreError:
+        """A StoreError for ``what`` failing with ``exc``; without credentials it says how to read a public
+        bucket."""
+        from botocore.exceptions import NoCredentialsError
+
+        hint = (" (for a public bucket, read it unsigned: anonymous=True, --anon on the command line)"
+                if isinstance(exc, NoCredentialsError) else "")
+        return StoreError(f"{what} {self.url} failed: {exc}{hint}")
+
+    def _no_bucket(self) -> StoreError | None:
+        """A StoreError when the bucket does not exist (asked once, on a missing key: S3 answers a HEAD of a key in
+        a missing bucket with a bare 404), else None."""
+        from botocore.exceptions import ClientError
+
+        if not hasattr(self, "_bucket_missing"):
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+                self._bucket_missing = False
+            except ClientError as exc:
+                self._bucket_missing = exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket", "NotFound")
+            except Exception:  # unreachable, no credentials: the caller's own request says so
+                self._bucket_missing = False
+        return StoreError(f"no such bucket {self.bucket!r} ({self.url})") if self._bucket_missing else None
 
     def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
         import io
@@ -333,8 +366,10 @@ class S3Store:
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except self.client.exceptions.NoSuchBucket as exc:
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except Exception as exc:
-            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+            raise self._error(f"download of {key!r} from", exc) from exc
 
     def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
         """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks. Raises StoreError."""
@@ -344,8 +379,10 @@ class S3Store:
             yield from body.iter_chunks(chunk)
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except self.client.exceptions.NoSuchBucket as exc:
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except Exception as exc:
-            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+            raise self._error(f"download of {key!r} from", exc) from exc
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
@@ -355,10 +392,13 @@ class S3Store:
             return True
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                missing = self._no_bucket()
+                if missing is not None:
+                    raise missing from exc
                 return False
             raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
-        except Exception as exc:  # EndpointConnectionError, ...
-            raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
+        except Exception as exc:  # EndpointConnectionError, NoCredentialsError, ...
+            raise self._error(f"head of {key!r} in", exc) from exc
 
     def list(self, prefix: str = "") -> Iterator[str]:
         full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
@@ -369,11 +409,11 @@ class S3Store:
                 for obj in page.get("Contents", []):
                     yield obj["Key"][strip:]
         except self.client.exceptions.NoSuchBucket as exc:
-            raise StoreError(f"no bucket {self.bucket!r} at {self.url}") from exc
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"listing {prefix!r} in {self.url} failed: {exc}") from exc
+            raise self._error(f"listing {prefix!r} in", exc) from exc
 
     def delete(self, key: str) -> None:
         try:
@@ -591,20 +631,34 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
     ``http(s)://…`` a read-only :class:`HttpStore` mirror, anything else a :class:`LocalStore` folder (made when
     missing, unless ``create`` is False: a reader's mistyped folder is an error, not an empty store).
 
+    Schemes are case-insensitive (``HTTP://`` is ``http://``). A ``file://`` URL names a local folder
+    (``file:///abs/path``, or ``file://localhost/abs/path``).
+
     Raises:
         UnsupportedStoreURL: an unsupported URL scheme.
-        StoreError: (``create=False``) no such folder.
+        BadStoreURL: ``s3://`` without a bucket, ``http(s)://`` without a host, ``file://`` without a local path.
+        NoSuchStore: (``create=False``) no such folder, or a file.
     """
-    if url.startswith("s3://"):
-        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
+    from urllib.parse import unquote, urlsplit
+
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower() if sep else ""
+    if scheme == "s3":
+        return S3Store("s3://" + rest, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
                        anonymous=anonymous, **s3_options)
-    if url.startswith(("http://", "https://")):
-        return HttpStore(url)
-    if "://" in url and not url.startswith("file://"):
-        scheme = url.split("://")[0][:20] + "://"
-        raise UnsupportedStoreURL(f"unsupported store URL scheme {scheme!r} in {url[:200]!r}; "
-                                  f"a store is {STORE_URL_FORMS}")
-    return LocalStore(url.removeprefix("file://"), create=create)
+    if scheme in ("http", "https"):
+        if not urlsplit(f"{scheme}://{rest}").hostname:
+            raise BadStoreURL(f"{url[:200]!r} names no host: {scheme}://HOST/PREFIX")
+        return HttpStore(f"{scheme}://{rest}")
+    if scheme == "file":
+        parts = urlsplit(f"file://{rest}")
+        if parts.netloc not in ("", "localhost") or not parts.path:
+            raise BadStoreURL(f"{url[:200]!r} names no local folder: file:///ABSOLUTE/PATH (or a plain path)")
+        return LocalStore(unquote(parts.path), create=create)
+    if sep:
+        raise UnsupportedStoreURL(f"unsupported store URL scheme {url.split('://')[0][:20] + '://'!r} in "
+                                  f"{url[:200]!r}; a store is {STORE_URL_FORMS}")
+    return LocalStore(url, create=create)
 
 
 def configured_store(cfg: Any, create: bool = True) -> ObjectStore:

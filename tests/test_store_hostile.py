@@ -345,3 +345,115 @@ def test_a_manifest_without_a_subset_is_named_by_info_and_evaluate(store, tmp_pa
     code = main(["evaluate", "--release", V2, "--store", str(store.root), "--embeddings", str(emb), "--quiet"])
     err = capsys.readouterr().err
     assert code == 1 and "lists no subset" in err and "the reasons are above" not in err
+
+
+# 16: store URLs and their messages
+
+@pytest.mark.parametrize("argv, match", [
+    (["--store", "{root}", "--anon"], "--anon goes with --store s3://bucket/prefix"),
+    (["--store", "http://127.0.0.1:9", "--endpoint-url", "http://x"], "--endpoint-url goes with --store s3://"),
+    (["--store", "s3://"], "names no bucket"),
+    (["--store", "http://"], "names no host"),
+    (["--store", "HTTPS://"], "names no host"),
+    (["--store", "file://"], "names no local folder"),
+    (["--store", "file://somehost/x"], "names no local folder"),
+    (["--store", "{file}"], "it is a file, not a folder"),
+])
+def test_store_urls_that_name_no_store_are_usage_errors(store, tmp_path, capsys, argv, match):
+    f = tmp_path / "hostname"
+    f.write_text("x\n")
+    argv = [a.format(root=store.root, file=f) for a in argv]
+    assert main(["releases", *argv]) == 2
+    err = capsys.readouterr().err
+    assert match in err and err.count("\n") == 1, err
+
+
+def test_store_url_schemes_are_case_insensitive_and_file_urls_name_a_folder(store, capsys):
+    with mirror(store.root) as srv:
+        assert main(["info", V2, "--store", srv.base_url.replace("http://", "HTTP://")]) == 0
+    assert main(["releases", "--store", f"file://{store.root}"]) == 0
+    assert capsys.readouterr().out.split()[-2:] == [V1, V2]
+
+
+def test_latest_naming_an_unpublished_version_says_latest_pointed_there(store, capsys):
+    (store.root / "releases/latest").write_text("v20261231\n")
+    assert main(["info", "latest", "--store", str(store.root)]) == 1
+    err = capsys.readouterr().err
+    assert "release v20261231 is not published" in err and "releases/latest names it" in err
+
+
+def test_a_missing_bucket_is_named_and_missing_credentials_suggest_anon(s3_server, s3_env, monkeypatch, capsys):
+    assert main(["info", "latest", "--store", "s3://nobucket/p", "--endpoint-url", s3_server]) == 1
+    err = capsys.readouterr().err
+    assert "no such bucket 'nobucket'" in err
+    for var in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        monkeypatch.delenv(var)
+    monkeypatch.setenv("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_CONFIG_FILE", "/nonexistent")
+    monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
+    import boto3
+
+    monkeypatch.setattr(boto3, "DEFAULT_SESSION", None)  # it keeps the credentials it found first
+    assert main(["info", "latest", "--store", "s3://nobucket/p", "--endpoint-url", s3_server]) == 1
+    err = capsys.readouterr().err
+    assert "Unable to locate credentials" in err and "--anon" in err
+
+
+# 17: what a pull meets in --dest
+
+@pytest.mark.parametrize("kind", ["folder", "link"])
+def test_a_stale_part_that_is_a_folder_or_link_says_what_to_remove(store, tmp_path, capsys, kind):
+    part = tmp_path / "d" / V2 / "real_studio_flat" / "gallery.parquet.part"
+    part.parent.mkdir(parents=True)
+    if kind == "folder":
+        part.mkdir()
+    else:
+        part.symlink_to(tmp_path / "elsewhere")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"is a {'folder' if kind == 'folder' else 'symbolic link'}" in err and "remove it (rm -r " in err
+    assert "Errno" not in err and err.count("\n") == 1
+
+
+def test_a_version_folder_that_is_a_file_is_named(store, tmp_path, capsys):
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / V2).write_text("x")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'd' / V2} exists and is not a folder" in err and "Errno" not in err
+
+
+def test_a_dest_on_a_file_system_without_files_is_named(store, capsys):
+    if not Path("/proc/self").is_dir():
+        pytest.skip("no /proc")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", "/proc/lookbench-nothing", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "holds no files" in err and "GB free" not in err
+
+
+def test_a_second_pull_into_the_same_folder_stops_at_once(store, tmp_path):
+    import fcntl
+    import os
+
+    from lookbench_pipeline.releases import pull
+
+    out = tmp_path / "d" / V2
+    out.mkdir(parents=True)
+    fd = os.open(out / ".pull.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)  # the first pull
+        with pytest.raises(ValueError, match="another pull is writing"):
+            pull(store, V2, tmp_path / "d", progress=False)
+    finally:
+        os.close(fd)
+    pull(store, V2, tmp_path / "d", progress=False)
+    assert (out / "manifest.json").is_file() and not (out / ".pull.lock").exists()
+
+
+def test_a_cache_that_is_a_file_is_a_usage_error_before_anything_is_read(store, tmp_path, capsys):
+    cache = tmp_path / "cache"
+    cache.write_text("x")
+    code = main(["evaluate", "--release", V2, "--store", str(store.root), "--model", "baseline/hsv-hog-v1",
+                 "--cache", str(cache), "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--cache {cache}: {cache} is a file" in err

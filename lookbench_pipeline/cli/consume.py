@@ -16,12 +16,17 @@ from .common import EXIT_ERROR, EXIT_OK, UsageError
 def consumer_store(args: argparse.Namespace):
     """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
     ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
-    configuration's. A ``--store`` URL of another scheme, or a ``--store`` folder that does not exist (a mistyped
-    path), is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
+    configuration's. A ``--store`` URL of another scheme or naming no bucket or host, a ``--store`` folder that
+    does not exist (a mistyped path) or is a file, or ``--endpoint-url`` / ``--anon`` with a store that is not S3,
+    is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
     an error (exit 1), like a release that is not published."""
     from ..store import HttpStore, NoSuchStore, UnsupportedStoreURL, configured_store, open_store
 
     if getattr(args, "store", None):
+        if (args.endpoint_url or args.anon) and not args.store.lower().startswith("s3://"):
+            flags = " and ".join(f for f, v in (("--endpoint-url", args.endpoint_url), ("--anon", args.anon)) if v)
+            raise UsageError(f"{flags} go{'es' if ' and ' not in flags else ''} with --store s3://bucket/prefix, "
+                             f"not {args.store[:200]}")
         try:
             store = open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
         except (UnsupportedStoreURL, NoSuchStore) as exc:

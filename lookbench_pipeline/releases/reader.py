@@ -12,6 +12,7 @@ releases (contamination, changes, evaluation, the audit, the report, the CLI) si
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -239,7 +240,8 @@ def folder_gaps(manifest: dict[str, Any], present: set[str], card: bytes | None)
 
 def _check_writable_key(k: str, version: str) -> None:
     """Refuse a key that a pull could not write as named, before anything is written: longer than
-    :data:`MAX_KEY_CHARS`, a segment over 255 bytes, or a name of pull's own (a ``.part`` download in progress)."""
+    :data:`MAX_KEY_CHARS`, a segment over 255 bytes, or a name of pull's own (a ``.part`` download in progress,
+    its lock file :data:`LOCK_NAME`)."""
     if len(k) > MAX_KEY_CHARS:
         raise ReleaseIntegrityError(f"{version}: manifest.json names a file key of {len(k)} characters "
                                     f"(at most {MAX_KEY_CHARS})")
@@ -247,6 +249,9 @@ def _check_writable_key(k: str, version: str) -> None:
     if len(seg.encode("utf-8")) > 255:
         raise ReleaseIntegrityError(f"{version}: manifest.json names a file whose name {seg[:40]!r}... is "
                                     f"{len(seg.encode('utf-8'))} bytes long (at most 255)")
+    if k == LOCK_NAME:
+        raise ReleaseIntegrityError(f"{version}: manifest.json names {k!r}, the lock file a pull holds while it "
+                                    "writes")
     if k.endswith(".part"):
         raise ReleaseIntegrityError(f"{version}: manifest.json names {k[:80]!r}: '.part' names the files a pull is "
                                     "still downloading")
@@ -267,10 +272,12 @@ def list_releases(store: ObjectStore) -> list[str]:
 
 
 def resolve_version(store: ObjectStore, version: str) -> str:
-    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name).
+    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name
+    with a manifest in the store).
 
     Raises:
-        StoreError: ``latest`` was asked for and the store has none.
+        StoreError: ``latest`` was asked for and the store has none, or it names a version that is not published
+            (the message says latest pointed there).
         UnsafePathError: the name (given or read from the store: then the message names ``releases/latest`` as
             the damaged file) is not a release version.
     """
@@ -280,10 +287,14 @@ def resolve_version(store: ObjectStore, version: str) -> str:
                              "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
         named = read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace").strip()
         try:
-            return check_version(named)
+            version = check_version(named)
         except UnsafePathError as exc:  # the store's fault, not the caller's: say which file is wrong
             raise UnsafePathError(f"{store.url}/{LATEST_KEY} is damaged: {exc}; name a version instead "
                                   "(`lookbench releases` lists them)") from exc
+        if not store.exists(f"{release_prefix(version)}/manifest.json"):
+            raise _not_published(store, version, f" (releases/latest names it: latest points to a version that "
+                                                 "is not published)")
+        return version
     return check_version(version)
 
 
@@ -302,7 +313,8 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
             latest = None
         listed = (f"it cannot be listed; its releases/latest is {latest}" if latest
                   else "it cannot be listed and has no releases/latest")
-        hint = f"; did you mean {latest}?" if latest and difflib.get_close_matches(version, [latest], n=1) else ""
+        hint = (f"; did you mean {latest}?" if latest and latest != version
+                and difflib.get_close_matches(version, [latest], n=1) else "")
         return StoreError(f"release {version} was not found at {store.url}{why}{hint} ({listed})")
     near = difflib.get_close_matches(version, have, n=1)
     hint = f"; did you mean {near[0]}?" if near else ""
@@ -504,6 +516,12 @@ def _fetch(store: ObjectStore, key: str, target: Path, size: int, sha256: str, b
     sha256 and renamed into place. A resumed file that does not verify is downloaded once more from the start.
     Raises ReleaseIntegrityError (the ``.part`` is removed), StoreError."""
     part = target.with_name(target.name + ".part")
+    if part.is_symlink() or (part.exists() and not part.is_file()):
+        import shlex
+
+        kind = "a symbolic link" if part.is_symlink() else "a folder" if part.is_dir() else "not a plain file"
+        raise UnsafePathError(f"{part} is {kind}, where a pull keeps its download of {target.name} in progress: "
+                              f"remove it (rm -r {shlex.quote(str(part))}) and run the same command again")
     for attempt in (0, 1):
         h = hashlib.sha256()
         start = 0
@@ -658,6 +676,36 @@ def _warn(message: str) -> None:
     warnings.warn(message, UserWarning, stacklevel=3)
 
 
+LOCK_NAME = ".pull.lock"
+"""The file a pull holds locked (``flock``) in ``dest/<version>/`` while it writes there; removed at the end."""
+
+
+@contextlib.contextmanager
+def _pull_lock(out: Path, version: str) -> Any:
+    """Hold ``out/.pull.lock`` for the pull (on systems with ``fcntl.flock``): a second pull into the same folder
+    stops at once with a ValueError saying another pull is writing there, instead of failing half-way on a
+    ``.part`` file the first one renamed. Raises UnsafePathError for a link there."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock
+        yield
+        return
+    lock = resolve_inside(out, LOCK_NAME)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ValueError(f"{version}: another pull is writing {out} (it holds {lock}): let it finish (or stop "
+                             "it), then run this command again") from None
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
 def _check_not_in_store(store: ObjectStore, dest: Path, out: Path) -> None:
     """Refuse a pull from a folder store into that folder (``dest`` is the store's folder or inside it: the copy
     would land among the published files) or into a folder that holds the store (``dest/<version>`` is the store
@@ -731,12 +779,31 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                 store.path(f"{release_prefix(version)}/{k}")
             except UnsafePathError as exc:
                 raise UnsafePathError(f"{version}: refused, nothing written: {exc}") from None
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder: the pull writes the release there; move it away, or "
+                         "pull into another --dest")
     need = sum(every[k]["bytes"] for k in keys)
-    have_room = shutil.disk_usage(next(p for p in [out, *out.parents] if p.exists())).free
+    base = next(p for p in [out, *out.parents] if p.exists())
+    usage = shutil.disk_usage(base)
+    if usage.total == 0:  # /proc, /sys: "0 GB free" would be nonsense
+        raise ValueError(f"{base} is on a file system that holds no files (such as /proc or /sys): pull into a "
+                         "folder on a disk")
+    have_room = usage.free
     present = sum(p.stat().st_size for k in keys for p in [out / k] if p.is_file() and not p.is_symlink())
     if need - present > have_room:
         raise ValueError(f"{version}: the files need {need / 1e9:.2f} GB ({(need - present) / 1e9:.2f} GB still to "
                          f"download) but {out} has {have_room / 1e9:.2f} GB free")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
+    with _pull_lock(out, version):
+        return _pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest, warn)
+
+
+def _pull_files(store: ObjectStore, version: str, out: Path, keys: list[str], every: dict[str, Any], need: int,
+                progress: bool, raw_manifest: bytes, manifest: dict[str, Any], warn: Any) -> list[Path]:
+    """:func:`pull`'s downloads, once everything is checked and the folder locked; the manifest written last."""
     bar = None
     if progress:
         from tqdm import tqdm
