@@ -457,3 +457,42 @@ def test_a_cache_that_is_a_file_is_a_usage_error_before_anything_is_read(store, 
                  "--cache", str(cache), "--quiet"])
     err = capsys.readouterr().err
     assert code == 2 and f"--cache {cache}: {cache} is a file" in err
+
+
+def test_evaluate_release_over_a_mirror_that_switches_manifests_is_refused(store, tmp_path, capsys):
+    """The trial's case: the genuine manifest on the first read, a rewritten one (item_IDs shuffled in a file, its
+    entry updated) on every later read. Checked against the first read, the rewritten file is refused."""
+    import hashlib
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    mkey = f"/releases/{V2}/manifest.json"
+    genuine = (store.root / mkey.lstrip("/")).read_bytes()
+    key = "real_studio_flat/query.parquet"
+    t = pq.read_table(store.root / f"releases/{V2}/{key}")
+    ids = t.column("item_ID").to_pylist()
+    t = t.set_column(t.schema.get_field_index("item_ID"), "item_ID", pa.array(ids[1:] + ids[:1], t.schema.field(
+        "item_ID").type))
+    pq.write_table(t, store.root / f"releases/{V2}/{key}")
+    data = (store.root / f"releases/{V2}/{key}").read_bytes()
+    forged = json.loads(genuine)
+    forged["files"][key].update(sha256=hashlib.sha256(data).hexdigest(), bytes=len(data))
+    forged_bytes = json.dumps(forged).encode()
+    reads = []
+
+    def manifest(h: BaseHTTPRequestHandler) -> None:
+        body = genuine if (h.command == "HEAD" or not reads) else forged_bytes
+        if h.command == "GET":
+            reads.append(1)
+        h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        if h.command == "GET":
+            h.wfile.write(body)
+
+    with mirror(store.root, {mkey: manifest}) as srv:
+        code = main(["evaluate", "--release", V2, "--store", srv.base_url, "--model", "baseline/hsv-hog-v1",
+                     "--quiet", "--cache", str(tmp_path / "c")])
+    err = capsys.readouterr().err
+    assert code == 1 and f"{V2}/{key}" in err and "the manifest" in err, err
