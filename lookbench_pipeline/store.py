@@ -454,12 +454,6 @@ HTTP_MIN_BYTES_PER_S = 32 * 1024
 given up after ``HTTP_DEADLINE_S + n / HTTP_MIN_BYTES_PER_S`` seconds (a 2 GB gallery: about 17 hours)."""
 
 
-def _host(url: str) -> str:
-    from urllib.parse import urlsplit
-
-    return urlsplit(url).netloc.lower()
-
-
 def _warn(message: str) -> None:
     import warnings
 
@@ -503,8 +497,10 @@ class HttpStore:
 
     A mirror is someone else's server, so every read is bounded: ``timeout_s`` seconds for each network read, and
     an overall deadline per request of ``deadline_s + expected bytes / min_bytes_per_s`` seconds (the expected
-    bytes: ``max_bytes`` or ``size`` when the caller knows them, else the response's ``Content-Length``), so a
-    server that trickles bytes is given up with an error naming the URL and the limit. :meth:`get_bytes` takes
+    bytes: ``size`` when the caller knows it, else the response's ``Content-Length``, else ``max_bytes``; the
+    defaults: :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), so a server that trickles bytes is given up
+    with an error naming the URL and the limit (the deadline is checked as bytes arrive: a server that sends
+    nothing at all is given up after ``timeout_s``). :meth:`get_bytes` takes
     ``max_bytes`` (the release readers pass small limits for ``manifest.json`` and ``releases/latest``), and
     :meth:`read_range` ``size``. Redirects: see :func:`_mirror_session` (https to http refused, another host
     followed with a warning: ``warn(message)``, an attribute, by default a ``UserWarning``; the CLI prints a
