@@ -496,3 +496,10 @@ def test_evaluate_release_over_a_mirror_that_switches_manifests_is_refused(store
                      "--quiet", "--cache", str(tmp_path / "c")])
     err = capsys.readouterr().err
     assert code == 1 and f"{V2}/{key}" in err and "the manifest" in err, err
+
+
+def test_a_manifest_part_that_is_a_folder_says_what_to_remove(store, tmp_path, capsys):
+    (tmp_path / "d" / V2 / "manifest.json.part").mkdir(parents=True)
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "manifest.json.part is a folder" in err and "remove it (rm -r " in err and "Errno" not in err

@@ -503,10 +503,15 @@ def choose_subsets(have: list[str], asked: list[str], what: str) -> list[str]:
 
 def _open_part(path: Path, append: bool) -> Any:
     """A ``.part`` file opened for writing without following a symbolic link (one planted there would send the
-    download elsewhere). Raises UnsafePathError for a link."""
+    download elsewhere). Raises UnsafePathError for a link, a folder or anything else than a plain file there,
+    saying to remove it (a pull never makes one)."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
-    if path.is_symlink():
-        raise UnsafePathError(f"{path} is a symbolic link")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        import shlex
+
+        kind = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a plain file"
+        raise UnsafePathError(f"{path} is {kind}, where a pull keeps its download of {path.name[:-5]} in progress: "
+                              f"remove it (rm -r {shlex.quote(str(path))}) and run the same command again")
     return os.fdopen(os.open(path, flags, 0o644), "ab" if append else "wb")
 
 
@@ -516,12 +521,6 @@ def _fetch(store: ObjectStore, key: str, target: Path, size: int, sha256: str, b
     sha256 and renamed into place. A resumed file that does not verify is downloaded once more from the start.
     Raises ReleaseIntegrityError (the ``.part`` is removed), StoreError."""
     part = target.with_name(target.name + ".part")
-    if part.is_symlink() or (part.exists() and not part.is_file()):
-        import shlex
-
-        kind = "a symbolic link" if part.is_symlink() else "a folder" if part.is_dir() else "not a plain file"
-        raise UnsafePathError(f"{part} is {kind}, where a pull keeps its download of {target.name} in progress: "
-                              f"remove it (rm -r {shlex.quote(str(part))}) and run the same command again")
     for attempt in (0, 1):
         h = hashlib.sha256()
         start = 0
