@@ -520,7 +520,7 @@ class HttpStore:
         import requests
 
         try:
-            r = self.session.request(method, f"{self.url}/{_check_key(key)}", timeout=self.timeout_s)
+            r = self._answer(f"{self.url}/{_check_key(key)}", {}, method)
         except requests.RequestException as exc:
             raise StoreError(f"{self.url}/{key}: {type(exc).__name__}: {exc}") from exc
         return r
@@ -537,8 +537,7 @@ class HttpStore:
         url = f"{self.url}/{_check_key(key)}"
         t0 = time.monotonic()
         try:
-            with self.session.get(url, timeout=self.timeout_s, stream=True,
-                                  headers={"Range": f"bytes={start}-"} if start else {}) as r:
+            with self._answer(url, {"Range": f"bytes={start}-"} if start else {}) as r:
                 if r.status_code not in ((200, 206) if start else (200,)):
                     raise StoreError(f"{url}: HTTP {r.status_code}")
                 try:
@@ -574,6 +573,31 @@ class HttpStore:
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise StoreError(f"{url}: {type(exc).__name__}: {exc}") from exc
 
+    def _answer(self, url: str, headers: dict[str, str], method: str = "GET") -> Any:
+        """The streamed response to a ``method`` request of ``url``, its status line and headers in within
+        ``deadline_s`` seconds (a server can trickle its headers too, each byte within ``timeout_s``). The request
+        runs in a daemon thread that is left to the socket's own timeout when the deadline passes. Raises
+        StoreError, and what requests raises."""
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def get() -> None:
+            try:
+                box["r"] = self.session.request(method, url, timeout=self.timeout_s, stream=True, headers=headers)
+            except BaseException as exc:  # handed to the caller's thread
+                box["exc"] = exc
+
+        worker = threading.Thread(target=get, name="lookbench-mirror-get", daemon=True)
+        worker.start()
+        worker.join(self.deadline_s)
+        if worker.is_alive():
+            raise StoreError(f"{url}: no complete answer (status and headers) after {self.deadline_s:.0f} s: the "
+                             "mirror is too slow; try again later or another mirror")
+        if "exc" in box:
+            raise box["exc"]
+        return box["r"]
+
     def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
         """The whole object ``key``; ``max_bytes``: refuse one longer than that many bytes (read no further).
         Raises StoreError (HTTP error, over ``max_bytes``, past the deadline)."""
@@ -588,6 +612,7 @@ class HttpStore:
 
     def exists(self, key: str) -> bool:
         r = self._get(key, "HEAD")
+        r.close()  # no body: the connection goes back to the pool
         if r.status_code in (404, 403, 410):
             return False
         if r.status_code >= 400:

@@ -503,3 +503,22 @@ def test_a_manifest_part_that_is_a_folder_says_what_to_remove(store, tmp_path, c
     assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert "manifest.json.part is a folder" in err and "remove it (rm -r " in err and "Errno" not in err
+
+
+def test_a_mirror_that_trickles_its_headers_is_given_up_after_the_deadline(store, monkeypatch):
+    import lookbench_pipeline.store as st
+
+    monkeypatch.setattr(st, "HTTP_DEADLINE_S", 0.5)
+
+    def slow_headers(h: BaseHTTPRequestHandler) -> None:
+        h.wfile.write(b"HTTP/1.1 200 OK\r\n")
+        for _ in range(200):  # at most 10 s, so a failing test ends
+            h.wfile.write(b"X-Slow: 1\r\n")
+            h.wfile.flush()
+            time.sleep(0.05)
+
+    with mirror(store.root, {"/releases/latest": slow_headers}) as srv:
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match="no complete answer .status and headers. after 0 s"):
+            HttpStore(srv.base_url).get_bytes("releases/latest", max_bytes=1024)
+        assert time.monotonic() - t0 < 5
