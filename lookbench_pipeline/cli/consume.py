@@ -150,7 +150,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     is a link, missing, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import all_files, check_release_files, folder_gaps, read_manifest_bytes, release_prefix
+    from ..releases.reader import (all_files, check_release_files, folder_gaps, manifest_subsets, read_manifest_bytes,
+                                   release_prefix)
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
@@ -171,6 +172,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
               "check each file they read against the manifest; a copy from a mirror is the publisher's release "
               "when this is the publisher's)")
+    if not manifest_subsets(m):  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
+        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
+              f"({len(m['files'])} data files)", file=sys.stderr)
+        return EXIT_ERROR
     problems: list[str] = []
     if folder or args.verify:
         keys = sorted(here) if here is not None else None

@@ -121,8 +121,7 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
     ``metadata_files`` object) whose ``version`` is ``version`` (the folder it was read from), every file key a
     safe relative path (:func:`safepath.check_key`, never ``manifest.json`` itself, never in both lists), every
     entry ``{"sha256": 64 lowercase hex digits, "bytes": an integer 0 .. MAX_FILE_BYTES, "rows": an integer >= 0
-    when present}`` (booleans are not integers here), and at least one subset (``<subset>/query.parquet`` with its
-    ``gallery.parquet``).
+    when present}`` (booleans are not integers here).
 
     A manifest comes from a store or a mirror that someone else controls: ``pull``, ``info`` and ``evaluate`` all
     read it through this check, so a hostile entry is a one-line error, never a raw ``AttributeError``.
@@ -189,10 +188,6 @@ def check_manifest(m: Any, version: str, where: str) -> dict[str, Any]:
         if f"{s}/gallery.parquet" not in m["files"]:
             raise ReleaseIntegrityError(f"{version}: manifest.json lists {s}/query.parquet without "
                                         f"{s}/gallery.parquet")
-    if not manifest_subsets(m):  # nothing to pull for scoring, nothing to score: say so here, not "nothing scored"
-        raise ReleaseIntegrityError(f"{version}: manifest.json in {where} lists no subset (no "
-                                    "<subset>/query.parquet with its gallery.parquet among its "
-                                    f"{len(m['files'])} data files): a release has at least one")
     return m
 
 
