@@ -75,5 +75,7 @@ def refuse_links(root: Path, key: str) -> Path:
         cur = cur / part
         if cur.is_symlink():
             raise UnsafePathError(f"{key!r}: {str(cur)!r} is a symbolic link (to {os.readlink(cur)!r}), refused: "
-                                  "links in a store or release folder are not followed; copy the file there instead")
+                                  "links in a store or release folder are not followed: replace the link by the "
+                                  "file or folder it points to (in a store), or remove it (in a pull's --dest, which "
+                                  "then writes the file itself)")
     return cur

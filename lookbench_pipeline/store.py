@@ -38,8 +38,13 @@ class UnsupportedStoreURL(StoreError):
     """A store URL whose scheme :func:`open_store` does not read (the message names the schemes it does)."""
 
 
+class BadStoreURL(UnsupportedStoreURL):
+    """A store URL of a known scheme that names no store: ``s3://`` without a bucket, ``http://`` without a host, a
+    ``file://`` URL without a local path."""
+
+
 class NoSuchStore(StoreError):
-    """A folder store opened for reading (``create=False``) whose folder does not exist."""
+    """A folder store opened for reading (``create=False``) whose folder does not exist (or is a file)."""
 
 
 STORE_URL_FORMS = "a folder (a path or file://…), s3://bucket/prefix, or an http:// or https:// mirror"
@@ -67,6 +72,37 @@ def _check_key(key: str) -> str:
     return key
 
 
+def _walk_files(root: Path, prefix: str) -> list[str]:
+    """The ``/``-separated paths, relative to ``root`` and sorted, of the files under ``root`` that start with
+    ``prefix`` (only the prefix's folder is walked). Raises UnsafePathError naming the first symbolic link on the
+    way there or below it (never followed)."""
+    from .safepath import UnsafePathError
+
+    def refuse(path: Path) -> None:
+        raise UnsafePathError(f"{str(path)!r} is a symbolic link (to {os.readlink(path)!r}), refused: links in a "
+                              "store or release folder are not followed; replace the link by the folder or file "
+                              "it points to")
+
+    start = root
+    for part in [p for p in prefix.split("/")[:-1] if p]:
+        start = start / part
+        if start.is_symlink():
+            refuse(start)
+    if not start.is_dir():
+        return []
+    out = []
+    for folder, dirs, files in os.walk(start):
+        here = Path(folder)
+        for name in sorted(dirs) + sorted(files):
+            if (here / name).is_symlink():
+                refuse(here / name)
+        for name in files:
+            rel = (here / name).relative_to(root).as_posix()
+            if rel.startswith(prefix):
+                out.append(rel)
+    return sorted(out)
+
+
 class LocalStore:
     """A folder on disk used as an object store.
 
@@ -80,7 +116,8 @@ class LocalStore:
         if create:
             self.root.mkdir(parents=True, exist_ok=True)
         elif not self.root.is_dir():
-            raise NoSuchStore(f"no store at {self.root}: no such folder")
+            raise NoSuchStore(f"no store at {self.root}: " + ("it is a file, not a folder" if self.root.exists()
+                                                               else "no such folder"))
         self.url = str(self.root)
 
     def path(self, key: str) -> Path:
@@ -145,12 +182,12 @@ class LocalStore:
             yield from iter(lambda: fh.read(chunk), b"")
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        base = self.root
-        for p in sorted(base.rglob("*")):
-            if p.is_file() and not p.name.startswith(".tmp-"):
-                key = p.relative_to(base).as_posix()
-                if key.startswith(prefix):
-                    yield key
+        """The keys starting with ``prefix``, sorted (a write's temp files left out). Raises UnsafePathError naming
+        a symbolic link met on the way to the prefix's folder or below it (``releases/`` or a version folder that
+        is a link): as :meth:`path` refuses to read through one, the listing does not pass one over in silence."""
+        for rel in _walk_files(self.root, prefix):
+            if not rel.rsplit("/", 1)[-1].startswith(".tmp-"):
+                yield rel
 
     def delete(self, key: str) -> None:
         """Remove ``key`` (no error if absent) and the folders it leaves empty."""
@@ -208,11 +245,12 @@ class ReleaseFolder(LocalStore):
         return key.startswith(self.prefix) and self.path(key).is_file()
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        for p in sorted(self.root.rglob("*")):
-            if p.is_file() and not p.name.endswith(".part"):
-                key = self.prefix + p.relative_to(self.root).as_posix()
-                if key.startswith(prefix):
-                    yield key
+        """The keys starting with ``prefix`` (``releases/<version>/<file>``), sorted (``.part`` downloads left out).
+        Raises UnsafePathError naming a symbolic link in the folder."""
+        for rel in _walk_files(self.root, ""):
+            key = self.prefix + rel
+            if not rel.endswith(".part") and rel != ".pull.lock" and key.startswith(prefix):
+                yield key
 
     def _read_only(self, *args, **kwargs):
         raise StoreError(f"{self.url} is a pulled release folder, read-only")
@@ -248,9 +286,12 @@ class S3Store:
         from botocore import UNSIGNED
         from botocore.config import Config
 
-        if not url.startswith("s3://"):
+        if not url.lower().startswith("s3://"):
             raise StoreError(f"not an s3:// URL: {url!r}")
+        url = "s3://" + url[5:]
         bucket, _, prefix = url[5:].partition("/")
+        if not bucket:
+            raise BadStoreURL(f"{url!r} names no bucket: s3://BUCKET/PREFIX")
         self.bucket, self.prefix, self.url = bucket, prefix.strip("/"), url
         from boto3.s3.transfer import TransferConfig
 
@@ -268,6 +309,30 @@ class S3Store:
     def _key(self, key: str) -> str:
         _check_key(key)
         return f"{self.prefix}/{key}" if self.prefix else key
+
+    def _error(self, what: str, exc: Exception) -> StoreError:
+        """A StoreError for ``what`` failing with ``exc``; without credentials it says how to read a public
+        bucket."""
+        from botocore.exceptions import NoCredentialsError
+
+        hint = (" (for a public bucket, read it unsigned: anonymous=True, --anon on the command line)"
+                if isinstance(exc, NoCredentialsError) else "")
+        return StoreError(f"{what} {self.url} failed: {exc}{hint}")
+
+    def _no_bucket(self) -> StoreError | None:
+        """A StoreError when the bucket does not exist (asked once, on a missing key: S3 answers a HEAD of a key in
+        a missing bucket with a bare 404), else None."""
+        from botocore.exceptions import ClientError
+
+        if not hasattr(self, "_bucket_missing"):
+            try:
+                self.client.head_bucket(Bucket=self.bucket)
+                self._bucket_missing = False
+            except ClientError as exc:
+                self._bucket_missing = exc.response.get("Error", {}).get("Code") in ("404", "NoSuchBucket", "NotFound")
+            except Exception:  # unreachable, no credentials: the caller's own request says so
+                self._bucket_missing = False
+        return StoreError(f"no such bucket {self.bucket!r} ({self.url})") if self._bucket_missing else None
 
     def put_bytes(self, key: str, data: bytes, content_type: str | None = None) -> None:
         import io
@@ -301,8 +366,10 @@ class S3Store:
             return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except self.client.exceptions.NoSuchBucket as exc:
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except Exception as exc:
-            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+            raise self._error(f"download of {key!r} from", exc) from exc
 
     def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
         """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks. Raises StoreError."""
@@ -312,8 +379,10 @@ class S3Store:
             yield from body.iter_chunks(chunk)
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
+        except self.client.exceptions.NoSuchBucket as exc:
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except Exception as exc:
-            raise StoreError(f"download of {key!r} from {self.url} failed: {exc}") from exc
+            raise self._error(f"download of {key!r} from", exc) from exc
 
     def exists(self, key: str) -> bool:
         from botocore.exceptions import ClientError
@@ -323,10 +392,13 @@ class S3Store:
             return True
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") in ("404", "NoSuchKey", "NotFound"):
+                missing = self._no_bucket()
+                if missing is not None:
+                    raise missing from exc
                 return False
             raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
-        except Exception as exc:  # EndpointConnectionError, ...
-            raise StoreError(f"head of {key!r} in {self.url} failed: {exc}") from exc
+        except Exception as exc:  # EndpointConnectionError, NoCredentialsError, ...
+            raise self._error(f"head of {key!r} in", exc) from exc
 
     def list(self, prefix: str = "") -> Iterator[str]:
         full = self._key(prefix) if prefix else (self.prefix + "/" if self.prefix else "")
@@ -337,11 +409,11 @@ class S3Store:
                 for obj in page.get("Contents", []):
                     yield obj["Key"][strip:]
         except self.client.exceptions.NoSuchBucket as exc:
-            raise StoreError(f"no bucket {self.bucket!r} at {self.url}") from exc
+            raise StoreError(f"no such bucket {self.bucket!r} ({self.url})") from exc
         except StoreError:
             raise
         except Exception as exc:
-            raise StoreError(f"listing {prefix!r} in {self.url} failed: {exc}") from exc
+            raise self._error(f"listing {prefix!r} in", exc) from exc
 
     def delete(self, key: str) -> None:
         try:
@@ -374,56 +446,173 @@ class S3Store:
             raise StoreError(f"aborting uploads under {prefix!r} in {self.url} failed: {exc}") from exc
 
 
+HTTP_DEADLINE_S = 120.0
+"""Seconds an http(s) mirror is given for one request besides the time its bytes take at
+:data:`HTTP_MIN_BYTES_PER_S` (:class:`HttpStore`'s ``deadline_s``)."""
+HTTP_MIN_BYTES_PER_S = 32 * 1024
+"""The slowest transfer an http(s) mirror may keep up, in bytes per second: a request of ``n`` expected bytes is
+given up after ``HTTP_DEADLINE_S + n / HTTP_MIN_BYTES_PER_S`` seconds (a 2 GB gallery: about 17 hours)."""
+
+
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+def _mirror_session(store_url: str, warn: Any = _warn) -> Any:
+    """A ``requests.Session`` for a mirror that refuses a redirect from https to http (the bytes would travel in
+    the clear, and a manifest read that way is no root of trust) and warns once per host pair (``warn(message)``,
+    by default a ``UserWarning``) when a redirect leads to another host: a mirror commonly sends its files from a
+    CDN, so that is followed, but said, since the bytes then come from a server the ``--store`` URL does not name.
+    Redirects to other schemes (``file://``) are refused by requests itself (``InvalidSchema``)."""
+    from urllib.parse import urljoin, urlsplit
+
+    import requests
+
+    warned: set[tuple[str, str]] = set()
+
+    class _Session(requests.Session):
+        def get_redirect_target(self, resp: Any) -> str | None:
+            target = super().get_redirect_target(resp)
+            if target:
+                here, there = urlsplit(resp.url), urlsplit(urljoin(resp.url, target))
+                if here.scheme.lower() == "https" and there.scheme.lower() == "http":
+                    raise StoreError(f"{resp.url}: refused a redirect from https to http ({there.geturl()[:200]}): "
+                                     "the release would be read unencrypted")
+                pair = (here.netloc.lower(), there.netloc.lower())
+                if pair[0] != pair[1] and pair not in warned:
+                    warned.add(pair)
+                    warn(f"{store_url}: the mirror {pair[0]} redirects to another host, {pair[1]}: reading from "
+                         f"{pair[1]} (every file is still checked against the manifest's sha256)")
+            return target
+
+    return _Session()
+
+
 class HttpStore:
     """A read-only static mirror of a store over http(s) (``https://host/prefix``: ``releases/<v>/…`` below it, as
     a web server or a public bucket's website endpoint serves them). It cannot be listed: name a version, or
-    ``latest`` (``releases/latest``). Writes raise StoreError."""
+    ``latest`` (``releases/latest``). Writes raise StoreError.
 
-    def __init__(self, url: str, timeout_s: float = 60):
-        import requests
+    A mirror is someone else's server, so every read is bounded: ``timeout_s`` seconds for each network read, and
+    an overall deadline per request of ``deadline_s + expected bytes / min_bytes_per_s`` seconds (the expected
+    bytes: ``size`` when the caller knows it, else the response's ``Content-Length``, else ``max_bytes``; the
+    defaults: :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), so a server that trickles bytes is given up
+    with an error naming the URL and the limit (the deadline is checked as bytes arrive: a server that sends
+    nothing at all is given up after ``timeout_s``). :meth:`get_bytes` takes
+    ``max_bytes`` (the release readers pass small limits for ``manifest.json`` and ``releases/latest``), and
+    :meth:`read_range` ``size``. Redirects: see :func:`_mirror_session` (https to http refused, another host
+    followed with a warning: ``warn(message)``, an attribute, by default a ``UserWarning``; the CLI prints a
+    ``warning:`` line).
+    """
 
+    def __init__(self, url: str, timeout_s: float = 60, deadline_s: float | None = None,
+                 min_bytes_per_s: float | None = None):
         self.url = url.rstrip("/")
         self.timeout_s = timeout_s
-        self.session = requests.Session()
+        self.deadline_s = HTTP_DEADLINE_S if deadline_s is None else deadline_s
+        self.min_bytes_per_s = HTTP_MIN_BYTES_PER_S if min_bytes_per_s is None else min_bytes_per_s
+        self.warn = _warn
+        self.session = _mirror_session(self.url, lambda message: self.warn(message))
 
     def _get(self, key: str, method: str = "GET"):
         import requests
 
         try:
-            r = self.session.request(method, f"{self.url}/{_check_key(key)}", timeout=self.timeout_s)
+            r = self._answer(f"{self.url}/{_check_key(key)}", {}, method)
         except requests.RequestException as exc:
             raise StoreError(f"{self.url}/{key}: {type(exc).__name__}: {exc}") from exc
         return r
 
-    def get_bytes(self, key: str) -> bytes:
-        r = self._get(key)
-        if r.status_code != 200:
-            raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
-        return r.content
+    def _stream(self, key: str, start: int, chunk: int, max_bytes: int | None, size: int | None
+                ) -> Iterator[bytes]:
+        """The body of ``key`` from ``start`` on, in blocks of at most ``chunk`` bytes, within the deadline and
+        (``max_bytes``) the size limit. Raises StoreError."""
+        import time
 
-    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
-        """The bytes of ``key`` from offset ``start`` on (a ``Range`` request; a server that ignores it answers 200
-        with the whole body, whose first ``start`` bytes are skipped), streamed in chunks. Raises StoreError."""
         import requests
+        import urllib3
 
         url = f"{self.url}/{_check_key(key)}"
+        t0 = time.monotonic()
         try:
-            with self.session.get(url, timeout=self.timeout_s, stream=True,
-                                  headers={"Range": f"bytes={start}-"} if start else {}) as r:
-                if r.status_code not in (200, 206):
+            with self._answer(url, {"Range": f"bytes={start}-"} if start else {}) as r:
+                if r.status_code not in ((200, 206) if start else (200,)):
                     raise StoreError(f"{url}: HTTP {r.status_code}")
+                try:
+                    length = int(r.headers.get("Content-Length", ""))
+                except ValueError:
+                    length = None
+                if max_bytes is not None and length is not None and length > max_bytes:
+                    raise StoreError(f"{url}: the mirror announces {length} bytes, more than the {max_bytes} bytes "
+                                     "this file may have: refused")
+                expected = next((n for n in (None if size is None else size - start, length, max_bytes)
+                                 if n is not None), 0)
+                limit = self.deadline_s + max(expected, 0) / self.min_bytes_per_s
                 skip = start if (start and r.status_code == 200) else 0
-                for block in r.iter_content(chunk):
+                got = 0
+                while True:
+                    # read1: what one network read brings (read(n) would wait for all n bytes, a trickle for ever)
+                    block = r.raw.read1(chunk, decode_content=True)
+                    if not block:
+                        break
+                    if time.monotonic() - t0 > limit:
+                        raise StoreError(f"{url}: not complete after {limit:.0f} s (the limit for {expected} bytes: "
+                                         f"{self.deadline_s:.0f} s plus {self.min_bytes_per_s:.0f} bytes per "
+                                         "second): the mirror is too slow; try again later or another mirror")
                     if skip:
                         cut = min(skip, len(block))
                         block, skip = block[cut:], skip - cut
+                    got += len(block)
+                    if max_bytes is not None and got > max_bytes:
+                        raise StoreError(f"{url}: more than {max_bytes} bytes, the most this file may have: "
+                                         "refused (not a file of a release)")
                     if block:
                         yield block
-        except requests.RequestException as exc:
+        except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise StoreError(f"{url}: {type(exc).__name__}: {exc}") from exc
+
+    def _answer(self, url: str, headers: dict[str, str], method: str = "GET") -> Any:
+        """The streamed response to a ``method`` request of ``url``, its status line and headers in within
+        ``deadline_s`` seconds (a server can trickle its headers too, each byte within ``timeout_s``). The request
+        runs in a daemon thread that is left to the socket's own timeout when the deadline passes. Raises
+        StoreError, and what requests raises."""
+        import threading
+
+        box: dict[str, Any] = {}
+
+        def get() -> None:
+            try:
+                box["r"] = self.session.request(method, url, timeout=self.timeout_s, stream=True, headers=headers)
+            except BaseException as exc:  # handed to the caller's thread
+                box["exc"] = exc
+
+        worker = threading.Thread(target=get, name="lookbench-mirror-get", daemon=True)
+        worker.start()
+        worker.join(self.deadline_s)
+        if worker.is_alive():
+            raise StoreError(f"{url}: no complete answer (status and headers) after {self.deadline_s:.0f} s: the "
+                             "mirror is too slow; try again later or another mirror")
+        if "exc" in box:
+            raise box["exc"]
+        return box["r"]
+
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+        """The whole object ``key``; ``max_bytes``: refuse one longer than that many bytes (read no further).
+        Raises StoreError (HTTP error, over ``max_bytes``, past the deadline)."""
+        return b"".join(self._stream(key, 0, 1 << 16, max_bytes, None))
+
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on (a ``Range`` request; a server that ignores it answers 200
+        with the whole body, whose first ``start`` bytes are skipped), streamed in chunks of at most ``chunk``
+        bytes. ``size``: the object's expected size in bytes (the manifest's), which sets the deadline. Raises
+        StoreError."""
+        yield from self._stream(key, start, chunk, None, size)
 
     def exists(self, key: str) -> bool:
         r = self._get(key, "HEAD")
+        r.close()  # no body: the connection goes back to the pool
         if r.status_code in (404, 403, 410):
             return False
         if r.status_code >= 400:
@@ -463,20 +652,34 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
     ``http(s)://…`` a read-only :class:`HttpStore` mirror, anything else a :class:`LocalStore` folder (made when
     missing, unless ``create`` is False: a reader's mistyped folder is an error, not an empty store).
 
+    Schemes are case-insensitive (``HTTP://`` is ``http://``). A ``file://`` URL names a local folder
+    (``file:///abs/path``, or ``file://localhost/abs/path``).
+
     Raises:
         UnsupportedStoreURL: an unsupported URL scheme.
-        StoreError: (``create=False``) no such folder.
+        BadStoreURL: ``s3://`` without a bucket, ``http(s)://`` without a host, ``file://`` without a local path.
+        NoSuchStore: (``create=False``) no such folder, or a file.
     """
-    if url.startswith("s3://"):
-        return S3Store(url, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
+    from urllib.parse import unquote, urlsplit
+
+    scheme, sep, rest = url.partition("://")
+    scheme = scheme.lower() if sep else ""
+    if scheme == "s3":
+        return S3Store("s3://" + rest, endpoint_url=endpoint_url, region=region, checksum_mode=checksum_mode,
                        anonymous=anonymous, **s3_options)
-    if url.startswith(("http://", "https://")):
-        return HttpStore(url)
-    if "://" in url and not url.startswith("file://"):
-        scheme = url.split("://")[0][:20] + "://"
-        raise UnsupportedStoreURL(f"unsupported store URL scheme {scheme!r} in {url[:200]!r}; "
-                                  f"a store is {STORE_URL_FORMS}")
-    return LocalStore(url.removeprefix("file://"), create=create)
+    if scheme in ("http", "https"):
+        if not urlsplit(f"{scheme}://{rest}").hostname:
+            raise BadStoreURL(f"{url[:200]!r} names no host: {scheme}://HOST/PREFIX")
+        return HttpStore(f"{scheme}://{rest}")
+    if scheme == "file":
+        parts = urlsplit(f"file://{rest}")
+        if parts.netloc not in ("", "localhost") or not parts.path:
+            raise BadStoreURL(f"{url[:200]!r} names no local folder: file:///ABSOLUTE/PATH (or a plain path)")
+        return LocalStore(unquote(parts.path), create=create)
+    if sep:
+        raise UnsupportedStoreURL(f"unsupported store URL scheme {url.split('://')[0][:20] + '://'!r} in "
+                                  f"{url[:200]!r}; a store is {STORE_URL_FORMS}")
+    return LocalStore(url, create=create)
 
 
 def configured_store(cfg: Any, create: bool = True) -> ObjectStore:

@@ -16,16 +16,24 @@ from .common import EXIT_ERROR, EXIT_OK, UsageError
 def consumer_store(args: argparse.Namespace):
     """The store a consumer command reads: ``--store URL`` (a folder, which must exist; ``s3://bucket/prefix`` with
     ``--endpoint-url`` and ``--anon`` for a public bucket; or an ``http(s)://`` mirror), else the
-    configuration's. A ``--store`` URL of another scheme, or a ``--store`` folder that does not exist (a mistyped
-    path), is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
+    configuration's. A ``--store`` URL of another scheme or naming no bucket or host, a ``--store`` folder that
+    does not exist (a mistyped path) or is a file, or ``--endpoint-url`` / ``--anon`` with a store that is not S3,
+    is a usage error (exit 2), as a missing ``--images`` folder is; a configured store that was never made is
     an error (exit 1), like a release that is not published."""
-    from ..store import NoSuchStore, UnsupportedStoreURL, configured_store, open_store
+    from ..store import HttpStore, NoSuchStore, UnsupportedStoreURL, configured_store, open_store
 
     if getattr(args, "store", None):
+        if (args.endpoint_url or args.anon) and not args.store.lower().startswith("s3://"):
+            flags = " and ".join(f for f, v in (("--endpoint-url", args.endpoint_url), ("--anon", args.anon)) if v)
+            raise UsageError(f"{flags} go{'es' if ' and ' not in flags else ''} with --store s3://bucket/prefix, "
+                             f"not {args.store[:200]}")
         try:
-            return open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
+            store = open_store(args.store, endpoint_url=args.endpoint_url, anonymous=args.anon, create=False)
         except (UnsupportedStoreURL, NoSuchStore) as exc:
             raise UsageError(f"--store: {exc}") from exc
+        if isinstance(store, HttpStore):  # a redirect to another host: one line, as the other warnings
+            store.warn = lambda message: print(f"warning: {message}", file=sys.stderr)
+        return store
     if args.endpoint_url or args.anon:
         raise UsageError("--endpoint-url and --anon go with --store s3://bucket/prefix")
     import importlib.util
@@ -142,7 +150,8 @@ def cmd_info(args: argparse.Namespace) -> int:
     is a link, missing, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import all_files, check_release_files, folder_gaps, read_manifest_bytes, release_prefix
+    from ..releases.reader import (all_files, check_release_files, folder_gaps, manifest_subsets, read_manifest_bytes,
+                                   release_prefix)
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
@@ -163,6 +172,10 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
               "check each file they read against the manifest; a copy from a mirror is the publisher's release "
               "when this is the publisher's)")
+    if not manifest_subsets(m):  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
+        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
+              f"({len(m['files'])} data files)", file=sys.stderr)
+        return EXIT_ERROR
     problems: list[str] = []
     if folder or args.verify:
         keys = sorted(here) if here is not None else None
@@ -274,7 +287,8 @@ def cmd_pull(args: argparse.Namespace) -> int:
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
-    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest)
+    files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
+                 warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
     print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:

@@ -59,7 +59,7 @@ class ReleaseFile:
             self._local = local
         else:
             try:
-                self._table = read_file(store, version, subset, role)
+                self._table = read_file(store, version, subset, role, manifest=manifest)
             except pa.ArrowException as exc:
                 raise ReleaseIntegrityError(f"{self.name}: not a readable Parquet file ({exc})") from None
             check_scored_schema(self._table.schema, self.name)

@@ -12,6 +12,7 @@ releases (contamination, changes, evaluation, the audit, the report, the CLI) si
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import io
 import json
@@ -28,7 +29,7 @@ import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
 from ..schemas import RELEASE, RELEASE_REQUIRED
-from ..store import ObjectStore, StoreError
+from ..store import HttpStore, LocalStore, ObjectStore, StoreError
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
@@ -44,6 +45,11 @@ macOS and Windows file systems)."""
 
 LATEST_KEY = "releases/latest"
 """The key naming the newest published version (written after its manifest)."""
+LATEST_MAX_BYTES = 1024
+"""The most bytes ``releases/latest`` may have (it holds one version name): a longer one is refused unread."""
+MANIFEST_MAX_BYTES = 16 << 20
+"""The most bytes a ``manifest.json`` may have (a release's is a few kB): a store or mirror that sends more is
+refused before it can fill the memory."""
 
 
 class ReleaseExistsError(RuntimeError):
@@ -70,12 +76,17 @@ def limit_card(text: str, subsets: list[str]) -> str:
     folder.
 
     Raises:
-        ValueError: ``text`` has no YAML front matter with a ``configs`` list.
+        ValueError: ``text`` has no YAML front matter with a ``configs`` list, or its front matter is not YAML
+            ``yaml.safe_load`` reads (a Python tag such as ``!!python/object/apply`` is refused, never run).
     """
     if not text.startswith("---\n") or "\n---" not in text[4:]:
         raise ValueError("not a dataset card: no YAML front matter")
     end = text.index("\n---", 4)
-    front = yaml.safe_load(text[4:end + 1])
+    try:
+        front = yaml.safe_load(text[4:end + 1])
+    except yaml.YAMLError as exc:
+        first = " ".join(str(exc).split())[:200]
+        raise ValueError(f"not a dataset card: its front matter is not plain YAML ({first})") from None
     if not isinstance(front, dict) or not isinstance(front.get("configs"), list):
         raise ValueError("not a dataset card: its front matter has no configs list")
     configs = [dict(c) for c in front["configs"] if isinstance(c, dict) and c.get("config_name") in subsets]
@@ -224,7 +235,8 @@ def folder_gaps(manifest: dict[str, Any], present: set[str], card: bytes | None)
 
 def _check_writable_key(k: str, version: str) -> None:
     """Refuse a key that a pull could not write as named, before anything is written: longer than
-    :data:`MAX_KEY_CHARS`, a segment over 255 bytes, or a name of pull's own (a ``.part`` download in progress)."""
+    :data:`MAX_KEY_CHARS`, a segment over 255 bytes, or a name of pull's own (a ``.part`` download in progress,
+    its lock file :data:`LOCK_NAME`)."""
     if len(k) > MAX_KEY_CHARS:
         raise ReleaseIntegrityError(f"{version}: manifest.json names a file key of {len(k)} characters "
                                     f"(at most {MAX_KEY_CHARS})")
@@ -232,6 +244,9 @@ def _check_writable_key(k: str, version: str) -> None:
     if len(seg.encode("utf-8")) > 255:
         raise ReleaseIntegrityError(f"{version}: manifest.json names a file whose name {seg[:40]!r}... is "
                                     f"{len(seg.encode('utf-8'))} bytes long (at most 255)")
+    if k == LOCK_NAME:
+        raise ReleaseIntegrityError(f"{version}: manifest.json names {k!r}, the lock file a pull holds while it "
+                                    "writes")
     if k.endswith(".part"):
         raise ReleaseIntegrityError(f"{version}: manifest.json names {k[:80]!r}: '.part' names the files a pull is "
                                     "still downloading")
@@ -252,10 +267,12 @@ def list_releases(store: ObjectStore) -> list[str]:
 
 
 def resolve_version(store: ObjectStore, version: str) -> str:
-    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name).
+    """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name
+    with a manifest in the store).
 
     Raises:
-        StoreError: ``latest`` was asked for and the store has none.
+        StoreError: ``latest`` was asked for and the store has none, or it names a version that is not published
+            (the message says latest pointed there).
         UnsafePathError: the name (given or read from the store: then the message names ``releases/latest`` as
             the damaged file) is not a release version.
     """
@@ -263,12 +280,16 @@ def resolve_version(store: ObjectStore, version: str) -> str:
         if not store.exists(LATEST_KEY):
             raise StoreError(f"{store.url} has no releases/latest: name a version (vYYYYMMDD; `lookbench releases` "
                              "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
-        named = store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip()
+        named = read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace").strip()
         try:
-            return check_version(named)
+            version = check_version(named)
         except UnsafePathError as exc:  # the store's fault, not the caller's: say which file is wrong
             raise UnsafePathError(f"{store.url}/{LATEST_KEY} is damaged: {exc}; name a version instead "
                                   "(`lookbench releases` lists them)") from exc
+        if not store.exists(f"{release_prefix(version)}/manifest.json"):
+            raise _not_published(store, version, f" (releases/latest names it: latest points to a version that "
+                                                 "is not published)")
+        return version
     return check_version(version)
 
 
@@ -281,12 +302,14 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
         have = list_releases(store)
     except StoreError:  # a static mirror cannot be listed: say what it does have
         try:
-            latest = check_version(store.get_bytes(LATEST_KEY).decode("utf-8", errors="replace").strip())
+            latest = check_version(read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace")
+                                   .strip())
         except (StoreError, UnsafePathError):
             latest = None
         listed = (f"it cannot be listed; its releases/latest is {latest}" if latest
                   else "it cannot be listed and has no releases/latest")
-        hint = f"; did you mean {latest}?" if latest and difflib.get_close_matches(version, [latest], n=1) else ""
+        hint = (f"; did you mean {latest}?" if latest and latest != version
+                and difflib.get_close_matches(version, [latest], n=1) else "")
         return StoreError(f"release {version} was not found at {store.url}{why}{hint} ({listed})")
     near = difflib.get_close_matches(version, have, n=1)
     hint = f"; did you mean {near[0]}?" if near else ""
@@ -319,9 +342,13 @@ def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = 
     if not exists:
         raise _not_published(store, version, why)
     key = f"{release_prefix(version)}/manifest.json"
-    raw = store.get_bytes(key)
+    raw = read_small(store, key, MANIFEST_MAX_BYTES)
     try:
-        m = json.loads(raw)
+        m = json.loads(raw, object_pairs_hook=_no_duplicate_keys)
+    except _DuplicateKey as exc:
+        raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} names {exc.args[0]!r:.120} twice in "
+                                    "one object (a JSON reader keeps one of the two, another reader the other)"
+                                    ) from None
     except (ValueError, UnicodeDecodeError) as exc:
         raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not JSON ({exc})") from None
     except RecursionError:
@@ -330,19 +357,50 @@ def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = 
     return raw, check_manifest(m, version, store.url)
 
 
-def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True) -> pa.Table:
-    """Read one release file, checking its sha256 against the manifest.
+class _DuplicateKey(ValueError):
+    """A JSON object names a key twice (``args[0]``: the key)."""
+
+
+def _no_duplicate_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """``json.loads``'s ``object_pairs_hook``: the object, refusing one that names a key twice."""
+    out: dict[str, Any] = {}
+    for k, v in pairs:
+        if k in out:
+            raise _DuplicateKey(k)
+        out[k] = v
+    return out
+
+
+def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: bool = True,
+              manifest: dict[str, Any] | None = None) -> pa.Table:
+    """Read one release file, checking its size and sha256 against the manifest: ``manifest`` when the caller has
+    read it (a command that reads several files checks them all against one read: a store or a mirror could
+    answer a second read with another manifest), else the store's, read here. The file is streamed and never
+    more than the manifest's ``bytes`` are accepted (with ``verify``).
 
     Raises:
-        ReleaseIntegrityError: the bytes do not match the manifest, or are not a readable Parquet file (the
-            message names the file).
+        ReleaseIntegrityError: the bytes do not match the manifest (size or sha256), or are not a readable Parquet
+            file (the message names the file).
+        StoreError: the file cannot be read.
     """
     key = f"{subset}/{role}.parquet"
-    data = store.get_bytes(f"{release_prefix(version)}/{key}")
-    if verify:
-        expected = read_manifest(store, version)["files"][key]["sha256"]
-        if hashlib.sha256(data).hexdigest() != expected:
+    if not verify:
+        data = store.get_bytes(f"{release_prefix(version)}/{key}")
+    else:
+        meta = (manifest if manifest is not None else read_manifest(store, version))["files"].get(key)
+        if meta is None:
+            raise ReleaseIntegrityError(f"{version}/{key}: not in the manifest")
+        size, h, buf = meta["bytes"], hashlib.sha256(), bytearray()
+        for block in read_range(store, f"{release_prefix(version)}/{key}", 0, 1 << 20, size=size):
+            if len(buf) + len(block) > size:
+                raise ReleaseIntegrityError(f"{version}/{key}: the store sent more than the manifest's {size} bytes")
+            buf += block
+            h.update(block)
+        if len(buf) != size:
+            raise ReleaseIntegrityError(f"{version}/{key}: {len(buf)} bytes, the manifest says {size}")
+        if h.hexdigest() != meta["sha256"]:
             raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
+        data = bytes(buf)
     try:
         return pq.read_table(io.BytesIO(data))
     except pa.ArrowException as exc:
@@ -440,10 +498,15 @@ def choose_subsets(have: list[str], asked: list[str], what: str) -> list[str]:
 
 def _open_part(path: Path, append: bool) -> Any:
     """A ``.part`` file opened for writing without following a symbolic link (one planted there would send the
-    download elsewhere). Raises UnsafePathError for a link."""
+    download elsewhere). Raises UnsafePathError for a link, a folder or anything else than a plain file there,
+    saying to remove it (a pull never makes one)."""
     flags = os.O_WRONLY | os.O_CREAT | (os.O_APPEND if append else os.O_TRUNC) | getattr(os, "O_NOFOLLOW", 0)
-    if path.is_symlink():
-        raise UnsafePathError(f"{path} is a symbolic link")
+    if path.is_symlink() or (path.exists() and not path.is_file()):
+        import shlex
+
+        kind = "a symbolic link" if path.is_symlink() else "a folder" if path.is_dir() else "not a plain file"
+        raise UnsafePathError(f"{path} is {kind}, where a pull keeps its download of {path.name[:-5]} in progress: "
+                              f"remove it (rm -r {shlex.quote(str(path))}) and run the same command again")
     return os.fdopen(os.open(path, flags, 0o644), "ab" if append else "wb")
 
 
@@ -467,7 +530,7 @@ def _fetch(store: ObjectStore, key: str, target: Path, size: int, sha256: str, b
         done = start
         with _open_part(part, append=resumed) as out:
             if done < size:
-                for chunk in read_range(store, key, done):
+                for chunk in read_range(store, key, done, size=size):
                     if done + len(chunk) > size:
                         part.unlink(missing_ok=True)
                         raise ReleaseIntegrityError(f"{key}: the store sent more than the manifest's {size} bytes")
@@ -487,16 +550,44 @@ def _fetch(store: ObjectStore, key: str, target: Path, size: int, sha256: str, b
                                         f"sha256 {h.hexdigest()[:16]}…, expected {size} bytes with {sha256[:16]}…)")
 
 
-def read_range(store: ObjectStore, key: str, start: int = 0, chunk: int = 1 << 20) -> Any:
-    """The bytes of ``key`` from offset ``start`` on, in chunks (the store's ``read_range`` when it streams, else
-    its ``get_bytes`` sliced)."""
+def read_range(store: ObjectStore, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None
+               ) -> Any:
+    """The bytes of ``key`` from offset ``start`` on, in chunks of at most ``chunk`` bytes (the store's
+    ``read_range`` when it streams, else its ``get_bytes`` sliced). ``size``: the object's expected size in bytes
+    (the manifest's), which sets an http(s) mirror's deadline (:class:`store.HttpStore`)."""
     fn = getattr(store, "read_range", None)
     if fn is not None:
-        yield from fn(key, start, chunk)
+        yield from (fn(key, start, chunk, size=size) if isinstance(store, HttpStore) else fn(key, start, chunk))
         return
     data = store.get_bytes(key)
     for s in range(start, len(data), chunk):
         yield data[s : s + chunk]
+
+
+def read_small(store: ObjectStore, key: str, max_bytes: int) -> bytes:
+    """The whole object ``key``, which may have at most ``max_bytes`` bytes (a manifest, ``releases/latest``):
+    reading stops there, so a hostile store or mirror cannot fill the memory.
+
+    Raises:
+        StoreError: the object has more than ``max_bytes`` bytes (the message names it and the limit), or cannot
+            be read.
+    """
+    if isinstance(store, HttpStore):
+        return store.get_bytes(key, max_bytes=max_bytes)
+    if isinstance(store, LocalStore):  # a file: its size is known before it is read
+        try:
+            size = store.path(key).stat().st_size
+        except FileNotFoundError:
+            size = 0  # get_bytes says it is missing
+        if size > max_bytes:
+            raise StoreError(f"{store.url}/{key}: {size} bytes, more than the {max_bytes} bytes it may have: refused")
+        return store.get_bytes(key)
+    out = bytearray()
+    for block in read_range(store, key, 0, 1 << 16):
+        out += block
+        if len(out) > max_bytes:
+            raise StoreError(f"{store.url}/{key}: more than {max_bytes} bytes, the most it may have: refused")
+    return bytes(out)
 
 
 def check_release_files(store: ObjectStore, version: str, manifest: dict[str, Any], keys: list[str] | None = None,
@@ -516,7 +607,7 @@ def check_release_files(store: ObjectStore, version: str, manifest: dict[str, An
             continue
         checked.append(k)
         h, size = hashlib.sha256(), 0
-        for block in read_range(store, key, 0, 1 << 22):
+        for block in read_range(store, key, 0, 1 << 22, size=meta["bytes"]):
             size += len(block)
             if size > meta["bytes"]:
                 break
@@ -540,13 +631,17 @@ def _is_file(path: Path, size: int, sha256: str) -> bool:
     return h.hexdigest() == sha256
 
 
-def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
+def _limit_card_to_present(out: Path, manifest: dict[str, Any], warn: Any = None) -> None:
     """After a partial pull: the folder's dataset card (``README.md``) names only the configs (subsets, and the
     ``noise`` gallery) whose data files are all in ``out`` (this pull's and an earlier one's), since Hugging Face
     ``datasets`` resolves every config's files when it opens the folder and fails on the first one missing. Its
     front matter is written again with those configs; its body is the published one. The card is left as
     published (its manifest sha256) when every config is there; a rerun of the pull fetches it again and limits
-    it again."""
+    it again.
+
+    A card that cannot be limited (no YAML front matter, a tag ``yaml.safe_load`` refuses) is kept as published,
+    and ``warn(message)`` says so (naming the file, the version and why): the pull itself is complete, and a
+    rerun would meet the same card, so failing would leave the folder without its ``manifest.json`` for ever."""
     if "README.md" not in manifest.get("metadata_files", {}):
         return
     card = resolve_inside(out, "README.md")  # as every file pull writes: not through a link planted there
@@ -556,15 +651,74 @@ def _limit_card_to_present(out: Path, manifest: dict[str, Any]) -> None:
     configs = sorted({k.split("/")[0] for k in data if "/" in k})  # the subsets and the noise gallery
     present = [s for s in configs if all((out / k).is_file() for k in data if k.split("/")[0] == s)]
     if len(present) < len(configs):
-        text = limit_card(card.read_text(encoding="utf-8"), present)
+        try:
+            text = limit_card(card.read_text(encoding="utf-8", errors="strict"), present)
+        except (ValueError, UnicodeDecodeError) as exc:  # UnicodeDecodeError is a ValueError too
+            (warn or _warn)(f"{manifest.get('version')}/README.md (the dataset card) is kept as published, not "
+                            f"limited to the subsets pulled: {exc}; datasets.load_dataset on the folder may fail "
+                            "on a subset that was not pulled")
+            return
         part = card.with_name("README.md.part")
         with _open_part(part, append=False) as fh:
             fh.write(text.encode("utf-8"))
         part.replace(card)
 
 
+def _warn(message: str) -> None:
+    import warnings
+
+    warnings.warn(message, UserWarning, stacklevel=3)
+
+
+LOCK_NAME = ".pull.lock"
+"""The file a pull holds locked (``flock``) in ``dest/<version>/`` while it writes there; removed at the end."""
+
+
+@contextlib.contextmanager
+def _pull_lock(out: Path, version: str) -> Any:
+    """Hold ``out/.pull.lock`` for the pull (on systems with ``fcntl.flock``): a second pull into the same folder
+    stops at once with a ValueError saying another pull is writing there, instead of failing half-way on a
+    ``.part`` file the first one renamed. Raises UnsafePathError for a link there."""
+    try:
+        import fcntl
+    except ImportError:  # Windows: no lock
+        yield
+        return
+    lock = resolve_inside(out, LOCK_NAME)
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise ValueError(f"{version}: another pull is writing {out} (it holds {lock}): let it finish (or stop "
+                             "it), then run this command again") from None
+        try:
+            yield
+        finally:
+            lock.unlink(missing_ok=True)
+    finally:
+        os.close(fd)
+
+
+def _check_not_in_store(store: ObjectStore, dest: Path, out: Path) -> None:
+    """Refuse a pull from a folder store into that folder (``dest`` is the store's folder or inside it: the copy
+    would land among the published files) or into a folder that holds the store (``dest/<version>`` is the store
+    or above it). A ``dest`` beside the store, or holding it elsewhere (``--store rel/store --dest rel``), is fine.
+    Raises ValueError naming both folders."""
+    root = getattr(store, "root", None)
+    if not isinstance(root, Path):
+        return
+    r, d, o = root.resolve(), dest.resolve(), out.resolve()
+    if d == r or r in d.parents:
+        raise ValueError(f"--dest {dest} is inside the store {r} it would read from: pull into a folder outside "
+                         "the store (the store already holds the release)")
+    if o == r or o in r.parents:
+        raise ValueError(f"the store {r} is inside {out}, the folder the pull would write: pull into another --dest")
+
+
 def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None = None,
-         progress: bool = True, manifest: tuple[bytes, dict[str, Any]] | None = None) -> list[Path]:
+         progress: bool = True, manifest: tuple[bytes, dict[str, Any]] | None = None, warn: Any = None
+         ) -> list[Path]:
     """Download a published release (or some of its subsets; ``version`` may be ``latest``) into
     ``dest/<version>/``, verifying every file's sha256 and size against the manifest before it is moved into
     place; ``manifest.json`` (the store's bytes) is written last. The metadata files (``README.md``,
@@ -581,6 +735,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     ``manifest``: the ``(stored bytes, checked manifest)`` of ``version`` (:func:`read_manifest_bytes`) when the
     caller has read it already (then ``version`` must be a version, not ``latest``): the pull downloads what that
     one read names, and the store is not asked again (a store or mirror could answer a second read otherwise).
+    ``warn(message)``: how a warning is given (default a ``UserWarning``): a published dataset card that cannot be
+    limited to the subsets pulled is kept as it is, with a warning.
 
     Returns:
         the paths of the release's files under ``dest/<version>/`` (without the manifest).
@@ -599,6 +755,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     raw_manifest, manifest = manifest if manifest is not None else read_manifest_bytes(store, version)
     every = all_files(manifest)
     out = resolve_inside(dest, version)  # dest/<version> itself must not be a link out of dest
+    _check_not_in_store(store, dest, out)
     # Every key the manifest names is checked before anything is written: a store or mirror controls the manifest
     # and must not make a pull write outside dest (absolute, network, drive, '..' and symbolic-link paths refused).
     for k in every:
@@ -616,12 +773,31 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                 store.path(f"{release_prefix(version)}/{k}")
             except UnsafePathError as exc:
                 raise UnsafePathError(f"{version}: refused, nothing written: {exc}") from None
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"{out} exists and is not a folder: the pull writes the release there; move it away, or "
+                         "pull into another --dest")
     need = sum(every[k]["bytes"] for k in keys)
-    have_room = shutil.disk_usage(next(p for p in [out, *out.parents] if p.exists())).free
+    base = next(p for p in [out, *out.parents] if p.exists())
+    usage = shutil.disk_usage(base)
+    if usage.total == 0:  # /proc, /sys: "0 GB free" would be nonsense
+        raise ValueError(f"{base} is on a file system that holds no files (such as /proc or /sys): pull into a "
+                         "folder on a disk")
+    have_room = usage.free
     present = sum(p.stat().st_size for k in keys for p in [out / k] if p.is_file() and not p.is_symlink())
     if need - present > have_room:
         raise ValueError(f"{version}: the files need {need / 1e9:.2f} GB ({(need - present) / 1e9:.2f} GB still to "
                          f"download) but {out} has {have_room / 1e9:.2f} GB free")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
+    with _pull_lock(out, version):
+        return _pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest, warn)
+
+
+def _pull_files(store: ObjectStore, version: str, out: Path, keys: list[str], every: dict[str, Any], need: int,
+                progress: bool, raw_manifest: bytes, manifest: dict[str, Any], warn: Any) -> list[Path]:
+    """:func:`pull`'s downloads, once everything is checked and the folder locked; the manifest written last."""
     bar = None
     if progress:
         from tqdm import tqdm
@@ -643,7 +819,7 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     finally:
         if bar is not None:
             bar.close()
-    _limit_card_to_present(out, manifest)
+    _limit_card_to_present(out, manifest, warn)
     out.mkdir(parents=True, exist_ok=True)
     target = resolve_inside(out, "manifest.json")
     with _open_part(target.with_name("manifest.json.part"), append=False) as fh:
