@@ -121,8 +121,13 @@ def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = No
             raise ConfigError(f"{config_path}: timezone {tz!r}, but the partitions were defined in "
                               f"{RELEASE_TIMEZONE!r} when the code was imported; set LOOKBENCH_TIMEZONE={tz} "
                               "before starting Dagster")
-    # one resource per external system, typed and shown in the Launchpad; ``lookbench`` applies them
-    object_store, vllm, image_endpoint = ObjectStoreResource(), VllmEndpointResource(), ImageEndpointResource()
+    # one resource per external system, typed and shown in the Launchpad; ``lookbench`` applies them. Configured at
+    # launch: Dagster binds ``lookbench``'s fields to the top-level keys (by identity), so a run's settings of
+    # ``object_store``, ``vllm`` and ``image_endpoint`` reach it (a fully configured nested resource would not be
+    # bound: the run config of its key would be ignored)
+    object_store, vllm, image_endpoint = (ObjectStoreResource.configure_at_launch(),
+                                          VllmEndpointResource.configure_at_launch(),
+                                          ImageEndpointResource.configure_at_launch())
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,

@@ -10,14 +10,16 @@
   settings of the external systems, shown in the Launchpad (Dagster UI -> a job -> Launchpad -> resources), so a
   run can point at another bucket or model server without editing the YAML. Unset (null) fields keep the YAML's
   value (or its ``LOOKBENCH_*`` environment variable's); a set field wins over both, as the most specific setting
-  of one run. ``lookbench`` applies them, so the library sees one ``PipelineConfig``.
+  of one run. ``lookbench`` applies them, so the library sees one ``PipelineConfig``. They are its fields as
+  resource dependencies: ``build_defs`` passes the top-level keys' resources configured at launch, which Dagster
+  binds to those keys, so a run's config of ``object_store`` (not a copy inside ``lookbench``) is the one applied.
 """
 
 
 import os
 from typing import Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, InitResourceContext, ResourceDependency
 from pydantic import Field, PrivateAttr
 
 from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_error, load_config, require_named_sites
@@ -99,9 +101,10 @@ class LookbenchConfig(ConfigurableResource):
                                   "and configuration did not change since it was last materialized (assets/reuse.py); "
                                   "false computes every asset, the week's finished crawl crawled again (lookbench build "
                                   "--force).")
-    object_store: ObjectStoreResource | None = None  # None: the YAML's settings as they are
-    vllm: VllmEndpointResource | None = None
-    image_endpoint: ImageEndpointResource | None = None
+    # resource dependencies (Dagster binds a run's config of the top-level key); None: the YAML's settings as they are
+    object_store: ResourceDependency[ObjectStoreResource] = None
+    vllm: ResourceDependency[VllmEndpointResource] = None
+    image_endpoint: ResourceDependency[ImageEndpointResource] = None
     _cfg: PipelineConfig | None = PrivateAttr(default=None)
     _store: ObjectStore | None = PrivateAttr(default=None)
 

@@ -55,9 +55,17 @@ def snapshot() -> dict:
                           "tags": {k: "<origin_tags>" if k in ORIGIN_TAGS else v for k, v in sorted(job.tags.items())}}
     schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name} for s in defs.schedules}
     sensors = sorted(s.name for s in defs.sensors)
-    resources = {k: {"type": type(r).__name__,
-                     "config": {f: str(info.annotation) for f, info in type(r).model_fields.items()}}
-                 for k, r in sorted(defs.resources.items())}
+    # a resource configured at launch (PartialResource) by the class it builds
+    classes = {k: getattr(r, "resource_cls", type(r)) for k, r in defs.resources.items()}
+
+    def field(r, name: str, info) -> str:  # a nested resource: the class it is bound to
+        value = getattr(r, name, None) if hasattr(r, "model_fields") else None
+        nested = getattr(value, "resource_cls", None)
+        return f"resource {nested.__name__}" if nested else str(info.annotation)
+
+    resources = {k: {"type": cls.__name__,
+                     "config": {f: field(defs.resources[k], f, info) for f, info in cls.model_fields.items()}}
+                 for k, cls in sorted(classes.items())}
     return {"assets": assets, "jobs": jobs, "schedules": schedules, "sensors": sensors, "resources": resources}
 
 

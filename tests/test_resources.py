@@ -61,3 +61,35 @@ def test_a_resource_setting_wins_over_the_environment_and_an_unset_one_keeps_it(
     assert LookbenchConfig(object_store=ObjectStoreResource()).load().store.url == str(tmp_path / "from-env")
     run = LookbenchConfig(object_store=ObjectStoreResource(url="s3://run-bucket/prefix")).load()
     assert run.store.url == "s3://run-bucket/prefix"
+
+
+def test_a_runs_settings_of_the_external_systems_reach_its_stages(demo_config, monkeypatch):
+    """The Launchpad's run config of ``object_store``, ``vllm`` and ``image_endpoint`` (docs/DEPLOY.md, "Pointing
+    one run at another store or model server"): the crawl archives into the run's store, not the YAML's, and the
+    stage's configuration carries the run's model servers; a run without settings keeps the YAML's."""
+    from dagster import DagsterInstance
+
+    import assets.crawl as crawl
+    from assets.definitions import build_defs
+    from assets.partitions import crawl_key
+
+    seen = []
+    real = crawl.stage_crawl_week
+    monkeypatch.setattr(crawl, "stage_crawl_week", lambda cfg, *a, **k: seen.append(cfg) or real(cfg, *a, **k))
+    alt = demo_config.parent / "alt-store"
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["demo"])
+    job = build_defs(str(demo_config)).resolve_job_def("crawl_job")
+    key = crawl_key("2026-07-01", "demo")
+    run = job.execute_in_process(partition_key=key, instance=instance, run_config={"resources": {
+        "object_store": {"config": {"url": str(alt)}},
+        "vllm": {"config": {"base_url": "http://run-gpu:8000/v1"}},
+        "image_endpoint": {"config": {"base_url": "http://run-gpu:9000/v1", "model_version": "r7"}}}})
+    assert run.success
+    assert list((alt / "warc" / "demo").rglob("*.warc.gz")), sorted(str(p) for p in alt.rglob("*"))
+    assert not (demo_config.parent / "store" / "warc").exists()  # the YAML's store.url
+    assert seen[-1].store.url == str(alt) and seen[-1].annotate.endpoint == "http://run-gpu:8000/v1"
+    assert (seen[-1].aigen.endpoint.base_url, seen[-1].aigen.endpoint.model_version) == ("http://run-gpu:9000/v1",
+                                                                                         "r7")
+    assert job.execute_in_process(partition_key=key, instance=instance).success  # no settings: the YAML's
+    assert seen[-1].store.url == str(demo_config.parent / "store") and seen[-1].annotate.endpoint is None
