@@ -10,7 +10,8 @@ from dagster import (AssetSelection, DefaultSensorStatus, Definitions, SensorEva
 from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
-from .resources import ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource
+from .resources import (CONFIG_TAG, ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource,
+                        config_origin)
 from .stale_runs import fail_gone_runs
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
@@ -22,7 +23,7 @@ ALL_CHECKS = checks.ALL_CHECKS
 # the weekly crawl (week x site partitions) and its checks; everything else is partitioned by release window
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
-ORIGIN_TAGS = ("lookbench/config", "lookbench/data_dir", "lookbench/store")
+ORIGIN_TAGS = (CONFIG_TAG, "lookbench/data_dir", "lookbench/store")
 """The run tags that say which configuration a run built from (:func:`origin_tags`): every run of the jobs that
 :func:`build_defs` returns carries them, so that runs of the demo, ``make real`` and another configuration, which
 materialise the same asset keys and partitions in one Dagster instance, can be told apart (filter the Runs page by
@@ -44,7 +45,7 @@ def origin_tags(config_path: str | None = None) -> dict[str, str]:
     parts = urlsplit(store)
     if parts.netloc and "@" in parts.netloc:  # credentials never go into run tags
         store = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return {"lookbench/config": str(Path(config_path).resolve()) if config_path else "built-in demo",
+    return {CONFIG_TAG: config_origin(config_path),
             "lookbench/data_dir": str(Path(cfg.layout.root).resolve()), "lookbench/store": store}
 
 

@@ -93,3 +93,34 @@ def test_a_runs_settings_of_the_external_systems_reach_its_stages(demo_config, m
                                                                                          "r7")
     assert job.execute_in_process(partition_key=key, instance=instance).success  # no settings: the YAML's
     assert seen[-1].store.url == str(demo_config.parent / "store") and seen[-1].annotate.endpoint is None
+
+
+def test_a_run_refuses_a_configuration_other_than_its_code_locations(demo_config):
+    """``lookbench.config_path`` (or ``io_manager.config_path``) set in the Launchpad to another file: the run
+    would crawl with that configuration but store its tables in the location's data folder and carry the
+    location's tags. It stops before any stage, saying to build from that configuration in its own location."""
+    import yaml
+    from dagster import DagsterInstance
+
+    from assets.definitions import build_defs
+    from assets.partitions import crawl_key
+
+    other = demo_config.parent / "other.yaml"
+    other.write_text(yaml.safe_dump({**yaml.safe_load(demo_config.read_text()), "data_dir": "other-data"}))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["demo"])
+    job = build_defs(str(demo_config)).resolve_job_def("crawl_job")
+    key = crawl_key("2026-07-01", "demo")
+    for resource in ("lookbench", "io_manager"):
+        run = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False, run_config={
+            "resources": {resource: {"config": {"config_path": str(other)}}}})
+        assert not run.success
+        errors = " ".join(str(e.event_specific_data) for e in run.all_events if e.is_failure)
+        assert f"{resource}.config_path '{other}' is not this code location's configuration " \
+               f"({demo_config.resolve()})" in errors and f"LOOKBENCH_CONFIG={other} dagster dev" in errors, errors
+        assert not any(run.get_asset_materialization_events())
+    assert not (demo_config.parent / "other-data").exists() and not (demo_config.parent / "data" / "assets").exists()
+    # the location's own file, however it is spelled, is its configuration
+    same = f"{demo_config.parent}/./{demo_config.name}"
+    assert job.execute_in_process(partition_key=key, instance=instance, run_config={
+        "resources": {"lookbench": {"config": {"config_path": same}}}}).success
