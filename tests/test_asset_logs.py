@@ -32,3 +32,22 @@ def test_the_image_endpoint_used_is_information_not_a_warning(demo_config, monke
     [line] = [r for r in seen.records if "generated images: endpoint http" in r.getMessage()]
     assert line.levelno == logging.INFO
     assert not [r for r in seen.records if r.levelno >= logging.WARNING]
+
+
+def test_the_contamination_materialisation_carries_its_images_and_rate(demo_config, monkeypatch):
+    """docs/ARCHITECTURE.md: the metadata carries the counts and their rates, ``contamination_rate`` among them:
+    the new images, the contaminated ones and their ratio, beside the rate per source."""
+    import assets.dedup as dedup
+    from assets.resources import LookbenchConfig
+
+    found = pa.table({"image_sha256": ["a", "a", "b"], "source": ["deepfashion"] * 3})
+    monkeypatch.setattr(dedup, "stage_contamination", lambda *a, **k: (
+        pa.table({"source": ["deepfashion"]}), found,
+        {"images": 40, "contaminated_images": 2, "index_size": 1, "rate": {"deepfashion": 0.05}}))
+    outputs = list(dedup.contamination_check(context=build_asset_context(partition_key="2026-07-01"),
+                                             lookbench=LookbenchConfig(config_path=str(demo_config)),
+                                             images=pa.table({"image_sha256": ["x"] * 40})))
+    [md] = [o.metadata for o in outputs if o.output_name == "contamination"]
+    md = {k: getattr(v, "value", v) for k, v in md.items()}
+    assert (md["images"], md["contaminated_images"], md["contamination_rate"]) == (40, 2, 0.05)
+    assert md["index_size"] == 1 and md["dagster/row_count"] == 3
