@@ -10,7 +10,8 @@ from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from dagster import AssetKey, DagsterInstance, MultiPartitionKey, build_schedule_context, instance_for_test
+from dagster import (AssetKey, DagsterInstance, MultiPartitionKey, build_schedule_context, build_sensor_context,
+                     instance_for_test)
 
 from assets.partitions import (crawl_key, crawl_partitions, crawls_in_window, make_release_partitions,
                                make_week_partitions, release_partitions, weeks_in_window)
@@ -159,3 +160,21 @@ print(json.dumps(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"tz": [tz, tz], "release": ["2026-07-01"], "week": ["demo|2026-03-30"]}
+
+
+def test_register_sites_says_what_its_tick_did():
+    """The sensor launches no run, so Dagster shows its ticks as skipped: the first one says which sites it
+    registered (not "Sensor function returned an empty result"), and adds them; later ones say all are there."""
+    with instance_for_test() as instance:
+        def tick():
+            with build_sensor_context(instance=instance, resources=defs.resources) as ctx:
+                return defs.resolve_sensor_def("register_sites").evaluate_tick(ctx)
+
+        first = tick()
+        assert first.skip_message.startswith("registered site partition(s): demo ")
+        [request] = first.dynamic_partitions_requests
+        assert list(request.partition_keys) == ["demo"]
+        instance.add_dynamic_partitions("sites", ["demo"])  # what the daemon does with the request
+        later = tick()
+        assert later.skip_message.startswith("every configured site is registered: demo ")
+        assert not later.dynamic_partitions_requests
