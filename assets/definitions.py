@@ -88,7 +88,8 @@ def register_sites(context: SensorEvaluationContext, lookbench: LookbenchConfig)
         description="Marks failed the runs whose process is gone (a CLI build killed with SIGKILL, a run worker "
                     "that died): they would hold the run queue's limits for ever (assets/stale_runs.py).")
 def fail_gone_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
-    marked = fail_gone_runs(context.instance, say=context.log.warning)
+    marked = fail_gone_runs(context.instance, say=context.log.warning,
+                            by=f"the fail_gone_runs sensor (Dagster's code server, pid {os.getpid()})")
     return SkipReason(f"marked {len(marked)} run(s) failed: {', '.join(marked)}" if marked else
                       "no run whose process is gone")
 
