@@ -42,7 +42,8 @@ def contamination_check(context: AssetExecutionContext, lookbench: LookbenchConf
     context.log.info(summary("contamination", f"images {g('images', 0)}, contaminated {g('contaminated_images', 0)}; "
                              f"index {g('index_size', 0)} (unreadable files {unreadable})", counts))
     yield Output(index, "contamination_index", metadata=table_metadata(index, None, ["source", "path", "phash"]))
+    # images, contaminated_images and their contamination_rate (common.RATES), as docs/ARCHITECTURE.md lists
     yield Output(found, "contamination", metadata={
-        **table_metadata(found, None, ["source", "matched_path", "hamming", "kind"]),
-        "rate_per_source": MetadataValue.json(counts["rate"]),
-        "contaminated_images": counts["contaminated_images"], "index_size": counts["index_size"]})
+        **table_metadata(found, {"images": g("images", 0), "contaminated_images": g("contaminated_images", 0)},
+                         ["source", "matched_path", "hamming", "kind"]),
+        "rate_per_source": MetadataValue.json(counts["rate"]), "index_size": counts["index_size"]})

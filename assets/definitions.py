@@ -10,7 +10,8 @@ from dagster import (AssetSelection, DefaultSensorStatus, Definitions, SensorEva
 from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
-from .resources import ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource
+from .resources import (CONFIG_TAG, ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource,
+                        config_origin)
 from .stale_runs import fail_gone_runs
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
@@ -22,7 +23,7 @@ ALL_CHECKS = checks.ALL_CHECKS
 # the weekly crawl (week x site partitions) and its checks; everything else is partitioned by release window
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
-ORIGIN_TAGS = ("lookbench/config", "lookbench/data_dir", "lookbench/store")
+ORIGIN_TAGS = (CONFIG_TAG, "lookbench/data_dir", "lookbench/store")
 """The run tags that say which configuration a run built from (:func:`origin_tags`): every run of the jobs that
 :func:`build_defs` returns carries them, so that runs of the demo, ``make real`` and another configuration, which
 materialise the same asset keys and partitions in one Dagster instance, can be told apart (filter the Runs page by
@@ -44,7 +45,7 @@ def origin_tags(config_path: str | None = None) -> dict[str, str]:
     parts = urlsplit(store)
     if parts.netloc and "@" in parts.netloc:  # credentials never go into run tags
         store = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
-    return {"lookbench/config": str(Path(config_path).resolve()) if config_path else "built-in demo",
+    return {CONFIG_TAG: config_origin(config_path),
             "lookbench/data_dir": str(Path(cfg.layout.root).resolve()), "lookbench/store": store}
 
 
@@ -74,14 +75,21 @@ release_schedule = schedules.semiannual_release
 def register_sites(context: SensorEvaluationContext, lookbench: LookbenchConfig) -> SensorResult:
     names = [s.name for s in lookbench.load().site_configs()]
     new = [n for n in names if not context.instance.has_dynamic_partition(site_partitions.name, n)]
-    return SensorResult(dynamic_partitions_requests=[site_partitions.build_add_request(new)] if new else [])
+    # the sensor launches no run, so Dagster shows every tick as skipped: its reason says what the tick did
+    # (without one the UI says "Sensor function returned an empty result", even on the tick that registered)
+    done = (f"registered site partition(s): {', '.join(new)}" if new else
+            f"every configured site is registered: {', '.join(names) or 'none'}")
+    return SensorResult(dynamic_partitions_requests=[site_partitions.build_add_request(new)] if new else [],
+                        skip_reason=f"{done} (this sensor launches no run: crawl_job runs come from the weekly_crawl "
+                                    "schedule or the Launchpad)")
 
 
 @sensor(name="fail_gone_runs", minimum_interval_seconds=60, default_status=DefaultSensorStatus.RUNNING,
         description="Marks failed the runs whose process is gone (a CLI build killed with SIGKILL, a run worker "
                     "that died): they would hold the run queue's limits for ever (assets/stale_runs.py).")
 def fail_gone_runs_sensor(context: SensorEvaluationContext) -> SkipReason:
-    marked = fail_gone_runs(context.instance, say=context.log.warning)
+    marked = fail_gone_runs(context.instance, say=context.log.warning,
+                            by=f"the fail_gone_runs sensor (Dagster's code server, pid {os.getpid()})")
     return SkipReason(f"marked {len(marked)} run(s) failed: {', '.join(marked)}" if marked else
                       "no run whose process is gone")
 
@@ -121,8 +129,13 @@ def build_defs(config_path: str | None = None, reuse_unchanged: bool | None = No
             raise ConfigError(f"{config_path}: timezone {tz!r}, but the partitions were defined in "
                               f"{RELEASE_TIMEZONE!r} when the code was imported; set LOOKBENCH_TIMEZONE={tz} "
                               "before starting Dagster")
-    # one resource per external system, typed and shown in the Launchpad; ``lookbench`` applies them
-    object_store, vllm, image_endpoint = ObjectStoreResource(), VllmEndpointResource(), ImageEndpointResource()
+    # one resource per external system, typed and shown in the Launchpad; ``lookbench`` applies them. Configured at
+    # launch: Dagster binds ``lookbench``'s fields to the top-level keys (by identity), so a run's settings of
+    # ``object_store``, ``vllm`` and ``image_endpoint`` reach it (a fully configured nested resource would not be
+    # bound: the run config of its key would be ignored)
+    object_store, vllm, image_endpoint = (ObjectStoreResource.configure_at_launch(),
+                                          VllmEndpointResource.configure_at_launch(),
+                                          ImageEndpointResource.configure_at_launch())
     return Definitions(
         assets=ALL_ASSETS,
         asset_checks=ALL_CHECKS,

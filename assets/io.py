@@ -12,11 +12,13 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
-from dagster import ConfigurableIOManager, InputContext, MultiPartitionsDefinition, OutputContext
+from dagster import ConfigurableIOManager, InitResourceContext, InputContext, MultiPartitionsDefinition, OutputContext
 
 from lookbench_pipeline import schemas
 from lookbench_pipeline.config import load_config
 from lookbench_pipeline.layout import DataLayout
+
+from .resources import require_location_config
 
 
 def _read(p: Path, asset: str) -> pa.Table:
@@ -68,6 +70,9 @@ def read_stored_table(data_dir: Path, asset: str, partition_key: str) -> pa.Tabl
 
 class TableIOManager(ConfigurableIOManager):
     config_path: str | None = None
+
+    def setup_for_execution(self, context: InitResourceContext) -> None:
+        require_location_config(self.config_path, context, "io_manager.config_path")
 
     def _base(self, context: OutputContext | InputContext) -> Path:
         return load_config(self.config_path).layout.asset_dir("/".join(context.asset_key.path))

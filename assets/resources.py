@@ -10,19 +10,54 @@
   settings of the external systems, shown in the Launchpad (Dagster UI -> a job -> Launchpad -> resources), so a
   run can point at another bucket or model server without editing the YAML. Unset (null) fields keep the YAML's
   value (or its ``LOOKBENCH_*`` environment variable's); a set field wins over both, as the most specific setting
-  of one run. ``lookbench`` applies them, so the library sees one ``PipelineConfig``.
+  of one run. ``lookbench`` applies them, so the library sees one ``PipelineConfig``. They are its fields as
+  resource dependencies: ``build_defs`` passes the top-level keys' resources configured at launch, which Dagster
+  binds to those keys, so a run's config of ``object_store`` (not a copy inside ``lookbench``) is the one applied.
 """
 
 
 import os
+from pathlib import Path
 from typing import Any
 
-from dagster import ConfigurableResource, InitResourceContext
+from dagster import ConfigurableResource, InitResourceContext, ResourceDependency
 from pydantic import Field, PrivateAttr
 
 from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_error, load_config, require_named_sites
 from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.store import ObjectStore
+
+
+CONFIG_TAG = "lookbench/config"
+
+
+def config_origin(config_path: str | None) -> str:
+    """What the ``lookbench/config`` run tag says of a configuration: the file's absolute path (``config_path``,
+    else ``$LOOKBENCH_CONFIG``), or ``built-in demo`` for the embedded defaults."""
+    config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
+    return str(Path(config_path).resolve()) if config_path else "built-in demo"
+
+
+def require_location_config(config_path: str | None, context: InitResourceContext | None, setting: str) -> None:
+    """Refuse, at the start of a run, a configuration other than the one its code location loaded.
+
+    A code location is bound to one configuration when its definitions load (``definitions.build_defs``): the
+    run's ``lookbench/config`` tag, its data folder and store tags, and the site partitions its schedules and
+    sensor request. A run given another ``config_path`` in the Launchpad would crawl with one configuration and
+    be recorded as the other's, its stored values split between them. A run without the tag (a test's
+    ``materialize``) is not checked.
+
+    Raises ConfigError naming ``setting``, the run's configuration and how to build from the other one."""
+    run = getattr(context, "run", None) if context is not None else None
+    want = run.tags.get(CONFIG_TAG) if run is not None and run.tags else None
+    if want is None or config_origin(config_path) == want:
+        return
+    raise ConfigError(
+        f"{setting} {config_path!r} is not this code location's configuration ({want}): a run builds from the "
+        "configuration its code location loaded (its IO manager's data folder, its run tags and site partitions "
+        "are bound to it), so a run cannot switch to another one. Leave it unset, or build from that "
+        f"configuration in its own code location: LOOKBENCH_CONFIG={config_path} dagster dev -w workspace.yaml "
+        f"(or lookbench build --config {config_path})")
 
 
 def _override(cfg: PipelineConfig, section: str, values: dict[str, Any], path: tuple[str, ...] = ()) -> PipelineConfig:
@@ -99,9 +134,10 @@ class LookbenchConfig(ConfigurableResource):
                                   "and configuration did not change since it was last materialized (assets/reuse.py); "
                                   "false computes every asset, the week's finished crawl crawled again (lookbench build "
                                   "--force).")
-    object_store: ObjectStoreResource | None = None  # None: the YAML's settings as they are
-    vllm: VllmEndpointResource | None = None
-    image_endpoint: ImageEndpointResource | None = None
+    # resource dependencies (Dagster binds a run's config of the top-level key); None: the YAML's settings as they are
+    object_store: ResourceDependency[ObjectStoreResource] = None
+    vllm: ResourceDependency[VllmEndpointResource] = None
+    image_endpoint: ResourceDependency[ImageEndpointResource] = None
     _cfg: PipelineConfig | None = PrivateAttr(default=None)
     _store: ObjectStore | None = PrivateAttr(default=None)
 
@@ -114,6 +150,7 @@ class LookbenchConfig(ConfigurableResource):
         return cfg
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
+        require_location_config(self.config_path, context, "lookbench.config_path")
         self._cfg = self._parse()
         self._store = None
 

@@ -1,12 +1,13 @@
-"""The schedules: a weekly crawl of every registered site, and the semiannual release of the window that just
-closed. Both tick in the configured time zone (``partitions.RELEASE_TIMEZONE``), so "Monday 00:00" and
-"1 January 00:00" are local times, daylight saving time included."""
+"""The schedules: a weekly crawl of every site of the code location's configuration, and the semiannual release of
+the window that just closed. Both tick in the configured time zone (``partitions.RELEASE_TIMEZONE``), so "Monday
+00:00" and "1 January 00:00" are local times, daylight saving time included."""
 
 from datetime import datetime, timedelta
 
 from dagster import (RunRequest, ScheduleEvaluationContext, SkipReason, schedule)
 
 from .partitions import RELEASE_TIMEZONE, crawl_key, release_partitions, site_partitions, week_of
+from .resources import LookbenchConfig
 
 RELEASE_TAGS = {"lookbench/job": "release"}  # dagster.yaml limits runs with this tag to one at a time
 CRAWL_TAGS = {"lookbench/job": "crawl"}
@@ -31,13 +32,18 @@ def semiannual_release(context: ScheduleEvaluationContext):
 
 @schedule(name="weekly_crawl", job_name="crawl_job", cron_schedule="0 0 * * 1",
           execution_timezone=RELEASE_TIMEZONE,
-          description="At local midnight every Monday: one crawl run per registered site for the week that starts "
-                      "(runs fan out per site; on Kubernetes each is its own pod).")
-def weekly_crawl(context: ScheduleEvaluationContext):
+          description="At local midnight every Monday: one crawl run per site of this code location's "
+                      "configuration (registered by the register_sites sensor) for the week that starts (runs fan "
+                      "out per site; on Kubernetes each is its own pod).")
+def weekly_crawl(context: ScheduleEvaluationContext, lookbench: LookbenchConfig):
     t = context.scheduled_execution_time
-    sites = context.instance.get_dynamic_partitions(site_partitions.name)
+    # the instance's site partitions include other configurations' sites (one instance, a code location per
+    # configuration): their crawl would fail here, "no site config"
+    configured = {s.name for s in lookbench.load().site_configs()}
+    sites = [s for s in context.instance.get_dynamic_partitions(site_partitions.name) if s in configured]
     if not sites:
-        return SkipReason("no site registered yet (the register_sites sensor adds them from the config)")
+        return SkipReason(f"none of this configuration's sites ({', '.join(sorted(configured)) or 'none'}) is "
+                          "registered yet (the register_sites sensor adds them from the config)")
     week = week_of(t + timedelta(minutes=1))
     window = release_partitions.get_partition_key_for_timestamp((t + timedelta(minutes=1)).timestamp())
     return [RunRequest(run_key=f"crawl:{week}:{site}", partition_key=crawl_key(window, site, week=week, now=t),

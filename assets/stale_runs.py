@@ -143,7 +143,7 @@ def _launched_run_gone(instance: DagsterInstance, record) -> int | None:
     return None
 
 
-def fail_gone_runs(instance: DagsterInstance, say=None) -> list[str]:
+def fail_gone_runs(instance: DagsterInstance, say=None, by: str | None = None) -> list[str]:
     """Mark as failed the runs of ``instance`` that are still not started, starting or started although their
     process is gone, with a ``RUN_FAILURE`` event that says so (``instance.report_run_failed``):
 
@@ -155,10 +155,13 @@ def fail_gone_runs(instance: DagsterInstance, say=None) -> list[str]:
 
     Runs of another host, of a live process, and runs whose process cannot be told are left alone (on a
     Kubernetes deployment Dagster's run monitoring checks the launched runs). ``say(line)`` gets
-    ``marked run <id> failed: its process <pid> is gone`` for each. Returns the run ids marked."""
+    ``marked run <id> failed: its process <pid> is gone`` for each. ``by``: who marks them, as the failure
+    message names it (default ``the lookbench command (pid <this process>)``, the CLI's; the sensor names itself
+    and its code server). Returns the run ids marked."""
     if instance.is_ephemeral:
         return []
     host = socket.gethostname()
+    by = by or f"the lookbench command (pid {os.getpid()})"
     marked = []
     for record in instance.get_run_records(RunsFilter(statuses=_LIVE)):
         run = record.dagster_run
@@ -178,8 +181,8 @@ def fail_gone_runs(instance: DagsterInstance, say=None) -> list[str]:
                 continue
             how = "its run worker"
         instance.report_run_failed(run, f"the process of this run, {how} (pid {pid} on {host}), is gone: it was "
-                                        f"killed or its machine stopped; marked failed by lookbench (pid "
-                                        f"{os.getpid()}) so that the run queue does not wait on it")
+                                        f"killed or its machine stopped; marked failed by {by} so that the "
+                                        "run queue does not wait on it")
         marked.append(run.run_id)
         if say is not None:
             say(f"marked run {run.run_id} failed: its process {pid} is gone")

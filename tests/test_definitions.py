@@ -55,9 +55,17 @@ def snapshot() -> dict:
                           "tags": {k: "<origin_tags>" if k in ORIGIN_TAGS else v for k, v in sorted(job.tags.items())}}
     schedules = {s.name: {"cron": s.cron_schedule, "job": s.job_name} for s in defs.schedules}
     sensors = sorted(s.name for s in defs.sensors)
-    resources = {k: {"type": type(r).__name__,
-                     "config": {f: str(info.annotation) for f, info in type(r).model_fields.items()}}
-                 for k, r in sorted(defs.resources.items())}
+    # a resource configured at launch (PartialResource) by the class it builds
+    classes = {k: getattr(r, "resource_cls", type(r)) for k, r in defs.resources.items()}
+
+    def field(r, name: str, info) -> str:  # a nested resource: the class it is bound to
+        value = getattr(r, name, None) if hasattr(r, "model_fields") else None
+        nested = getattr(value, "resource_cls", None)
+        return f"resource {nested.__name__}" if nested else str(info.annotation)
+
+    resources = {k: {"type": cls.__name__,
+                     "config": {f: field(defs.resources[k], f, info) for f, info in cls.model_fields.items()}}
+                 for k, cls in sorted(classes.items())}
     return {"assets": assets, "jobs": jobs, "schedules": schedules, "sensors": sensors, "resources": resources}
 
 
@@ -117,3 +125,34 @@ def test_the_dagster_cli_loads_and_lists_the_definitions_without_a_server():
     assert jobs.returncode == 0, jobs.stderr[-2000:]
     assert {"Job: crawl_job", "Job: release_job"} <= {line.strip() for line in jobs.stdout.splitlines()}
     assert "crawl" in jobs.stdout and "evaluation" in jobs.stdout
+
+
+def test_the_schedules_start_stopped_and_the_documented_command_starts_one(tmp_path):
+    """``make dev`` on the demo never crawls nor publishes by itself: both schedules are stopped by default, README
+    and docs/DEPLOY.md say so and how to turn them on, and that command, as written, starts one."""
+    import subprocess
+    import sys
+
+    from dagster import DefaultScheduleStatus
+
+    from assets.definitions import build_defs
+
+    defs = build_defs()
+    names = ("semiannual_release", "weekly_crawl")
+    assert {n: defs.resolve_schedule_def(n).default_status for n in names} == {
+        n: DefaultScheduleStatus.STOPPED for n in names}
+    root = Path(__file__).resolve().parents[1]
+    command = "dagster schedule start semiannual_release -w workspace.yaml"
+    for doc in ("README.md", "docs/DEPLOY.md"):
+        text = " ".join((root / doc).read_text().split())
+        assert command in text and "stopped" in text.lower(), doc
+    (tmp_path / "dagster.yaml").write_text("")  # an instance under tmp_path (the checkout's names .dagster/)
+    env = {**os.environ, "DAGSTER_HOME": str(tmp_path)}
+    dagster = str(Path(sys.executable).parent / "dagster")
+    start = subprocess.run([dagster, *command.split()[1:]], cwd=root, env=env, capture_output=True, text=True,
+                           timeout=300)
+    assert start.returncode == 0 and "Started schedule semiannual_release" in start.stdout, start.stderr[-2000:]
+    listed = subprocess.run([dagster, "schedule", "list", "-w", "workspace.yaml"], cwd=root, env=env,
+                            capture_output=True, text=True, timeout=300)
+    assert "Schedule: semiannual_release [RUNNING]" in listed.stdout, listed.stdout + listed.stderr[-2000:]
+    assert "Schedule: weekly_crawl [STOPPED]" in listed.stdout

@@ -1,6 +1,8 @@
 """The Dagster resources: the configuration parsed once per run, and the external systems' typed settings
 (object store, vLLM endpoint, image endpoint) applied over the YAML."""
 
+import json
+
 import pytest
 from dagster import build_init_resource_context
 
@@ -61,3 +63,100 @@ def test_a_resource_setting_wins_over_the_environment_and_an_unset_one_keeps_it(
     assert LookbenchConfig(object_store=ObjectStoreResource()).load().store.url == str(tmp_path / "from-env")
     run = LookbenchConfig(object_store=ObjectStoreResource(url="s3://run-bucket/prefix")).load()
     assert run.store.url == "s3://run-bucket/prefix"
+
+
+def test_a_runs_settings_of_the_external_systems_reach_its_stages(demo_config, monkeypatch):
+    """The Launchpad's run config of ``object_store``, ``vllm`` and ``image_endpoint`` (docs/DEPLOY.md, "Pointing
+    one run at another store or model server"): the crawl archives into the run's store, not the YAML's, and the
+    stage's configuration carries the run's model servers; a run without settings keeps the YAML's."""
+    from dagster import DagsterInstance
+
+    import assets.crawl as crawl
+    from assets.definitions import build_defs
+    from assets.partitions import crawl_key
+
+    seen = []
+    real = crawl.stage_crawl_week
+    monkeypatch.setattr(crawl, "stage_crawl_week", lambda cfg, *a, **k: seen.append(cfg) or real(cfg, *a, **k))
+    alt = demo_config.parent / "alt-store"
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["demo"])
+    job = build_defs(str(demo_config)).resolve_job_def("crawl_job")
+    key = crawl_key("2026-07-01", "demo")
+    run = job.execute_in_process(partition_key=key, instance=instance, run_config={"resources": {
+        "object_store": {"config": {"url": str(alt)}},
+        "vllm": {"config": {"base_url": "http://run-gpu:8000/v1"}},
+        "image_endpoint": {"config": {"base_url": "http://run-gpu:9000/v1", "model_version": "r7"}}}})
+    assert run.success
+    assert list((alt / "warc" / "demo").rglob("*.warc.gz")), sorted(str(p) for p in alt.rglob("*"))
+    assert not (demo_config.parent / "store" / "warc").exists()  # the YAML's store.url
+    assert seen[-1].store.url == str(alt) and seen[-1].annotate.endpoint == "http://run-gpu:8000/v1"
+    assert (seen[-1].aigen.endpoint.base_url, seen[-1].aigen.endpoint.model_version) == ("http://run-gpu:9000/v1",
+                                                                                         "r7")
+    assert job.execute_in_process(partition_key=key, instance=instance).success  # no settings: the YAML's
+    assert seen[-1].store.url == str(demo_config.parent / "store") and seen[-1].annotate.endpoint is None
+
+
+def test_a_run_refuses_a_configuration_other_than_its_code_locations(demo_config):
+    """``lookbench.config_path`` (or ``io_manager.config_path``) set in the Launchpad to another file: the run
+    would crawl with that configuration but store its tables in the location's data folder and carry the
+    location's tags. It stops before any stage, saying to build from that configuration in its own location."""
+    import yaml
+    from dagster import DagsterInstance
+
+    from assets.definitions import build_defs
+    from assets.partitions import crawl_key
+
+    other = demo_config.parent / "other.yaml"
+    other.write_text(yaml.safe_dump({**yaml.safe_load(demo_config.read_text()), "data_dir": "other-data"}))
+    instance = DagsterInstance.ephemeral()
+    instance.add_dynamic_partitions("sites", ["demo"])
+    job = build_defs(str(demo_config)).resolve_job_def("crawl_job")
+    key = crawl_key("2026-07-01", "demo")
+    for resource in ("lookbench", "io_manager"):
+        run = job.execute_in_process(partition_key=key, instance=instance, raise_on_error=False, run_config={
+            "resources": {resource: {"config": {"config_path": str(other)}}}})
+        assert not run.success
+        errors = " ".join(str(e.event_specific_data) for e in run.all_events if e.is_failure)
+        assert f"{resource}.config_path '{other}' is not this code location's configuration " \
+               f"({demo_config.resolve()})" in errors and f"LOOKBENCH_CONFIG={other} dagster dev" in errors, errors
+        assert not any(run.get_asset_materialization_events())
+    assert not (demo_config.parent / "other-data").exists() and not (demo_config.parent / "data" / "assets").exists()
+    # the location's own file, however it is spelled, is its configuration
+    same = f"{demo_config.parent}/./{demo_config.name}"
+    assert job.execute_in_process(partition_key=key, instance=instance, run_config={
+        "resources": {"lookbench": {"config": {"config_path": same}}}}).success
+
+
+def test_a_run_launched_from_the_code_location_uses_its_run_config(demo_config, tmp_path):
+    """As a run launched from the UI executes: the job reconstructed from the code location (``assets.definitions``
+    with ``LOOKBENCH_CONFIG``), each step in its own process, the run config from a file: the WARC lands in the
+    run's ``object_store.url``."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import yaml
+    from dagster import DagsterInstance
+
+    from assets.partitions import crawl_key
+
+    home, alt = tmp_path / "dagster_home", tmp_path / "run-store"
+    home.mkdir()
+    (home / "dagster.yaml").write_text("")
+    env = {**os.environ, "DAGSTER_HOME": str(home), "LOOKBENCH_CONFIG": str(demo_config), "PYTHONWARNINGS": "ignore"}
+    env.pop("LOOKBENCH_TIMEZONE", None)
+    with DagsterInstance.from_config(str(home)) as instance:
+        instance.add_dynamic_partitions("sites", ["demo"])
+    run_config = tmp_path / "run.yaml"
+    run_config.write_text(yaml.safe_dump({"resources": {"object_store": {"config": {"url": str(alt)}}}}))
+    key = crawl_key("2026-07-01", "demo")
+    tags = {"dagster/partition": str(key), **{f"dagster/partition/{d}": k for d, k in key.keys_by_dimension.items()}}
+    root = Path(__file__).resolve().parents[1]
+    proc = subprocess.run([str(Path(sys.executable).parent / "dagster"), "job", "execute", "-m", "assets.definitions",
+                           "-a", "defs", "-j", "crawl_job", "-c", str(run_config), "--tags", json.dumps(tags)],
+                          cwd=root, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list((alt / "warc" / "demo").glob("*.warc.gz"))
+    assert not (demo_config.parent / "store" / "warc").exists()

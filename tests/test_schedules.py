@@ -6,10 +6,12 @@ import os
 import subprocess
 import sys
 from datetime import datetime, timedelta, timezone
+from pathlib import Path
 from zoneinfo import ZoneInfo
 
 import pytest
-from dagster import AssetKey, DagsterInstance, MultiPartitionKey, build_schedule_context, instance_for_test
+from dagster import (AssetKey, DagsterInstance, MultiPartitionKey, build_schedule_context, build_sensor_context,
+                     instance_for_test)
 
 from assets.partitions import (crawl_key, crawl_partitions, crawls_in_window, make_release_partitions,
                                make_week_partitions, release_partitions, weeks_in_window)
@@ -62,14 +64,30 @@ def test_release_schedule_builds_the_window_that_just_closed():
         assert req.partition_key == due and req.tags["lookbench/job"] == "release"
 
 
-def test_weekly_crawl_fans_out_per_registered_site():
-    def tick(instance, when):
-        return weekly_crawl.evaluate_tick(build_schedule_context(scheduled_execution_time=when, instance=instance,
-                                                                 repository_def=REPO))
+def test_weekly_crawl_fans_out_per_site_of_the_locations_configuration(tmp_path):
+    """One crawl run per registered site of this code location's configuration; the sites another configuration
+    registered in the same instance are not this location's to crawl (their runs would fail, no site config)."""
+    import yaml
+
+    from assets.definitions import build_defs
+
+    demo = yaml.safe_load((Path(__file__).parents[1] / "lookbench_pipeline/data/sites/demo.yaml").read_text())
+    for name in ("shop-a", "shop-b"):
+        (tmp_path / f"{name}.yaml").write_text(yaml.safe_dump({**demo, "name": name}))
+    cfg = tmp_path / "pipeline.yaml"
+    cfg.write_text(yaml.safe_dump({"data_dir": "data", "sites": ["shop-a.yaml", "shop-b.yaml"]}))
+    defs = build_defs(str(cfg))
+
+    def tick(instance, when):  # the schedule with the location's resources, as the daemon evaluates it
+        with build_schedule_context(scheduled_execution_time=when, instance=instance, resources=defs.resources,
+                                    repository_def=defs.get_repository_def()) as ctx:
+            return weekly_crawl.evaluate_tick(ctx)
 
     with instance_for_test() as instance:
         data = tick(instance, datetime(2026, 11, 30, tzinfo=timezone.utc))
-        assert not data.run_requests and "no site" in data.skip_message
+        assert not data.run_requests and "none of this configuration's sites (shop-a, shop-b)" in data.skip_message
+        instance.add_dynamic_partitions("sites", ["deadshop"])  # another configuration's
+        assert not tick(instance, datetime(2026, 11, 30, tzinfo=timezone.utc)).run_requests
         instance.add_dynamic_partitions("sites", ["shop-a", "shop-b"])
         reqs = tick(instance, datetime(2026, 11, 30, tzinfo=timezone.utc)).run_requests
         assert [r.partition_key for r in reqs] == [MultiPartitionKey({"week": "2026-11-30", "site": s})
@@ -121,6 +139,7 @@ import json
 from datetime import datetime
 from zoneinfo import ZoneInfo
 from dagster import build_schedule_context, instance_for_test
+from assets.resources import LookbenchConfig
 from assets.schedules import semiannual_release, weekly_crawl
 z = ZoneInfo({tz!r})
 cm = instance_for_test()
@@ -129,7 +148,9 @@ inst.add_dynamic_partitions("sites", ["demo"])
 out = {{"tz": [semiannual_release.execution_timezone, weekly_crawl.execution_timezone]}}
 r = semiannual_release(build_schedule_context(scheduled_execution_time=datetime(2027, 1, 1, tzinfo=z), instance=inst))
 out["release"] = [r.partition_key]
-w = weekly_crawl(build_schedule_context(scheduled_execution_time=datetime(2026, 3, 30, tzinfo=z), instance=inst))
+with build_schedule_context(scheduled_execution_time=datetime(2026, 3, 30, tzinfo=z), instance=inst,
+                            resources={{"lookbench": LookbenchConfig()}}) as ctx:
+    w = weekly_crawl(ctx)
 out["week"] = [str(q.partition_key) for q in w]
 print(json.dumps(out))
 """
@@ -139,3 +160,21 @@ print(json.dumps(out))
     assert proc.returncode == 0, proc.stderr[-2000:]
     out = json.loads(proc.stdout.strip().splitlines()[-1])
     assert out == {"tz": [tz, tz], "release": ["2026-07-01"], "week": ["demo|2026-03-30"]}
+
+
+def test_register_sites_says_what_its_tick_did():
+    """The sensor launches no run, so Dagster shows its ticks as skipped: the first one says which sites it
+    registered (not "Sensor function returned an empty result"), and adds them; later ones say all are there."""
+    with instance_for_test() as instance:
+        def tick():
+            with build_sensor_context(instance=instance, resources=defs.resources) as ctx:
+                return defs.resolve_sensor_def("register_sites").evaluate_tick(ctx)
+
+        first = tick()
+        assert first.skip_message.startswith("registered site partition(s): demo ")
+        [request] = first.dynamic_partitions_requests
+        assert list(request.partition_keys) == ["demo"]
+        instance.add_dynamic_partitions("sites", ["demo"])  # what the daemon does with the request
+        later = tick()
+        assert later.skip_message.startswith("every configured site is registered: demo ")
+        assert not later.dynamic_partitions_requests

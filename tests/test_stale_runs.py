@@ -86,6 +86,7 @@ def test_a_run_whose_process_is_gone_is_marked_failed_with_the_reason(monkeypatc
         assert instance.get_run_by_id(run_id).status == DagsterRunStatus.FAILURE
         reason = _failure_message(instance, run_id)
         assert f"pid {pid}" in reason and "is gone" in reason
+        assert f"marked failed by the lookbench command (pid {os.getpid()})" in reason
     lines = [e[3] for e in events if e[0] == "NOTE"]
     assert f"marked run {stale} failed: its process {pid} is gone" in lines
     assert len(lines) == 2
@@ -206,6 +207,9 @@ def test_a_launched_run_whose_worker_died_is_failed_by_the_sensor(instance):
     assert isinstance(result, SkipReason) and dead in result.skip_message
     assert instance.get_run_by_id(dead).status == DagsterRunStatus.FAILURE
     assert "its run worker" in _failure_message(instance, dead)
+    # the sensor runs in Dagster's code server, not in a lookbench command: the message says which marked it
+    assert f"marked failed by the fail_gone_runs sensor (Dagster's code server, pid {os.getpid()})" in \
+        _failure_message(instance, dead)
     assert instance.get_run_by_id(alive).status == DagsterRunStatus.STARTED
 
 

@@ -270,6 +270,9 @@ def cmd_build(args: argparse.Namespace) -> int:
     need_build_stack("build")
     cfg = load_config(args.config)
     _check_build_inputs(cfg, args.config, args.partition)
+    if args.config:  # before the runner is imported: Dagster's partitions take the file's timezone at import, and
+        # its definitions (built at import) report a configuration error before any run or log file
+        os.environ["LOOKBENCH_CONFIG"] = str(Path(args.config).resolve())
     note = published_note(cfg, args.partition)
     if note:
         print(note, file=sys.stderr, flush=True)
