@@ -550,6 +550,8 @@ def stage_evaluate(cfg: PipelineConfig, store: ObjectStore, version: str, contam
         contamination_match=(cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e),
         model_ids=model_ids,
         cutoff=cutoff, registry=registry, legacy=legacy, progress=progress)
+    for w in ev.warnings:  # what was left unscored: a warning in the build's log and Dagster's, as on the CLI
+        log.warning("%s", w)
     if not report:
         return ev, None
     out = Path(report_dir) if report_dir else cfg.layout.report_dir(report_name(ev))

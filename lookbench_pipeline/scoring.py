@@ -170,8 +170,9 @@ def _check_npz(path: Path) -> None:
 
 
 def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
-    """The sample ids of the ``n`` rows of ``npy``: UTF-8 text (a BOM at the start is dropped), one id per line
-    exactly as written (inner and outer spaces kept; ``\\n``, ``\\r\\n`` or ``\\r`` ends a line). Blank lines at
+    """The sample ids of the ``n`` rows of ``npy``: UTF-8 text (a BOM at the start is dropped), one id per line,
+    spaces and tabs around it dropped (a published ``sample_id`` is 16 hex digits; a spreadsheet or ``paste`` leaves
+    trailing ones), inner ones kept (``\\n``, ``\\r\\n`` or ``\\r`` ends a line). Blank lines at
     the end are ignored; a blank line before an id is an error naming it. Read line by line and stopped at the
     first id beyond ``n``, so a wrong file costs no more memory than ``n`` ids. Raises IdsFileError (no such file)
     or EmbeddingsError (naming the file and line)."""
@@ -196,7 +197,7 @@ def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
                 if len(ids) == n:
                     raise EmbeddingsError(f"{ids_path}: more than {n} ids for the {n} rows of {npy} (line "
                                           f"{lineno} is id {n + 1})")
-                ids.append(line)
+                ids.append(line.strip(" \t"))
     except UnicodeDecodeError as exc:
         raise EmbeddingsError(f"{ids_path}: not UTF-8 text after line {lineno} ({exc})") from None
     except OSError as exc:
@@ -218,8 +219,9 @@ def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]
         raise
     except MemoryError:
         raise EmbeddingsError(f"{path}: too large for this machine's memory") from None
-    except Exception as exc:  # anything a reader raises on a damaged file: the file named, one line
-        raise EmbeddingsError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from None
+    except Exception as exc:  # anything a reader raises on a damaged file: the file named, one line (the cause kept
+        # for --debug's traceback: a bug in a reader must not pass for a damaged file without a trace)
+        raise EmbeddingsError(f"{path}: cannot be read ({type(exc).__name__}: {exc})") from exc
 
 
 def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]:

@@ -331,9 +331,12 @@ def test_an_empty_noise_gallery_is_a_warning_that_the_distractor_scores_are_left
     folder = tmp_path / "e" / V4
     capsys.readouterr()
     assert main(["evaluate", str(folder), "--model", "baseline/hsv-hog-v1", "--quiet", "--cache",
-                 str(tmp_path / "c")]) == 0
+                 str(tmp_path / "c"), "--report", str(tmp_path / "r")]) == 0
     out, err = capsys.readouterr()
     assert f"warning: {V4}: the noise gallery (noise/gallery.parquet) has no rows" in err and "distractor" not in out
+    # the report says why its tables have no distractor@K
+    warned = json.loads((tmp_path / "r" / "evaluation.json").read_text())["warnings"]
+    assert any("the noise gallery (noise/gallery.parquet) has no rows" in w for w in warned), warned
     export_embeddings(folder, tmp_path / "mine.parquet")
     with pytest.warns(UserWarning, match="the noise gallery .* has no rows"):
         lookbench_pipeline.score(folder, embeddings=tmp_path / "mine.parquet")

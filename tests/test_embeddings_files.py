@@ -123,6 +123,8 @@ def test_an_ids_file_is_one_id_per_line(tmp_path):
     assert _load_npy_with_ids(tmp_path, "\n".join(IDS) + "\n\n\n") == IDS, "blank lines at the end"
     spaced = ["a b", *IDS[1:]]
     assert _load_npy_with_ids(tmp_path, "\n".join(spaced) + "\n") == spaced, "an inner space is part of the id"
+    padded = [f" {IDS[0]}\t", *(f"{i}  " for i in IDS[1:])]  # as a spreadsheet or `paste` leaves them
+    assert _load_npy_with_ids(tmp_path, "\n".join(padded) + "\n") == IDS, "spaces and tabs around an id dropped"
 
 
 def test_a_blank_line_before_an_id_is_refused_naming_it(tmp_path):

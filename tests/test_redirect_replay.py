@@ -272,7 +272,8 @@ def test_a_resume_answers_a_finished_redirect_from_its_record(tmp_path):
 
 def test_the_scope_middleware_bounds_a_redirect_chain():
     """A redirect to a URL of its own chain (the duplicate filter's canonical form: the query's order aside) is
-    ``redirect:loop``; the hop after ``REDIRECT_MAX_TIMES`` is ``redirect:too_many``; a target whose port does not
+    ``redirect:loop`` (not for a ``dont_filter`` request, a start URL: Scrapy follows it); the hop after
+    ``REDIRECT_MAX_TIMES`` is ``redirect:too_many``; a target whose port does not
     parse is compared as written, without raising."""
     from types import SimpleNamespace
 
@@ -284,8 +285,8 @@ def test_the_scope_middleware_bounds_a_redirect_chain():
     mw = RedirectScopeMiddleware(SimpleNamespace(settings=Settings({"REDIRECT_MAX_TIMES": 3}),
                                                  spider=SimpleNamespace(scope_refusal=lambda url: None)))
 
-    def refused(url, location, **meta):
-        req = Request(url, meta=meta)
+    def refused(url, location, dont_filter=False, **meta):
+        req = Request(url, meta=meta, dont_filter=dont_filter)
         try:
             mw.process_response(req, Response(url, status=302, headers={"Location": location}, request=req))
         except RedirectRefused as e:
@@ -295,6 +296,10 @@ def test_the_scope_middleware_bounds_a_redirect_chain():
     assert refused("http://s.example/b?y=2&x=1", "/a?x=1&y=2", redirect_urls=["http://s.example/a?y=2&x=1"],
                    redirect_times=1) == ("redirect:loop", 302)
     assert refused("http://s.example/a", "/a#top") == ("redirect:loop", 302)
+    # a start URL (dont_filter) that sets a cookie and redirects to itself is followed, as Scrapy does; the hop
+    # limit still ends a real loop
+    assert refused("http://s.example/a", "/a", dont_filter=True) is None
+    assert refused("http://s.example/a", "/a", dont_filter=True, redirect_times=3) == ("redirect:too_many", 302)
     assert refused("http://s.example/c", "/d", redirect_times=2) is None
     assert refused("http://s.example/d", "/e", redirect_times=3) == ("redirect:too_many", 302)
     assert refused("http://s.example/a", "http://s.example:abc/") is None

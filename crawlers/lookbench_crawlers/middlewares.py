@@ -182,7 +182,8 @@ class RedirectScopeMiddleware:
     ``RedirectRefused`` and the page is a rejected row ``redirect:<not_http|malformed|host_not_allowed>``. Scrapy
     would build the redirected request and its offsite filter drop it at scheduling, without errback nor row.
     So is a redirect back to a URL of its own chain (``redirect:loop``: Scrapy's duplicate filter would drop the
-    request silently) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
+    request silently; a request with ``dont_filter``, a start URL, is followed back, as Scrapy does: a page that
+    sets a cookie and redirects to itself) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
     would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
     Image downloads (``lookbench_media``) and requests with ``dont_redirect`` are left to Scrapy."""
 
@@ -216,10 +217,13 @@ class RedirectScopeMiddleware:
         from w3lib.url import canonicalize_url
 
         chain = [*(request.meta.get("redirect_urls") or []), request.url]
-        try:
-            looped = canonicalize_url(target) in {canonicalize_url(u) for u in chain}
-        except ValueError:  # a host IDNA refuses (UnicodeError): compared as written
-            looped = target in chain
+        if request.dont_filter:  # Scrapy follows these back to a URL of the chain (a page that sets a cookie and
+            looped = False       # redirects to itself): only the hop limit bounds them, as it does in Scrapy
+        else:
+            try:
+                looped = canonicalize_url(target) in {canonicalize_url(u) for u in chain}
+            except ValueError:  # a host IDNA refuses (UnicodeError): compared as written
+                looped = target in chain
         if looped:
             return "loop"
         limit = self.crawler.settings.getint("REDIRECT_MAX_TIMES", 20) if self.crawler is not None else 20
