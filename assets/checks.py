@@ -226,6 +226,22 @@ def annotation_acceptance_rate(context: AssetCheckExecutionContext, lookbench: L
                    min=cfg.min_annotation_acceptance_rate, rejected_by_reason=reasons, per_annotator=per_annotator)
 
 
+# --- detect -------------------------------------------------------------------------------------------------
+
+@_check("detector", "record_matches_detections", "The detector record the manifest publishes is that of the "
+        "detector that ran: its weights' sha256, its classes each mapped to taxonomy categories (and no other), "
+        "every detection of one of its classes with that mapping's categories; no detections without a detector.",
+        release_partitions, additional={"detections": "detections"})
+def detector_record(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict,
+                    detections: pa.Table):
+    from lookbench_pipeline.taxonomy import Taxonomy
+
+    conf = lookbench.load()
+    problems = quality.detector_problems(value, detections, set(Taxonomy.load(conf.taxonomy).categories))
+    return _result(context, conf.checks, not problems, ERROR, problems=problems, detections=detections.num_rows,
+                   weights_sha256=value.get("weights_sha256"), classes=value.get("classes"))
+
+
 # --- release ------------------------------------------------------------------------------------------------
 
 @_check("release_candidate", "counts_in_range", "Each subset with a query file has query and gallery row counts "
@@ -294,6 +310,6 @@ def scores_valid(context: AssetCheckExecutionContext, lookbench: LookbenchConfig
 SCHEMA_CHECKS = [_schema_check(asset, schema, pdef) for asset, (schema, pdef) in TABLE_SCHEMAS.items()]
 
 ALL_CHECKS = [*SCHEMA_CHECKS, weekly_products_in_range, page_rejection_rate, download_failure_rate,
-              products_in_range, every_site_crawled, unique_product_ids, image_rejection_rate, image_refs_reconcile, near_duplicate_rate,
-              every_image_clustered, contamination_rate, annotation_acceptance_rate, candidate_counts,
-              no_contaminated_query, published_files_match, scores_valid]
+              products_in_range, every_site_crawled, unique_product_ids, image_rejection_rate, image_refs_reconcile,
+              near_duplicate_rate, every_image_clustered, contamination_rate, annotation_acceptance_rate,
+              detector_record, candidate_counts, no_contaminated_query, published_files_match, scores_valid]

@@ -101,3 +101,35 @@ def score_problems(scores: pa.Table) -> list[str]:
         elif lo is not None and hi is not None and not (lo - 1e-9 <= v <= hi + 1e-9):
             out.append(f"{name}: {v} outside [{lo}, {hi}]")
     return out[:20]
+
+
+def detector_problems(detector: dict[str, Any], detections: pa.Table, categories: set[str]) -> list[str]:
+    """What is wrong with the ``detector`` record (what the release manifest publishes as the detector) against the
+    ``detections`` it is said to have produced and the taxonomy's ``categories``: a detector that ran records its
+    weights' sha256 (64 hex digits), its classes, and a mapping of every class (and no other) to taxonomy
+    categories; every detection is of one of its classes, with the categories the mapping gives. A record of no
+    detector (detection disabled, or no street image to detect) has no detections. Empty when all holds."""
+    out: list[str] = []
+    rows = detections.select(["model_class", "categories"]).to_pylist()
+    if "weights_sha256" not in detector:
+        return [f"{len(rows)} detections but no detector recorded ({detector})"] if rows else []
+    sha = str(detector.get("weights_sha256") or "")
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        out.append(f"weights_sha256 {sha!r} is not a sha256")
+    classes = list(detector.get("classes") or [])
+    cmap = detector.get("class_map") or {}
+    if not classes:
+        out.append("no classes recorded")
+    if set(cmap) != set(classes):
+        out.append(f"class_map keys {sorted(cmap)} are not the classes {sorted(classes)}")
+    unknown = {k: sorted(set(v) - categories) for k, v in cmap.items() if set(v) - categories}
+    if unknown:
+        out.append(f"class_map names categories not in the taxonomy: {unknown}")
+    odd = Counter(r["model_class"] for r in rows if r["model_class"] not in cmap)
+    if odd:
+        out.append(f"detections of classes the detector does not have: {dict(sorted(odd.items()))}")
+    mismatched = Counter(r["model_class"] for r in rows if r["model_class"] in cmap
+                         and sorted(r["categories"] or []) != sorted(cmap[r["model_class"]]))
+    if mismatched:
+        out.append(f"detections whose categories are not their class's mapping: {dict(sorted(mismatched.items()))}")
+    return out
