@@ -103,6 +103,37 @@ def score_problems(scores: pa.Table) -> list[str]:
     return out[:20]
 
 
+def generation_failure_rate(generated_images: pa.Table) -> tuple[float, int, dict[str, int]]:
+    """Of the requests a generator was asked to answer (``generated`` + ``failed`` rows of ``generated_images``),
+    the share that failed, how many were asked, and the failures by reason (``connection_error``, ``http_500``…).
+    ``pending`` (a job file nobody answered yet) and ``skipped`` (``window_closed``) rows were not asked and are
+    not counted: a generator that could not be reached fails every request it was sent (rate 1.0)."""
+    rows = generated_images.select(["status", "reason"]).to_pylist()
+    asked = [r for r in rows if r["status"] in ("generated", "failed")]
+    failed = [r for r in asked if r["status"] == "failed"]
+    return (ratio(len(failed), len(asked)), len(asked),
+            dict(sorted(Counter(r["reason"] or "" for r in failed).items())))
+
+
+NOT_ASKED = ("generation_pending", "generation_skipped")
+"""``generated_checks`` reasons of a request no generator was asked to answer (a job file waiting, a window over)."""
+
+
+def requested_subsets_without_queries(generated_checks: pa.Table, query_rows: dict[str, int]
+                                      ) -> dict[str, dict[str, int]]:
+    """The AI-generated subsets the run asked a generator for (a ``generated_checks`` row whose request was sent:
+    any reason but :data:`NOT_ASKED`) that have no query in the release candidate (``query_rows``: subset ->
+    rows of its query file), each with why: its rows' reasons (``generation_failed:connection_error``,
+    ``similarity_below_threshold``…). Empty when every such subset has queries."""
+    asked: dict[str, Counter] = {}
+    for r in generated_checks.select(["subset", "status", "reason"]).to_pylist():
+        reason = r["reason"] or ""
+        if reason.split(":")[0] in NOT_ASKED:
+            continue
+        asked.setdefault(r["subset"], Counter())[reason if r["status"] != "accepted" else "accepted"] += 1
+    return {s: dict(sorted(why.items())) for s, why in sorted(asked.items()) if not query_rows.get(s)}
+
+
 def detector_problems(detector: dict[str, Any], detections: pa.Table, categories: set[str]) -> list[str]:
     """What is wrong with the ``detector`` record (what the release manifest publishes as the detector) against the
     ``detections`` it is said to have produced and the taxonomy's ``categories``: a detector that ran records its
