@@ -149,3 +149,14 @@ def test_a_week_the_site_never_answered_is_crawled_again_not_read_back(tmp_path)
     assert (work / "crawl" / FINISHED).is_file() and not (work / "crawl" / UNREACHABLE).exists()
     assert [p["title"] for p in merge_catalog(again, state).products.to_pylist()] == ["Coat"]
     assert crawl_site(site, work, "test-bot", resume=True).reused  # now finished: read back
+
+    # down again, the week crawled again (--force): the outage marks none of the site's products disappeared
+    import pyarrow.parquet as pq
+
+    before = pq.read_table(state / "s" / "products.parquet").to_pylist()
+    down = crawl_site(site, work, "test-bot", resume=True, again=True)
+    assert down.unreachable and (work / "crawl" / UNREACHABLE).is_file()
+    cat = merge_catalog(down, state)
+    assert cat.counts["products_disappeared"] == 0 and cat.counts["unreachable"]
+    assert pq.read_table(state / "s" / "products.parquet").to_pylist() == before
+    assert before[0]["disappeared_at"] is None
