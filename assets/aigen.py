@@ -32,11 +32,16 @@ def job_folders(cfg: PipelineConfig) -> list:
 
 def results_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
     """None when every generated image of the stored table still has its result record and the recorded sha256
-    (``aigen.ResultCache``), else which does not: computing again restores it from the store."""
+    (``aigen.ResultCache``), else which does not: computing again restores it from the store. Nor is a table with
+    failed requests reused: they are sent again (a generator that was down when it was computed may be back; the
+    requests that were generated are taken from their records, not asked again)."""
     from lookbench_pipeline.aigen import ResultCache
 
     cache = ResultCache(cfg.layout.aigen_results, images=cfg.layout.aigen_images)
     t = values["generated_images"]
+    failed = t.column("status").to_pylist().count("failed") if "status" in t.column_names else 0
+    if failed:
+        return f"{failed} requests failed when it was computed: they are sent again"
     for request_id, path in zip(t.column("request_id").to_pylist(), t.column("path").to_pylist()):
         if path and not cache.intact(request_id):
             return f"the generated image {path} is missing or changed"

@@ -79,3 +79,18 @@ def test_a_generator_outage_stops_the_release(tmp_path):
     done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
     assert "generated_images" in done and not {"release_candidate", "release"} & done
     assert list_releases(store_of(load_config(cfg))) == []
+
+
+def test_generated_images_with_failed_requests_are_not_reused(tmp_path):
+    """After an outage the same configuration builds again: the stage is computed again (its failed requests sent
+    again) rather than its stored table of failures reused, which would fail the check until --force."""
+    from assets.aigen import results_in_place
+    from lookbench_pipeline.pipeline import store_of
+
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"),
+                                                     "store": {"url": str(tmp_path / "store")}}))
+    cfg = load_config(tmp_path / "c.yaml")
+    outage = pa.table({"request_id": ["r1", "r2"], "status": ["failed", "failed"], "path": [None, None]})
+    assert "2 requests failed" in results_in_place(cfg, store_of(cfg), {"generated_images": outage}, {})
+    waiting = pa.table({"request_id": ["r1"], "status": ["pending"], "path": [None]})
+    assert results_in_place(cfg, store_of(cfg), {"generated_images": waiting}, {}) is None
