@@ -90,7 +90,13 @@ def test_generated_images_with_failed_requests_are_not_reused(tmp_path):
     (tmp_path / "c.yaml").write_text(yaml.safe_dump({"data_dir": str(tmp_path / "data"),
                                                      "store": {"url": str(tmp_path / "store")}}))
     cfg = load_config(tmp_path / "c.yaml")
-    outage = pa.table({"request_id": ["r1", "r2"], "status": ["failed", "failed"], "path": [None, None]})
-    assert "2 requests failed" in results_in_place(cfg, store_of(cfg), {"generated_images": outage}, {})
-    waiting = pa.table({"request_id": ["r1"], "status": ["pending"], "path": [None]})
+    outage = pa.table({"request_id": ["r1", "r2"], "status": ["failed", "failed"], "reason": ["connection_error"] * 2,
+                       "path": [None, None]})
+    assert "2 of 2 requests failed" in results_in_place(cfg, store_of(cfg), {"generated_images": outage}, {})
+    waiting = pa.table({"request_id": ["r1"], "status": ["pending"], "reason": ["awaiting_external_generator"],
+                        "path": [None]})
     assert results_in_place(cfg, store_of(cfg), {"generated_images": waiting}, {}) is None
+    # one failure in four, under the bound (the demo's scripted endpoint fails some on purpose): reused
+    some = pa.table({"request_id": ["r1", "r2", "r3", "r4"], "status": ["failed"] + ["generated"] * 3,
+                     "reason": ["http_500", None, None, None], "path": [None] * 4})
+    assert results_in_place(cfg, store_of(cfg), {"generated_images": some}, {}) is None
