@@ -32,11 +32,21 @@ def job_folders(cfg: PipelineConfig) -> list:
 
 def results_in_place(cfg: PipelineConfig, store: ObjectStore, values: dict, metadata: dict) -> str | None:
     """None when every generated image of the stored table still has its result record and the recorded sha256
-    (``aigen.ResultCache``), else which does not: computing again restores it from the store."""
+    (``aigen.ResultCache``), else which does not: computing again restores it from the store. Nor is a table that
+    fails the ``generation_failure_rate`` check (more than ``checks.max_generation_failure_rate`` of the requests
+    sent failed: the generator was down) reused: its failed requests are sent again, since the generator may be
+    back (the generated ones come from their records); otherwise the check would fail on every run until --force.
+    A few failures under the bound (the demo's scripted endpoint fails some on purpose) keep the table reused."""
+    from lookbench_pipeline import quality
     from lookbench_pipeline.aigen import ResultCache
 
     cache = ResultCache(cfg.layout.aigen_results, images=cfg.layout.aigen_images)
     t = values["generated_images"]
+    if "status" in t.column_names:
+        rate, asked, _ = quality.generation_failure_rate(t)
+        if rate > cfg.checks.max_generation_failure_rate:
+            return (f"{round(rate * asked)} of {asked} requests failed when it was computed (over "
+                    f"checks.max_generation_failure_rate): they are sent again")
     for request_id, path in zip(t.column("request_id").to_pylist(), t.column("path").to_pylist()):
         if path and not cache.intact(request_id):
             return f"the generated image {path} is missing or changed"

@@ -226,6 +226,38 @@ def annotation_acceptance_rate(context: AssetCheckExecutionContext, lookbench: L
                    min=cfg.min_annotation_acceptance_rate, rejected_by_reason=reasons, per_annotator=per_annotator)
 
 
+# --- detect -------------------------------------------------------------------------------------------------
+
+@_check("detector", "record_matches_detections", "The detector record the manifest publishes is that of the "
+        "detector that ran: its weights' sha256, its classes each mapped to taxonomy categories (and no other), "
+        "every detection of one of its classes with that mapping's categories; no detections without a detector.",
+        release_partitions, additional={"detections": "detections"})
+def detector_record(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict,
+                    detections: pa.Table):
+    from lookbench_pipeline.taxonomy import Taxonomy
+
+    conf = lookbench.load()
+    problems = quality.detector_problems(value, detections, set(Taxonomy.load(conf.taxonomy).categories))
+    return _result(context, conf.checks, not problems, ERROR, problems=problems, detections=detections.num_rows,
+                   weights_sha256=value.get("weights_sha256"), classes=value.get("classes"))
+
+
+# --- AI-generated subsets -------------------------------------------------------------------------------------
+
+@_check("generated_images", "generation_failure_rate", "Failed / requests a generator was asked to answer "
+        "(generated + failed; pending and skipped are not counted) is at most checks.max_generation_failure_rate: "
+        "a generator that is down (connection_error…) stops the release, which would otherwise be published, "
+        "immutably, without its AI-generated subsets.", release_partitions)
+def generation_failure_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
+    cfg = lookbench.load().checks
+    rate, asked, reasons = quality.generation_failure_rate(value)
+    statuses: dict[str, int] = {}
+    for s in value.column("status").to_pylist():
+        statuses[s or ""] = statuses.get(s or "", 0) + 1
+    return _result(context, cfg, rate <= cfg.max_generation_failure_rate, ERROR, rate=rate, asked=asked,
+                   max=cfg.max_generation_failure_rate, failed_by_reason=reasons, rows_by_status=statuses)
+
+
 # --- release ------------------------------------------------------------------------------------------------
 
 @_check("release_candidate", "counts_in_range", "Each subset with a query file has query and gallery row counts "
@@ -245,6 +277,20 @@ def candidate_counts(context: AssetCheckExecutionContext, lookbench: LookbenchCo
                    rows_per_subset=rows, out_of_range=bad, rejection_rate=rate,
                    max_rejection_rate=cfg.max_candidate_rejection_rate,
                    queries=cfg.queries_per_subset.model_dump(), gallery=cfg.gallery_per_subset.model_dump())
+
+
+@_check("release_candidate", "requested_subsets_have_queries", "Every AI-generated subset a generator was asked "
+        "for in this window (generated_checks rows other than generation_pending / generation_skipped) has queries "
+        "in the candidate: a subset the configuration asks for does not silently go missing from a release.",
+        release_partitions, additional={"generated_checks": "generated_checks"})
+def requested_subsets_have_queries(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: dict,
+                                   generated_checks: pa.Table):
+    cfg = lookbench.load().checks
+    rows = quality.per_subset_rows(Candidate.from_dict(value).files)
+    empty = quality.requested_subsets_without_queries(generated_checks,
+                                                      {s: r["query"] for s, r in rows.items()})
+    return _result(context, cfg, not empty, ERROR, subsets_without_queries=empty,
+                   queries_per_subset={s: r["query"] for s, r in rows.items()})
 
 
 @_check("release_candidate", "no_contaminated_query", "No query image matches the contamination index (legacy "
@@ -294,6 +340,7 @@ def scores_valid(context: AssetCheckExecutionContext, lookbench: LookbenchConfig
 SCHEMA_CHECKS = [_schema_check(asset, schema, pdef) for asset, (schema, pdef) in TABLE_SCHEMAS.items()]
 
 ALL_CHECKS = [*SCHEMA_CHECKS, weekly_products_in_range, page_rejection_rate, download_failure_rate,
-              products_in_range, every_site_crawled, unique_product_ids, image_rejection_rate, image_refs_reconcile, near_duplicate_rate,
-              every_image_clustered, contamination_rate, annotation_acceptance_rate, candidate_counts,
+              products_in_range, every_site_crawled, unique_product_ids, image_rejection_rate, image_refs_reconcile,
+              near_duplicate_rate, every_image_clustered, contamination_rate, annotation_acceptance_rate,
+              detector_record, generation_failure_rate, candidate_counts, requested_subsets_have_queries,
               no_contaminated_query, published_files_match, scores_valid]

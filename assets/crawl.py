@@ -31,7 +31,7 @@ def crawl_headline(c: dict) -> str:
     cut (when it did: each a rejected page ``max_pages_reached``, or only counted beyond the rows the spider
     writes; "at least N" when the spider stopped remembering cut URLs), products, looks, image URLs (downloaded +
     refused, each refused one with its reason in ``image_downloads``); for a finished crawl of the week read back,
-    that it was."""
+    that it was; for a crawl in which the site never answered (``unreachable``), that it was and why."""
     rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
     cut = c.get("max_pages_cut")
@@ -45,6 +45,10 @@ def crawl_headline(c: dict) -> str:
     if c.get("read_back"):
         line += (f"; read back: this week's crawl started {c.get('read_back_started_at') or 'earlier'} had "
                  "finished, nothing fetched (lookbench build --force crawls the week again)")
+    if c.get("unreachable"):
+        why = ", ".join(f"{k} {v}" for k, v in c["unreachable"].items())
+        line += (f"; SITE UNREACHABLE: every page failed without a response ({why}); the week's crawl is not "
+                 "recorded as finished and its state is unchanged: the next build crawls the site again")
     return line
 
 

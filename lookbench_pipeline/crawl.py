@@ -50,6 +50,11 @@ class CrawlOutput:
     started_at: str | None = None  # the first attempt's start (UTC, ISO 8601)
     reused: bool = False  # a finished crawl read back, not crawled again
     base_urls: list[str] | None = None  # every attempt's serving origin, oldest first (the last is base_url)
+    unreachable: dict[str, int] | None = None  # the site did not answer (:func:`unreachable_reasons`): its reasons
+
+    def __post_init__(self) -> None:
+        if self.unreachable is None:
+            self.unreachable = unreachable_reasons(self.items) or None
 
     def of_kind(self, kind: str) -> list[dict]:
         return [i for i in self.items if i.get("kind") == kind]
@@ -186,6 +191,33 @@ def run_spider(site_config_path: Path, base_url: str, out_dir: Path, user_agent:
 
 FINISHED = "finished.json"
 ATTEMPTS = "attempts.json"
+UNREACHABLE = "unreachable.json"  # a crawl of a site that did not answer (:func:`unreachable_reasons`)
+
+# The page reasons of a fetch that got no response for a network reason, the crawler's vocabulary
+# (lookbench_crawlers.fetch_errors; robots_unreachable: lookbench_crawlers.middlewares.robots_unreachable_reason).
+# This module imports nothing of the crawler: tests/test_robots_unreachable.py keeps the two in step.
+NETWORK_REASONS = ("download_timeout", "name_not_resolved")
+NETWORK_REASON_PREFIXES = ("fetch_error:", "robots_unreachable:")
+
+
+def network_reason(reason: str | None) -> bool:
+    """Whether a page's reason says the site gave no response for a network reason: a fetch error
+    (``fetch_error:connection_refused``…), a timeout, a name that did not resolve, or a robots.txt that could not
+    be read (``robots_unreachable:…``, a 5xx answer included: RFC 9309's "unreachable")."""
+    return bool(reason) and (reason in NETWORK_REASONS or reason.startswith(NETWORK_REASON_PREFIXES))
+
+
+def unreachable_reasons(items: list[dict]) -> dict[str, int]:
+    """The page reasons of a crawl in which the site never answered (empty when it did): every page row rejected
+    without an HTTP status for a network reason (:func:`network_reason`), and no product or look found. Such a
+    crawl is not recorded as finished (:func:`crawl_site`): it says nothing of the site's pages, so the week is
+    crawled again by the next build instead of being read back as an empty week."""
+    pages = [it for it in items if it.get("kind") == "page"]
+    if not pages or any(it.get("kind") in ("product", "look") for it in items):
+        return {}
+    if any(p.get("status") or p.get("outcome") != "rejected" or not network_reason(p.get("reason")) for p in pages):
+        return {}
+    return dict(Counter(p["reason"] for p in pages).most_common())
 
 
 def repair_feed_tail(feed: Path) -> int:
@@ -307,7 +339,12 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     archived anew: the earlier crawl's downloaded files are not reused); the finished crawl is kept aside
     (``crawl.previous``) until the new one finishes, and put back when it fails or is interrupted; an unfinished
     crawl still continues. What ``lookbench build --force`` asks for: the site's pages as they are now, e.g. after
-    editing a site file."""
+    editing a site file.
+
+    A crawl in which the site never answered (:func:`unreachable_reasons`: every page failed for a network reason,
+    nothing kept) is not recorded as finished but as unreachable (``unreachable.json``, its reasons): the next
+    attempt crawls the week again from an empty folder, as a new crawl, so the outage does not stay in the week
+    as an empty crawl read back. ``CrawlOutput.unreachable`` holds its reasons."""
     import shutil
     import uuid
 
@@ -317,6 +354,12 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     out_dir = work_dir / "crawl"
     out_dir.mkdir(parents=True, exist_ok=True)
     attempts_file, marker, feed = out_dir / ATTEMPTS, out_dir / FINISHED, out_dir / "items.jsonl"
+    if resume and (out_dir / UNREACHABLE).is_file():
+        # the last crawl of this folder found the site unreachable: it is not continued but done again, as a new
+        # crawl (its own crawl_id, so its archive is stored beside the unreachable one's, not refused as written)
+        log.info("crawling %s again: its last crawl in %s found it unreachable", site.name, out_dir)
+        shutil.rmtree(out_dir)
+        out_dir.mkdir(parents=True)
     state = json.loads(attempts_file.read_text()) if resume and attempts_file.is_file() else {}
     finished = resume and marker.is_file() and feed.is_file()
     if finished and not again:
@@ -364,9 +407,16 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
                                 extra_settings={"LOOKBENCH_ATTEMPT": str(state["attempts"]),
                                                 **({"LOOKBENCH_IMAGE_MAX_BYTES": str(image_max_bytes)}
                                                    if image_max_bytes else {})})
-    if resume:
+    out = _read_crawl(site, feed, logf, state)
+    if resume and out.unreachable:  # not finished: the next attempt crawls the site again (UNREACHABLE)
+        log.warning("site %s was unreachable: every page failed without a response (%s); the crawl in %s is not "
+                    "recorded as finished, the next build crawls it again", site.name,
+                    ", ".join(f"{k} {v}" for k, v in out.unreachable.items()), out_dir)
+        (out_dir / UNREACHABLE).write_text(json.dumps({"at": datetime.now(timezone.utc).isoformat(),
+                                                       "reasons": out.unreachable, **state}, indent=1))
+    elif resume:
         marker.write_text(json.dumps({"finished_at": datetime.now(timezone.utc).isoformat(), **state}, indent=1))
-    return _read_crawl(site, feed, logf, state)
+    return out
 
 
 def _read_crawl(site: SiteConfig, feed: Path, logf: Path, state: dict, reused: bool = False) -> CrawlOutput:
@@ -651,17 +701,20 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     l_tab = schemas.from_rows(sorted(looks.values(), key=lambda r: r["look_id"]), schemas.LOOKS)
     c_tab = schemas.from_rows(sorted(pages, key=lambda r: r["url"]), schemas.CRAWL_LOG)
 
-    # state = previous items (not seen now: marked disappeared, first time only) + this crawl's
+    # state = previous items (not seen now: marked disappeared, first time only) + this crawl's. A crawl of a site
+    # that did not answer (out.unreachable) saw nothing: the state is left as it was, no item marked disappeared
     now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_p.items()
-              if k not in products}
-    gone_l = {k: {**v, "disappeared_at": v.get("disappeared_at") or now} for k, v in prev_l.items() if k not in looks}
-    state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
-    state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
-    pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]), schemas.PRODUCTS),
-                   sdir / "products.parquet")
-    pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
-                   sdir / "looks.parquet")
+    gone_p = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
+                                         for k, v in prev_p.items() if k not in products}
+    gone_l = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
+                                         for k, v in prev_l.items() if k not in looks}
+    if not out.unreachable:
+        state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
+        state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
+        pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]),
+                                         schemas.PRODUCTS), sdir / "products.parquet")
+        pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
+                       sdir / "looks.parquet")
     outcomes: dict[str, int] = {}
     for pg in pages:
         key = pg["outcome"] if pg["outcome"] != "rejected" else f"rejected.{pg['reason']}"
@@ -699,4 +752,6 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
             counts["max_pages_cut_at_least"] = True
     counts["image_urls"] = len(downloads)
     counts["image_urls_downloaded"] = sum(1 for d in downloads.values() if d["stored_path"])
+    if out.unreachable:
+        counts["unreachable"] = dict(out.unreachable)
     return Catalog(products=p_tab, looks=l_tab, crawl_log=c_tab, downloads=d_tab, counts=counts)

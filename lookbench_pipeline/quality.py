@@ -101,3 +101,66 @@ def score_problems(scores: pa.Table) -> list[str]:
         elif lo is not None and hi is not None and not (lo - 1e-9 <= v <= hi + 1e-9):
             out.append(f"{name}: {v} outside [{lo}, {hi}]")
     return out[:20]
+
+
+def generation_failure_rate(generated_images: pa.Table) -> tuple[float, int, dict[str, int]]:
+    """Of the requests a generator was asked to answer (``generated`` + ``failed`` rows of ``generated_images``),
+    the share that failed, how many were asked, and the failures by reason (``connection_error``, ``http_500``…).
+    ``pending`` (a job file nobody answered yet) and ``skipped`` (``window_closed``) rows were not asked and are
+    not counted: a generator that could not be reached fails every request it was sent (rate 1.0)."""
+    rows = generated_images.select(["status", "reason"]).to_pylist()
+    asked = [r for r in rows if r["status"] in ("generated", "failed")]
+    failed = [r for r in asked if r["status"] == "failed"]
+    return (ratio(len(failed), len(asked)), len(asked),
+            dict(sorted(Counter(r["reason"] or "" for r in failed).items())))
+
+
+NOT_ASKED = ("generation_pending", "generation_skipped")
+"""``generated_checks`` reasons of a request no generator was asked to answer (a job file waiting, a window over)."""
+
+
+def requested_subsets_without_queries(generated_checks: pa.Table, query_rows: dict[str, int]
+                                      ) -> dict[str, dict[str, int]]:
+    """The AI-generated subsets the run asked a generator for (a ``generated_checks`` row whose request was sent:
+    any reason but :data:`NOT_ASKED`) that have no query in the release candidate (``query_rows``: subset ->
+    rows of its query file), each with why: its rows' reasons (``generation_failed:connection_error``,
+    ``similarity_below_threshold``…). Empty when every such subset has queries."""
+    asked: dict[str, Counter] = {}
+    for r in generated_checks.select(["subset", "status", "reason"]).to_pylist():
+        reason = r["reason"] or ""
+        if reason.split(":")[0] in NOT_ASKED:
+            continue
+        asked.setdefault(r["subset"], Counter())[reason if r["status"] != "accepted" else "accepted"] += 1
+    return {s: dict(sorted(why.items())) for s, why in sorted(asked.items()) if not query_rows.get(s)}
+
+
+def detector_problems(detector: dict[str, Any], detections: pa.Table, categories: set[str]) -> list[str]:
+    """What is wrong with the ``detector`` record (what the release manifest publishes as the detector) against the
+    ``detections`` it is said to have produced and the taxonomy's ``categories``: a detector that ran records its
+    weights' sha256 (64 hex digits), its classes, and a mapping of every class (and no other) to taxonomy
+    categories; every detection is of one of its classes, with the categories the mapping gives. A record of no
+    detector (detection disabled, or no street image to detect) has no detections. Empty when all holds."""
+    out: list[str] = []
+    rows = detections.select(["model_class", "categories"]).to_pylist()
+    if "weights_sha256" not in detector:
+        return [f"{len(rows)} detections but no detector recorded ({detector})"] if rows else []
+    sha = str(detector.get("weights_sha256") or "")
+    if len(sha) != 64 or any(c not in "0123456789abcdef" for c in sha):
+        out.append(f"weights_sha256 {sha!r} is not a sha256")
+    classes = list(detector.get("classes") or [])
+    cmap = detector.get("class_map") or {}
+    if not classes:
+        out.append("no classes recorded")
+    if set(cmap) != set(classes):
+        out.append(f"class_map keys {sorted(cmap)} are not the classes {sorted(classes)}")
+    unknown = {k: sorted(set(v) - categories) for k, v in cmap.items() if set(v) - categories}
+    if unknown:
+        out.append(f"class_map names categories not in the taxonomy: {unknown}")
+    odd = Counter(r["model_class"] for r in rows if r["model_class"] not in cmap)
+    if odd:
+        out.append(f"detections of classes the detector does not have: {dict(sorted(odd.items()))}")
+    mismatched = Counter(r["model_class"] for r in rows if r["model_class"] in cmap
+                         and sorted(r["categories"] or []) != sorted(cmap[r["model_class"]]))
+    if mismatched:
+        out.append(f"detections whose categories are not their class's mapping: {dict(sorted(mismatched.items()))}")
+    return out

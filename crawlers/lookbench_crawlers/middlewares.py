@@ -137,30 +137,83 @@ class DownloadBudgetMiddleware:
 from scrapy.downloadermiddlewares.robotstxt import RobotsTxtMiddleware  # noqa: E402
 
 
+class RobotsUnreachable(IgnoreRequest):
+    """A request not made because its host's robots.txt could not be read (``reason``, module
+    :class:`StrictRobotsTxtMiddleware`): disallowed as RFC 9309 says, but not ``robots_disallowed``."""
+
+    def __init__(self, reason, url):
+        super().__init__(f"{reason}: {url}")
+        self.reason = reason
+
+
+ROBOTS_UNREACHABLE = "robots_unreachable"
+
+
+def robots_unreachable_reason(exc=None, status=0):
+    """The reason of a request its host's unreachable robots.txt disallows: ``robots_unreachable:http_<status>``
+    for a robots.txt answering 5xx, else ``robots_unreachable:`` and the fetch error behind it, the vocabulary of
+    :func:`lookbench_crawlers.fetch_errors.fetch_error_reason` without its ``fetch_error:`` prefix
+    (``connection_refused``, ``tls``, ``connect_failed``, ``connection_lost``, ``other:<class>``,
+    ``download_timeout``…)."""
+    from lookbench_crawlers.fetch_errors import FETCH_ERROR, fetch_error_reason
+
+    if status:
+        return f"{ROBOTS_UNREACHABLE}:http_{status}"
+    return f"{ROBOTS_UNREACHABLE}:{fetch_error_reason(exc).removeprefix(FETCH_ERROR + ':')}"
+
+
 class StrictRobotsTxtMiddleware(RobotsTxtMiddleware):
     """robots.txt as RFC 9309 (section 2.3.1) says: a 4xx robots.txt means no rules (allow all), but a server
     error (5xx) or an unreachable server means the crawler must assume complete disallow. Scrapy's middleware
-    treats both as allow-all."""
+    treats both as allow-all. A request so disallowed fails with :class:`RobotsUnreachable`, whose reason says why
+    (``robots_unreachable:http_503``, ``robots_unreachable:connection_refused``…: :func:`robots_unreachable_reason`),
+    so the crawl log and the image downloads do not read ``robots_disallowed`` for a site that was down."""
 
     _DISALLOW_ALL = b"User-agent: *\nDisallow: /\n"
+
+    def __init__(self, crawler):
+        super().__init__(crawler)
+        self._unreachable = {}  # netloc -> the reason its robots.txt could not be read
 
     async def _parse_robots(self, response, netloc, request):
         if response.status >= 500:
             self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
+            self._unreachable[netloc] = robots_unreachable_reason(status=response.status)
             response = response.replace(status=200, body=self._DISALLOW_ALL)
         return await super()._parse_robots(response, netloc, request)
 
     def _robots_error(self, exc, netloc):
         from scrapy.utils.misc import build_from_crawler
+        from twisted.internet.defer import Deferred
 
         if refusal_reason(exc, netloc) in REFUSALS:
             # robots.txt was refused by the egress policy, not unreachable: the page's own request meets the same
             # policy and is refused with its reason (address_not_global…), which the crawl log should say
             super()._robots_error(exc, netloc)
             return
-        super()._robots_error(exc, netloc)
+        if not isinstance(exc, IgnoreRequest):
+            self.crawler.stats.inc_value(f"robotstxt/exception_count/{type(exc)}")
         self.crawler.stats.inc_value("lookbench/robotstxt_disallow_all")
-        self._parsers[netloc] = build_from_crawler(self._parserimpl, self.crawler, self._DISALLOW_ALL)
+        self._unreachable[netloc] = robots_unreachable_reason(exc)
+        # the requests that waited for this robots.txt get the disallow-all parser too (Scrapy's own error path
+        # hands them None, which allows them)
+        waiting, parser = self._parsers[netloc], build_from_crawler(self._parserimpl, self.crawler,
+                                                                    self._DISALLOW_ALL)
+        self._parsers[netloc] = parser
+        if isinstance(waiting, Deferred):
+            waiting.callback(parser)
+
+    def process_request_2(self, rp, request):
+        try:
+            super().process_request_2(rp, request)
+        except IgnoreRequest:
+            from scrapy.utils.httpobj import urlparse_cached
+
+            reason = self._unreachable.get(urlparse_cached(request).netloc)
+            if reason is None:
+                raise
+            self.crawler.stats.inc_value(f"lookbench/{reason}")
+            raise RobotsUnreachable(reason, request.url) from None
 
 
 class RedirectRefused(IgnoreRequest):

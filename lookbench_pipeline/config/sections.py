@@ -407,5 +407,10 @@ class ChecksConfig(_Strict):
     gallery_per_subset: Bounds = Field(default_factory=lambda: Bounds(min=1))
     # rejected candidates / candidates of the release
     max_candidate_rejection_rate: float = Field(default=0.95, ge=0, le=1)
+    # failed / requests a generator was asked to answer (generated + failed; pending and skipped not counted), one
+    # window: above it the generator is down or broken (a connection_error outage is 1.0) and the release, which
+    # would go out without its AI-generated subsets and could never be completed (versions are immutable), is
+    # stopped. Refusals of single prompts (a content filter, a malformed answer now and then) stay below it.
+    max_generation_failure_rate: float = Field(default=0.5, ge=0, le=1)
     query_gallery_overlap_allowed: list[str] = Field(default_factory=list)  # subsets where it is intended
     severity: dict[str, Literal["error", "warn"]] = Field(default_factory=dict)
