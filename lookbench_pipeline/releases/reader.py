@@ -772,7 +772,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along, and so does the distractor
     gallery (``noise/``), which every subset's gallery includes when scoring. After a partial pull the dataset
     card's ``configs`` name only the subsets (and ``noise``) in the folder, so ``datasets`` can open it; its body
-    is the published card's.
+    is the published card's. The subsets pulled are recorded in ``dest/<version>/.pulled.json`` (with those of
+    earlier pulls into the folder; :func:`read_pulled`), written before the manifest: how :func:`folder_gaps` tells
+    a subset not pulled from a damaged folder.
 
     Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
