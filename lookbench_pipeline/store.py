@@ -47,7 +47,8 @@ class NoSuchStore(StoreError):
     """A folder store opened for reading (``create=False``) whose folder does not exist (or is a file)."""
 
 
-STORE_URL_FORMS = "a folder (a path or file://…), s3://bucket/prefix, or an http:// or https:// mirror"
+STORE_URL_FORMS = ("a folder (a plain path, or file:///absolute/path), s3://bucket/prefix, or an http:// or https:// "
+                   "mirror")
 """What :func:`open_store` opens, as error messages name it."""
 
 
@@ -64,6 +65,8 @@ class ObjectStore(Protocol):
     def list(self, prefix: str = "") -> Iterator[str]: ...
     def delete(self, key: str) -> None: ...
     def copy(self, src: str, dst: str) -> None: ...
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None
+                   ) -> Iterator[bytes]: ...
 
 
 def _check_key(key: str) -> str:
@@ -171,8 +174,9 @@ class LocalStore:
     def exists(self, key: str) -> bool:
         return self.path(key).is_file()
 
-    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
-        """The bytes of ``key`` from offset ``start`` on, in chunks of ``chunk`` bytes. Raises StoreError."""
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on, in chunks of ``chunk`` bytes (``size``, the expected
+        size, is not needed here: every store's ``read_range`` takes it). Raises StoreError."""
         try:
             fh = self.path(key).open("rb")
         except FileNotFoundError as exc:
@@ -245,11 +249,12 @@ class ReleaseFolder(LocalStore):
         return key.startswith(self.prefix) and self.path(key).is_file()
 
     def list(self, prefix: str = "") -> Iterator[str]:
-        """The keys starting with ``prefix`` (``releases/<version>/<file>``), sorted (``.part`` downloads left out).
+        """The keys starting with ``prefix`` (``releases/<version>/<file>``), sorted (``.part`` downloads and pull's
+        own ``.pull.lock`` and ``.pulled.json`` left out).
         Raises UnsafePathError naming a symbolic link in the folder."""
         for rel in _walk_files(self.root, ""):
             key = self.prefix + rel
-            if not rel.endswith(".part") and rel != ".pull.lock" and key.startswith(prefix):
+            if not rel.endswith(".part") and rel not in (".pull.lock", ".pulled.json") and key.startswith(prefix):
                 yield key
 
     def _read_only(self, *args, **kwargs):
@@ -371,8 +376,9 @@ class S3Store:
         except Exception as exc:
             raise self._error(f"download of {key!r} from", exc) from exc
 
-    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20) -> Iterator[bytes]:
-        """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks. Raises StoreError."""
+    def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None) -> Iterator[bytes]:
+        """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks (``size``, the expected
+        size, is not needed here: every store's ``read_range`` takes it). Raises StoreError."""
         extra = {"Range": f"bytes={start}-"} if start else {}
         try:
             body = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)["Body"]
@@ -547,8 +553,10 @@ class HttpStore:
                 if max_bytes is not None and length is not None and length > max_bytes:
                     raise StoreError(f"{url}: the mirror announces {length} bytes, more than the {max_bytes} bytes "
                                      "this file may have: refused")
-                expected = next((n for n in (None if size is None else size - start, length, max_bytes)
-                                 if n is not None), 0)
+                # a 200 to a ranged request (a server that ignores Range) sends the whole body, not size - start
+                whole = r.status_code == 200
+                expected = next((n for n in (None if size is None else size - (0 if whole else start), length,
+                                             max_bytes) if n is not None), 0)
                 limit = self.deadline_s + max(expected, 0) / self.min_bytes_per_s
                 skip = start if (start and r.status_code == 200) else 0
                 got = 0
@@ -576,24 +584,36 @@ class HttpStore:
     def _answer(self, url: str, headers: dict[str, str], method: str = "GET") -> Any:
         """The streamed response to a ``method`` request of ``url``, its status line and headers in within
         ``deadline_s`` seconds (a server can trickle its headers too, each byte within ``timeout_s``). The request
-        runs in a daemon thread that is left to the socket's own timeout when the deadline passes. Raises
-        StoreError, and what requests raises."""
+        runs in a daemon thread that is left to the socket's own timeout when the deadline passes; the request is
+        then abandoned, and a response that still arrives is closed there (its connection and socket released), so
+        a timed-out request leaves no open response behind (the thread ends with the request). Raises StoreError,
+        and what requests raises."""
         import threading
 
         box: dict[str, Any] = {}
+        lock = threading.Lock()
 
         def get() -> None:
             try:
-                box["r"] = self.session.request(method, url, timeout=self.timeout_s, stream=True, headers=headers)
+                r = self.session.request(method, url, timeout=self.timeout_s, stream=True, headers=headers)
             except BaseException as exc:  # handed to the caller's thread
-                box["exc"] = exc
+                with lock:
+                    box["exc"] = exc
+                return
+            with lock:
+                if not box.get("abandoned"):
+                    box["r"] = r
+                    return
+            r.close()  # the caller gave up on it: nobody else would close it
 
         worker = threading.Thread(target=get, name="lookbench-mirror-get", daemon=True)
         worker.start()
         worker.join(self.deadline_s)
-        if worker.is_alive():
-            raise StoreError(f"{url}: no complete answer (status and headers) after {self.deadline_s:.0f} s: the "
-                             "mirror is too slow; try again later or another mirror")
+        with lock:
+            if "r" not in box and "exc" not in box:
+                box["abandoned"] = True
+                raise StoreError(f"{url}: no complete answer (status and headers) after {self.deadline_s:.0f} s: "
+                                 "the mirror is too slow; try again later or another mirror")
         if "exc" in box:
             raise box["exc"]
         return box["r"]
@@ -674,7 +694,10 @@ def open_store(url: str, endpoint_url: str | None = None, region: str = "us-east
     if scheme == "file":
         parts = urlsplit(f"file://{rest}")
         if parts.netloc not in ("", "localhost") or not parts.path:
-            raise BadStoreURL(f"{url[:200]!r} names no local folder: file:///ABSOLUTE/PATH (or a plain path)")
+            host = (f" (file://{parts.netloc[:40]}/… reads {parts.netloc[:40]!r} as a host: a file:// URL takes an "
+                    "absolute path)") if parts.netloc not in ("", "localhost") else ""
+            raise BadStoreURL(f"{url[:200]!r} names no local folder{host}: write file:///ABSOLUTE/PATH, or the "
+                              "folder as a plain path (a relative one too)")
         return LocalStore(unquote(parts.path), create=create)
     if sep:
         raise UnsupportedStoreURL(f"unsupported store URL scheme {url.split('://')[0][:20] + '://'!r} in "

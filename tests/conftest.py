@@ -136,3 +136,18 @@ def demo_detector():
     weights, report, _ = train_demo(Path(os.environ["LOOKBENCH_DETECT__CACHE_DIR"]), d.scenes, d.seed,
                                     d.train.model_dump())
     return weights, report
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A folder store with two published releases, v20260301 (items 0-3) and v20260701 (items 2-7): the consumer
+    tests' (``test_store_hostile``, ``test_consumer_errors``)."""
+    from release_factory import make_release
+
+    from lookbench_pipeline.releases.publish import publish
+    from lookbench_pipeline.store import LocalStore
+
+    s = LocalStore(tmp_path / "store")
+    publish(make_release("v20260301", range(0, 4)), s, {})
+    publish(make_release("v20260701", range(2, 8)), s, {})
+    return s

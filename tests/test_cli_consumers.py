@@ -59,8 +59,9 @@ def test_releases_info_and_pull(cfg, tmp_path, capsys):
     assert f"pull {V2}" in err and "100%" in err  # tqdm's bar on stderr
     assert "verified" in out
     folder = dest / V2
+    # with pull's own lock file and its record of the subsets pulled (hidden, left out of the folder's listings)
     assert _files(folder) == {"real_studio_flat/query.parquet", "real_studio_flat/gallery.parquet",
-                              "manifest.json"} | DOCS
+                              "manifest.json", ".pull.lock", ".pulled.json"} | DOCS
     assert (folder / "manifest.json").read_bytes() == store.get_bytes(f"releases/{V2}/manifest.json")
 
     # the whole release, with the link look-bench's loader needs; files already in place are kept

@@ -25,14 +25,6 @@ from lookbench_pipeline.store import HttpStore, LocalStore, StoreError
 V1, V2 = "v20260301", "v20260701"
 
 
-@pytest.fixture
-def store(tmp_path) -> LocalStore:
-    s = LocalStore(tmp_path / "store")
-    publish(make_release(V1, range(0, 4)), s, {})
-    publish(make_release(V2, range(2, 8)), s, {})
-    return s
-
-
 Answer = Callable[[BaseHTTPRequestHandler], None]
 
 
@@ -319,6 +311,57 @@ def test_a_partial_pull_keeps_a_card_it_cannot_limit_with_a_warning(store, tmp_p
     assert (tmp_path / "d" / V2 / "manifest.json").is_file()
     assert (tmp_path / "d" / V2 / "README.md").read_bytes() == card
     assert main(argv) == 0, "a rerun is not stuck either"
+    capsys.readouterr()
+    # the folder is whole: the subsets not pulled are "not pulled", never missing files of a damaged folder
+    folder = str(tmp_path / "d" / V2)
+    assert main(["info", folder]) == 0
+    out, err = capsys.readouterr()
+    assert "pull it again" not in out + err and "real_streetlook/query.parquet" not in err
+    code = main(["evaluate", "--release", folder, "--model", "baseline/hsv-hog-v1", "--quiet",
+                 "--cache", str(tmp_path / "c")])
+    out, err = capsys.readouterr()
+    assert code == 0 and "damaged" not in err and "baseline/hsv-hog-v1  overall" in out
+
+
+def test_the_subsets_pulled_are_recorded_and_kept_across_pulls(store, tmp_path):
+    from lookbench_pipeline.releases.reader import folder_gaps, read_pulled
+
+    pull_ = ["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]
+    assert main([*pull_, "--subset", "real_studio_flat"]) == 0
+    out = tmp_path / "d" / V2
+    assert read_pulled(out) == ["real_studio_flat"]
+    assert main([*pull_, "--subset", "real_streetlook"]) == 0
+    assert read_pulled(out) == ["real_streetlook", "real_studio_flat"]
+    assert not list(out.glob("*.part"))
+    from lookbench_pipeline.store import ReleaseFolder
+
+    assert not any(k.endswith(".pulled.json") for k in ReleaseFolder(out).list())
+    # the record comes first: a subset it names whose files are all gone is damage, not "not pulled"
+    m = json.loads((out / "manifest.json").read_bytes())
+    present = {k for k in m["files"] if not k.startswith("real_streetlook/")} | set(m["metadata_files"])
+    not_pulled, gone = folder_gaps(m, present, None, read_pulled(out))
+    assert "real_streetlook" not in not_pulled and "real_streetlook/query.parquet" in gone
+    # without it, a card that cannot be read: a subset with none of its files was not pulled
+    assert folder_gaps(m, present, b"no front matter", None)[0] == ["real_streetlook"]
+
+
+def test_a_manifest_cannot_name_the_pull_record(store):
+    from lookbench_pipeline.releases.reader import check_manifest
+
+    m = json.loads(store.get_bytes(f"releases/{V2}/manifest.json"))
+    m["metadata_files"][".pulled.json"] = dict(m["metadata_files"]["README.md"])
+    with pytest.raises(ReleaseIntegrityError, match="records the subsets"):
+        check_manifest(m, V2, "here")
+
+
+def test_folder_gaps_and_limit_card_read_the_card_alike():
+    from lookbench_pipeline.releases.reader import card_config_names, limit_card
+
+    card = "---\nconfigs:\n- config_name: real_studio_flat\n- config_name: real_streetlook\n- {}\n---\n# x\n"
+    assert card_config_names(card) == ["real_studio_flat", "real_streetlook"]
+    assert card_config_names(limit_card(card, ["real_streetlook"])) == ["real_streetlook"]
+    with pytest.raises(ValueError, match="no YAML front matter"):
+        card_config_names("# x\n")
 
 
 def test_limit_card_says_a_python_tag_in_one_line():
@@ -447,7 +490,31 @@ def test_a_second_pull_into_the_same_folder_stops_at_once(store, tmp_path):
     finally:
         os.close(fd)
     pull(store, V2, tmp_path / "d", progress=False)
-    assert (out / "manifest.json").is_file() and not (out / ".pull.lock").exists()
+    # the lock file stays (removing it would let two later pulls hold two different files' locks at once)
+    assert (out / "manifest.json").is_file() and (out / ".pull.lock").is_file()
+    with pytest.raises(ValueError, match="another pull is writing"):
+        fd = os.open(out / ".pull.lock", os.O_RDWR)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            pull(store, V2, tmp_path / "d", progress=False)
+        finally:
+            os.close(fd)
+
+
+def test_a_file_system_that_cannot_lock_pulls_with_a_warning(store, tmp_path, monkeypatch):
+    import errno
+    import fcntl
+
+    from lookbench_pipeline.releases import pull
+
+    def no_locks(fd, op):
+        raise OSError(errno.ENOLCK, "No locks available")
+
+    monkeypatch.setattr(fcntl, "flock", no_locks)
+    said: list[str] = []
+    pull(store, V2, tmp_path / "d", progress=False, warn=said.append)
+    assert (tmp_path / "d" / V2 / "manifest.json").is_file()
+    assert len(said) == 1 and "cannot be locked (No locks available)" in said[0]
 
 
 def test_a_cache_that_is_a_file_is_a_usage_error_before_anything_is_read(store, tmp_path, capsys):
@@ -522,3 +589,89 @@ def test_a_mirror_that_trickles_its_headers_is_given_up_after_the_deadline(store
         with pytest.raises(StoreError, match="no complete answer .status and headers. after 0 s"):
             HttpStore(srv.base_url).get_bytes("releases/latest", max_bytes=1024)
         assert time.monotonic() - t0 < 5
+
+
+# review of the store: abandoned requests, a 200 to a resumed request, file:// URLs, read_range, read_file's memory
+
+class _Raw:
+    def __init__(self, body: bytes, pause: float = 0.0):
+        self.body, self.pause = body, pause
+
+    def read1(self, n: int, decode_content: bool = True) -> bytes:
+        time.sleep(self.pause)
+        block, self.body = self.body[:n], self.body[n:]
+        return block
+
+
+class _Response:
+    def __init__(self, status: int, body: bytes, pause: float = 0.0):
+        self.status_code, self.raw, self.closed = status, _Raw(body, pause), False
+        self.headers = {"Content-Length": str(len(body))}
+
+    def close(self):
+        self.closed = True
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+def test_a_response_that_comes_after_the_header_deadline_is_closed():
+    late = _Response(200, b"x")
+    s = HttpStore("http://127.0.0.1:9", deadline_s=0.05)
+    s.session.request = lambda *a, **k: (time.sleep(0.3), late)[1]
+    with pytest.raises(StoreError, match="no complete answer"):
+        s.get_bytes("releases/latest")
+    for t in threading.enumerate():
+        if t.name == "lookbench-mirror-get":
+            t.join(5)
+    assert late.closed, "the abandoned request's response (and its socket) is released"
+
+
+def test_a_resume_answered_200_sets_the_deadline_by_the_whole_body():
+    body = b"y" * 100
+    s = HttpStore("http://127.0.0.1:9", deadline_s=0, min_bytes_per_s=1e9)
+    s.session.request = lambda *a, **k: _Response(200, body, pause=0.01)
+    with pytest.raises(StoreError, match=r"the limit for 100 bytes"):
+        b"".join(s.read_range("releases/x", start=40, size=100))
+
+
+def test_a_relative_file_url_says_how_to_write_one():
+    from lookbench_pipeline.store import BadStoreURL, open_store
+
+    with pytest.raises(BadStoreURL, match=r"reads 'relative' as a host.*file:///ABSOLUTE/PATH, or the folder as a "):
+        open_store("file://relative/path")
+
+
+def test_every_store_read_range_takes_the_expected_size(tmp_path):
+    s = LocalStore(tmp_path / "s")
+    s.put_bytes("a/b", b"0123456789")
+    assert b"".join(s.read_range("a/b", 2, 4, size=10)) == b"23456789"
+
+
+def test_read_file_holds_one_copy_of_the_file(tmp_path):
+    import hashlib
+    import os
+    import tracemalloc
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from lookbench_pipeline.releases.reader import read_file
+
+    s = LocalStore(tmp_path / "s")
+    pq.write_table(pa.table({"b": [os.urandom(1 << 20) for _ in range(16)]}), tmp_path / "f.parquet",
+                   compression="none")
+    data = (tmp_path / "f.parquet").read_bytes()
+    s.put_bytes(f"releases/{V2}/sub/query.parquet", data)
+    m = {"files": {"sub/query.parquet": {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}}}
+    tracemalloc.start()
+    try:
+        table = read_file(s, V2, "sub", "query", manifest=m)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert table.num_rows == 16
+    assert peak < 1.6 * len(data), f"peak {peak} bytes for a file of {len(data)}"

@@ -145,13 +145,14 @@ def cmd_info(args: argparse.Namespace) -> int:
     The files themselves: in a pulled folder, the size of each file it holds is compared with the manifest's (a
     damaged or changed copy, exit 1), and a file that the pull brought and is gone is missing (exit 1): the
     metadata files and ``noise/`` always, a subset's files together (``releases.reader.folder_gaps``, pull's own
-    rule); only subsets wholly absent, and not named by the folder's dataset card, are ``not pulled``.
+    rule); only subsets wholly absent, and not recorded as pulled (the folder's ``.pulled.json``, else its dataset
+    card), are ``not pulled``.
     ``--verify`` also hashes each file (sha256, streamed), in a folder or a store. Exit codes: 0, or 1 when a file
     is a link, missing, or differs from the manifest."""
     import hashlib
 
     from ..releases.reader import (all_files, check_release_files, folder_gaps, manifest_subsets, read_manifest_bytes,
-                                   release_prefix)
+                                   read_pulled, release_prefix)
     from ..store import ReleaseFolder
 
     store, version = release_source(args, args.version)
@@ -164,7 +165,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     gone: list[str] = []
     if here is not None:
         card = store.get_bytes(prefix + "README.md") if "README.md" in here else None
-        not_pulled, gone = folder_gaps(m, here, card)
+        not_pulled, gone = folder_gaps(m, here, card, read_pulled(store.root))
     if args.json:
         print(json.dumps(m, indent=2, sort_keys=True))
     else:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import io
 import json
 import os
 import re
@@ -29,7 +28,7 @@ import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
 from ..schemas import RELEASE, RELEASE_REQUIRED
-from ..store import HttpStore, LocalStore, ObjectStore, StoreError
+from ..store import HttpStore, LocalStore, ObjectStore, StoreError, _warn
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
@@ -70,15 +69,9 @@ def default_config(subsets: list[str]) -> str | None:
     return next((s for s in DEFAULT_CONFIG_ORDER if s in subsets), subsets[0] if subsets else None)
 
 
-def limit_card(text: str, subsets: list[str]) -> str:
-    """A dataset card (``README.md`` as :func:`.card.dataset_card` writes it) whose front matter's ``configs``
-    name only ``subsets`` (one of them ``default: true``); the body is unchanged. For a partially pulled release
-    folder.
-
-    Raises:
-        ValueError: ``text`` has no YAML front matter with a ``configs`` list, or its front matter is not YAML
-            ``yaml.safe_load`` reads (a Python tag such as ``!!python/object/apply`` is refused, never run).
-    """
+def _card_front(text: str) -> tuple[dict[str, Any], int]:
+    """``(front matter, where it ends)`` of a dataset card: its YAML front matter, with a ``configs`` list.
+    Raises ValueError as :func:`limit_card` says."""
     if not text.startswith("---\n") or "\n---" not in text[4:]:
         raise ValueError("not a dataset card: no YAML front matter")
     end = text.index("\n---", 4)
@@ -89,6 +82,26 @@ def limit_card(text: str, subsets: list[str]) -> str:
         raise ValueError(f"not a dataset card: its front matter is not plain YAML ({first})") from None
     if not isinstance(front, dict) or not isinstance(front.get("configs"), list):
         raise ValueError("not a dataset card: its front matter has no configs list")
+    return front, end
+
+
+def card_config_names(text: str) -> list[str]:
+    """The ``config_name`` of each config a dataset card's front matter lists, in its order (the one reading of a
+    card for :func:`limit_card` and :func:`folder_gaps`). Raises ValueError as :func:`limit_card` says."""
+    return [str(c["config_name"]) for c in _card_front(text)[0]["configs"]
+            if isinstance(c, dict) and c.get("config_name") is not None]
+
+
+def limit_card(text: str, subsets: list[str]) -> str:
+    """A dataset card (``README.md`` as :func:`.card.dataset_card` writes it) whose front matter's ``configs``
+    name only ``subsets`` (one of them ``default: true``); the body is unchanged. For a partially pulled release
+    folder.
+
+    Raises:
+        ValueError: ``text`` has no YAML front matter with a ``configs`` list, or its front matter is not YAML
+            ``yaml.safe_load`` reads (a Python tag such as ``!!python/object/apply`` is refused, never run).
+    """
+    front, end = _card_front(text)
     configs = [dict(c) for c in front["configs"] if isinstance(c, dict) and c.get("config_name") in subsets]
     for c in configs:
         c.pop("default", None)
@@ -208,26 +221,26 @@ def pull_keys(manifest: dict[str, Any], subsets: Sequence[str] | None = None) ->
     return data + sorted(manifest.get("metadata_files", {}))
 
 
-def folder_gaps(manifest: dict[str, Any], present: set[str], card: bytes | None) -> tuple[list[str], list[str]]:
+def folder_gaps(manifest: dict[str, Any], present: set[str], card: bytes | None,
+                pulled_record: Sequence[str] | None = None) -> tuple[list[str], list[str]]:
     """``(subsets not pulled, files missing)`` of a pulled release folder holding the file keys ``present``, by
-    :func:`pull_keys`: a pull brings whole subsets, and always ``noise/`` and the metadata files. A subset none of
-    whose files is there, and that the folder's dataset card (``card``: ``README.md``'s bytes) does not name, was
-    not pulled (a partial pull limits the card to the subsets it brought; the published card, sha256 and all,
-    means every subset was pulled). Every other file :func:`pull_keys` names for the subsets pulled is missing:
-    damage, which pulling again repairs."""
+    :func:`pull_keys`: a pull brings whole subsets, and always ``noise/`` and the metadata files. Which subsets
+    were pulled: those ``pulled_record`` names (the folder's :data:`PULLED_NAME`, :func:`read_pulled`: what the
+    pulls into it brought), else (a folder pulled before that record) those the folder's dataset card (``card``:
+    ``README.md``'s bytes, :func:`card_config_names`) names (a partial pull limits the card to the subsets it
+    brought), else (no card, or one that could not be limited and so cannot be read) those with a file there;
+    a subset with a file there was always pulled. Every other file :func:`pull_keys` names for the subsets pulled
+    is missing: damage, which pulling again repairs."""
     subsets = sorted({k.split("/")[0] for k in manifest["files"] if "/" in k} - {NOISE})
-    published = manifest.get("metadata_files", {}).get("README.md", {}).get("sha256")
-    named: set[str] | None = None
-    if card is not None and hashlib.sha256(card).hexdigest() == published:
-        named = set(subsets)
+    named: set[str] = set()
+    if pulled_record is not None:
+        named = set(pulled_record)
     elif card is not None:
         try:
-            text = card.decode("utf-8")
-            front = yaml.safe_load(text[4:text.index("\n---", 4) + 1]) if text.startswith("---\n") else None
-            named = {str(c.get("config_name")) for c in front["configs"] if isinstance(c, dict)}
-        except (ValueError, TypeError, KeyError, yaml.YAMLError):
-            named = None  # no card to read: a subset wholly absent counts as not pulled
-    pulled = [s for s in subsets if s in (named or set())
+            named = set(card_config_names(card.decode("utf-8")))
+        except ValueError:  # UnicodeDecodeError too: no card to read, a subset wholly absent was not pulled
+            named = set()
+    pulled = [s for s in subsets if s in named
               or any(k in present for k in manifest["files"] if k.split("/")[0] == s)]
     missing = [k for k in pull_keys(manifest, pulled) if k not in present]
     return [s for s in subsets if s not in pulled], missing
@@ -247,6 +260,9 @@ def _check_writable_key(k: str, version: str) -> None:
     if k == LOCK_NAME:
         raise ReleaseIntegrityError(f"{version}: manifest.json names {k!r}, the lock file a pull holds while it "
                                     "writes")
+    if k == PULLED_NAME:
+        raise ReleaseIntegrityError(f"{version}: manifest.json names {k!r}, where a pull records the subsets it "
+                                    "brought")
     if k.endswith(".part"):
         raise ReleaseIntegrityError(f"{version}: manifest.json names {k[:80]!r}: '.part' names the files a pull is "
                                     "still downloading")
@@ -400,9 +416,9 @@ def read_file(store: ObjectStore, version: str, subset: str, role: str, verify: 
             raise ReleaseIntegrityError(f"{version}/{key}: {len(buf)} bytes, the manifest says {size}")
         if h.hexdigest() != meta["sha256"]:
             raise ReleaseIntegrityError(f"{version}/{key}: sha256 does not match the manifest")
-        data = bytes(buf)
-    try:
-        return pq.read_table(io.BytesIO(data))
+        data = buf
+    try:  # read in place (pa.py_buffer does not copy): one copy of the file in memory, not two
+        return pq.read_table(pa.BufferReader(pa.py_buffer(data)))
     except pa.ArrowException as exc:
         raise ReleaseIntegrityError(f"{version}/{key}: not a readable Parquet file ({exc})") from None
 
@@ -554,10 +570,11 @@ def read_range(store: ObjectStore, key: str, start: int = 0, chunk: int = 1 << 2
                ) -> Any:
     """The bytes of ``key`` from offset ``start`` on, in chunks of at most ``chunk`` bytes (the store's
     ``read_range`` when it streams, else its ``get_bytes`` sliced). ``size``: the object's expected size in bytes
-    (the manifest's), which sets an http(s) mirror's deadline (:class:`store.HttpStore`)."""
+    (the manifest's), which sets an http(s) mirror's deadline (:class:`store.HttpStore`; every store's
+    ``read_range`` takes it, :class:`store.ObjectStore`)."""
     fn = getattr(store, "read_range", None)
     if fn is not None:
-        yield from (fn(key, start, chunk, size=size) if isinstance(store, HttpStore) else fn(key, start, chunk))
+        yield from fn(key, start, chunk, size=size)
         return
     data = store.get_bytes(key)
     for s in range(start, len(data), chunk):
@@ -664,21 +681,51 @@ def _limit_card_to_present(out: Path, manifest: dict[str, Any], warn: Any = None
         part.replace(card)
 
 
-def _warn(message: str) -> None:
-    import warnings
-
-    warnings.warn(message, UserWarning, stacklevel=3)
-
-
 LOCK_NAME = ".pull.lock"
-"""The file a pull holds locked (``flock``) in ``dest/<version>/`` while it writes there; removed at the end."""
+"""The file a pull holds locked (``flock``) in ``dest/<version>/`` while it writes there. It stays after the pull
+(empty, harmless, left out of the folder's listings): removing it would let a pull that opened it before the
+removal hold a lock that a third pull, creating the file anew, does not see."""
+PULLED_NAME = ".pulled.json"
+"""The file in ``dest/<version>/`` where pull records the subsets the pulls into the folder brought (a JSON list,
+written before ``manifest.json``; left out of the folder's listings): what :func:`folder_gaps` reads first."""
+PULLED_MAX_BYTES = 64 << 10
+
+
+def read_pulled(folder: Path) -> list[str] | None:
+    """The subsets ``folder/.pulled.json`` says the pulls into ``folder`` brought; None when there is no such
+    record (a folder pulled before it, or one written by hand) or it is not a list of names (not a plain file,
+    too long, not JSON): then :func:`folder_gaps` reads the dataset card."""
+    try:
+        path = resolve_inside(Path(folder), PULLED_NAME)
+        if path.is_symlink() or not path.is_file() or path.stat().st_size > PULLED_MAX_BYTES:
+            return None
+        names = json.loads(path.read_bytes())
+    except (OSError, ValueError, UnsafePathError):
+        return None
+    if not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return None
+    return names
+
+
+def _record_pulled(out: Path, manifest: dict[str, Any], subsets: Sequence[str] | None) -> None:
+    """Write ``out/.pulled.json`` (atomically, through a ``.part``): the subsets this pull brought (None: every
+    subset of the manifest) and those an earlier pull into ``out`` recorded."""
+    brought = manifest_subsets(manifest) if subsets is None else list(subsets)
+    names = sorted({*(read_pulled(out) or []), *brought})
+    target = resolve_inside(out, PULLED_NAME)
+    part = target.with_name(PULLED_NAME + ".part")
+    with _open_part(part, append=False) as fh:
+        fh.write(json.dumps(names).encode("utf-8"))
+    part.replace(target)
 
 
 @contextlib.contextmanager
-def _pull_lock(out: Path, version: str) -> Any:
+def _pull_lock(out: Path, version: str, warn: Any = None) -> Any:
     """Hold ``out/.pull.lock`` for the pull (on systems with ``fcntl.flock``): a second pull into the same folder
     stops at once with a ValueError saying another pull is writing there, instead of failing half-way on a
-    ``.part`` file the first one renamed. Raises UnsafePathError for a link there."""
+    ``.part`` file the first one renamed. The file stays afterwards (:data:`LOCK_NAME`). A file system that cannot
+    lock (``flock`` failing otherwise than "held", as on some NFS, SMB or FUSE mounts) is said with ``warn``, and
+    the pull goes on unlocked. Raises UnsafePathError for a link there."""
     try:
         import fcntl
     except ImportError:  # Windows: no lock
@@ -689,13 +736,13 @@ def _pull_lock(out: Path, version: str) -> Any:
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
+        except BlockingIOError:
             raise ValueError(f"{version}: another pull is writing {out} (it holds {lock}): let it finish (or stop "
                              "it), then run this command again") from None
-        try:
-            yield
-        finally:
-            lock.unlink(missing_ok=True)
+        except OSError as exc:
+            (warn or _warn)(f"{version}: {out} cannot be locked ({exc.strerror or exc}): pulling without the lock; "
+                            "do not run a second pull into this folder at the same time")
+        yield
     finally:
         os.close(fd)
 
@@ -725,7 +772,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     ``croissant.json``, ``CHANGES.md``, ``changes.parquet``) always come along, and so does the distractor
     gallery (``noise/``), which every subset's gallery includes when scoring. After a partial pull the dataset
     card's ``configs`` name only the subsets (and ``noise``) in the folder, so ``datasets`` can open it; its body
-    is the published card's.
+    is the published card's. The subsets pulled are recorded in ``dest/<version>/.pulled.json`` (with those of
+    earlier pulls into the folder; :func:`read_pulled`), written before the manifest: how :func:`folder_gaps` tells
+    a subset not pulled from a damaged folder.
 
     Resuming: a file already in place with the right sha256 is not downloaded again, and a file an interrupted
     pull left half-written (``<file>.part``) is continued from where it stopped (an HTTP / S3 range request), so
@@ -791,12 +840,14 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
-    with _pull_lock(out, version):
-        return _pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest, warn)
+    with _pull_lock(out, version, warn):
+        return _pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest, warn,
+                           subsets or None)
 
 
 def _pull_files(store: ObjectStore, version: str, out: Path, keys: list[str], every: dict[str, Any], need: int,
-                progress: bool, raw_manifest: bytes, manifest: dict[str, Any], warn: Any) -> list[Path]:
+                progress: bool, raw_manifest: bytes, manifest: dict[str, Any], warn: Any,
+                subsets: Sequence[str] | None = None) -> list[Path]:
     """:func:`pull`'s downloads, once everything is checked and the folder locked; the manifest written last."""
     bar = None
     if progress:
@@ -821,6 +872,7 @@ def _pull_files(store: ObjectStore, version: str, out: Path, keys: list[str], ev
             bar.close()
     _limit_card_to_present(out, manifest, warn)
     out.mkdir(parents=True, exist_ok=True)
+    _record_pulled(out, manifest, subsets)
     target = resolve_inside(out, "manifest.json")
     with _open_part(target.with_name("manifest.json.part"), append=False) as fh:
         fh.write(raw_manifest)
