@@ -321,6 +321,12 @@ def test_a_partial_pull_keeps_a_card_it_cannot_limit_with_a_warning(store, tmp_p
                  "--cache", str(tmp_path / "c")])
     out, err = capsys.readouterr()
     assert code == 0 and "damaged" not in err and "baseline/hsv-hog-v1  overall" in out
+    # evaluate reads pull's record as info does: the pulled subset's files all gone is damage, not "not pulled"
+    for f in (tmp_path / "d" / V2 / "real_studio_flat").iterdir():
+        f.unlink()
+    assert main(["evaluate", "--release", folder, "--model", "baseline/hsv-hog-v1", "--quiet",
+                 "--cache", str(tmp_path / "c")]) == 1
+    assert "real_studio_flat/gallery.parquet" in capsys.readouterr().err
 
 
 def test_the_subsets_pulled_are_recorded_and_kept_across_pulls(store, tmp_path):

@@ -23,7 +23,7 @@ from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
 from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, folder_gaps, manifest_subsets,
-                               read_manifest, release_prefix)
+                               read_manifest, read_pulled, release_prefix)
 from ..store import LocalStore, ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -329,7 +329,7 @@ def _pulled_subsets(store: ObjectStore, version: str, manifest: dict, subsets: l
     keys = [*manifest["files"], *(["README.md"] if "README.md" in manifest.get("metadata_files", {}) else [])]
     present = {k for k in keys if store.exists(f"{prefix}/{k}")}
     card = store.get_bytes(f"{prefix}/README.md") if "README.md" in present else None
-    not_pulled, gone = folder_gaps(manifest, present, card)
+    not_pulled, gone = folder_gaps(manifest, present, card, read_pulled(store.root))  # pull's record first
     gone = [k for k in gone if k.split("/")[0] in {*subsets, NOISE} and k in manifest["files"]]
     if gone:
         raise FileNotFoundError(f"{store.url} lacks {', '.join(gone)} of {version}, which a pull brings (noise/ "
