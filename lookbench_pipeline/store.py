@@ -487,7 +487,8 @@ def _mirror_session(store_url: str, warn: Any = _warn) -> Any:
                     raise StoreError(f"{resp.url}: refused a redirect from https to http ({there.geturl()[:200]}): "
                                      "the release would be read unencrypted")
                 pair = (here.netloc.lower(), there.netloc.lower())
-                if pair[0] != pair[1] and pair not in warned:
+                # another scheme (file:, ftp:) is refused by requests itself (InvalidSchema): no warning before it
+                if there.scheme.lower() in ("http", "https") and pair[0] != pair[1] and pair not in warned:
                     warned.add(pair)
                     warn(f"{store_url}: the mirror {pair[0]} redirects to another host, {pair[1]}: reading from "
                          f"{pair[1]} (every file is still checked against the manifest's sha256)")
@@ -522,11 +523,11 @@ class HttpStore:
         self.warn = _warn
         self.session = _mirror_session(self.url, lambda message: self.warn(message))
 
-    def _get(self, key: str, method: str = "GET"):
+    def _get(self, key: str, method: str = "GET", headers: dict[str, str] | None = None):
         import requests
 
         try:
-            r = self._answer(f"{self.url}/{_check_key(key)}", {}, method)
+            r = self._answer(f"{self.url}/{_check_key(key)}", headers or {}, method)
         except requests.RequestException as exc:
             raise StoreError(f"{self.url}/{key}: {type(exc).__name__}: {exc}") from exc
         return r
@@ -631,8 +632,14 @@ class HttpStore:
         yield from self._stream(key, start, chunk, None, size)
 
     def exists(self, key: str) -> bool:
+        """Whether the mirror serves ``key``: a HEAD request, or, where the server does not answer HEAD (405, 501:
+        some static hosts and proxies), a GET of its first byte (``Range: bytes=0-0``), the body not read. Raises
+        StoreError for any other error status."""
         r = self._get(key, "HEAD")
         r.close()  # no body: the connection goes back to the pool
+        if r.status_code in (405, 501):
+            r = self._get(key, headers={"Range": "bytes=0-0"})
+            r.close()
         if r.status_code in (404, 403, 410):
             return False
         if r.status_code >= 400:

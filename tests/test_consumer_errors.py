@@ -47,6 +47,21 @@ def test_a_destination_version_folder_that_is_a_link_is_refused(store, tmp_path,
     assert not _files(outside), "nothing was written through the link"
 
 
+def test_a_link_inside_the_destination_is_blamed_on_the_folder_not_the_manifest(store, tmp_path, capsys):
+    """A link a user left in --dest is the folder's problem: the message says the folder holds a link and how to
+    mend it, not that the (sound) manifest names a file outside it."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    sub = tmp_path / "dest" / V2 / "real_studio_flat"
+    sub.mkdir(parents=True)
+    (sub / "query.parquet").symlink_to(outside / "q.parquet")
+    assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "dest"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert "holds a link" in err and "is a symbolic link" in err and "remove it" in err, err
+    assert "the manifest names a file outside" not in err, err
+    assert not _files(outside), "nothing was written through the link"
+
+
 def test_a_destination_that_is_a_file_and_a_mistyped_store_are_errors(store, tmp_path, capsys):
     (tmp_path / "afile").write_text("x")
     assert main(["pull", V2, "--store", str(store.root), "--dest", str(tmp_path / "afile"), "--quiet"]) == 1

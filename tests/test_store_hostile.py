@@ -110,6 +110,37 @@ def redirect(to: str) -> Answer:
     return answer
 
 
+def no_head(path: Path) -> Answer:
+    """The file at ``path`` for a GET (the first byte for ``Range: bytes=0-0``), 405 for a HEAD, as some static hosts
+    and proxies answer."""
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        if h.command == "HEAD":
+            h.send_response(405)
+            h.send_header("Content-Length", "0")
+            h.end_headers()
+            return
+        body = path.read_bytes()
+        if h.headers.get("Range") == "bytes=0-0":
+            h.send_response(206)
+            h.send_header("Content-Range", f"bytes 0-0/{len(body)}")
+            body = body[:1]
+        else:
+            h.send_response(200)
+        h.send_header("Content-Length", str(len(body)))
+        h.end_headers()
+        h.wfile.write(body)
+    return answer
+
+
+def test_a_mirror_that_does_not_answer_head_is_read_with_get(store, tmp_path, capsys):
+    special = {f"/{k}": no_head(store.root / k) for k in ("releases/latest", f"releases/{V2}/manifest.json")}
+    with mirror(store.root, special) as srv:
+        assert main(["info", "latest", "--store", srv.base_url]) == 0, capsys.readouterr().err
+        assert HttpStore(srv.base_url).exists("releases/latest")
+        assert not HttpStore(srv.base_url).exists("releases/nothing-here")
+
+
+# 1: bodies are bounded
 # 1: bodies are bounded
 
 def test_an_endless_manifest_is_refused_at_the_limit(store, tmp_path, capsys):
@@ -183,6 +214,18 @@ def test_a_redirect_to_another_host_is_followed_with_a_warning_naming_both(store
                 from lookbench_pipeline.releases.reader import read_manifest_bytes
 
                 read_manifest_bytes(HttpStore(srv.base_url), V2, exists=True)
+
+
+def test_a_redirect_to_a_file_url_is_one_error_without_a_garbled_warning(store):
+    import warnings
+
+    from lookbench_pipeline.releases.reader import read_manifest_bytes
+
+    with mirror(None, {f"/releases/{V2}/manifest.json": redirect("file:///etc/passwd")}) as srv:
+        with warnings.catch_warnings(record=True) as seen, pytest.raises(StoreError, match="InvalidSchema"):
+            warnings.simplefilter("always")
+            read_manifest_bytes(HttpStore(srv.base_url), V2, exists=True)
+    assert not [w for w in seen if "redirects to another host" in str(w.message)], [str(w.message) for w in seen]
 
 
 def test_a_redirect_from_https_to_http_is_refused():

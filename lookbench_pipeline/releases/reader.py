@@ -811,6 +811,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         try:
             resolve_inside(out, k)
         except UnsafePathError as exc:
+            if (out / k).is_symlink() or "is a symbolic link" in str(exc):  # the folder's link, not the manifest
+                raise UnsafePathError(f"{version}: refused, nothing written: {out} holds a link: {exc}") from None
             raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
                                   f"{out}: {exc}") from None
     if subsets:
