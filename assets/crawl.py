@@ -42,7 +42,12 @@ def crawl_headline(c: dict) -> str:
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
             f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
             f"(downloaded {got}, refused {urls - got})")
-    if c.get("read_back"):
+    if c.get("again_unreachable"):
+        why = ", ".join(f"{k} {v}" for k, v in c["again_unreachable"].items())
+        line += (f"; SITE UNREACHABLE when crawled again ({why}): this week's finished crawl started "
+                 f"{c.get('read_back_started_at') or 'earlier'} is kept and read back (lookbench build --force "
+                 "again once the site answers)")
+    elif c.get("read_back"):
         line += (f"; read back: this week's crawl started {c.get('read_back_started_at') or 'earlier'} had "
                  "finished, nothing fetched (lookbench build --force crawls the week again)")
     if c.get("unreachable"):

@@ -51,6 +51,8 @@ class CrawlOutput:
     reused: bool = False  # a finished crawl read back, not crawled again
     base_urls: list[str] | None = None  # every attempt's serving origin, oldest first (the last is base_url)
     unreachable: dict[str, int] | None = None  # the site did not answer (:func:`unreachable_reasons`): its reasons
+    # a crawl again (``again``) found the site unreachable: its reasons; the finished crawl was kept and is read back
+    again_unreachable: dict[str, int] | None = None
 
     def __post_init__(self) -> None:
         if self.unreachable is None:
@@ -339,7 +341,9 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
     archived anew: the earlier crawl's downloaded files are not reused); the finished crawl is kept aside
     (``crawl.previous``) until the new one finishes, and put back when it fails or is interrupted; an unfinished
     crawl still continues. What ``lookbench build --force`` asks for: the site's pages as they are now, e.g. after
-    editing a site file.
+    editing a site file. When the site does not answer the new crawl (unreachable, below), the finished crawl is
+    put back and read back (``reused``), its ``again_unreachable`` the new crawl's reasons: an outage never
+    replaces a week's crawl by an empty one.
 
     A crawl in which the site never answered (:func:`unreachable_reasons`: every page failed for a network reason,
     nothing kept) is not recorded as finished but as unreachable (``unreachable.json``, its reasons): the next
@@ -377,6 +381,14 @@ def crawl_site(site_config_path: Path, work_dir: Path, user_agent: str, cache_di
             shutil.rmtree(out_dir, ignore_errors=True)
             previous.rename(out_dir)
             raise
+        if out.unreachable:  # an outage must not replace the week's finished crawl by an empty one
+            log.warning("site %s was unreachable when crawled again (%s): its finished crawl of %s is kept",
+                        site.name, ", ".join(f"{k} {v}" for k, v in out.unreachable.items()), state.get("started_at"))
+            shutil.rmtree(out_dir, ignore_errors=True)
+            previous.rename(out_dir)
+            kept = _read_crawl(site, feed, out_dir / "scrapy.log", state, reused=True)
+            kept.again_unreachable = out.unreachable
+            return kept
         shutil.rmtree(previous, ignore_errors=True)
         return out
     continuing = resume and feed.is_file() and not finished

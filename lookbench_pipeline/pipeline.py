@@ -97,6 +97,8 @@ def stage_crawl(cfg: PipelineConfig, run_dir: Path, store: ObjectStore | None = 
         counts[site.name] = cat.counts
         if out.reused:  # the week's finished crawl, read back: the stage line says so
             counts[site.name].update(read_back=True, read_back_started_at=out.started_at)
+            if out.again_unreachable:  # --force found the site down: the finished crawl was kept
+                counts[site.name]["again_unreachable"] = dict(out.again_unreachable)
         warc = out.feed.parent / "crawl.warc.gz"
         if store is not None and warc.is_file() and replay is None:
             archive_id = (out.crawl_id if week else None) or run_id

@@ -150,13 +150,23 @@ def test_a_week_the_site_never_answered_is_crawled_again_not_read_back(tmp_path)
     assert [p["title"] for p in merge_catalog(again, state).products.to_pylist()] == ["Coat"]
     assert crawl_site(site, work, "test-bot", resume=True).reused  # now finished: read back
 
-    # down again, the week crawled again (--force): the outage marks none of the site's products disappeared
+    # down again, the week crawled again (--force): the outage does not replace the week's finished crawl, which is
+    # kept and read back (its reasons said), and marks none of the site's products disappeared
     import pyarrow.parquet as pq
 
     before = pq.read_table(state / "s" / "products.parquet").to_pylist()
     down = crawl_site(site, work, "test-bot", resume=True, again=True)
-    assert down.unreachable and (work / "crawl" / UNREACHABLE).is_file()
+    assert down.again_unreachable == {"robots_unreachable:connection_refused": 2}, down.again_unreachable
+    assert down.reused and not down.unreachable and down.crawl_id == again.crawl_id
+    assert (work / "crawl" / FINISHED).is_file() and not (work / "crawl" / UNREACHABLE).exists()
+    assert not (work / "crawl.previous").exists()
     cat = merge_catalog(down, state)
-    assert cat.counts["products_disappeared"] == 0 and cat.counts["unreachable"]
-    assert pq.read_table(state / "s" / "products.parquet").to_pylist() == before
+    assert cat.counts["products_disappeared"] == 0 and [p["title"] for p in cat.products.to_pylist()] == ["Coat"]
+    assert pq.read_table(state / "s" / "products.parquet").to_pylist()[0]["disappeared_at"] is None
     assert before[0]["disappeared_at"] is None
+    from assets.crawl import crawl_headline
+
+    line = crawl_headline({**cat.counts, "read_back": True, "read_back_started_at": down.started_at,
+                           "again_unreachable": down.again_unreachable})  # as the crawl stage records them
+    assert "SITE UNREACHABLE when crawled again (robots_unreachable:connection_refused 2)" in line, line
+    assert "finished crawl started" in line and "is kept and read back" in line, line
