@@ -398,7 +398,7 @@ def _examples_html(ev: Evaluation) -> str:
 
 
 def evaluation_json(ev: Evaluation) -> dict:
-    return {"release": ev.release, "cutoff": ev.cutoff, "ks": ev.ks, "counts": ev.counts,
+    return {"release": ev.release, "manifest_sha256": ev.manifest_sha256, "cutoff": ev.cutoff, "ks": ev.ks, "counts": ev.counts,
             "legacy_counts": ev.legacy_counts, "models": ev.models, "skipped": ev.skipped, "paired": ev.paired,
             "notes": ev.notes,  # what the printed notes say (a K beyond a subset's gallery, ...)
             "warnings": ev.warnings}  # what was not scored and why (subsets not pulled, an empty noise gallery...)

@@ -182,6 +182,11 @@ def test_info_prints_the_manifests_sha256_the_root_of_trust_of_a_copy(store, tmp
     capsys.readouterr()
     assert main(["info", str(pulled / V)]) == 0
     assert f"manifest sha256: {want}" in capsys.readouterr().out
+    # the scores name the same digest: on the terminal and in the report's evaluation.json
+    assert main(["evaluate", str(pulled / V), "--model", "baseline/hsv-hog-v1", "--quiet", "--cache",
+                 str(tmp_path / "c"), "--report", str(tmp_path / "r")]) == 0
+    assert f"scored on {V}, manifest sha256 {want}" in capsys.readouterr().out
+    assert json.loads((tmp_path / "r" / "evaluation.json").read_text())["manifest_sha256"] == want
     _tamper(store, QUERY, lambda t: t)  # rewritten, as a mirror could: the manifest's bytes change
     assert main(["info", V, "--store", str(store.root)]) == 0
     assert f"manifest sha256: {want}" not in capsys.readouterr().out

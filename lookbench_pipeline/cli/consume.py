@@ -493,6 +493,8 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                 print(f"note: {m['model']} declares no training cutoff: scored on every query", file=sys.stderr)
     # the K asked for (evaluate.ks, in a file or LOOKBENCH_EVALUATE__KS), exactly; else the short default view
     print(format_table(ev.scores, ks=settings.ks if "ks" in settings.model_fields_set else None))
+    if ev.manifest_sha256:  # the exact release scored: the digest `lookbench info` ends with
+        print(f"\nscored on {version}, manifest sha256 {ev.manifest_sha256}")
     if args.output:
         pq.write_table(ev.scores, args.output)
     if args.benchmark_json:

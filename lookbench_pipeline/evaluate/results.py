@@ -40,6 +40,8 @@ class Evaluation:
     * ``warnings``: what was left out that the caller may not have meant to leave out (subsets of a pulled folder
       that were not pulled, subsets this version does not know, an empty noise gallery): ``lookbench evaluate``
       prints each as ``warning: …``, :func:`lookbench_pipeline.score` raises each as a ``UserWarning``.
+    * ``manifest_sha256``: the sha256 (hex) of the scored release's ``manifest.json`` as stored, the digest
+      ``lookbench info`` ends with: the scores name the exact release they were computed on.
     """
 
     release: str
@@ -56,6 +58,7 @@ class Evaluation:
     unscored: list[dict] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
+    manifest_sha256: str | None = None
 
 
 def _model_columns(info: dict) -> dict:

@@ -23,7 +23,7 @@ from ..embed import EmbedderUnavailable, EmbeddingCache, load_embedder
 from ..layout import DataLayout
 from ..metrics import LabelCodes, bootstrap_ci_many, weighted_overall
 from ..releases.reader import (NOISE, SUBSETS, check_same_images, choose_subsets, folder_gaps, manifest_subsets,
-                               read_manifest, read_pulled, release_prefix)
+                               read_manifest_with_digest, read_pulled, release_prefix)
 from ..store import LocalStore, ObjectStore
 from .availability import ModelEntry, did_you_mean_model, registry_entries, unavailable_reason
 from .files import ReleaseFile, _load_verified, _row_labels, _save_verified, _vectors, label_codes
@@ -405,7 +405,7 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
                                   embedders_given=embedders_given, subsets=subsets, ndcg_ks=ndcg_ks)
     ks, cutoff = _checked(ks, cutoff)
     n_ks = _checked(ndcg_ks, None)[0] if ndcg_ks else ks
-    manifest = read_manifest(store, version)
+    manifest, manifest_sha256 = read_manifest_with_digest(store, version)
     listed = manifest_subsets(manifest)
     have = [s for s in SUBSETS if s in listed]
     asked = bool(subsets)
@@ -429,7 +429,8 @@ def run_evaluation(store: ObjectStore, version: str, model_ids: Iterable[str] = 
     overrides = {k: date.fromisoformat(v) for k, v in (model_cutoffs or {}).items()}
 
     ev = Evaluation(release=version, ks=ks, scores=schemas.empty(schemas.SCORES),
-                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=[], warnings=warn)
+                    cutoff=cutoff.isoformat() if isinstance(cutoff, date) else cutoff, notes=[], warnings=warn,
+                    manifest_sha256=manifest_sha256)
     embedders = _load_models(ev, wanted, entries, cutoff, overrides, cache_dir, cuda, embedders_given)
 
     rejected = manifest.get("counts", {}).get("rejected_by_reason", {}) or {}

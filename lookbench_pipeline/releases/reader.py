@@ -340,6 +340,13 @@ def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
         StoreError: the version is not published (the message lists the published versions and the closest).
         ReleaseIntegrityError, UnsafePathError: the manifest is not JSON or not a valid manifest of ``version``.
     """
+    return read_manifest_with_digest(store, version)[0]
+
+
+def read_manifest_with_digest(store: ObjectStore, version: str) -> tuple[dict[str, Any], str]:
+    """``(the checked manifest, the sha256 of its stored bytes)`` of a published version: the digest ``lookbench
+    info`` ends with, the release's root of trust, so scores can name the exact release they were computed on.
+    Raises as :func:`read_manifest`."""
     try:
         check_version(version)
         exists = store.exists(f"{release_prefix(version)}/manifest.json")
@@ -347,7 +354,8 @@ def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
         exists, why = False, f" ({exc})"
     else:
         why = ""
-    return read_manifest_bytes(store, version, exists, why)[1]
+    raw, manifest = read_manifest_bytes(store, version, exists, why)
+    return manifest, hashlib.sha256(raw).hexdigest()
 
 
 def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = None, why: str = ""
