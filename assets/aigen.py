@@ -80,12 +80,12 @@ def generated_images(context: AssetExecutionContext, lookbench: LookbenchConfig,
     window, _ = window_and_version(context.partition_key)
     table, counts = stage_aigen_generate(lookbench.load(), generation_requests, lookbench.store(), window,
                                          datetime.now(timezone.utc))
-    if counts.get("endpoint"):  # which endpoint and model drew them: information, not a warning
-        context.log.info(f"generated images: {counts['endpoint']}")
     g = counts.get
     context.log.info(summary("generated images", f"requests {g('requests', 0)}: generated {g('generated', 0)}, "
                              f"failed {g('failed', 0)}{reasons(counts, 'failed.')}, pending {g('pending', 0)}, "
                              f"skipped {g('skipped', 0)}; from earlier runs {g('from_earlier_runs', 0)}", counts))
+    if counts.get("endpoint"):  # which endpoint and model drew them: information, not a warning; after the summary,
+        context.log.info(f"generated images: {counts['endpoint']}")  # whose first line is the stage's terminal line
     return Output(table, metadata=table_metadata(table, counts, ["subset", "status", "reason", "generator_model",
                                                                  "first_seen_at"]))
 

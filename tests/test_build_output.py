@@ -71,6 +71,9 @@ def test_the_demo_build_fits_one_screen_plus_the_leaderboard(tmp_path, monkeypat
                                                   r"\(not_an_image 1\)", stages["image_intake"]).groups())
     assert n_in == accepted + rejected and rejected == 1
     assert re.search(r"v\d{8}: candidates \d+ -> queries \d+, gallery \d+, rejected \d+", stages["release_candidate"])
+    # a stage's line is its summary even when it logs other information (the endpoint used) as well
+    assert re.search(r"generated images: requests \d+: generated \d+, failed \d+", stages["generated_images"]), \
+        stages["generated_images"]
     assert re.search(r"subsets 4 \(\d+ queries\), legacy 2; best overall \S+: item/fine/coarse R@1 "
                      r"[\d.]+/[\d.]+/[\d.]+", stages["evaluation"]), stages["evaluation"]
     # the crawl's pages reconcile (kept + rejected), the rejections by reason, as the intake's line gives them
