@@ -38,6 +38,17 @@ class Window:
         return self.start <= ts < self.end
 
 
+def utc_bound(iso: str) -> str:
+    """How a release window's bound (an ISO 8601 timestamp, as the manifest's ``window`` holds it) is written in
+    the dataset card, the Croissant file and the build's terminal: its UTC day (``2026-07-01``) when it is UTC
+    midnight, else its UTC day and time (``2026-06-30 22:00``: a window of another time zone, e.g. Europe/Paris's
+    1 July), never a day cut from a timestamp that names another. Raises ValueError for a malformed timestamp."""
+    ts = datetime.fromisoformat(iso)
+    ts = (ts if ts.tzinfo else ts.replace(tzinfo=timezone.utc)).astimezone(timezone.utc)
+    return ts.strftime("%Y-%m-%d") if (ts.hour, ts.minute, ts.second, ts.microsecond) == (0, 0, 0, 0) \
+        else ts.strftime("%Y-%m-%d %H:%M")
+
+
 def window_containing(ts: datetime, tz: str = "UTC") -> Window:
     """The semiannual window that contains ``ts`` (an aware datetime)."""
     z = ZoneInfo(tz)

@@ -68,3 +68,20 @@ def test_the_calendar_and_dagsters_partitions_agree(tz):
                         and weeks.time_window_for_partition_key(k).end > w.start]
             assert weeks_overlapping(window_starting(wk, tz), now, tz) == expected, (wk, now)
     assert weeks.get_partition_keys(current_time=datetime(2025, 1, 1, tzinfo=timezone.utc))[0] == FIRST_WEEK
+
+
+def test_a_window_of_another_time_zone_is_written_with_its_utc_time_not_cut_to_a_wrong_day():
+    """A Europe/Paris window starts 2026-06-30 22:00 UTC: the card, the Croissant file and the build's line used to
+    cut the timestamp to ``2026-06-30`` and call it UTC, a day too early; a UTC window keeps its plain days."""
+    from lookbench_pipeline.releases.card import CardInfo, croissant, dataset_card
+    from lookbench_pipeline.windows import utc_bound
+
+    paris = window_starting("2026-07-01", "Europe/Paris")
+    w = {"start": paris.start.isoformat(), "end": paris.end.isoformat()}
+    assert (utc_bound(w["start"]), utc_bound(w["end"])) == ("2026-06-30 22:00", "2026-12-31 23:00")
+    utc = window_starting("2026-07-01", "UTC")
+    assert (utc_bound(utc.start.isoformat()), utc_bound(utc.end.isoformat())) == ("2026-07-01", "2027-01-01")
+    card = dataset_card("v20261231", w, {}, {}, {}, CardInfo())
+    assert "items first seen in **[2026-06-30 22:00, 2026-12-31 23:00)** (UTC)" in card, card[:2000]
+    doc = croissant("v20261231", w, {}, {}, CardInfo())
+    assert "first seen in [2026-06-30 22:00, 2026-12-31 23:00) UTC" in doc["description"], doc["description"]

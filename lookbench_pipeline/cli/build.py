@@ -127,11 +127,12 @@ def _print_build(summary: dict, store_url: str, demo: bool = False) -> None:
     """The release a build made (its files by subset, what changed, counts, detector, noise gallery, generated
     subsets) and its leaderboard, once."""
     from ..evaluate import format_table
+    from ..windows import utc_bound
 
     m = summary["manifest"]
     state = "already published, unchanged" if m.get("already_published") else "published"
-    print(f"\nLookBench release {m['version']} ({state}) for window {m['window']['start'][:10]} .. "
-          f"{m['window']['end'][:10]}")
+    w0, w1 = utc_bound(m["window"]["start"]), utc_bound(m["window"]["end"])
+    print(f"\nLookBench release {m['version']} ({state}) for window {w0} .. {w1}" + (" UTC" if ":" in w0 + w1 else ""))
     print(f"  location: {store_url}/releases/{m['version']}")
     rows: dict[str, dict[str, int]] = {}
     for name, f in sorted(m["files"].items()):

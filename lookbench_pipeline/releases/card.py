@@ -19,6 +19,7 @@ import pyarrow as pa
 import yaml
 
 from .. import schemas
+from ..windows import utc_bound
 from .reader import NOISE, default_config  # the default config is chosen where a pull limits a card too
 
 CROISSANT_CONTEXT: dict[str, Any] = {
@@ -158,7 +159,7 @@ def dataset_card(version: str, window: dict[str, str], files: dict[str, dict], c
             for s in subsets],
     })
     yml = yaml.safe_dump(front, sort_keys=False, allow_unicode=True, width=1000)
-    w0, w1 = window["start"][:10], window["end"][:10]
+    w0, w1 = utc_bound(window["start"]), utc_bound(window["end"])
     lines = [f"---\n{yml}---", "", f"# LookBench {version}", "",
              "A live, contamination-aware fashion image retrieval benchmark built from public shop websites: each "
              "subset has a `query` split (pictures to search with) and a `gallery` split (the whole catalogue of "
@@ -299,8 +300,8 @@ def croissant(version: str, window: dict[str, str], files: dict[str, dict], meta
         "@type": "sc:Dataset",
         "name": f"LookBench-{version}",
         "description": (f"LookBench {version}: a live, contamination-aware fashion image retrieval benchmark "
-                        f"(query and gallery splits per subset) of items first seen in [{window['start'][:10]}, "
-                        f"{window['end'][:10]}) UTC."),
+                        f"(query and gallery splits per subset) of items first seen in [{utc_bound(window['start'])}, "
+                        f"{utc_bound(window['end'])}) UTC."),
         "conformsTo": "http://mlcommons.org/croissant/1.0",
         "citeAs": info.citation,
         # the version as MAJOR.MINOR.PATCH (Croissant asks for semantic versions): v20260701 -> 2026.7.1
