@@ -10,8 +10,8 @@ from dagster import (AssetSelection, DefaultSensorStatus, Definitions, SensorEva
 from . import aigen, attributes, checks, crawl, dedup, detect, evaluate, images, negatives, release, schedules
 from .io import TableIOManager
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, release_partitions, site_partitions
-from .resources import (CONFIG_TAG, ImageEndpointResource, LookbenchConfig, ObjectStoreResource, VllmEndpointResource,
-                        config_origin)
+from .resources import (CONFIG_TAG, STORE_TAG, ImageEndpointResource, LookbenchConfig, ObjectStoreResource,
+                        VllmEndpointResource, config_origin, store_tag)
 from .stale_runs import fail_gone_runs
 
 ALL_ASSETS = [crawl.crawl, crawl.crawl_catalog, images.drop_items, images.image_intake, dedup.image_clusters,
@@ -23,7 +23,7 @@ ALL_CHECKS = checks.ALL_CHECKS
 # the weekly crawl (week x site partitions) and its checks; everything else is partitioned by release window
 CRAWL_SELECTION = AssetSelection.assets(crawl.crawl)
 
-ORIGIN_TAGS = (CONFIG_TAG, "lookbench/data_dir", "lookbench/store")
+ORIGIN_TAGS = (CONFIG_TAG, "lookbench/data_dir", STORE_TAG)
 """The run tags that say which configuration a run built from (:func:`origin_tags`): every run of the jobs that
 :func:`build_defs` returns carries them, so that runs of the demo, ``make real`` and another configuration, which
 materialise the same asset keys and partitions in one Dagster instance, can be told apart (filter the Runs page by
@@ -35,18 +35,12 @@ def origin_tags(config_path: str | None = None) -> dict[str, str]:
     or ``built-in demo`` for the embedded default; ``lookbench/data_dir``: the absolute data folder the run's
     stages read and write; ``lookbench/store``: the object store the release is published to (a URL's user
     and password left out). Raises ConfigError for an invalid configuration."""
-    from urllib.parse import urlsplit, urlunsplit
-
     from lookbench_pipeline.config import load_config
 
     config_path = config_path or os.environ.get("LOOKBENCH_CONFIG")
     cfg = load_config(config_path)
-    store = cfg.store_url
-    parts = urlsplit(store)
-    if parts.netloc and "@" in parts.netloc:  # credentials never go into run tags
-        store = urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
     return {CONFIG_TAG: config_origin(config_path),
-            "lookbench/data_dir": str(Path(cfg.layout.root).resolve()), "lookbench/store": store}
+            "lookbench/data_dir": str(Path(cfg.layout.root).resolve()), STORE_TAG: store_tag(cfg.store_url)}
 
 
 def _jobs(origin: dict[str, str]) -> list:

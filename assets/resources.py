@@ -29,6 +29,31 @@ from lookbench_pipeline.store import ObjectStore
 
 
 CONFIG_TAG = "lookbench/config"
+STORE_TAG = "lookbench/store"
+
+
+def store_tag(url: str) -> str:
+    """What the ``lookbench/store`` run tag says of a store URL: the URL with any user and password left out
+    (credentials never go into run tags)."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    if parts.netloc and "@" in parts.netloc:
+        return urlunsplit(parts._replace(netloc=parts.netloc.rsplit("@", 1)[1]))
+    return url
+
+
+def retag_store(context: InitResourceContext | None, store_url: str) -> None:
+    """Make the run's ``lookbench/store`` tag name the store the run really uses: a Launchpad setting of
+    ``object_store`` overrides the configuration's store, whose URL the tag was given when the run was created
+    (``definitions.origin_tags``), so filtering the Runs page by the store finds the runs that published there.
+    A run without the tag (a test's ``materialize``) is left as it is."""
+    run = getattr(context, "run", None) if context is not None else None
+    if run is None or not run.tags or STORE_TAG not in run.tags:
+        return
+    want = store_tag(store_url)
+    if run.tags[STORE_TAG] != want:
+        context.instance.add_run_tags(run.run_id, {STORE_TAG: want})
 
 
 def config_origin(config_path: str | None) -> str:
@@ -153,6 +178,7 @@ class LookbenchConfig(ConfigurableResource):
         require_location_config(self.config_path, context, "lookbench.config_path")
         self._cfg = self._parse()
         self._store = None
+        retag_store(context, self._cfg.store_url)
 
     def teardown_after_execution(self, context: InitResourceContext) -> None:
         self._cfg = self._store = None

@@ -89,11 +89,15 @@ def test_a_runs_settings_of_the_external_systems_reach_its_stages(demo_config, m
         "image_endpoint": {"config": {"base_url": "http://run-gpu:9000/v1", "model_version": "r7"}}}})
     assert run.success
     assert list((alt / "warc" / "demo").rglob("*.warc.gz")), sorted(str(p) for p in alt.rglob("*"))
+    # the run's lookbench/store tag names the store it used, so the Runs page filtered by the store finds it
+    assert instance.get_run_by_id(run.run_id).tags["lookbench/store"] == str(alt)
     assert not (demo_config.parent / "store" / "warc").exists()  # the YAML's store.url
     assert seen[-1].store.url == str(alt) and seen[-1].annotate.endpoint == "http://run-gpu:8000/v1"
     assert (seen[-1].aigen.endpoint.base_url, seen[-1].aigen.endpoint.model_version) == ("http://run-gpu:9000/v1",
                                                                                          "r7")
-    assert job.execute_in_process(partition_key=key, instance=instance).success  # no settings: the YAML's
+    plain = job.execute_in_process(partition_key=key, instance=instance)  # no settings: the YAML's
+    assert plain.success
+    assert instance.get_run_by_id(plain.run_id).tags["lookbench/store"] == str(demo_config.parent / "store")
     assert seen[-1].store.url == str(demo_config.parent / "store") and seen[-1].annotate.endpoint is None
 
 
