@@ -32,6 +32,14 @@ else:
     os.environ.setdefault("LOOKBENCH_DETECT__CACHE_DIR", os.environ.get("LOOKBENCH_TEST_DETECTOR_CACHE", ""))
 
 
+def pytest_sessionfinish(session, exitstatus):
+    """The session's own detector cache goes with it (a kept one, LOOKBENCH_TEST_DETECTOR_CACHE, stays)."""
+    if _OWN_DETECTOR_CACHE:
+        import shutil
+
+        shutil.rmtree(os.environ["LOOKBENCH_DETECT__CACHE_DIR"], ignore_errors=True)
+
+
 def pytest_collection_modifyitems(config, items):
     for item in items:
         if "realdata" in item.fixturenames and not REALDATA.is_dir():
