@@ -255,7 +255,8 @@ def generation_failure_rate(context: AssetCheckExecutionContext, lookbench: Look
     for s in value.column("status").to_pylist():
         statuses[s or ""] = statuses.get(s or "", 0) + 1
     return _result(context, cfg, rate <= cfg.max_generation_failure_rate, ERROR, rate=rate, asked=asked,
-                   max=cfg.max_generation_failure_rate, failed_by_reason=reasons, rows_by_status=statuses)
+                   max=cfg.max_generation_failure_rate, failed_by_reason=reasons,
+                   detail_by_reason=quality.generation_failure_details(value) or None, rows_by_status=statuses)
 
 
 # --- release ------------------------------------------------------------------------------------------------

@@ -56,7 +56,9 @@ def _execute(job, instance: DagsterInstance, on_event=None, **kwargs) -> Execute
     return job.execute_in_process(instance=instance, raise_on_error=False, run_id=run_id, **kwargs)
 
 
-def _md_text(value: object, limit: int = 160) -> str:
+def _md_text(value: object, limit: int = 1000) -> str:
+    """A metadata value on one line, whole unless it is a dump (a list of thousands of ids) longer than ``limit``:
+    a failed check's values are why it failed (a generator's error message is some 200 characters)."""
     v = getattr(value, "value", value)  # a MetadataValue's payload
     text = str(v).replace("\n", " ")
     return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -247,9 +247,12 @@ def compact(message: str, width: int | None = None) -> str:
 def wrap_line(head: str, text: str, tail: str, width: int) -> list[str]:
     """``head + text + tail`` in lines of at most ``width`` columns (at least 40 for the text): ``text`` wrapped
     at spaces (not between a name and its count), never cut, its continuation lines indented under its start;
-    ``tail`` ends the last line. A single word longer than a line (a long path) stays whole on a line of its own."""
+    ``tail`` ends the last line. A single word longer than a line (a long path) stays whole on a line of its own. A
+    head that leaves the text less than 40 columns is a line of its own, the text under it, indented."""
     import textwrap
 
+    if width - len(head) < 40 and head.strip():  # a long head (a check's step name): the text on the next lines
+        return [head.rstrip(), *wrap_line(" " * 6, text, tail, width)]
     avail = max(40, width - len(head))
     text = re.sub(r" (?=\d)", "\x00", text)  # a count stays on the line of its name ("pages 64")
     glued = text + tail.replace(" ", "\x00")  # the tail moves to the next line with the last word, never alone
@@ -265,6 +268,13 @@ _NOT_EXECUTING = re.compile(r"Dependencies for step (\S+?)(?: failed: \[.*?\])?(
                             r"Not executing\.?\s*$", re.S)
 """Dagster's record of a step it abandons because a step before it failed or was itself abandoned (dagster
 ``_core/execution/plan/active.py``); one per downstream step, so the terminal gathers them into one line."""
+
+
+_CHECK_NAME = re.compile(r"check (\S+) failed\b")
+"""A failed check's line (``assets.runner.check_failure_line``): ``check <asset>/<name> failed (<severity>)...``."""
+
+_STEP_FAILED = re.compile(r'Execution of step "[^"]*" failed\.?$')
+"""Dagster's message for a failed step, which names no check: a check's step says which of its checks failed."""
 
 
 def _warning_key(text: str) -> str:
@@ -290,7 +300,8 @@ class BuildTerminal(logging.Handler):
       (its counts: ``assets.common.summary``; a ``{key: value}`` dict shown as ``key value``; the library's records
       that Dagster relays are not summaries), its duration; wrapped onto indented lines when it is wider than
       ``width``, never cut, so no count is lost; asset checks counted per run; a failed stage or asset check on a
-      line of its own;
+      line of its own: a failed check's line (:meth:`check_failed`) whole, wrapped, and its step's ``FAILED`` line
+      naming the check rather than Dagster's ``Execution of step "…" failed.``;
     * while a stage runs, one progress bar (tqdm, on a terminal only): the stage's progress records
       (:class:`Progress`) when it reports any, else its elapsed time;
     * each warning once, on one line (one longer than three terminal lines: its start, saying that the whole text
@@ -323,16 +334,17 @@ class BuildTerminal(logging.Handler):
         self.library_messages: set[str] = set()  # the library's own records, which Dagster may also relay
         self.checks = {"passed": 0, "failed": 0}
         self.not_run: list[str] = []  # steps Dagster abandoned after a failure upstream (:data:`_NOT_EXECUTING`)
+        self.failed_check_names: dict[str, list[str]] = {}  # step -> its failed checks (``<asset>/<name>``)
 
     # -- output
-    def _write(self, stream: TextIO, text: str) -> None:
+    def _write(self, stream: TextIO, text: str, log: bool = True) -> None:
         if self.bar is not None:
             self.bar.clear()
         stream.write(text + "\n")
         stream.flush()
         if self.bar is not None:
             self.bar.refresh()
-        if self.log is not None:
+        if self.log is not None and log:
             self.log.write(log_line(text.strip()))
             self.log.flush()
 
@@ -369,6 +381,22 @@ class BuildTerminal(logging.Handler):
             first = first[: 3 * self.width].rsplit(" ", 1)[0] + " … (whole in the log file)"
         self._write(self.err, head + first)
 
+    def check_failed(self, text: str, stage: str | None = None) -> None:
+        """A failed asset check (``check <asset>/<name> failed (<severity>): key=value, ...``) as a warning,
+        always shown and whole, wrapped onto indented lines when wider than the terminal (never cut, never taken
+        for a repeat of another warning): which check failed and why is what the data engineer has to read."""
+        self.shown.setdefault(stage, []).append(_warning_key(text))
+        m = _CHECK_NAME.match(text)
+        if m and stage:
+            self.failed_check_names.setdefault(stage, []).append(m.group(1))
+        label = next((v for k, v in self.expected.items() if k in text), None)
+        head, flat = f"  warning{f' ({label})' if label else ''}: ", " ".join(text.split())
+        if self.log is not None:  # one line in the log file, however many on the terminal
+            self.log.write(log_line(head.strip() + " " + flat))
+            self.log.flush()
+        for line in wrap_line(head, flat, "", self.width):
+            self._write(self.err, line, log=False)
+
     # -- Dagster events
     def event(self, kind: str, step: str | None, level: int, message: str) -> None:
         """One event of a Dagster run (``assets.runner.plain_event``), or ``NOTE``: a line of the runner's own,
@@ -392,7 +420,7 @@ class BuildTerminal(logging.Handler):
                 self.check_steps.add(step)
             self.checks["passed" if kind == "ASSET_CHECK_EVALUATION" else "failed"] += 1
             if kind == "CHECK_FAILED" and message:
-                self.warning(message, step)
+                self.check_failed(message, step)
         elif kind in ("RUN_SUCCESS", "RUN_FAILURE"):
             self._close_bar()
             if self.not_run:
@@ -419,7 +447,11 @@ class BuildTerminal(logging.Handler):
         elif kind == "STEP_FAILURE" and step:
             self._close_bar()
             self.failed.append(step)
-            self._write(self.err, f"  FAILED {step}: {compact(message, self.width - 10 - len(step))}")
+            checks = self.failed_check_names.get(step)
+            text = (f"check{'s' if len(checks) > 1 else ''} {', '.join(checks)} failed (above)"
+                    if checks and _STEP_FAILED.match(message.strip()) else compact(message))
+            for line in wrap_line(f"  FAILED {step}: ", text, "", self.width):  # whole: which check, and why
+                self._write(self.err, line)
 
     # -- library records
     def emit(self, record: logging.LogRecord) -> None:

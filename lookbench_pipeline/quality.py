@@ -115,6 +115,20 @@ def generation_failure_rate(generated_images: pa.Table) -> tuple[float, int, dic
             dict(sorted(Counter(r["reason"] or "" for r in failed).items())))
 
 
+def generation_failure_details(generated_images: pa.Table) -> dict[str, str]:
+    """Per reason of a ``failed`` row of ``generated_images``, the ``detail`` of its first such row (what the
+    generator or the connection said: ``connection refused: nothing answered at <url>…``), so that a failed
+    :func:`generation_failure_rate` check says why, not only ``connection_error``. Empty for a table without the
+    ``detail`` column."""
+    if "detail" not in generated_images.column_names:
+        return {}
+    out: dict[str, str] = {}
+    for r in generated_images.select(["status", "reason", "detail"]).to_pylist():
+        if r["status"] == "failed" and r["detail"]:
+            out.setdefault(r["reason"] or "", r["detail"])
+    return dict(sorted(out.items()))
+
+
 NOT_ASKED = ("generation_pending", "generation_skipped")
 """``generated_checks`` reasons of a request no generator was asked to answer (a job file waiting, a window over)."""
 

@@ -28,6 +28,9 @@ def test_generation_failure_rate_counts_the_requests_a_generator_was_asked():
     assert (rate, asked) == (1.0, 16) and rate > ChecksConfig().max_generation_failure_rate
     waiting = pa.table({"status": ["pending"] * 4, "reason": ["awaiting_external_generator"] * 4})
     assert quality.generation_failure_rate(waiting) == (0.0, 0, {})  # a job file nobody answered yet: not a failure
+    t = t.append_column("detail", pa.array([None, "connection refused: nothing answered at u", "boom", "x", "y"]))
+    assert quality.generation_failure_details(t) == {"connection_error": "connection refused: nothing answered at u",
+                                                     "http_500": "boom"}
 
 
 def test_a_subset_asked_for_and_left_without_queries_is_named_with_why():
@@ -76,6 +79,9 @@ def test_a_generator_outage_stops_the_release(tmp_path):
     ev = _check_results(r)[("generated_images", "generation_failure_rate")]
     assert not ev.passed and ev.severity.value == "ERROR", ev
     assert ev.metadata["rate"].value == 1.0 and set(ev.metadata["failed_by_reason"].value) == {"connection_error"}
+    # why, in words: nothing listens there (not a timeout to raise)
+    detail = ev.metadata["detail_by_reason"].value["connection_error"]
+    assert detail.startswith(f"connection refused: nothing answered at http://127.0.0.1:{dead}/v1"), detail
     done = {e.asset_key.to_user_string() for e in r.get_asset_materialization_events()}
     assert "generated_images" in done and not {"release_candidate", "release"} & done
     assert list_releases(store_of(load_config(cfg))) == []

@@ -311,3 +311,60 @@ def test_steps_dagster_did_not_run_after_a_failure_are_one_line_and_a_long_warni
     [line] = err.getvalue().splitlines()
     assert len(line) <= 3 * 80 + 40 and line.endswith("(whole in the log file)")
     assert long in log.getvalue()
+
+
+def test_a_failed_asset_check_is_shown_whole_its_name_on_its_step_line():
+    """A failed check's line says which check failed and why, whole: wrapped onto indented lines rather than cut with
+    "…", never taken for a repeat of another warning (two checks' lines look alike); its step's FAILED line names
+    the check rather than Dagster's 'Execution of step "…" failed.' cut at the terminal's width. The events are
+    those of a real Dagster run (``assets.runner.plain_event``)."""
+    from dagster import (AssetCheckResult, AssetCheckSeverity, DagsterInstance, Definitions, asset, asset_check)
+
+    from assets.runner import plain_event
+    from lookbench_pipeline.logs import BuildTerminal
+
+    why = ("connection refused: nothing answered at http://127.0.0.1:9/v1 (nothing listens on 127.0.0.1:9): is "
+           "the server running, on that port? Not a timeout: a longer timeout will not help")
+
+    @asset
+    def generated_images():
+        return 1
+
+    @asset_check(asset=generated_images, name="generation_failure_rate", blocking=True)
+    def rate(generated_images):
+        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, metadata={
+            "rate": 1.0, "asked": 16, "failed_by_reason": {"connection_error": 16}, "detail": why})
+
+    @asset_check(asset=generated_images, name="generation_failure_count", blocking=True)
+    def count(generated_images):
+        return AssetCheckResult(passed=False, severity=AssetCheckSeverity.ERROR, metadata={"rate": 1.0, "asked": 16})
+
+    @asset(deps=[generated_images])
+    def release():
+        return 2
+
+    job = Definitions(assets=[generated_images, release],
+                      asset_checks=[rate, count]).get_implicit_global_asset_job_def()
+    with DagsterInstance.ephemeral() as instance:
+        result = job.execute_in_process(instance=instance, raise_on_error=False)
+        assert not result.success
+        events = [plain_event(e) for e in instance.all_logs(result.run_id)]
+    for width in (80, 110):
+        out, err, log = io.StringIO(), io.StringIO(), io.StringIO()
+        term = BuildTerminal(out, err, width=width, log=log)
+        # a warning like the checks' lines, in the same step, does not swallow them
+        term.event("LOG", "generated_images_generation_failure_rate", logging.WARNING,
+                   "check generated_images/generation_failure_rate is slow")
+        for ev in events:
+            term.event(*ev)
+        shown = err.getvalue()
+        assert "…" not in shown, shown
+        assert all(len(line) <= width for line in shown.splitlines()), shown
+        flat = " ".join(shown.split())
+        assert ("warning: check generated_images/generation_failure_rate failed (ERROR): asked=16, "
+                f"detail={why}, failed_by_reason={{'connection_error': 16}}, rate=1.0") in flat, shown
+        assert "warning: check generated_images/generation_failure_count failed (ERROR): asked=16, rate=1.0" in flat
+        for check in ("generation_failure_rate", "generation_failure_count"):
+            assert (f"FAILED generated_images_{check}: check generated_images/{check} failed (above)") in flat, shown
+        assert "asset checks: 0 passed, 2 failed (above)" in out.getvalue()
+        assert " ".join(why.split()) in " ".join(log.getvalue().split())

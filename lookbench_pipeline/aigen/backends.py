@@ -24,6 +24,7 @@ from typing import Any
 from PIL import Image
 
 from ..config import AigenEndpointConfig, ConfigError
+from ..endpoint_errors import classify, describe
 from ..images import decode
 from ..store import ObjectStore, original_key
 
@@ -105,7 +106,7 @@ class EndpointBackend:
         import openai
 
         self.ecfg, self.model, self.version, self.out_dir, self.sleep = ecfg, model, version, Path(out_dir), sleep
-        self._openai = openai
+        self._openai, self.base_url = openai, base_url
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0,
                                     timeout=ecfg.timeout_s)
 
@@ -131,10 +132,10 @@ class EndpointBackend:
             if code in RETRY_STATUSES or code >= 500:
                 raise _Retryable(f"http_{code}", msg, _retry_after(getattr(exc.response, "headers", None))) from exc
             raise _Fatal(f"http_{code}", msg) from exc
-        except o.APITimeoutError as exc:
-            raise _Retryable("timeout", str(exc)) from exc
-        except o.APIConnectionError as exc:
-            raise _Retryable("connection_error", str(exc)) from exc
+        except o.APIConnectionError as exc:  # a timeout too (APITimeoutError): the cause chain says which
+            kind = classify(exc)
+            raise _Retryable("timeout" if kind == "timeout" else "connection_error",
+                             describe(exc, self.base_url, self.ecfg.timeout_s)) from exc
         except (o.APIResponseValidationError, ValueError, TypeError) as exc:  # a body that is not the API's JSON
             raise _Retryable("malformed_response", f"{type(exc).__name__}: {exc}"[:300]) from exc
         data = getattr(resp, "data", None)

@@ -12,6 +12,8 @@ import random
 from dataclasses import dataclass
 from typing import Any
 
+from ..endpoint_errors import classify, describe
+
 log = logging.getLogger(__name__)
 
 
@@ -59,21 +61,11 @@ def _http_client(openai: Any) -> Any:
 
 
 def _timeout_reason(exc: BaseException) -> str:
-    """``timeout``, or ``connection_error`` when the "timeout" is a dropped connection: the SDK's aiohttp transport
-    maps every aiohttp ``ClientConnectionError`` (a server closing the connection included) to a connect timeout,
-    so the cause chain is what tells them apart."""
-    seen: list[BaseException] = []
-    e: BaseException | None = exc
-    while e is not None and e not in seen:
-        seen.append(e)
-        e = e.__cause__ or e.__context__
-    if any(isinstance(x, TimeoutError) for x in seen[1:]):
-        return "timeout"
-    if any(isinstance(x, ConnectionError) or type(x).__name__ in ("ServerDisconnectedError", "ClientOSError",
-                                                                  "ClientConnectorError", "RemoteProtocolError")
-           for x in seen[1:]):
-        return "connection_error"
-    return "timeout"
+    """``timeout``, or ``connection_error`` when the "timeout" is a failure to connect: the SDK's aiohttp transport
+    maps every aiohttp ``ClientConnectionError`` (a refused connection, an unknown host, a server closing the
+    connection) to a connect timeout, so the cause chain is what tells them apart (:func:`..endpoint_errors.classify`).
+    """
+    return "timeout" if classify(exc) == "timeout" else "connection_error"
 
 
 def _root_url(endpoint: str) -> str:
@@ -137,13 +129,13 @@ class _Client:
                     break  # an OpenAI-compatible server without the models route
                 except (self._openai.APIConnectionError, self._openai.InternalServerError,
                         self._openai.RateLimitError) as exc:
-                    last = f"{type(exc).__name__}: {exc}"
+                    last = describe(exc, self.endpoint, self.timeout_s)
                     if attempt < self.max_retries:
                         await asyncio.sleep(self._backoff(attempt))
                 except self._openai.APIStatusError as exc:
                     raise VlmEndpointError(f"{self.endpoint}: GET /models answered {exc.status_code}: {exc}") from exc
             else:
-                raise VlmEndpointError(f"{self.endpoint} unreachable after {self.max_retries + 1} tries: {last}")
+                raise VlmEndpointError(f"endpoint unreachable after {self.max_retries + 1} tries: {last}")
             try:
                 r = await self.http.get(_root_url(self.endpoint) + "/version", timeout=min(10.0, self.timeout_s))
                 if r.status_code == 200:
