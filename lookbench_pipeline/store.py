@@ -646,6 +646,16 @@ class HttpStore:
             raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
         return True
 
+    def content_type(self, key: str) -> str | None:
+        """The ``Content-Type`` the mirror gives ``key`` (a HEAD request), None when it gives none or the request
+        fails: what an error names when a mirror's answer is not the file asked for (an index page, say)."""
+        try:
+            r = self._get(key, "HEAD")
+        except StoreError:
+            return None
+        r.close()
+        return r.headers.get("Content-Type") or None
+
     def list(self, prefix: str = "") -> Iterator[str]:
         raise StoreError(f"{self.url} is a static http(s) mirror and cannot be listed: name a version or 'latest'")
 
