@@ -560,3 +560,20 @@ def test_a_mirror_url_that_serves_a_web_page_is_named_with_what_it_served(tmp_pa
                 assert f"{len(page)} bytes beginning '<!DOCTYPE html>" in err, err
             assert "lookbench releases" not in err and "Traceback" not in err, err
     assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("keep", [(), ("noise/gallery.parquet",)], ids=["no data file", "the noise gallery only"])
+def test_pull_of_a_release_with_no_subset_is_an_error_and_writes_nothing(store, tmp_path, capsys, keep):
+    """As `info` and `evaluate`: a manifest that lists no subset's query and gallery files is exit 1, not a pull
+    that ends with exit 0 and a folder with nothing to score."""
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V3, range(0, 4))), store, {})
+    _edit_manifest(store, V3, lambda m: m.update(files={k: v for k, v in m["files"].items() if k in keep}))
+    assert main(["pull", V3, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: {V3}: no subset to score: its manifest lists no subset's query and gallery "
+                           f"files ({len(keep)} data files); nothing pulled"), err
+    assert not _files(tmp_path / "d")
+    assert main(["info", V3, "--store", str(store.root)]) == 1
+    assert "no subset to score" in capsys.readouterr().err
