@@ -28,7 +28,7 @@ import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
 from ..schemas import RELEASE, RELEASE_REQUIRED
-from ..store import HttpStore, LocalStore, ObjectStore, StoreError, _warn
+from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, StoreError, _warn
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
@@ -298,9 +298,9 @@ def resolve_version(store: ObjectStore, version: str) -> str:
                              "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
         try:
             raw = read_small(store, LATEST_KEY, LATEST_MAX_BYTES)
-        except StoreError as exc:  # over the size limit, say: a mirror's web page is named as one
+        except ObjectTooLarge as exc:  # a mirror's web page (over the pointer's 1 KiB) is named as one
             if isinstance(store, HttpStore) and "html" in (store.content_type(LATEST_KEY) or "").lower():
-                raise StoreError(mirror_served(store, LATEST_KEY, None, _POINTER) + f" ({exc})") from exc
+                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER) + f" ({exc})") from exc
             raise
         named = raw.decode("utf-8", errors="replace").strip()
         try:
