@@ -170,7 +170,9 @@ def _check_npz(path: Path) -> None:
 
 
 def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
-    """The sample ids of the ``n`` rows of ``npy``: UTF-8 text (a BOM at the start is dropped), one id per line,
+    """The sample ids of the ``n`` rows of ``npy``: UTF-8 text (a BOM at the start is dropped; a file that starts
+    with a UTF-16 or UTF-32 byte order mark, as Windows PowerShell's ``>`` and Notepad's "Unicode" write, is read in
+    that encoding: the mark says which, so nothing is guessed), one id per line,
     spaces and tabs around it dropped (a published ``sample_id`` is 16 hex digits; a spreadsheet or ``paste`` leaves
     trailing ones), inner ones kept (``\\n``, ``\\r\\n`` or ``\\r`` ends a line). Blank lines at
     the end are ignored; a blank line before an id is an error naming it. Read line by line and stopped at the
@@ -180,11 +182,18 @@ def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
         raise IdsFileError(f"{ids_path}: no such file" + (" (a folder)" if ids_path.is_dir() else ""))
     ids: list[str] = []
     blank = lineno = 0
+    encoding, named = "utf-8-sig", "UTF-8"
     try:
-        with open(ids_path, encoding="utf-8-sig", newline=None) as fh:
+        with open(ids_path, "rb") as fh:
+            head = fh.read(4)
+        encoding, named = _bom_encoding(head) or (encoding, named)
+        with open(ids_path, encoding=encoding, newline=None) as fh:
             while line := fh.readline(MAX_ID_CHARS + 2):
                 lineno += 1
                 line = line.removesuffix("\n")
+                if "\0" in line:
+                    raise EmbeddingsError(f"{ids_path}: line {lineno} holds NUL characters: not {named} text (UTF-16 "
+                                          "without a byte order mark?): save it as UTF-8, one sample_id per line")
                 if len(line) > MAX_ID_CHARS:
                     raise EmbeddingsError(f"{ids_path}: line {lineno} is longer than {MAX_ID_CHARS} characters: "
                                           "not a sample_id (one per line)")
@@ -199,12 +208,27 @@ def _read_ids(ids_path: Path, n: int, npy: Path) -> list[str]:
                                           f"{lineno} is id {n + 1})")
                 ids.append(line.strip(" \t"))
     except UnicodeDecodeError as exc:
-        raise EmbeddingsError(f"{ids_path}: not UTF-8 text after line {lineno} ({exc})") from None
+        raise EmbeddingsError(f"{ids_path}: not {named} text after line {lineno} ({exc})"
+                              + ("" if named == "UTF-8" else " though it starts with a byte order mark saying so")
+                              + ": save it as UTF-8, one sample_id per line") from None
     except OSError as exc:
         raise EmbeddingsError(f"{ids_path}: cannot read the ids ({exc})") from None
     if len(ids) != n:
         raise EmbeddingsError(f"{ids_path}: {len(ids)} ids for the {n} rows of {npy} (one sample_id per line)")
     return ids
+
+
+def _bom_encoding(head: bytes) -> tuple[str, str] | None:
+    """``(codec, name)`` of a text file whose first bytes ``head`` are a UTF-16 or UTF-32 byte order mark (the
+    codec reads the mark and the byte order from it), else None. UTF-32's marks first: little-endian UTF-32's
+    begins with UTF-16's."""
+    import codecs
+
+    for bom, codec, name in ((codecs.BOM_UTF32_LE, "utf-32", "UTF-32"), (codecs.BOM_UTF32_BE, "utf-32", "UTF-32"),
+                             (codecs.BOM_UTF16_LE, "utf-16", "UTF-16"), (codecs.BOM_UTF16_BE, "utf-16", "UTF-16")):
+        if head.startswith(bom):
+            return codec, name
+    return None
 
 
 def _read_one(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray]:

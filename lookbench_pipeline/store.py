@@ -34,6 +34,10 @@ class StoreError(RuntimeError):
     """An object-store operation failed (the message names the key and the store)."""
 
 
+class ObjectTooLarge(StoreError):
+    """An object is larger than the most the reader accepts for it (``max_bytes``): refused, read no further."""
+
+
 class UnsupportedStoreURL(StoreError):
     """A store URL whose scheme :func:`open_store` does not read (the message names the schemes it does)."""
 
@@ -552,7 +556,7 @@ class HttpStore:
                 except ValueError:
                     length = None
                 if max_bytes is not None and length is not None and length > max_bytes:
-                    raise StoreError(f"{url}: the mirror announces {length} bytes, more than the {max_bytes} bytes "
+                    raise ObjectTooLarge(f"{url}: the mirror announces {length} bytes, more than the {max_bytes} bytes "
                                      "this file may have: refused")
                 # a 200 to a ranged request (a server that ignores Range) sends the whole body, not size - start
                 whole = r.status_code == 200
@@ -575,7 +579,7 @@ class HttpStore:
                         block, skip = block[cut:], skip - cut
                     got += len(block)
                     if max_bytes is not None and got > max_bytes:
-                        raise StoreError(f"{url}: more than {max_bytes} bytes, the most this file may have: "
+                        raise ObjectTooLarge(f"{url}: more than {max_bytes} bytes, the most this file may have: "
                                          "refused (not a file of a release)")
                     if block:
                         yield block
@@ -645,6 +649,16 @@ class HttpStore:
         if r.status_code >= 400:
             raise StoreError(f"{self.url}/{key}: HTTP {r.status_code}")
         return True
+
+    def content_type(self, key: str) -> str | None:
+        """The ``Content-Type`` the mirror gives ``key`` (a HEAD request), None when it gives none or the request
+        fails: what an error names when a mirror's answer is not the file asked for (an index page, say)."""
+        try:
+            r = self._get(key, "HEAD")
+        except StoreError:
+            return None
+        r.close()
+        return r.headers.get("Content-Type") or None
 
     def list(self, prefix: str = "") -> Iterator[str]:
         raise StoreError(f"{self.url} is a static http(s) mirror and cannot be listed: name a version or 'latest'")

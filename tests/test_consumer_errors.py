@@ -531,3 +531,49 @@ def test_a_release_with_no_subset_to_score_says_so(store, tmp_path, capsys):
     ev = evaluate.run_evaluation(store, V2, ["baseline/hsv-hog-v1"], tmp_path / "c")
     assert nothing_scored_reasons(ev) == [f"{V2}: no subset to score: its manifest lists no subset's query and "
                                           "gallery files"]
+
+
+@pytest.mark.parametrize("padding", [0, 4000], ids=["small page", "page over releases/latest's 1 KiB"])
+def test_a_mirror_url_that_serves_a_web_page_is_named_with_what_it_served(tmp_path, padding):
+    """A --store URL that does not name the mirror's release folder: the web server answers every path with its
+    index page and status 200. The error says the URL did not serve a LookBench file, names what it served, and
+    says to check the URL, not to run `lookbench releases` (a mirror cannot be listed)."""
+    import subprocess
+    import sys
+
+    page = b"<!DOCTYPE html>\n<html><head><title>Index of /</title></head><body></body></html>\n" + b" " * padding
+    with serve.serving(lambda path, base: (page, "text/html; charset=utf-8")) as srv:
+        for args, wanted in ((["pull", "latest", "--dest", str(tmp_path / "d")], "a LookBench release pointer"),
+                             (["info", "latest"], "a LookBench release pointer"),
+                             (["pull", V2, "--dest", str(tmp_path / "d")], "a LookBench manifest"),
+                             (["evaluate", "--release", V2, "--quiet", "--cache", str(tmp_path / "c")],
+                              "a LookBench manifest")):
+            # in a child process: the test server's own thread prints a traceback when a client hangs up early
+            proc = subprocess.run([sys.executable, "-m", "lookbench_pipeline.cli", *args, "--store", srv.base_url],
+                                  capture_output=True, text=True, timeout=120, cwd=tmp_path)
+            err = proc.stderr
+            assert proc.returncode == 1, (args, err)
+            key = "releases/latest" if "latest" in args else f"releases/{V2}/manifest.json"
+            assert f"{srv.base_url}/{key} did not serve {wanted}" in err, err
+            assert "it served Content-Type text/html; charset=utf-8" in err and "check the --store URL" in err, err
+            if "latest" not in args or not padding:
+                assert f"{len(page)} bytes beginning '<!DOCTYPE html>" in err, err
+            assert "lookbench releases" not in err and "Traceback" not in err, err
+    assert not (tmp_path / "d").exists()
+
+
+@pytest.mark.parametrize("keep", [(), ("noise/gallery.parquet",)], ids=["no data file", "the noise gallery only"])
+def test_pull_of_a_release_with_no_subset_is_an_error_and_writes_nothing(store, tmp_path, capsys, keep):
+    """As `info` and `evaluate`: a manifest that lists no subset's query and gallery files is exit 1, not a pull
+    that ends with exit 0 and a folder with nothing to score."""
+    from release_factory import with_noise
+
+    publish(with_noise(make_release(V3, range(0, 4))), store, {})
+    _edit_manifest(store, V3, lambda m: m.update(files={k: v for k, v in m["files"].items() if k in keep}))
+    assert main(["pull", V3, "--store", str(store.root), "--dest", str(tmp_path / "d"), "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert err.strip() == (f"error: {V3}: no subset to score: its manifest lists no subset's query and gallery "
+                           f"files ({len(keep)} data files); nothing pulled"), err
+    assert not _files(tmp_path / "d")
+    assert main(["info", V3, "--store", str(store.root)]) == 1
+    assert "no subset to score" in capsys.readouterr().err

@@ -179,3 +179,33 @@ def test_a_damaged_verified_files_cache_is_named_ignored_and_rebuilt(pulled, tmp
     assert "ignored; every release file is hashed again" in err
     rebuilt = json.loads(f.read_text())
     assert isinstance(rebuilt, dict) and rebuilt and all(isinstance(v, str) for v in rebuilt.values())
+
+
+def test_an_ids_file_saved_as_utf16_is_read_and_one_without_its_mark_is_named(pulled, tmp_path, capsys):
+    """`--ids` written by Windows PowerShell's `>` or Notepad's "Unicode": UTF-16 with a byte order mark (and
+    UTF-32 with one) is read in that encoding and scores as the UTF-8 file; UTF-16 without the mark is an error
+    that says so, not "not UTF-8 text after line 0"."""
+    ids, _ = export_embeddings(pulled["folder"], tmp_path / "mine.npy", "npy")
+    base = ["evaluate", str(pulled["folder"]), "--quiet", "--cache", str(tmp_path / "c"), "--embeddings",
+            str(tmp_path / "mine.npy"), "--name", "mine"]
+    assert main([*base, "--ids", str(tmp_path / "mine.ids.txt"), "--output", str(tmp_path / "utf8.parquet")]) == 0
+    text = "\r\n".join(ids) + "\r\n"
+    for codec in ("utf-16", "utf-16-be", "utf-32"):
+        data = text.encode(codec)
+        if codec == "utf-16-be":
+            data = b"\xfe\xff" + data
+        (tmp_path / f"{codec}.txt").write_bytes(data)
+        capsys.readouterr()
+        assert main([*base, "--ids", str(tmp_path / f"{codec}.txt"), "--output",
+                     str(tmp_path / f"{codec}.parquet")]) == 0, capsys.readouterr().err
+        assert pq.read_table(tmp_path / f"{codec}.parquet").equals(pq.read_table(tmp_path / "utf8.parquet"))
+    (tmp_path / "bare.txt").write_bytes(text.encode("utf-16-le"))
+    capsys.readouterr()
+    assert main([*base, "--ids", str(tmp_path / "bare.txt")]) == 1
+    err = capsys.readouterr().err
+    assert f"{tmp_path / 'bare.txt'}: line 1 holds NUL characters: not UTF-8 text (UTF-16 without a byte order " \
+           "mark?): save it as UTF-8" in err, err
+    (tmp_path / "broken.txt").write_bytes(b"\xff\xfe" + "ab".encode("utf-16-le") + b"\x00\xd8")  # a lone surrogate
+    assert main([*base, "--ids", str(tmp_path / "broken.txt")]) == 1
+    err = capsys.readouterr().err
+    assert "broken.txt: not UTF-16 text after line 0" in err and "save it as UTF-8" in err, err

@@ -14,7 +14,8 @@ Consumers (the base install, ``pip install <checkout>`` with no extras):
                                            score retrieval models, or your own embeddings, on a release
     --store URL: a folder, s3://bucket/prefix (with --endpoint-url URL and --anon for a public bucket), or an
     http(s):// mirror. Exit codes: 0 success; 1 an error (evaluate: nothing scored, or a named model not scored);
-    2 a configuration or usage error; 130 interrupted (Ctrl-C: one line; `pull` resumes when run again).
+    2 a configuration or usage error; 130 interrupted (Ctrl-C: one line;
+    run again, `pull` resumes and `evaluate` reuses the embeddings computed so far).
 
 Builders (the ``build`` extra):
 

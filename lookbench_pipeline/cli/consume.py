@@ -280,11 +280,18 @@ def _check_subsets(store, version: str, subsets: list[str] | None, manifest: dic
 
 
 def cmd_pull(args: argparse.Namespace) -> int:
-    from ..releases.reader import pull, read_manifest_bytes
+    """Download a release (``releases.reader.pull``). A manifest that lists no subset (no query and gallery files)
+    is an error (exit 1) before anything is written, as it is for ``info`` and ``evaluate``: such a pull would end
+    with exit 0 and a folder with nothing to score."""
+    from ..releases.reader import manifest_subsets, pull, read_manifest_bytes
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
     manifest = read_manifest_bytes(store, version)  # read once: the subsets are checked against what is pulled
+    if not manifest_subsets(manifest[1]):
+        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
+              f"({len(manifest[1]['files'])} data files); nothing pulled", file=sys.stderr)
+        return EXIT_ERROR
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it

@@ -221,9 +221,13 @@ def main(argv: list[str] | None = None) -> int:
 
 EXIT_INTERRUPTED = 130
 """Ctrl-C (128 + SIGINT, as a shell reports a process the signal ended)."""
-RESUMABLE = {"pull": "run the same command again to resume"}
-"""What a command interrupted can do next, said after ``interrupted;`` (a pull keeps its ``.part`` files and
-resumes them)."""
+RESUMABLE = {"pull": "run the same command again to resume",
+             "evaluate": "run the same command again: it reuses the embeddings computed so far (kept in the embedding "
+                         "cache, --cache or the default one, per batch of up to 2048 images of a file; the batch "
+                         "cut short is computed again)"}
+"""What a command interrupted can do next, said after ``interrupted;``: a pull keeps its ``.part`` files and resumes
+them; an evaluation's image embeddings are in the embedding cache once each call of ``EmbeddingCache.embed``
+returns (``evaluate.files.embed_file`` makes one per 2048 images of a file), and a rerun reads them back."""
 
 
 def _run(args: argparse.Namespace) -> int:

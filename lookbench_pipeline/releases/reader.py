@@ -28,7 +28,7 @@ import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
 from ..schemas import RELEASE, RELEASE_REQUIRED
-from ..store import HttpStore, LocalStore, ObjectStore, StoreError, _warn
+from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, StoreError, _warn
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
@@ -296,10 +296,18 @@ def resolve_version(store: ObjectStore, version: str) -> str:
         if not store.exists(LATEST_KEY):
             raise StoreError(f"{store.url} has no releases/latest: name a version (vYYYYMMDD; `lookbench releases` "
                              "lists a folder's or a bucket's, a static http(s) mirror cannot be listed)")
-        named = read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace").strip()
+        try:
+            raw = read_small(store, LATEST_KEY, LATEST_MAX_BYTES)
+        except ObjectTooLarge as exc:  # a mirror's web page (over the pointer's 1 KiB) is named as one
+            if isinstance(store, HttpStore) and "html" in (store.content_type(LATEST_KEY) or "").lower():
+                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER) + f" ({exc})") from exc
+            raise
+        named = raw.decode("utf-8", errors="replace").strip()
         try:
             version = check_version(named)
         except UnsafePathError as exc:  # the store's fault, not the caller's: say which file is wrong
+            if isinstance(store, HttpStore):  # a mirror cannot be listed: `lookbench releases` is no help there
+                raise UnsafePathError(mirror_served(store, LATEST_KEY, raw, _POINTER)) from exc
             raise UnsafePathError(f"{store.url}/{LATEST_KEY} is damaged: {exc}; name a version instead "
                                   "(`lookbench releases` lists them)") from exc
         if not store.exists(f"{release_prefix(version)}/manifest.json"):
@@ -331,6 +339,25 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
     hint = f"; did you mean {near[0]}?" if near else ""
     listed = f"published: {', '.join(have)}" if have else "it has no published release"
     return StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
+
+
+_POINTER = "a LookBench release pointer (a version name, vYYYYMMDD)"
+
+
+def mirror_served(store: HttpStore, key: str, raw: bytes | None, wanted: str) -> str:
+    """What to say when an http(s) mirror answered ``key`` (status 200) with something that is not ``wanted``: a
+    web server's index or error page, typically, because the ``--store`` URL does not name the folder that holds
+    ``releases/``. Names the URL, the ``Content-Type`` and the size and first bytes of ``raw`` (the body, when it
+    was read), and says to check the URL (a mirror cannot be listed, so ``lookbench releases`` is no help)."""
+    ctype = store.content_type(key)
+    served = f"Content-Type {ctype}" if ctype else "no Content-Type"
+    if raw is not None:
+        head = raw[:60].decode("utf-8", errors="replace")
+        served += f", {len(raw)} bytes beginning {head!r}" + ("..." if len(raw) > 60 else "")
+    page = " (a web page: a server's index or error page?)" if "html" in (ctype or "").lower() or (
+        raw is not None and raw.lstrip()[:1] == b"<") else ""
+    return (f"{store.url}/{key} did not serve {wanted}: it served {served}{page}; check the --store URL: it must "
+            f"name the folder that holds releases/ (with releases/latest and releases/vYYYYMMDD/manifest.json)")
 
 
 def read_manifest(store: ObjectStore, version: str) -> dict[str, Any]:
@@ -374,6 +401,9 @@ def read_manifest_bytes(store: ObjectStore, version: str, exists: bool | None = 
                                     "one object (a JSON reader keeps one of the two, another reader the other)"
                                     ) from None
     except (ValueError, UnicodeDecodeError) as exc:
+        if isinstance(store, HttpStore):  # a web page answered with 200, most likely: the URL is the suspect
+            raise ReleaseIntegrityError(f"{version}: " + mirror_served(store, key, raw, "a LookBench manifest (JSON)")
+                                        + f" (not JSON: {exc})") from None
         raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} is not JSON ({exc})") from None
     except RecursionError:
         raise ReleaseIntegrityError(f"{version}: manifest.json in {store.url} nests too deeply to be a "
