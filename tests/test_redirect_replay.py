@@ -3,7 +3,8 @@ record of its own (its status, its ``Location``), as web archives store redirect
 answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
 of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
 with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
-row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log)."""
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), and an error page that
+still carries a product (``http_404``, no product, in the WARC reader too)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ def _product(i: int, images: list[str]) -> bytes:
             f"<body><h1>Coat {i}</h1></body></html>").encode()
 
 
-PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh"]
+PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh", "/gone"]
 
 
 def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
@@ -50,6 +51,7 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
         "/loop2": (302, "/loop1", ""),
         "/self": (308, "/self", ""),
         "/p/1.html": (200, _product(1, ["/img/new.jpg"]), "text/html"),
+        "/gone": (404, _product(4, []), "text/html"),  # "product not found", its JSON-LD still there
         "/p/3.html": (200, _product(3, []), "text/html"),
         "/refresh": (200, b"<html><head><meta http-equiv='refresh' content='0; url=/p/3.html'></head></html>",
                      "text/html"),
@@ -124,6 +126,7 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     assert rows == {
         "/sitemap-new.xml": (200, "sitemap", None),
         "/b": (200, "product", None),
+        "/gone": (404, "rejected", "http_404"),
         "/out": (307, "rejected", "redirect:host_not_allowed"),
         "/loop2": (302, "rejected", "redirect:loop"),
         "/self": (308, "rejected", "redirect:loop"),
@@ -169,6 +172,32 @@ def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
     assert replay.downloads.drop_columns(["stored_path"]).equals(live.downloads.drop_columns(["stored_path"]))
     stats = replay.counts["scrapy"]
     assert stats.get("lookbench/replay/not_archived", 0) == 0 and not stats.get("lookbench/replay/network_attempts")
+
+
+def test_the_warc_reader_keeps_no_item_of_an_error_page_and_agrees_with_the_crawl_log(crawled, tmp_path):
+    """A 404 page that still carries a product's JSON-LD gives no product in the live crawl, and the WARC reader
+    (``extract_from_warc``) gives none either: its record is the rejection ``http_404``, the live row; every
+    non-2xx HTML response record is one rejection (a redirect's own record: ``http_<3xx>``)."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    from lookbench_pipeline.config import SiteConfig
+    from lookbench_pipeline.warc import extract_from_warc
+
+    _, live, _, warc = crawled
+    site = tmp_path / "site.yaml"
+    site.write_text("name: s\nstart_urls: [https://s.test/]\n")
+    records = extract_from_warc([warc], SiteConfig.from_yaml(site))
+    assert sorted(r["sku"] for r in records if r["kind"] == "product") == ["C1", "C2", "C3"]
+    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
+    rejected = {_path(r["url"]): (r["status"], r["reason"]) for r in records if r["kind"] == "page"}
+    logged = {_path(r["url"]): (r["status"], r["reason"]) for r in _rows(live)}
+    assert rejected["/gone"] == logged["/gone"] == (404, "http_404")
+    assert rejected["/a"] == (302, "http_302") and rejected["/chain/0"] == (302, "http_302")
+    with open(warc, "rb") as fh:
+        errors = [r for r in ArchiveIterator(fh) if r.rec_type == "response"
+                  and "html" in (r.http_headers.get_header("Content-Type") or "")
+                  and not r.http_headers.get_statuscode().startswith("2")]
+    assert len(errors) == sum(r["kind"] == "page" for r in records), "every non-2xx HTML record is one rejection"
 
 
 def _archive(warc: Path, attempt: str, fetches: list[tuple[str, int, str | bytes]]) -> None:
