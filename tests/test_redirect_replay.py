@@ -3,8 +3,9 @@ record of its own (its status, its ``Location``), as web archives store redirect
 answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
 of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
 with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
-row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), and an error page that
-still carries a product (``http_404``, no product, in the WARC reader too)."""
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), an image that redirects
+in a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not ``ignored``), and an
+error page that still carries a product (``http_404``, no product, in the WARC reader too)."""
 
 from __future__ import annotations
 
@@ -50,7 +51,9 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
         "/loop1": (302, "/loop2", ""),
         "/loop2": (302, "/loop1", ""),
         "/self": (308, "/self", ""),
-        "/p/1.html": (200, _product(1, ["/img/new.jpg"]), "text/html"),
+        "/p/1.html": (200, _product(1, ["/img/new.jpg", "/img/loop1", "/img/chain/0"]), "text/html"),
+        "/img/loop1": (302, "/img/loop2", ""),  # an image that redirects in a loop
+        "/img/loop2": (302, "/img/loop1", ""),
         "/gone": (404, _product(4, []), "text/html"),  # "product not found", its JSON-LD still there
         "/p/3.html": (200, _product(3, []), "text/html"),
         "/refresh": (200, b"<html><head><meta http-equiv='refresh' content='0; url=/p/3.html'></head></html>",
@@ -59,6 +62,9 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
     for i in range(CHAIN):
         routes[f"/chain/{i}"] = (302, f"/chain/{i + 1}", "")
     routes[f"/chain/{CHAIN}"] = (200, _product(9, []), "text/html")
+    for i in range(CHAIN):  # an image at the end of too long a chain
+        routes[f"/img/chain/{i}"] = (302, f"/img/chain/{i + 1}", "")
+    routes[f"/img/chain/{CHAIN}"] = (200, solid_jpeg(), "image/jpeg")
     return routes
 
 
@@ -136,7 +142,8 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     }, rows
     assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
     downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
-    assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None}
+    assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None, "/img/loop1": "redirect:loop",
+                         "/img/chain/0": "redirect:too_many"}
 
 
 def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
@@ -332,3 +339,41 @@ def test_the_scope_middleware_bounds_a_redirect_chain():
     assert refused("http://s.example/c", "/d", redirect_times=2) is None
     assert refused("http://s.example/d", "/e", redirect_times=3) == ("redirect:too_many", 302)
     assert refused("http://s.example/a", "http://s.example:abc/") is None
+
+
+def _scope_mw(settings, engine=None, scope=None):
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings
+
+    from lookbench_crawlers.middlewares import RedirectScopeMiddleware
+
+    return RedirectScopeMiddleware(SimpleNamespace(settings=Settings(settings), engine=engine,
+                                                   spider=SimpleNamespace(scope_refusal=scope or (lambda url: None))))
+
+
+def _refused(mw, url, location, dont_filter=False, **meta):
+    """``(reason, status, target)`` of the redirect ``mw`` refuses, None when it lets it through."""
+    from scrapy.http import Request, Response
+
+    from lookbench_crawlers.middlewares import RedirectRefused
+
+    req = Request(url, meta=meta, dont_filter=dont_filter)
+    try:
+        mw.process_response(req, Response(url, status=302, headers={"Location": location}, request=req))
+    except RedirectRefused as e:
+        return e.reason, e.status, e.target
+    return None
+
+
+def test_the_scope_middleware_bounds_an_images_redirect_chain():
+    """An image download is not scope-checked here (its hosts are the address policy's: ``image_hosts``), but its
+    loop is ``redirect:loop`` and its hop beyond ``REDIRECT_MAX_TIMES`` ``redirect:too_many``, not Scrapy's
+    ``ignored`` after 20 hops."""
+    mw = _scope_mw({"REDIRECT_MAX_TIMES": 3}, scope=lambda url: "host_not_allowed")
+    img = {"lookbench_media": True}
+    assert _refused(mw, "http://s.example/i1", "https://cdn.example/i2", **img) is None
+    assert _refused(mw, "http://s.example/i2", "/i1", redirect_urls=["http://s.example/i1"], redirect_times=1,
+                    **img)[:2] == ("redirect:loop", 302)
+    assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=2, **img) is None
+    assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=3, **img)[:2] == ("redirect:too_many", 302)

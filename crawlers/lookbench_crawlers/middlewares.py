@@ -222,6 +222,7 @@ class RedirectRefused(IgnoreRequest):
     def __init__(self, reason, url, target, status=0):
         super().__init__(f"{reason}: {url} -> {target}")
         self.reason = reason
+        self.target = target  # where it led
         self.status = status  # the redirect's own HTTP status, for the page's row
 
 
@@ -238,7 +239,9 @@ class RedirectScopeMiddleware:
     request silently; a request with ``dont_filter``, a start URL, is followed back, as Scrapy does: a page that
     sets a cookie and redirects to itself) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
     would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
-    Image downloads (``lookbench_media``) and requests with ``dont_redirect`` are left to Scrapy."""
+    An image download (``lookbench_media``) is bounded the same way, its scope left to the address policy (images
+    may live on the site's ``image_hosts``): its download row reads ``redirect:loop`` / ``redirect:too_many``, not
+    Scrapy's ``ignored`` after 20 hops. Requests with ``dont_redirect`` are left to Scrapy."""
 
     def __init__(self, crawler=None):
         self.crawler = crawler
@@ -250,13 +253,16 @@ class RedirectScopeMiddleware:
     def process_response(self, request, response, spider=None):
         spider = spider or getattr(self.crawler, "spider", None)
         if (response.status not in REDIRECT_STATUSES or request.meta.get("dont_redirect")
-                or request.meta.get("lookbench_media") or b"Location" not in response.headers):
+                or b"Location" not in response.headers):
             return response
         from lookbench_pipeline.extract.images import join_url
 
-        check = getattr(spider, "scope_refusal", None)
+        media = request.meta.get("lookbench_media")
+        check = None if media else getattr(spider, "scope_refusal", None)
         location = response.headers[b"Location"].decode("latin-1").strip()
         target = join_url(response.url, location)
+        if target is None and media:
+            return response  # an image's unreadable Location: Scrapy's to handle, as before
         reason = "malformed" if target is None else (check(target) if check else None)
         if not reason:
             reason = self._chain_refusal(request, target)
