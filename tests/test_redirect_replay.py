@@ -3,9 +3,10 @@ record of its own (its status, its ``Location``), as web archives store redirect
 answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
 of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
 with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
-row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), an image that redirects
-in a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not ``ignored``), and an
-error page that still carries a product (``http_404``, no product, in the WARC reader too)."""
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), a redirect to a page the
+crawl has already (``redirect:duplicate``: Scrapy's duplicate filter would drop it without a row), an image that
+redirects in a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not
+``ignored``), and an error page that still carries a product (``http_404``, no product, in the WARC reader too)."""
 
 from __future__ import annotations
 
@@ -131,6 +132,7 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     rows = {_path(r["url"]): (r["status"], r["outcome"], r["reason"]) for r in _rows(live)}
     assert rows == {
         "/sitemap-new.xml": (200, "sitemap", None),
+        "/a": (302, "rejected", "redirect:duplicate"),  # /b, listed too, is crawled once: its own row
         "/b": (200, "product", None),
         "/gone": (404, "rejected", "http_404"),
         "/out": (307, "rejected", "redirect:host_not_allowed"),
@@ -144,6 +146,15 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
     assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None, "/img/loop1": "redirect:loop",
                          "/img/chain/0": "redirect:too_many"}
+
+
+def test_a_redirect_to_a_page_the_crawl_has_is_a_row_naming_it_and_the_page_is_fetched_once(crawled):
+    server, _, _, warc = crawled
+    base = f"http://127.0.0.1:{server.port}"
+    feed = [json.loads(line) for line in (warc.parent / "items.jsonl").read_text().splitlines()]
+    [row] = [it for it in feed if it["kind"] == "page" and it["url"] == f"{base}/a"]
+    assert (row["reason"], row["redirect_to"]) == ("redirect:duplicate", f"{base}/b")
+    assert server.hits.count("/b") == 1 and server.hits.count("/a") == 1
 
 
 def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
@@ -377,3 +388,31 @@ def test_the_scope_middleware_bounds_an_images_redirect_chain():
                     **img)[:2] == ("redirect:loop", 302)
     assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=2, **img) is None
     assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=3, **img)[:2] == ("redirect:too_many", 302)
+
+
+def test_the_scope_middleware_names_a_redirect_to_a_page_already_requested():
+    """A redirect to a page the scheduler's duplicate filter has seen is ``redirect:duplicate``, naming it (asked
+    without recording: a target not seen stays requestable once); not for a ``dont_filter`` request (Scrapy does
+    not drop its redirect), nor for an image download (which never passes the scheduler)."""
+    from types import SimpleNamespace
+
+    from scrapy.http import Request
+    from scrapy.utils.test import get_crawler
+
+    from lookbench_crawlers.middlewares import CrawlDupeFilter
+
+    df = CrawlDupeFilter.from_crawler(get_crawler())
+    assert not df.request_seen(Request("http://s.example/b"))
+    assert df.seen(Request("http://s.example/b#x")) and not df.seen(Request("http://s.example/c"))
+    assert not df.request_seen(Request("http://s.example/c")), "seen() records nothing"
+    engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=SimpleNamespace(df=df)))
+    mw = _scope_mw({"REDIRECT_MAX_TIMES": 3}, engine=engine)
+    assert _refused(mw, "http://s.example/a", "/b") == ("redirect:duplicate", 302, "http://s.example/b")
+    assert _refused(mw, "http://s.example/a", "/d") is None
+    assert _refused(mw, "http://s.example/a", "/b", dont_filter=True) is None
+    assert _refused(mw, "http://s.example/i1", "/b", lookbench_media=True) is None
+    # a loop is a loop, though its URLs are in the duplicate filter too
+    assert _refused(mw, "http://s.example/c", "/b", redirect_urls=["http://s.example/b"],
+                    redirect_times=1)[0] == "redirect:loop"
+    # without a filter that can be asked (another DUPEFILTER_CLASS), the redirect is left to Scrapy
+    assert _refused(_scope_mw({}), "http://s.example/a", "/b") is None
