@@ -416,3 +416,19 @@ def test_the_scope_middleware_names_a_redirect_to_a_page_already_requested():
                     redirect_times=1)[0] == "redirect:loop"
     # without a filter that can be asked (another DUPEFILTER_CLASS), the redirect is left to Scrapy
     assert _refused(_scope_mw({}), "http://s.example/a", "/b") is None
+
+
+def test_a_followed_redirect_does_not_hand_a_finished_mark_to_its_target():
+    """On a resume, a finished page's request is marked ``lookbench_finished`` (answered from the crawl's own WARC,
+    no item). Scrapy's RedirectMiddleware copies a request's meta into its redirect's: the mark must not reach the
+    target, which the earlier attempt may never have finished (it would be skipped, with no row)."""
+    from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
+    from scrapy.http import Request, Response
+    from scrapy.utils.test import get_crawler
+
+    mw = _scope_mw({})
+    src = Request("http://s.example/a", meta={"lookbench_finished": True})
+    resp = Response(src.url, status=301, headers={"Location": "/b"}, request=src)
+    assert mw.process_response(src, resp) is resp
+    followed = RedirectMiddleware.from_crawler(get_crawler()).process_response(src, resp)
+    assert followed.url == "http://s.example/b" and "lookbench_finished" not in followed.meta

@@ -274,6 +274,10 @@ class RedirectScopeMiddleware:
             reason = self._chain_refusal(request, target)
         if reason:
             raise RedirectRefused(f"redirect:{reason}", request.url, target or location, response.status)
+        # followed: Scrapy's RedirectMiddleware copies this request's meta into the target's request. A resumed
+        # crawl's mark of a finished page (``lookbench_finished``: answered from the crawl's own WARC, no item) is
+        # the source's, not the target's: a target the earlier attempt never finished must be crawled, not skipped.
+        request.meta.pop("lookbench_finished", None)
         return response
 
     def _chain_refusal(self, request, target):
