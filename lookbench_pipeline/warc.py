@@ -80,6 +80,14 @@ def _content_type(rec: Any) -> str:
     return rec.http_headers.get_header("Content-Type") or ""
 
 
+def _status(rec: Any) -> int:
+    """A response record's HTTP status (200 when it names none, as :func:`read_response_at` reads it)."""
+    try:
+        return int(rec.http_headers.get_statuscode() or 200)
+    except ValueError:
+        return 0
+
+
 def _is_redirect(rec: Any) -> bool:
     return (rec.http_headers.get_statuscode() or "").startswith("3")
 
@@ -124,14 +132,32 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     extracted fields, as the spider yields them (without ``crawled_at``). A page that opted out of indexing
     (``optout``: ``noindex`` for ``agent``) gives nothing; one that opted its images out gives its items with
     ``images_refused``; one whose extraction raised gives the spider's rejection record (``kind`` page,
-    ``outcome`` rejected, ``reason`` ``extraction_error:<exception type>``) and the other pages are still read."""
+    ``outcome`` rejected, ``reason`` ``extraction_error:<exception type>``) and the other pages are still read.
+
+    Only a 2xx response is a page: the spider never parses another (Scrapy's HttpErrorMiddleware hands it to the
+    errback, whose row is ``http_<status>``), so an archived error page (a 404 "product not found" that still
+    carries a product's JSON-LD, a 500) gives no item, only that rejection record (``kind`` page, ``status`` the
+    record's, ``outcome`` rejected, ``reason`` ``http_<status>``, ``n_items`` 0), the live crawl's and the replay's
+    row for the page. So does a redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``), with
+    ``redirect_to`` its ``Location`` resolved: the live crawl's row for that URL is where the redirect led (the
+    target's row, or ``redirect:<why>``), which the record alone does not say. Every HTML response record is thus
+    one kept page or one rejection: the HTML records read = the pages kept + the records rejected."""
+    from .extract.images import join_url
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
-    # a redirect's own record (3xx) is no page: the spider never parses one
-    html = lambda r: "html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
+    html = lambda r: "html" in _content_type(r).lower()  # noqa: E731
     for rec, body in response_records(paths, html):
         url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)
+        status = _status(rec)
+        if not 200 <= status < 300:  # an error page or a redirect: never parsed, as in the spider
+            row = {"kind": "page", "site": site.name, "url": url, "status": status, "outcome": "rejected",
+                   "reason": f"http_{status}", "n_items": 0}
+            location = rec.http_headers.get_header("Location") if _is_redirect(rec) else None
+            if location:
+                row["redirect_to"] = join_url(url, location.strip()) or location
+            out.append(row)
+            continue
         text, _ = decode_html(body, ctype)
         headers = [v for k, v in rec.http_headers.headers if k.lower() == "x-robots-tag"]
         optout = html_optout(headers, text, agent)
@@ -143,7 +169,7 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
             look = extract_look(text, url, site.look_rules)
         except Exception as exc:  # as in the spider: one hostile page is a named rejection, not a lost archive
             log.warning("extraction failed on %s: %r", url, exc)
-            out.append({"kind": "page", "site": site.name, "url": url, "status": rec.http_headers.get_statuscode(),
+            out.append({"kind": "page", "site": site.name, "url": url, "status": status,
                         "outcome": "rejected", "reason": f"extraction_error:{type(exc).__name__}", "n_items": 0})
             continue
         for i, p in enumerate(products):

@@ -3,7 +3,10 @@ record of its own (its status, its ``Location``), as web archives store redirect
 answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
 of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
 with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
-row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log)."""
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), a redirect to a page the
+crawl has already (``redirect:duplicate``: Scrapy's duplicate filter would drop it without a row), an image that
+redirects in a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not
+``ignored``), and an error page that still carries a product (``http_404``, no product, in the WARC reader too)."""
 
 from __future__ import annotations
 
@@ -30,7 +33,7 @@ def _product(i: int, images: list[str]) -> bytes:
             f"<body><h1>Coat {i}</h1></body></html>").encode()
 
 
-PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh"]
+PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh", "/gone"]
 
 
 def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
@@ -49,7 +52,10 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
         "/loop1": (302, "/loop2", ""),
         "/loop2": (302, "/loop1", ""),
         "/self": (308, "/self", ""),
-        "/p/1.html": (200, _product(1, ["/img/new.jpg"]), "text/html"),
+        "/p/1.html": (200, _product(1, ["/img/new.jpg", "/img/loop1", "/img/chain/0"]), "text/html"),
+        "/img/loop1": (302, "/img/loop2", ""),  # an image that redirects in a loop
+        "/img/loop2": (302, "/img/loop1", ""),
+        "/gone": (404, _product(4, []), "text/html"),  # "product not found", its JSON-LD still there
         "/p/3.html": (200, _product(3, []), "text/html"),
         "/refresh": (200, b"<html><head><meta http-equiv='refresh' content='0; url=/p/3.html'></head></html>",
                      "text/html"),
@@ -57,6 +63,9 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
     for i in range(CHAIN):
         routes[f"/chain/{i}"] = (302, f"/chain/{i + 1}", "")
     routes[f"/chain/{CHAIN}"] = (200, _product(9, []), "text/html")
+    for i in range(CHAIN):  # an image at the end of too long a chain
+        routes[f"/img/chain/{i}"] = (302, f"/img/chain/{i + 1}", "")
+    routes[f"/img/chain/{CHAIN}"] = (200, solid_jpeg(), "image/jpeg")
     return routes
 
 
@@ -123,7 +132,9 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     rows = {_path(r["url"]): (r["status"], r["outcome"], r["reason"]) for r in _rows(live)}
     assert rows == {
         "/sitemap-new.xml": (200, "sitemap", None),
+        "/a": (302, "rejected", "redirect:duplicate"),  # /b, listed too, is crawled once: its own row
         "/b": (200, "product", None),
+        "/gone": (404, "rejected", "http_404"),
         "/out": (307, "rejected", "redirect:host_not_allowed"),
         "/loop2": (302, "rejected", "redirect:loop"),
         "/self": (308, "rejected", "redirect:loop"),
@@ -133,7 +144,17 @@ def test_the_live_crawl_logs_each_redirect(crawled):
     }, rows
     assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
     downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
-    assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None}
+    assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None, "/img/loop1": "redirect:loop",
+                         "/img/chain/0": "redirect:too_many"}
+
+
+def test_a_redirect_to_a_page_the_crawl_has_is_a_row_naming_it_and_the_page_is_fetched_once(crawled):
+    server, _, _, warc = crawled
+    base = f"http://127.0.0.1:{server.port}"
+    feed = [json.loads(line) for line in (warc.parent / "items.jsonl").read_text().splitlines()]
+    [row] = [it for it in feed if it["kind"] == "page" and it["url"] == f"{base}/a"]
+    assert (row["reason"], row["redirect_to"]) == ("redirect:duplicate", f"{base}/b")
+    assert server.hits.count("/b") == 1 and server.hits.count("/a") == 1
 
 
 def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
@@ -169,6 +190,32 @@ def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
     assert replay.downloads.drop_columns(["stored_path"]).equals(live.downloads.drop_columns(["stored_path"]))
     stats = replay.counts["scrapy"]
     assert stats.get("lookbench/replay/not_archived", 0) == 0 and not stats.get("lookbench/replay/network_attempts")
+
+
+def test_the_warc_reader_keeps_no_item_of_an_error_page_and_agrees_with_the_crawl_log(crawled, tmp_path):
+    """A 404 page that still carries a product's JSON-LD gives no product in the live crawl, and the WARC reader
+    (``extract_from_warc``) gives none either: its record is the rejection ``http_404``, the live row; every
+    non-2xx HTML response record is one rejection (a redirect's own record: ``http_<3xx>``)."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    from lookbench_pipeline.config import SiteConfig
+    from lookbench_pipeline.warc import extract_from_warc
+
+    _, live, _, warc = crawled
+    site = tmp_path / "site.yaml"
+    site.write_text("name: s\nstart_urls: [https://s.test/]\n")
+    records = extract_from_warc([warc], SiteConfig.from_yaml(site))
+    assert sorted(r["sku"] for r in records if r["kind"] == "product") == ["C1", "C2", "C3"]
+    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
+    rejected = {_path(r["url"]): (r["status"], r["reason"]) for r in records if r["kind"] == "page"}
+    logged = {_path(r["url"]): (r["status"], r["reason"]) for r in _rows(live)}
+    assert rejected["/gone"] == logged["/gone"] == (404, "http_404")
+    assert rejected["/a"] == (302, "http_302") and rejected["/chain/0"] == (302, "http_302")
+    with open(warc, "rb") as fh:
+        errors = [r for r in ArchiveIterator(fh) if r.rec_type == "response"
+                  and "html" in (r.http_headers.get_header("Content-Type") or "")
+                  and not r.http_headers.get_statuscode().startswith("2")]
+    assert len(errors) == sum(r["kind"] == "page" for r in records), "every non-2xx HTML record is one rejection"
 
 
 def _archive(warc: Path, attempt: str, fetches: list[tuple[str, int, str | bytes]]) -> None:
@@ -303,3 +350,85 @@ def test_the_scope_middleware_bounds_a_redirect_chain():
     assert refused("http://s.example/c", "/d", redirect_times=2) is None
     assert refused("http://s.example/d", "/e", redirect_times=3) == ("redirect:too_many", 302)
     assert refused("http://s.example/a", "http://s.example:abc/") is None
+
+
+def _scope_mw(settings, engine=None, scope=None):
+    from types import SimpleNamespace
+
+    from scrapy.settings import Settings
+
+    from lookbench_crawlers.middlewares import RedirectScopeMiddleware
+
+    return RedirectScopeMiddleware(SimpleNamespace(settings=Settings(settings), engine=engine,
+                                                   spider=SimpleNamespace(scope_refusal=scope or (lambda url: None))))
+
+
+def _refused(mw, url, location, dont_filter=False, **meta):
+    """``(reason, status, target)`` of the redirect ``mw`` refuses, None when it lets it through."""
+    from scrapy.http import Request, Response
+
+    from lookbench_crawlers.middlewares import RedirectRefused
+
+    req = Request(url, meta=meta, dont_filter=dont_filter)
+    try:
+        mw.process_response(req, Response(url, status=302, headers={"Location": location}, request=req))
+    except RedirectRefused as e:
+        return e.reason, e.status, e.target
+    return None
+
+
+def test_the_scope_middleware_bounds_an_images_redirect_chain():
+    """An image download is not scope-checked here (its hosts are the address policy's: ``image_hosts``), but its
+    loop is ``redirect:loop`` and its hop beyond ``REDIRECT_MAX_TIMES`` ``redirect:too_many``, not Scrapy's
+    ``ignored`` after 20 hops."""
+    mw = _scope_mw({"REDIRECT_MAX_TIMES": 3}, scope=lambda url: "host_not_allowed")
+    img = {"lookbench_media": True}
+    assert _refused(mw, "http://s.example/i1", "https://cdn.example/i2", **img) is None
+    assert _refused(mw, "http://s.example/i2", "/i1", redirect_urls=["http://s.example/i1"], redirect_times=1,
+                    **img)[:2] == ("redirect:loop", 302)
+    assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=2, **img) is None
+    assert _refused(mw, "http://s.example/i4", "/i5", redirect_times=3, **img)[:2] == ("redirect:too_many", 302)
+
+
+def test_the_scope_middleware_names_a_redirect_to_a_page_already_requested():
+    """A redirect to a page the scheduler's duplicate filter has seen is ``redirect:duplicate``, naming it (asked
+    without recording: a target not seen stays requestable once); not for a ``dont_filter`` request (Scrapy does
+    not drop its redirect), nor for an image download (which never passes the scheduler)."""
+    from types import SimpleNamespace
+
+    from scrapy.http import Request
+    from scrapy.utils.test import get_crawler
+
+    from lookbench_crawlers.middlewares import CrawlDupeFilter
+
+    df = CrawlDupeFilter.from_crawler(get_crawler())
+    assert not df.request_seen(Request("http://s.example/b"))
+    assert df.seen(Request("http://s.example/b#x")) and not df.seen(Request("http://s.example/c"))
+    assert not df.request_seen(Request("http://s.example/c")), "seen() records nothing"
+    engine = SimpleNamespace(_slot=SimpleNamespace(scheduler=SimpleNamespace(df=df)))
+    mw = _scope_mw({"REDIRECT_MAX_TIMES": 3}, engine=engine)
+    assert _refused(mw, "http://s.example/a", "/b") == ("redirect:duplicate", 302, "http://s.example/b")
+    assert _refused(mw, "http://s.example/a", "/d") is None
+    assert _refused(mw, "http://s.example/a", "/b", dont_filter=True) is None
+    assert _refused(mw, "http://s.example/i1", "/b", lookbench_media=True) is None
+    # a loop is a loop, though its URLs are in the duplicate filter too
+    assert _refused(mw, "http://s.example/c", "/b", redirect_urls=["http://s.example/b"],
+                    redirect_times=1)[0] == "redirect:loop"
+    # without a filter that can be asked (another DUPEFILTER_CLASS), the redirect is left to Scrapy
+    assert _refused(_scope_mw({}), "http://s.example/a", "/b") is None
+
+
+def test_a_followed_redirect_does_not_hand_a_finished_mark_to_its_target():
+    """On a resume, a finished page's request is marked ``lookbench_finished`` (answered from the crawl's own WARC,
+    no item). Scrapy's RedirectMiddleware copies a request's meta into its redirect's: the mark must not reach the
+    target, which the earlier attempt may never have finished (it would be skipped, with no row)."""
+    from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
+    from scrapy.http import Request, Response
+    from scrapy.utils.test import get_crawler
+
+    mw = _scope_mw({})
+    src = Request("http://s.example/a", meta={"lookbench_finished": True})
+    resp = Response(src.url, status=301, headers={"Location": "/b"}, request=src)
+    assert mw.process_response(src, resp) is resp
+    followed = RedirectMiddleware.from_crawler(get_crawler()).process_response(src, resp)
+    assert followed.url == "http://s.example/b" and "lookbench_finished" not in followed.meta

@@ -222,10 +222,14 @@ class RedirectRefused(IgnoreRequest):
     def __init__(self, reason, url, target, status=0):
         super().__init__(f"{reason}: {url} -> {target}")
         self.reason = reason
+        self.target = target  # where it led (the row of redirect:duplicate names it: redirect_to)
         self.status = status  # the redirect's own HTTP status, for the page's row
 
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
+REDIRECT_LOOP = "redirect:loop"  # back to a URL of its own chain
+REDIRECT_TOO_MANY = "redirect:too_many"  # beyond REDIRECT_MAX_TIMES hops
+REDIRECT_DUPLICATE = "redirect:duplicate"  # to a page the crawl requested already (its own row), named in redirect_to
 
 
 class RedirectScopeMiddleware:
@@ -236,9 +240,14 @@ class RedirectScopeMiddleware:
     would build the redirected request and its offsite filter drop it at scheduling, without errback nor row.
     So is a redirect back to a URL of its own chain (``redirect:loop``: Scrapy's duplicate filter would drop the
     request silently; a request with ``dont_filter``, a start URL, is followed back, as Scrapy does: a page that
-    sets a cookie and redirects to itself) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
+    sets a cookie and redirects to itself), one to a page the crawl requested already (``redirect:duplicate``: the
+    duplicate filter, asked without recording, :class:`CrawlDupeFilter`, would drop the redirected request silently
+    and the URL would have no row; the target is crawled once, under its own row, and this row names it in the
+    feed's ``redirect_to``) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
     would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
-    Image downloads (``lookbench_media``) and requests with ``dont_redirect`` are left to Scrapy."""
+    An image download (``lookbench_media``) is bounded the same way, its scope left to the address policy (images
+    may live on the site's ``image_hosts``): its download row reads ``redirect:loop`` / ``redirect:too_many``, not
+    Scrapy's ``ignored`` after 20 hops. Requests with ``dont_redirect`` are left to Scrapy."""
 
     def __init__(self, crawler=None):
         self.crawler = crawler
@@ -250,22 +259,30 @@ class RedirectScopeMiddleware:
     def process_response(self, request, response, spider=None):
         spider = spider or getattr(self.crawler, "spider", None)
         if (response.status not in REDIRECT_STATUSES or request.meta.get("dont_redirect")
-                or request.meta.get("lookbench_media") or b"Location" not in response.headers):
+                or b"Location" not in response.headers):
             return response
         from lookbench_pipeline.extract.images import join_url
 
-        check = getattr(spider, "scope_refusal", None)
+        media = request.meta.get("lookbench_media")
+        check = None if media else getattr(spider, "scope_refusal", None)
         location = response.headers[b"Location"].decode("latin-1").strip()
         target = join_url(response.url, location)
+        if target is None and media:
+            return response  # an image's unreadable Location: Scrapy's to handle, as before
         reason = "malformed" if target is None else (check(target) if check else None)
         if not reason:
             reason = self._chain_refusal(request, target)
         if reason:
             raise RedirectRefused(f"redirect:{reason}", request.url, target or location, response.status)
+        # followed: Scrapy's RedirectMiddleware copies this request's meta into the target's request. A resumed
+        # crawl's mark of a finished page (``lookbench_finished``: answered from the crawl's own WARC, no item) is
+        # the source's, not the target's: a target the earlier attempt never finished must be crawled, not skipped.
+        request.meta.pop("lookbench_finished", None)
         return response
 
     def _chain_refusal(self, request, target):
         """``loop`` when ``target`` is a URL the chain already requested (the duplicate filter's canonical form),
+        ``duplicate`` when the crawl requested it already otherwise (a page; the scheduler's duplicate filter says),
         ``too_many`` when the chain has made ``REDIRECT_MAX_TIMES`` hops already; else None."""
         from w3lib.url import canonicalize_url
 
@@ -279,7 +296,39 @@ class RedirectScopeMiddleware:
                 looped = target in chain
         if looped:
             return "loop"
+        if not request.dont_filter and not request.meta.get("lookbench_media") and self._requested(request, target):
+            return "duplicate"
         limit = self.crawler.settings.getint("REDIRECT_MAX_TIMES", 20) if self.crawler is not None else 20
         if request.meta.get("redirect_times", 0) >= limit:
             return "too_many"
         return None
+
+    def _requested(self, request, target):
+        """Whether the crawl requested ``target`` already, so that Scrapy's duplicate filter would drop the request
+        a redirect to it makes (without errback, without row): asked of the scheduler's duplicate filter without
+        recording (:meth:`CrawlDupeFilter.seen`); False when the filter cannot say so (another ``DUPEFILTER_CLASS``).
+        An image download never passes the scheduler, nor does a ``dont_filter`` request's redirect get dropped."""
+        engine = getattr(self.crawler, "engine", None)
+        slot = getattr(engine, "_slot", None) or getattr(engine, "slot", None)
+        seen = getattr(getattr(getattr(slot, "scheduler", None), "df", None), "seen", None)
+        if seen is None:
+            return False
+        try:
+            return bool(seen(request.replace(url=target)))
+        except ValueError:  # a target Scrapy's Request refuses: Scrapy's redirect would fail on it too
+            return False
+
+
+from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
+
+
+class CrawlDupeFilter(RFPDupeFilter):
+    """Scrapy's duplicate filter (``DUPEFILTER_CLASS``), which can also be asked whether it would drop a request
+    without recording it (:meth:`seen`): ``RedirectScopeMiddleware`` asks it about a redirect's target, so that a
+    redirect to a page the crawl has already is a row (``redirect:duplicate``), not a request dropped silently."""
+
+    def seen(self, request):
+        fps = getattr(self, "_fingerprints", None)
+        if fps is not None:  # Scrapy 2.14+: a set of bytes, _fingerprint as request_seen computes it
+            return self._fingerprint(request) in fps
+        return self.request_fingerprint(request) in self.fingerprints

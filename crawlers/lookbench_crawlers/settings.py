@@ -50,6 +50,9 @@ DOWNLOADER_MIDDLEWARES = {
     # on only when LOOKBENCH_REPLAY_WARC names archived WARC files (a replay: no request leaves the machine)
     "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }
+# Scrapy's duplicate filter, which a redirect's target can be checked against without recording it: a redirect to a
+# page the crawl has already is the row redirect:duplicate (middlewares.RedirectScopeMiddleware), not a silent drop
+DUPEFILTER_CLASS = "lookbench_crawlers.middlewares.CrawlDupeFilter"
 # crawled_at of an item = the fetch time of its page (also the WARC-Date of the archived response)
 SPIDER_MIDDLEWARES = {"lookbench_crawlers.replay.FetchTimeMiddleware": 950}
 # Incremental crawls: pages are cached per site (HTTPCACHE_DIR set by the pipeline) and revalidated with

@@ -26,7 +26,7 @@ from lookbench_crawlers import render_guard
 from lookbench_crawlers.fetch_errors import fetch_error_reason
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_reason, url_hash
-from lookbench_crawlers.middlewares import refusal_reason
+from lookbench_crawlers.middlewares import REDIRECT_DUPLICATE, refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.crawl import MAX_PAGES_REACHED, finished_urls, read_feed, rebase_url
@@ -420,6 +420,8 @@ class ShopSpider(scrapy.Spider):
                 reason = fetch_error_reason(exc)
                 self.crawler.stats.inc_value(f"lookbench/fetch_errors/{reason}/{type(exc).__name__}")
         row = self._page(request.url, status, "rejected", reason)
+        if reason == REDIRECT_DUPLICATE:  # the crawl log has no detail column: the feed's row names the target
+            row["redirect_to"] = exc.target
         if status and request.meta.get("lookbench_fetched_at"):
             # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
             # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
