@@ -19,7 +19,8 @@ from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifi
 from .images import _absolute, _full_size, _page_renditions, join_url, page_base, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
-from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
+from .sources import (_from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours,
+                      decode_html)
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     """Extract the sellable items on a product page, one per colour variant.
 
     Args:
-        html: the page (text, or bytes decoded as UTF-8 with replacement).
+        html: the page (text, or bytes: UTF-8 when they decode strictly as UTF-8, else as ``decode_html`` says,
+            so a legacy page's declared ``<meta charset>`` (windows-1252, Shift_JIS…) is honoured).
         url: the page URL: relative image URLs are resolved against it (``<base href>`` honoured), and an
             identifier in it is the last sku fallback.
         rules: the site's CSS / XPath rules (``SiteConfig.product_rules``), tried before the visible page.
@@ -57,7 +59,10 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     item's ``sku``, and its colours', take the page's printed reference (``_page_reference``).
     """
     if isinstance(html, bytes):
-        html = html.decode("utf-8", errors="replace")
+        try:  # bytes that are valid UTF-8 are UTF-8 (a page mislabelled "iso-8859-1" among them)
+            html = html.decode("utf-8")
+        except UnicodeDecodeError:
+            html, _ = decode_html(html)
     base = page_base(html, url)
     # Only run the parsers whose markup is on the page (RDFa needs typeof, microdata itemscope, OpenGraph og:
     # properties): the same result, without the cost of the RDFa parser on every page.
