@@ -21,3 +21,60 @@ def test_legacy_charset_bytes_are_decoded_as_the_page_declares():
         assert extract_products(legacy, "https://s.test/p1")[0]["title"] == "Pull côtelé"
     stale = page.replace("META", '<meta charset="iso-8859-1">').encode("utf-8")
     assert extract_products(stale, "https://s.test/p1")[0]["title"] == "Pull côtelé"
+
+
+def _shopify_page(ld: bool = True) -> str:
+    """A Shopify theme's product page (Dawn's shape): JSON-LD with one offer per variant and no colour, the
+    analytics ``meta``, and the theme's ``product | json`` (options as names, prices in cents, each variant's
+    ``featured_image``): colours Sand (in stock) and Navy (sold out), sizes S and M."""
+    variants, vid = [], 100
+    for colour in ("Sand", "Navy"):
+        for size in ("S", "M"):
+            vid += 1
+            variants.append({"id": vid, "title": f"{colour} / {size}", "option1": colour, "option2": size,
+                             "sku": f"LS-{colour[:3].upper()}-{size}", "available": colour == "Sand", "price": 4990,
+                             "featured_image": {"src": f"//shop.test/cdn/shop/files/ls-{colour.lower()}.jpg?v=1"}})
+    product = {"id": 777, "title": "Linen shirt", "handle": "linen-shirt", "vendor": "Acme",
+               "options": ["Color", "Size"], "variants": variants, "price": 4990,
+               "images": ["//shop.test/cdn/shop/files/ls-sand.jpg?v=1", "//shop.test/cdn/shop/files/ls-navy.jpg?v=1"]}
+    meta = {"product": {"id": 777, "vendor": "Acme", "variants": [
+        {"id": v["id"], "price": 4990, "name": f"Linen shirt - {v['title']}", "sku": v["sku"]} for v in variants]},
+        "page": {"pageType": "product", "resourceType": "product", "resourceId": 777}}
+    node = {"@context": "http://schema.org/", "@type": "Product", "name": "Linen shirt", "brand": {"name": "Acme"},
+            "image": ["https://shop.test/cdn/shop/files/ls-sand.jpg?v=1&width=1920"],
+            "offers": [{"@type": "Offer", "sku": v["sku"], "price": 49.90, "priceCurrency": "EUR",
+                        "availability": "http://schema.org/" + ("InStock" if v["available"] else "OutOfStock"),
+                        "url": f"https://shop.test/products/linen-shirt?variant={v['id']}"} for v in variants]}
+    return ("<html><head><script>window.ShopifyAnalytics = window.ShopifyAnalytics || {}; window.ShopifyAnalytics"
+            ".meta = window.ShopifyAnalytics.meta || {}; window.ShopifyAnalytics.meta.currency = 'EUR'; "
+            f"var meta = {json.dumps(meta)}; for (var attr in meta) "
+            "{ window.ShopifyAnalytics.meta[attr] = meta[attr]; }</script>"
+            + (LD.format(json.dumps(node)) if ld else "") + "</head><body><h1>Linen shirt</h1>"
+            f"<script type='application/json' data-product-json>{json.dumps(product)}</script></body></html>")
+
+
+def test_shopify_theme_product_json_colours_are_items_of_their_own():
+    """The colours of a Shopify page are stated only in the theme's product JSON (JSON-LD lists one offer per
+    variant, no colour): one item per colour, with its own picture, sku, price (cents / 100) and stock, the
+    JSON-LD's currency, the product id as group; sizes of one colour are one item. The colour first is the one
+    the page shows: the ``?variant=`` one, else the first available."""
+    for ld in (True, False):
+        items = extract_products(_shopify_page(ld), "https://shop.test/products/linen-shirt")
+        assert [(p["color"], p["sku"], p["price"], p["availability"], p["group_id"]) for p in items] == [
+            ("Sand", "LS-SAN-S", 49.9, "InStock", "777"), ("Navy", "LS-NAV-S", 49.9, "OutOfStock", "777")]
+        assert [p["image_urls"] for p in items] == [["https://shop.test/cdn/shop/files/ls-sand.jpg?v=1"],
+                                                    ["https://shop.test/cdn/shop/files/ls-navy.jpg?v=1"]]
+        assert all(p["currency"] == "EUR" and p["title"] == "Linen shirt" for p in items)
+    navy = extract_products(_shopify_page(), "https://shop.test/products/linen-shirt?variant=104")
+    assert [(p["color"], p["availability"]) for p in navy] == [("Navy", "OutOfStock"), ("Sand", "InStock")]
+
+
+def test_shopify_product_json_of_another_product_is_not_the_page_s():
+    """A product JSON whose handle is not the URL's and whose title is not the page product's (a quick view of a
+    recommendation) leaves the page's item alone; so does broken JSON."""
+    page = _shopify_page().replace('"handle": "linen-shirt"', '"handle": "wool-coat"').replace(
+        '"title": "Linen shirt", "handle"', '"title": "Wool coat", "handle"')
+    items = extract_products(page, "https://shop.test/products/linen-shirt")
+    assert len(items) == 1 and items[0]["title"] == "Linen shirt" and items[0]["color"] is None
+    broken = _shopify_page().replace('"option1": "Navy"', '"option1": Navy,,')
+    assert len(extract_products(broken, "https://shop.test/products/linen-shirt")) == 1

@@ -20,7 +20,7 @@ from .images import _absolute, _full_size, _page_renditions, join_url, page_base
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
 from .sources import (_from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours,
-                      decode_html)
+                      decode_html, shopify_page_products)
 
 log = logging.getLogger(__name__)
 
@@ -91,6 +91,15 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         found.extend(_schema_products(data.get(syntax, []), syntax))
     products = _collapse(found)
     page_title = page_title_of(sel)
+    if '"option1"' in html and not _has_colours(products):  # a Shopify page's colours, in its product JSON only
+        shop = shopify_page_products(sel, url, _order(products, url)[0]["title"] if products else None)
+        if shop:
+            products = _order(products, url)
+            filler = products[0] if products else _from_state(sel, url, shop[0]["title"], low)  # analytics meta
+            for q in shop:
+                if filler:
+                    q.update(_merge(q, filler, _SHOP_FILLED + (() if q["image_urls"] else ("image_urls",))))
+            products = shop + products[1:]
     # The page's state JSON and visible text are read only when the structured items leave a core field empty
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None
@@ -167,6 +176,16 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                               if k != "extracted_from" and sources[k] and p.get(k) not in (None, "", [])]
         out.append(p)
     return out
+
+
+# what a colour item of the Shopify product JSON takes from the page's structured product (the JSON has no
+# currency); its pictures only when the JSON ties none to it
+_SHOP_FILLED = ("currency", "brand", "description", "material", "category_text")
+
+
+def _has_colours(products: list[dict[str, Any]]) -> bool:
+    """Whether the structured items already are one per colour (two colours or more stated)."""
+    return len({_norm(p.get("color")) for p in products if p.get("color")}) > 1
 
 
 def _page_reference(sel: Selector, products: list[dict[str, Any]], shared: tuple[str | None, str | None]) -> None:

@@ -538,3 +538,75 @@ def _state_colours(sel: Selector, products: list[dict[str, Any]]) -> None:
         if len(names) == 1:
             p["color"] = next(iter(names.values()))
             p.setdefault("_sources", {})["color"] = "state-json:colors"
+
+
+_MAX_PLATFORM_JSON_CHARS = 3_000_000  # a longer product JSON script is not read (as ``_MAX_SCRIPT_CHARS``)
+
+
+def _theme_product(doc: Any) -> dict | None:
+    """A Shopify theme's product JSON (Liquid's ``product | json``: ``options`` as names, ``images`` as URLs,
+    prices in cents) in the Admin API's shape that ``shopify_products`` reads (options as ``{name, position}``,
+    images as ``{src}``, prices as decimal strings); None when ``doc`` is not a product with option variants."""
+    if isinstance(doc, dict) and isinstance(doc.get("product"), dict):
+        doc = doc["product"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("title"), str) or not isinstance(doc.get("variants"), list):
+        return None
+    variants = [v for v in doc["variants"] if isinstance(v, dict)]
+    if not variants or not any("option1" in v for v in variants):
+        return None
+    options = [{"name": o, "position": n} if isinstance(o, str) else o
+               for n, o in enumerate(doc.get("options") or [], start=1)]
+    images = [{"src": i} if isinstance(i, str) else i for i in doc.get("images") or []]
+    cents = [{**v, "price": f"{v['price'] / 100:.2f}"} if isinstance(v.get("price"), int)
+             and not isinstance(v.get("price"), bool) else v for v in variants]
+    return {**doc, "options": options, "images": images, "variants": cents}
+
+
+def shopify_page_products(sel: Selector, url: str, title_hint: str | None) -> list[dict[str, Any]]:
+    """The colour items of the Shopify product JSON a product page embeds (``<script type="application/json"
+    data-product-json>`` and the like; ``_theme_product``), one per colour as ``shopify_products`` makes them,
+    in ``extract_products``' item form (source ``shopify-json``); [] unless the product has two colours or more.
+
+    The JSON is the page's own product when its ``handle`` is the URL's ``/products/<handle>``, or its title is
+    ``title_hint`` (the page's structured product's name); a page's other product JSON (a recommendation, a quick
+    view) is not. The colour first is the one the page shows: that of the variant the URL's ``?variant=`` names,
+    else that of the first available variant (Shopify's ``selected_or_first_available_variant``)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for raw in sel.xpath("//script[contains(translate(@type, 'JSON', 'json'), 'application/json')]/text()").getall():
+        if len(raw) > _MAX_PLATFORM_JSON_CHARS or '"option1"' not in raw:
+            continue
+        try:
+            product = _theme_product(json.loads(raw))
+        except (ValueError, RecursionError):
+            continue
+        if product is None:
+            continue
+        handle = product.get("handle")
+        own = (isinstance(handle, str) and handle and path.endswith(f"/products/{handle}")) or (
+            title_hint and _text(product["title"]) and _text(product["title"]).lower() == title_hint.lower())
+        if not own:
+            continue
+        items = shopify_products({"product": product}, url)
+        if len(items) < 2:
+            return []
+        pos = next((o["position"] for o in product["options"] if isinstance(o, dict) and isinstance(
+            o.get("position"), int) and str(o.get("name", "")).strip().lower() in _COLOUR_OPTION), None)
+        wanted = (parse_qs(parts.query).get("variant") or [None])[0]
+        shown = next((v for v in product["variants"] if str(v.get("id")) == wanted), None) or next(
+            (v for v in product["variants"] if v.get("available") is True), None)
+        colour = _text(shown.get(f"option{pos}")) if shown and pos else None
+        items.sort(key=lambda q: q["color"] != colour)
+        out = []
+        for q in items:
+            q.pop("field_sources", None)
+            q.pop("variant_id", None)
+            q["offer_url"] = q.pop("url", None)
+            q["_ids"] = [("sku", q["sku"])] if q["sku"] else []
+            q["_sources"] = {k: "shopify-json" for k, v in q.items()
+                             if v not in (None, "", []) and not k.startswith("_")}
+            out.append(q)
+        return out
+    return []
