@@ -78,3 +78,49 @@ def test_shopify_product_json_of_another_product_is_not_the_page_s():
     assert len(items) == 1 and items[0]["title"] == "Linen shirt" and items[0]["color"] is None
     broken = _shopify_page().replace('"option1": "Navy"', '"option1": Navy,,')
     assert len(extract_products(broken, "https://shop.test/products/linen-shirt")) == 1
+
+
+def _woo_page(variations: object) -> str:
+    """A WooCommerce variable product: JSON-LD (an ``AggregateOffer``, comma decimals, no colour) and the
+    variations form, its colour select labelling the slugs, "dark-blue" preselected."""
+    import html
+
+    node = {"@context": "https://schema.org/", "@graph": [{"@type": "Product", "name": "Wool sweater", "sku": "WS",
+            "image": "https://wp.test/wp-content/uploads/ws-black.jpg", "offers": [{
+                "@type": "AggregateOffer", "lowPrice": "39,50", "highPrice": "39,50", "offerCount": 4,
+                "priceCurrency": "EUR", "availability": "http://schema.org/InStock"}]}]}
+    return (f"<html><head>{LD.format(json.dumps(node))}</head><body><h1 class='product_title'>Wool sweater</h1>"
+            f"<form class='variations_form cart' data-product_id='12' data-product_variations='"
+            f"{html.escape(json.dumps(variations), quote=True)}'><select name='attribute_pa_color'>"
+            "<option value=''>Choose</option><option value='black'>Black</option>"
+            "<option value='dark-blue' selected='selected'>Dark Blue</option></select></form></body></html>")
+
+
+def test_woocommerce_variations_form_colours_are_items_of_their_own():
+    """A WooCommerce page states its colours only in the variations form: one item per colour, labelled as the
+    select shows it, with its own sku, stock and full-size picture (``full_src``, not the 600 px ``src`` or the
+    thumbnail), the JSON-LD's currency; sizes of one colour are one item; the preselected colour first."""
+    variations = [{"attributes": {"attribute_pa_color": c, "attribute_pa_size": s}, "variation_id": n,
+                   "sku": f"WS-{c}-{s}", "display_price": 39.5, "is_in_stock": c == "black",
+                   "image": {"full_src": f"https://wp.test/wp-content/uploads/ws-{c}.jpg",
+                             "src": f"https://wp.test/wp-content/uploads/ws-{c}-600x600.jpg",
+                             "thumb_src": f"https://wp.test/wp-content/uploads/ws-{c}-100x100.jpg"}}
+                  for n, (c, s) in enumerate([(c, s) for c in ("black", "dark-blue") for s in ("s", "m")])]
+    items = extract_products(_woo_page(variations), "https://wp.test/product/wool-sweater/")
+    assert [(p["color"], p["sku"], p["price"], p["currency"], p["availability"], p["group_id"]) for p in items] == [
+        ("Dark Blue", "WS-dark-blue-s", 39.5, "EUR", "OutOfStock", "12"), ("Black", "WS-black-s", 39.5, "EUR",
+                                                                          "InStock", "12")]
+    assert [p["image_urls"] for p in items] == [["https://wp.test/wp-content/uploads/ws-dark-blue.jpg"],
+                                                ["https://wp.test/wp-content/uploads/ws-black.jpg"]]
+    black = extract_products(_woo_page(variations), "https://wp.test/product/wool-sweater/?attribute_pa_color=black")
+    assert black[0]["color"] == "Black"
+
+
+def test_woocommerce_form_without_colours_or_with_hostile_json_leaves_the_item_alone():
+    """Sizes only, variations loaded later (``false``), broken JSON, a hostile attribute name: the one item."""
+    sizes = [{"attributes": {"attribute_pa_size": s}, "sku": f"WS-{s}", "display_price": 39.5} for s in "SM"]
+    hostile = [{"attributes": {"attribute_pa_color']/x|//*[('": c}, "sku": c} for c in ("a", "b")]
+    for variations in (sizes, False, "[{,", hostile):
+        page = _woo_page(variations).replace('"[{,"', "[{,")
+        items = extract_products(page, "https://wp.test/product/wool-sweater/")
+        assert [(p["title"], p["sku"], p["price"], p["color"]) for p in items] == [("Wool sweater", "WS", 39.5, None)]

@@ -610,3 +610,79 @@ def shopify_page_products(sel: Selector, url: str, title_hint: str | None) -> li
             out.append(q)
         return out
     return []
+
+
+def _woo_attribute_name(key: str) -> str:
+    """``attribute_pa_color`` → ``color``; ``attribute_Farbe`` → ``farbe``."""
+    name = key[len("attribute_"):] if key.startswith("attribute_") else key
+    return (name[3:] if name.startswith("pa_") else name).strip().lower()
+
+
+def woocommerce_page_products(sel: Selector, url: str, main: dict[str, Any]) -> list[dict[str, Any]]:
+    """The colour items of a WooCommerce variable product (``<form class="variations_form"
+    data-product_variations="[…]">``), one per colour, each a copy of the page's structured item ``main`` with
+    the colour's own fields (source ``woocommerce-json``); [] unless the variations have two colours or more.
+
+    A variation's colour is its attribute whose name (``attribute_pa_color``, ``attribute_farbe``…) is a colour
+    option; its label is the one the form's ``<select>`` shows for that value (else the value). Each colour takes
+    its first variation's ``sku`` and ``display_price``, ``InStock`` when any of its variations ``is_in_stock``,
+    and its variations' pictures (``image.full_src``, else ``image.url`` / ``image.src``); the form's
+    ``data-product_id`` (else ``main``'s sku) is their ``group_id``. The colour first is the one the URL's
+    ``?attribute_pa_color=`` names, else the form's preselected one, else the first. A form whose variations are
+    loaded later (``data-product_variations="false"``, a long list) gives nothing."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    form = sel.xpath("//form[contains(concat(' ', normalize-space(@class), ' '), ' variations_form ')]"
+                     "[@data-product_variations]")
+    if not form:
+        return []
+    raw = form[0].attrib.get("data-product_variations", "")
+    if len(raw) > _MAX_PLATFORM_JSON_CHARS:
+        return []
+    try:
+        variations = json.loads(raw)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(variations, list):
+        return []
+    groups: dict[str, list[dict]] = {}
+    key = None
+    for v in variations:
+        attrs = v.get("attributes") if isinstance(v, dict) else None
+        if not isinstance(attrs, dict):
+            continue
+        k = next((a for a in attrs if _woo_attribute_name(a) in _COLOUR_OPTION and _text(attrs[a])), None)
+        if k is None:
+            continue
+        key = key or k
+        groups.setdefault(_text(attrs[k]), []).append(v)
+    if len(groups) < 2 or key is None:
+        return []
+    labels = {o.attrib.get("value"): _text(o.xpath("normalize-space(.)").get())
+              for o in form[0].xpath(".//select[@name=$k]/option[@value!='']", k=key)}
+    wanted = dict(parse_qsl(urlsplit(url).query)).get(key) or form[0].xpath(
+        ".//select[@name=$k]/option[@selected]/@value", k=key).get()
+    gid = _text(form[0].attrib.get("data-product_id")) or main.get("sku")
+    out = []
+    for value, vs in sorted(groups.items(), key=lambda kv: kv[0] != wanted):
+        v0 = vs[0]
+        price, _ = parse_price(v0.get("display_price"))
+        images = []
+        for v in vs:
+            img = v.get("image") if isinstance(v.get("image"), dict) else {}
+            src = next((img[k] for k in ("full_src", "url", "src") if isinstance(img.get(k), str) and img[k]), None)
+            if src:
+                images.append(src)
+        stock = [v.get("is_in_stock") for v in vs if isinstance(v.get("is_in_stock"), bool)]
+        q = {**main, "_sources": dict(main.get("_sources") or {}), "color": labels.get(value) or value,
+             "sku": clean_value("sku", _text(v0.get("sku"))) or main.get("sku"),
+             "price": price if price is not None else main.get("price"),
+             "availability": ("InStock" if any(stock) else "OutOfStock") if stock else main.get("availability"),
+             "image_urls": list(dict.fromkeys(images)) or main.get("image_urls") or [],
+             "group_id": gid, "extracted_from": "woocommerce-json"}
+        q["_ids"] = [("sku", q["sku"])] if q["sku"] else []
+        for f in ("color", "sku", "price", "availability", "image_urls", "group_id"):
+            if q[f] not in (None, "", []) and q[f] != main.get(f):
+                q["_sources"][f] = "woocommerce-json"
+        out.append(q)
+    return out
