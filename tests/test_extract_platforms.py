@@ -124,3 +124,23 @@ def test_woocommerce_form_without_colours_or_with_hostile_json_leaves_the_item_a
         page = _woo_page(variations).replace('"[{,"', "[{,")
         items = extract_products(page, "https://wp.test/product/wool-sweater/")
         assert [(p["title"], p["sku"], p["price"], p["color"]) for p in items] == [("Wool sweater", "WS", 39.5, None)]
+
+
+def test_availability_and_price_as_platforms_write_them():
+    """``availability`` as http / https IRIs, short names, lower case and a compact IRI (``schema:OutOfStock``,
+    which was read as no availability at all); prices with comma decimals, thousands separators, a currency sign
+    or code in the amount and no ``priceCurrency``."""
+    def item(price, availability):
+        node = {"@context": "https://schema.org", "@type": "Product", "name": "Tee", "sku": "T1",
+                "image": "https://cdn.test/t.jpg", "offers": {"@type": "Offer", "price": price,
+                                                              "availability": availability}}
+        return extract_products(LD.format(json.dumps(node)) + "<h1>Tee</h1>", "https://s.test/p/t1")[0]
+
+    for written, short in (("http://schema.org/InStock", "InStock"), ("https://schema.org/InStock", "InStock"),
+                           ("InStock", "InStock"), ("instock", "InStock"), ("schema:OutOfStock", "OutOfStock"),
+                           ("http://schema.org/OutOfStock", "OutOfStock"), ("schema:SoldOut", "SoldOut"),
+                           ("https://schema.org/PreOrder", "PreOrder")):
+        assert item("10", written)["availability"] == short, written
+    for written, price, currency in (("1.234,56", 1234.56, None), ("1,234.56", 1234.56, None), ("12,5", 12.5, None),
+                                     ("49.90 EUR", 49.9, "EUR"), ("1 299,00", 1299.0, None), (49.9, 49.9, None)):
+        assert (item(written, "InStock")["price"], item(written, "InStock")["currency"]) == (price, currency), written
