@@ -144,3 +144,57 @@ def test_availability_and_price_as_platforms_write_them():
     for written, price, currency in (("1.234,56", 1234.56, None), ("1,234.56", 1234.56, None), ("12,5", 12.5, None),
                                      ("49.90 EUR", 49.9, "EUR"), ("1 299,00", 1299.0, None), (49.9, 49.9, None)):
         assert (item(written, "InStock")["price"], item(written, "InStock")["currency"]) == (price, currency), written
+
+
+def _magento_page(config: object) -> str:
+    """A Magento 2 configurable product: microdata Product (no colour), an ``og:image`` of the small cached
+    rendition, and the swatch renderer's ``jsonConfig`` in ``text/x-magento-init``: colours Black and Red, two
+    sizes each, each child with its cached thumbnail, medium and full-size picture."""
+    init = {"[data-role=swatch-options]": {"Magento_Swatches/js/swatch-renderer": {"jsonConfig": config,
+                                                                                   "jsonSwatchConfig": {}}}}
+    return ("<html><head><meta property='og:type' content='product'><meta property='og:title' content='Linen shirt'>"
+            "<meta property='og:image' content='https://m2.test/media/catalog/product/cache/s/b.jpg'></head><body>"
+            "<div itemscope itemtype='http://schema.org/Product'><h1 itemprop='name'>Linen shirt</h1>"
+            "<div itemprop='sku'>LS100</div><div itemprop='offers' itemscope itemtype='http://schema.org/Offer'>"
+            "<meta itemprop='price' content='59,00'><meta itemprop='priceCurrency' content='EUR'>"
+            "<link itemprop='availability' href='http://schema.org/InStock'></div></div>"
+            f"<script type='text/x-magento-init'>{json.dumps(init)}</script></body></html>")
+
+
+def _magento_config() -> dict:
+    children = {"101": ("black", "166"), "102": ("black", "167"), "103": ("red", "166"), "104": ("red", "167")}
+    return {"productId": "100", "prices": {"finalPrice": {"amount": 59}},
+            "attributes": {
+                "93": {"id": "93", "code": "color", "label": "Color", "options": [
+                    {"id": "49", "label": "Black", "products": ["101", "102"]},
+                    {"id": "57", "label": "Red", "products": ["103", "104"]}]},
+                "144": {"id": "144", "code": "size", "label": "Size", "options": [
+                    {"id": "166", "label": "S", "products": ["101", "103"]},
+                    {"id": "167", "label": "M", "products": ["102", "104"]}]}},
+            "optionPrices": {pid: {"finalPrice": {"amount": 59 if c == "black" else 49}} for pid, (c, _) in
+                             children.items()},
+            "images": {pid: [{"thumb": f"https://m2.test/media/catalog/product/cache/t/{c}.jpg",
+                              "img": f"https://m2.test/media/catalog/product/cache/m/{c}.jpg",
+                              "full": f"https://m2.test/media/catalog/product/{c}.jpg", "isMain": True}]
+                       for pid, (c, _) in children.items()},
+            "index": {pid: {"93": "49" if c == "black" else "57", "144": s} for pid, (c, s) in children.items()}}
+
+
+def test_magento_configurable_colours_are_items_of_their_own():
+    """A Magento 2 page states its colours only in the configurable ``jsonConfig``: one item per colour with its
+    own price and full-size picture (not the og:image's cached rendition), its first child's id as its own id,
+    the product id as group, the printed reference as sku; sizes of one colour are one item."""
+    items = extract_products(_magento_page(_magento_config()), "https://m2.test/linen-shirt.html")
+    assert [(p["color"], p["sku"], p["variant_id"], p["price"], p["currency"], p["group_id"]) for p in items] == [
+        ("Black", "LS100", "101", 59.0, "EUR", "100"), ("Red", "LS100", "103", 49.0, "EUR", "100")]
+    assert [p["image_urls"] for p in items] == [["https://m2.test/media/catalog/product/black.jpg"],
+                                                ["https://m2.test/media/catalog/product/red.jpg"]]
+
+
+def test_magento_config_without_colours_or_broken_leaves_the_item_alone():
+    sizes = _magento_config()
+    del sizes["attributes"]["93"]
+    for page in (_magento_page(sizes), _magento_page(_magento_config()).replace('"jsonConfig": {', '"jsonConfig": {,'),
+                 _magento_page({"attributes": "x"}), _magento_page([1] * 3)):
+        items = extract_products(page, "https://m2.test/linen-shirt.html")
+        assert [(p["title"], p["sku"], p["color"]) for p in items] == [("Linen shirt", "LS100", None)]

@@ -20,7 +20,7 @@ from .images import _absolute, _full_size, _page_renditions, join_url, page_base
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
 from .sources import (_from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours,
-                      decode_html, shopify_page_products, woocommerce_page_products)
+                      decode_html, magento_page_products, shopify_page_products, woocommerce_page_products)
 
 log = logging.getLogger(__name__)
 
@@ -103,6 +103,9 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     if "variations_form" in low and products and not _has_colours(products):  # WooCommerce's, in its form's JSON
         products = _order(products, url)
         products = (woocommerce_page_products(sel, url, products[0]) or products[:1]) + products[1:]
+    if "x-magento-init" in low and products and not _has_colours(products):  # Magento 2's, in its jsonConfig
+        products = _order(products, url)
+        products = (magento_page_products(sel, url, products[0]) or products[:1]) + products[1:]
     # The page's state JSON and visible text are read only when the structured items leave a core field empty
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None

@@ -686,3 +686,75 @@ def woocommerce_page_products(sel: Selector, url: str, main: dict[str, Any]) -> 
                 q["_sources"][f] = "woocommerce-json"
         out.append(q)
     return out
+
+
+def _magento_config(doc: Any, depth: int = 0) -> dict | None:
+    """The configurable product's options in a ``text/x-magento-init`` document: the ``jsonConfig`` /
+    ``spConfig`` object (``attributes``, ``index``, ``images``…), found at most 6 levels deep."""
+    if depth > 6 or not isinstance(doc, dict):
+        return None
+    for k in ("jsonConfig", "spConfig"):
+        if isinstance(doc.get(k), dict) and isinstance(doc[k].get("attributes"), dict):
+            return doc[k]
+    for v in doc.values():
+        found = _magento_config(v, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def magento_page_products(sel: Selector, url: str, main: dict[str, Any]) -> list[dict[str, Any]]:
+    """The colour items of a Magento 2 configurable product (the ``jsonConfig`` / ``spConfig`` of its
+    ``<script type="text/x-magento-init">``), one per colour option, each a copy of the page's structured item
+    ``main`` with the colour's own fields (source ``magento-json``); [] unless the colour attribute (its ``code``
+    or ``label`` a colour option) has two options with products or more.
+
+    Each colour: the option's ``label``; the price of its first child (``optionPrices[id].finalPrice.amount``);
+    its children's pictures (``images[id]``: ``full``, else ``img``, the main one first), not the page's small
+    cached rendition; its first child's id as its own identifier (``productID``: the config states no child
+    sku), ``productId`` (else ``main``'s sku) as ``group_id``. Magento lists only saleable children here, so
+    availability is ``main``'s. Option order is the page's; the first colour stays first."""
+    for raw in sel.xpath("//script[@type='text/x-magento-init']/text()").getall():
+        if len(raw) > _MAX_PLATFORM_JSON_CHARS or "Config" not in raw:
+            continue
+        try:
+            config = _magento_config(json.loads(raw))
+        except (ValueError, RecursionError):
+            continue
+        if config is not None:
+            break
+    else:
+        return []
+    attrs = [a for a in config["attributes"].values() if isinstance(a, dict) and any(
+        str(a.get(k) or "").strip().lower() in _COLOUR_OPTION for k in ("code", "label"))]
+    options = [o for o in (attrs[0].get("options") if attrs else None) or []
+               if isinstance(o, dict) and _text(o.get("label")) and isinstance(o.get("products"), list)
+               and o["products"]]
+    if len(options) < 2:
+        return []
+    prices = config.get("optionPrices") if isinstance(config.get("optionPrices"), dict) else {}
+    images = config.get("images") if isinstance(config.get("images"), dict) else {}
+    gid = _text(config.get("productId")) or main.get("sku")
+    out = []
+    for o in options:
+        children = [str(c) for c in o["products"]]
+        amount = (((prices.get(children[0]) or {}).get("finalPrice") or {}).get("amount")
+                  if isinstance(prices.get(children[0]), dict) else None)
+        price, _ = parse_price(amount) if isinstance(amount, (int, float, str)) else (None, None)
+        pictures = []
+        for c in children:
+            entries = [e for e in images.get(c) or [] if isinstance(e, dict)]
+            for e in sorted(entries, key=lambda e: not e.get("isMain")):
+                src = next((e[k] for k in ("full", "img") if isinstance(e.get(k), str) and e[k]), None)
+                if src:
+                    pictures.append(src)
+        q = {**main, "_sources": dict(main.get("_sources") or {}), "color": clean_value("color", _text(o["label"])),
+             "price": price if price is not None else main.get("price"),
+             "image_urls": list(dict.fromkeys(pictures)) or main.get("image_urls") or [],
+             "group_id": gid, "extracted_from": "magento-json"}
+        q["_ids"] = [*(main.get("_ids") or []), ("productID", children[0])]
+        for f in ("color", "price", "image_urls", "group_id"):
+            if q[f] not in (None, "", []) and q[f] != main.get(f):
+                q["_sources"][f] = "magento-json"
+        out.append(q)
+    return out
