@@ -198,3 +198,37 @@ def test_magento_config_without_colours_or_broken_leaves_the_item_alone():
                  _magento_page({"attributes": "x"}), _magento_page([1] * 3)):
         items = extract_products(page, "https://m2.test/linen-shirt.html")
         assert [(p["title"], p["sku"], p["color"]) for p in items] == [("Linen shirt", "LS100", None)]
+
+
+def test_hostile_pages_are_read_without_harm():
+    """What already held, kept: a ``ProductGroup`` varying by colour and size is one item per colour with its
+    own full-size picture (``data-srcset`` / ``data-src`` renditions beside a small one, relative to ``<base
+    href>``); ``javascript:`` / ``data:`` image references are never fetched as pictures; deeply nested and huge
+    JSON in scripts, and broken JSON-LD, neither raise nor make an item."""
+    group = {"@context": "https://schema.org/", "@type": "ProductGroup", "name": "Parka", "productGroupID": "PK1",
+             "variesBy": ["https://schema.org/color", "https://schema.org/size"],
+             "offers": {"@type": "Offer", "price": "199,00", "priceCurrency": "EUR", "availability": "InStock"},
+             "hasVariant": [{"@type": "Product", "sku": f"PK1-{c[:3].upper()}-{s}", "color": c, "size": s,
+                             "image": f"img/pk1-{c.lower()}_200x.jpg"} for c in ("Olive", "Black") for s in "SM"]}
+    page = ("<html><head><base href='https://cdn.test/shop/'>" + LD.format(json.dumps(group)) + "</head><body>"
+            "<h1>Parka</h1><img src='img/pk1-olive_200x.jpg' data-srcset='img/pk1-olive_200x.jpg 200w, "
+            "img/pk1-olive_2000x.jpg 2000w'><img src='data:image/gif;base64,R0lGOD=' "
+            "data-src='img/pk1-black_2000x.jpg'></body></html>")
+    items = extract_products(page, "https://s.test/products/parka")
+    assert [(p["color"], p["group_id"], p["price"], p["image_urls"]) for p in items] == [
+        ("Olive", "PK1", 199.0, ["https://cdn.test/shop/img/pk1-olive_2000x.jpg"]),
+        ("Black", "PK1", 199.0, ["https://cdn.test/shop/img/pk1-black_2000x.jpg"])]
+
+    node = {"@context": "https://schema.org", "@type": "Product", "name": "Tee", "sku": "T1",
+            "image": ["javascript:alert(1)", "data:image/png;base64,AAAA", "t-big.jpg"],
+            "offers": {"@type": "Offer", "price": "10", "priceCurrency": "USD"}}
+    page = "<html><head><base href='https://cdn.test/a/'>" + LD.format(json.dumps(node)) + "</head></html>"
+    urls = extract_products(page, "https://s.test/p/t1")[0]["image_urls"]
+    assert urls[0] == "https://cdn.test/a/t-big.jpg" and not any(u.startswith(("http", "https")) for u in urls[1:])
+
+    deep = "[" * 100_000 + "]" * 100_000
+    huge = json.dumps({"variants": [{"id": n, "option1": "x" * 50} for n in range(40_000)]})
+    for page in (LD.format(deep) + f"<script>var s = {deep};</script><h1>Tee</h1>",
+                 LD.format('{"@type": "Product", "name": "Tee",, "offers": {"price": "10"}') + "<h1>Tee</h1>",
+                 f"<script type='application/json' data-product-json>{huge}</script><h1>Tee</h1>"):
+        assert extract_products(page, "https://s.test/products/tee") == []
