@@ -51,7 +51,10 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
 
     Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, platform JSON
     (Shopify's analytics object) and inline state JSON, OpenGraph, the site's rules, the visible page
-    (``pagetext``). Items come from the structured sources; the main item's empty fields are filled from the lower
+    (``pagetext``). Items come from the structured sources; where those state fewer than two colours, a
+    platform's own variant data splits the product into its colours (Shopify's theme product JSON, WooCommerce's
+    variations form, Magento 2's ``jsonConfig``: ``shopify_page_products``, ``woocommerce_page_products``,
+    ``magento_page_products``); the main item's empty fields are filled from the lower
     ones, and its price and availability are reconciled with the page's buy box (``_buy_box``). How item identity
     is decided: ``_collapse`` and ``_colour_identity``, then ``choose_identifier`` (one the URL carries first) and
     an identifier shared by several colours made their ``group_id``; the result is ``variant_id``. Then the colours

@@ -1,7 +1,9 @@
 """The product sources, each giving items in one shape (``_sources`` says where each field came from): schema.org
 nodes of JSON-LD, microdata and RDFa (``_schema_products``: ``ProductGroup`` variants, per-offer colours),
 OpenGraph, the site's rules, inline state JSON and Shopify's analytics object, the visible page (``pagetext``),
-and Shopify's product JSON (``shopify_products``); ``decode_html`` decodes a page's bytes."""
+Shopify's product JSON (``shopify_products``), and the colours a platform states only in its own variant data
+(``shopify_page_products``, ``woocommerce_page_products``, ``magento_page_products``); ``decode_html`` decodes a
+page's bytes."""
 
 from __future__ import annotations
 
