@@ -19,7 +19,8 @@ from .identity import _SEP, _collapse, _merge, _norm, canonical, choose_identifi
 from .images import _absolute, _full_size, _page_renditions, join_url, page_base, page_image_urls
 from .jsonld import _XML_DECL, _short_keys, parse_jsonld_block
 from .offers import parse_price
-from .sources import _from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours
+from .sources import (_from_opengraph, _from_rules, _from_state, _from_visible, _schema_products, _state_colours,
+                      decode_html, magento_page_products, shopify_page_products, woocommerce_page_products)
 
 log = logging.getLogger(__name__)
 
@@ -29,7 +30,8 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     """Extract the sellable items on a product page, one per colour variant.
 
     Args:
-        html: the page (text, or bytes decoded as UTF-8 with replacement).
+        html: the page (text, or bytes: UTF-8 when they decode strictly as UTF-8, else as ``decode_html`` says,
+            so a legacy page's declared ``<meta charset>`` (windows-1252, Shift_JIS…) is honoured).
         url: the page URL: relative image URLs are resolved against it (``<base href>`` honoured), and an
             identifier in it is the last sku fallback.
         rules: the site's CSS / XPath rules (``SiteConfig.product_rules``), tried before the visible page.
@@ -49,7 +51,10 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
 
     Sources, most trusted first: JSON-LD (lenient, ``parse_jsonld_block``), microdata, RDFa, platform JSON
     (Shopify's analytics object) and inline state JSON, OpenGraph, the site's rules, the visible page
-    (``pagetext``). Items come from the structured sources; the main item's empty fields are filled from the lower
+    (``pagetext``). Items come from the structured sources; where those state fewer than two colours, a
+    platform's own variant data splits the product into its colours (Shopify's theme product JSON, WooCommerce's
+    variations form, Magento 2's ``jsonConfig``: ``shopify_page_products``, ``woocommerce_page_products``,
+    ``magento_page_products``); the main item's empty fields are filled from the lower
     ones, and its price and availability are reconciled with the page's buy box (``_buy_box``). How item identity
     is decided: ``_collapse`` and ``_colour_identity``, then ``choose_identifier`` (one the URL carries first) and
     an identifier shared by several colours made their ``group_id``; the result is ``variant_id``. Then the colours
@@ -57,7 +62,10 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     item's ``sku``, and its colours', take the page's printed reference (``_page_reference``).
     """
     if isinstance(html, bytes):
-        html = html.decode("utf-8", errors="replace")
+        try:  # bytes that are valid UTF-8 are UTF-8 (a page mislabelled "iso-8859-1" among them)
+            html = html.decode("utf-8")
+        except UnicodeDecodeError:
+            html, _ = decode_html(html)
     base = page_base(html, url)
     # Only run the parsers whose markup is on the page (RDFa needs typeof, microdata itemscope, OpenGraph og:
     # properties): the same result, without the cost of the RDFa parser on every page.
@@ -86,6 +94,21 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         found.extend(_schema_products(data.get(syntax, []), syntax))
     products = _collapse(found)
     page_title = page_title_of(sel)
+    if '"option1"' in html and not _has_colours(products):  # a Shopify page's colours, in its product JSON only
+        shop = shopify_page_products(sel, url, _order(products, url)[0]["title"] if products else None)
+        if shop:
+            products = _order(products, url)
+            filler = products[0] if products else _from_state(sel, url, shop[0]["title"], low)  # analytics meta
+            for q in shop:
+                if filler:
+                    q.update(_merge(q, filler, _SHOP_FILLED + (() if q["image_urls"] else ("image_urls",))))
+            products = shop + products[1:]
+    if "variations_form" in low and products and not _has_colours(products):  # WooCommerce's, in its form's JSON
+        products = _order(products, url)
+        products = (woocommerce_page_products(sel, url, products[0]) or products[:1]) + products[1:]
+    if "x-magento-init" in low and products and not _has_colours(products):  # Magento 2's, in its jsonConfig
+        products = _order(products, url)
+        products = (magento_page_products(sel, url, products[0]) or products[:1]) + products[1:]
     # The page's state JSON and visible text are read only when the structured items leave a core field empty
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None
@@ -162,6 +185,16 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
                               if k != "extracted_from" and sources[k] and p.get(k) not in (None, "", [])]
         out.append(p)
     return out
+
+
+# what a colour item of the Shopify product JSON takes from the page's structured product (the JSON has no
+# currency); its pictures only when the JSON ties none to it
+_SHOP_FILLED = ("currency", "brand", "description", "material", "category_text")
+
+
+def _has_colours(products: list[dict[str, Any]]) -> bool:
+    """Whether the structured items already are one per colour (two colours or more stated)."""
+    return len({_norm(p.get("color")) for p in products if p.get("color")}) > 1
 
 
 def _page_reference(sel: Selector, products: list[dict[str, Any]], shared: tuple[str | None, str | None]) -> None:

@@ -1,7 +1,9 @@
 """The product sources, each giving items in one shape (``_sources`` says where each field came from): schema.org
 nodes of JSON-LD, microdata and RDFa (``_schema_products``: ``ProductGroup`` variants, per-offer colours),
 OpenGraph, the site's rules, inline state JSON and Shopify's analytics object, the visible page (``pagetext``),
-and Shopify's product JSON (``shopify_products``); ``decode_html`` decodes a page's bytes."""
+Shopify's product JSON (``shopify_products``), and the colours a platform states only in its own variant data
+(``shopify_page_products``, ``woocommerce_page_products``, ``magento_page_products``); ``decode_html`` decodes a
+page's bytes."""
 
 from __future__ import annotations
 
@@ -538,3 +540,223 @@ def _state_colours(sel: Selector, products: list[dict[str, Any]]) -> None:
         if len(names) == 1:
             p["color"] = next(iter(names.values()))
             p.setdefault("_sources", {})["color"] = "state-json:colors"
+
+
+_MAX_PLATFORM_JSON_CHARS = 3_000_000  # a longer product JSON script is not read (as ``_MAX_SCRIPT_CHARS``)
+
+
+def _theme_product(doc: Any) -> dict | None:
+    """A Shopify theme's product JSON (Liquid's ``product | json``: ``options`` as names, ``images`` as URLs,
+    prices in cents) in the Admin API's shape that ``shopify_products`` reads (options as ``{name, position}``,
+    images as ``{src}``, prices as decimal strings); None when ``doc`` is not a product with option variants."""
+    if isinstance(doc, dict) and isinstance(doc.get("product"), dict):
+        doc = doc["product"]
+    if not isinstance(doc, dict) or not isinstance(doc.get("title"), str) or not isinstance(doc.get("variants"), list):
+        return None
+    variants = [v for v in doc["variants"] if isinstance(v, dict)]
+    if not variants or not any("option1" in v for v in variants):
+        return None
+    options = [{"name": o, "position": n} if isinstance(o, str) else o
+               for n, o in enumerate(doc.get("options") or [], start=1)]
+    images = [{"src": i} if isinstance(i, str) else i for i in doc.get("images") or []]
+    cents = [{**v, "price": f"{v['price'] / 100:.2f}"} if isinstance(v.get("price"), int)
+             and not isinstance(v.get("price"), bool) else v for v in variants]
+    return {**doc, "options": options, "images": images, "variants": cents}
+
+
+def shopify_page_products(sel: Selector, url: str, title_hint: str | None) -> list[dict[str, Any]]:
+    """The colour items of the Shopify product JSON a product page embeds (``<script type="application/json"
+    data-product-json>`` and the like; ``_theme_product``), one per colour as ``shopify_products`` makes them,
+    in ``extract_products``' item form (source ``shopify-json``); [] unless the product has two colours or more.
+
+    The JSON is the page's own product when its ``handle`` is the URL's ``/products/<handle>``, or its title is
+    ``title_hint`` (the page's structured product's name); a page's other product JSON (a recommendation, a quick
+    view) is not. The colour first is the one the page shows: that of the variant the URL's ``?variant=`` names,
+    else that of the first available variant (Shopify's ``selected_or_first_available_variant``)."""
+    from urllib.parse import parse_qs, urlsplit
+
+    parts = urlsplit(url)
+    path = parts.path.rstrip("/")
+    for raw in sel.xpath("//script[contains(translate(@type, 'JSON', 'json'), 'application/json')]/text()").getall():
+        if len(raw) > _MAX_PLATFORM_JSON_CHARS or '"option1"' not in raw:
+            continue
+        try:
+            product = _theme_product(json.loads(raw))
+        except (ValueError, RecursionError):
+            continue
+        if product is None:
+            continue
+        handle = product.get("handle")
+        own = (isinstance(handle, str) and handle and path.endswith(f"/products/{handle}")) or (
+            title_hint and _text(product["title"]) and _text(product["title"]).lower() == title_hint.lower())
+        if not own:
+            continue
+        items = shopify_products({"product": product}, url)
+        if len(items) < 2:
+            return []
+        pos = next((o["position"] for o in product["options"] if isinstance(o, dict) and isinstance(
+            o.get("position"), int) and str(o.get("name", "")).strip().lower() in _COLOUR_OPTION), None)
+        wanted = (parse_qs(parts.query).get("variant") or [None])[0]
+        shown = next((v for v in product["variants"] if str(v.get("id")) == wanted), None) or next(
+            (v for v in product["variants"] if v.get("available") is True), None)
+        colour = _text(shown.get(f"option{pos}")) if shown and pos else None
+        items.sort(key=lambda q: q["color"] != colour)
+        out = []
+        for q in items:
+            q.pop("field_sources", None)
+            q.pop("variant_id", None)
+            q["offer_url"] = q.pop("url", None)
+            q["_ids"] = [("sku", q["sku"])] if q["sku"] else []
+            q["_sources"] = {k: "shopify-json" for k, v in q.items()
+                             if v not in (None, "", []) and not k.startswith("_")}
+            out.append(q)
+        return out
+    return []
+
+
+def _woo_attribute_name(key: str) -> str:
+    """``attribute_pa_color`` → ``color``; ``attribute_Farbe`` → ``farbe``."""
+    name = key[len("attribute_"):] if key.startswith("attribute_") else key
+    return (name[3:] if name.startswith("pa_") else name).strip().lower()
+
+
+def woocommerce_page_products(sel: Selector, url: str, main: dict[str, Any]) -> list[dict[str, Any]]:
+    """The colour items of a WooCommerce variable product (``<form class="variations_form"
+    data-product_variations="[…]">``), one per colour, each a copy of the page's structured item ``main`` with
+    the colour's own fields (source ``woocommerce-json``); [] unless the variations have two colours or more.
+
+    A variation's colour is its attribute whose name (``attribute_pa_color``, ``attribute_farbe``…) is a colour
+    option; its label is the one the form's ``<select>`` shows for that value (else the value). Each colour takes
+    its first variation's ``sku`` and ``display_price``, ``InStock`` when any of its variations ``is_in_stock``,
+    and its variations' pictures (``image.full_src``, else ``image.url`` / ``image.src``); the form's
+    ``data-product_id`` (else ``main``'s sku) is their ``group_id``. The colour first is the one the URL's
+    ``?attribute_pa_color=`` names, else the form's preselected one, else the first. A form whose variations are
+    loaded later (``data-product_variations="false"``, a long list) gives nothing."""
+    from urllib.parse import parse_qsl, urlsplit
+
+    form = sel.xpath("//form[contains(concat(' ', normalize-space(@class), ' '), ' variations_form ')]"
+                     "[@data-product_variations]")
+    if not form:
+        return []
+    raw = form[0].attrib.get("data-product_variations", "")
+    if len(raw) > _MAX_PLATFORM_JSON_CHARS:
+        return []
+    try:
+        variations = json.loads(raw)
+    except (ValueError, RecursionError):
+        return []
+    if not isinstance(variations, list):
+        return []
+    groups: dict[str, list[dict]] = {}
+    key = None
+    for v in variations:
+        attrs = v.get("attributes") if isinstance(v, dict) else None
+        if not isinstance(attrs, dict):
+            continue
+        k = next((a for a in attrs if _woo_attribute_name(a) in _COLOUR_OPTION and _text(attrs[a])), None)
+        if k is None:
+            continue
+        key = key or k
+        groups.setdefault(_text(attrs[k]), []).append(v)
+    if len(groups) < 2 or key is None:
+        return []
+    labels = {o.attrib.get("value"): _text(o.xpath("normalize-space(.)").get())
+              for o in form[0].xpath(".//select[@name=$k]/option[@value!='']", k=key)}
+    wanted = dict(parse_qsl(urlsplit(url).query)).get(key) or form[0].xpath(
+        ".//select[@name=$k]/option[@selected]/@value", k=key).get()
+    gid = _text(form[0].attrib.get("data-product_id")) or main.get("sku")
+    out = []
+    for value, vs in sorted(groups.items(), key=lambda kv: kv[0] != wanted):
+        v0 = vs[0]
+        price, _ = parse_price(v0.get("display_price"))
+        images = []
+        for v in vs:
+            img = v.get("image") if isinstance(v.get("image"), dict) else {}
+            src = next((img[k] for k in ("full_src", "url", "src") if isinstance(img.get(k), str) and img[k]), None)
+            if src:
+                images.append(src)
+        stock = [v.get("is_in_stock") for v in vs if isinstance(v.get("is_in_stock"), bool)]
+        q = {**main, "_sources": dict(main.get("_sources") or {}), "color": labels.get(value) or value,
+             "sku": clean_value("sku", _text(v0.get("sku"))) or main.get("sku"),
+             "price": price if price is not None else main.get("price"),
+             "availability": ("InStock" if any(stock) else "OutOfStock") if stock else main.get("availability"),
+             "image_urls": list(dict.fromkeys(images)) or main.get("image_urls") or [],
+             "group_id": gid, "extracted_from": "woocommerce-json"}
+        q["_ids"] = [("sku", q["sku"])] if q["sku"] else []
+        for f in ("color", "sku", "price", "availability", "image_urls", "group_id"):
+            if q[f] not in (None, "", []) and q[f] != main.get(f):
+                q["_sources"][f] = "woocommerce-json"
+        out.append(q)
+    return out
+
+
+def _magento_config(doc: Any, depth: int = 0) -> dict | None:
+    """The configurable product's options in a ``text/x-magento-init`` document: the ``jsonConfig`` /
+    ``spConfig`` object (``attributes``, ``index``, ``images``…), found at most 6 levels deep."""
+    if depth > 6 or not isinstance(doc, dict):
+        return None
+    for k in ("jsonConfig", "spConfig"):
+        if isinstance(doc.get(k), dict) and isinstance(doc[k].get("attributes"), dict):
+            return doc[k]
+    for v in doc.values():
+        found = _magento_config(v, depth + 1)
+        if found is not None:
+            return found
+    return None
+
+
+def magento_page_products(sel: Selector, url: str, main: dict[str, Any]) -> list[dict[str, Any]]:
+    """The colour items of a Magento 2 configurable product (the ``jsonConfig`` / ``spConfig`` of its
+    ``<script type="text/x-magento-init">``), one per colour option, each a copy of the page's structured item
+    ``main`` with the colour's own fields (source ``magento-json``); [] unless the colour attribute (its ``code``
+    or ``label`` a colour option) has two options with products or more.
+
+    Each colour: the option's ``label``; the price of its first child (``optionPrices[id].finalPrice.amount``);
+    its children's pictures (``images[id]``: ``full``, else ``img``, the main one first), not the page's small
+    cached rendition; its first child's id as its own identifier (``productID``: the config states no child
+    sku), ``productId`` (else ``main``'s sku) as ``group_id``. Magento lists only saleable children here, so
+    availability is ``main``'s. Option order is the page's; the first colour stays first."""
+    for raw in sel.xpath("//script[@type='text/x-magento-init']/text()").getall():
+        if len(raw) > _MAX_PLATFORM_JSON_CHARS or "Config" not in raw:
+            continue
+        try:
+            config = _magento_config(json.loads(raw))
+        except (ValueError, RecursionError):
+            continue
+        if config is not None:
+            break
+    else:
+        return []
+    attrs = [a for a in config["attributes"].values() if isinstance(a, dict) and any(
+        str(a.get(k) or "").strip().lower() in _COLOUR_OPTION for k in ("code", "label"))]
+    options = [o for o in (attrs[0].get("options") if attrs else None) or []
+               if isinstance(o, dict) and _text(o.get("label")) and isinstance(o.get("products"), list)
+               and o["products"]]
+    if len(options) < 2:
+        return []
+    prices = config.get("optionPrices") if isinstance(config.get("optionPrices"), dict) else {}
+    images = config.get("images") if isinstance(config.get("images"), dict) else {}
+    gid = _text(config.get("productId")) or main.get("sku")
+    out = []
+    for o in options:
+        children = [str(c) for c in o["products"]]
+        amount = (((prices.get(children[0]) or {}).get("finalPrice") or {}).get("amount")
+                  if isinstance(prices.get(children[0]), dict) else None)
+        price, _ = parse_price(amount) if isinstance(amount, (int, float, str)) else (None, None)
+        pictures = []
+        for c in children:
+            entries = [e for e in images.get(c) or [] if isinstance(e, dict)]
+            for e in sorted(entries, key=lambda e: not e.get("isMain")):
+                src = next((e[k] for k in ("full", "img") if isinstance(e.get(k), str) and e[k]), None)
+                if src:
+                    pictures.append(src)
+        q = {**main, "_sources": dict(main.get("_sources") or {}), "color": clean_value("color", _text(o["label"])),
+             "price": price if price is not None else main.get("price"),
+             "image_urls": list(dict.fromkeys(pictures)) or main.get("image_urls") or [],
+             "group_id": gid, "extracted_from": "magento-json"}
+        q["_ids"] = [*(main.get("_ids") or []), ("productID", children[0])]
+        for f in ("color", "price", "image_urls", "group_id"):
+            if q[f] not in (None, "", []) and q[f] != main.get(f):
+                q["_sources"][f] = "magento-json"
+        out.append(q)
+    return out

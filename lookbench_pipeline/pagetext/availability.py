@@ -23,10 +23,13 @@ _AVAIL_WORDS = {"instock": "InStock", "available": "InStock", "in stock": "InSto
                 "preorder": "PreOrder", "backorder": "BackOrder", "limited": "LimitedAvailability"}
 
 
+_CURIE = re.compile(r"^[a-z][\w.-]*:(?=[a-z]+$)")
+
+
 def normalise_availability(value: Any) -> str | None:
     """A schema.org ``ItemAvailability`` short name (``"InStock"``, ``"OutOfStock"``…) from what a page writes
-    (``"http://schema.org/InStock"``, ``"https://schema.org/OutOfStock"``, ``"instock"``, ``"in_stock"``,
-    ``"Sold out"``, a boolean); None when it is none of these."""
+    (``"http://schema.org/InStock"``, ``"https://schema.org/OutOfStock"``, ``"schema:SoldOut"``, ``"instock"``,
+    ``"in_stock"``, ``"Sold out"``, a boolean); None when it is none of these."""
     if isinstance(value, bool):
         return "InStock" if value else "OutOfStock"
     if isinstance(value, dict):
@@ -36,6 +39,7 @@ def normalise_availability(value: Any) -> str | None:
     if not isinstance(value, str):
         return None
     v = value.strip().rsplit("/", 1)[-1].rsplit("#", 1)[-1].strip().lower()
+    v = _CURIE.sub("", v)  # a compact IRI's prefix (``schema:InStock``)
     if v in _AVAIL_LOWER:
         return _AVAIL_LOWER[v]
     v2 = re.sub(r"[\s_\-]+", " ", v).strip()

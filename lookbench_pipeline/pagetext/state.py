@@ -79,12 +79,20 @@ def _get(node: dict, keys: tuple[str, ...]) -> Any:
 
 
 _SHOPIFY_META = re.compile(r"(?:\bvar\s+meta|ShopifyAnalytics\.meta)\s*=\s*(?=\{\s*\"product\")")
+# the shop's currency, which the theme layer sets beside ``meta`` (``window.ShopifyAnalytics.meta.currency = 'EUR';``)
+_SHOPIFY_CURRENCY = re.compile(r"ShopifyAnalytics\.meta\.currency\s*=\s*['\"]([A-Za-z]{3})['\"]")
+
+
+def _shopify_currency(raw: str) -> str | None:
+    m = _SHOPIFY_CURRENCY.search(raw)
+    return m.group(1).upper() if m else None
 
 
 def shopify_analytics_product(sel: Selector, url: str) -> dict[str, Any] | None:
     """The product a Shopify storefront page describes in its analytics object (``var meta = {"product": {…},
     "page": {"pageType": "product", "resourceId": …}}``, which Shopify's theme layer writes into every product
-    page for ``window.ShopifyAnalytics.meta``): ``{title, sku, price (raw), currency, brand}`` of the variant the
+    page for ``window.ShopifyAnalytics.meta``): ``{title, sku, price (raw), currency (``meta``'s, else the
+    ``ShopifyAnalytics.meta.currency = 'EUR'`` the theme layer sets beside it), brand}`` of the variant the
     URL selects (``?variant=<id>``), else of the first; None when the page has no such object or it is not about
     this product. Prices there are in the currency's minor unit (cents): ``10900`` is ``109.00``."""
     import chompjs
@@ -107,7 +115,8 @@ def shopify_analytics_product(sel: Selector, url: str) -> dict[str, Any] | None:
             cents = v.get("price")
             price = f"{cents / 100:.2f}" if isinstance(cents, (int, float)) and not isinstance(cents, bool) else None
             return {"title": _scalar(v.get("name")), "sku": _scalar(v.get("sku")), "price": price,
-                    "currency": _scalar(doc.get("currency")), "brand": _scalar(product.get("vendor"))}
+                    "currency": _scalar(doc.get("currency")) or _shopify_currency(raw),
+                    "brand": _scalar(product.get("vendor"))}
     return None
 
 
