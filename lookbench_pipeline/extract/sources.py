@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterator
 from typing import Any
 
 from parsel import Selector
@@ -545,6 +546,18 @@ def _state_colours(sel: Selector, products: list[dict[str, Any]]) -> None:
 _MAX_PLATFORM_JSON_CHARS = 3_000_000  # a longer product JSON script is not read (as ``_MAX_SCRIPT_CHARS``)
 
 
+def _script_docs(scripts: list[str], needle: str) -> Iterator[Any]:
+    """The JSON document of each of ``scripts`` (a page's script texts) that holds ``needle``; one longer than
+    ``_MAX_PLATFORM_JSON_CHARS`` characters, or not JSON (or nested past Python's recursion limit), is skipped."""
+    for raw in scripts:
+        if len(raw) > _MAX_PLATFORM_JSON_CHARS or needle not in raw:
+            continue
+        try:
+            yield json.loads(raw)
+        except (ValueError, RecursionError):
+            continue
+
+
 def _theme_product(doc: Any) -> dict | None:
     """A Shopify theme's product JSON (Liquid's ``product | json``: ``options`` as names, ``images`` as URLs,
     prices in cents) in the Admin API's shape that ``shopify_products`` reads (options as ``{name, position}``,
@@ -577,13 +590,9 @@ def shopify_page_products(sel: Selector, url: str, title_hint: str | None) -> li
 
     parts = urlsplit(url)
     path = parts.path.rstrip("/")
-    for raw in sel.xpath("//script[contains(translate(@type, 'JSON', 'json'), 'application/json')]/text()").getall():
-        if len(raw) > _MAX_PLATFORM_JSON_CHARS or '"option1"' not in raw:
-            continue
-        try:
-            product = _theme_product(json.loads(raw))
-        except (ValueError, RecursionError):
-            continue
+    scripts = sel.xpath("//script[contains(translate(@type, 'JSON', 'json'), 'application/json')]/text()").getall()
+    for doc in _script_docs(scripts, '"option1"'):
+        product = _theme_product(doc)
         if product is None:
             continue
         handle = product.get("handle")
@@ -716,16 +725,9 @@ def magento_page_products(sel: Selector, url: str, main: dict[str, Any]) -> list
     cached rendition; its first child's id as its own identifier (``productID``: the config states no child
     sku), ``productId`` (else ``main``'s sku) as ``group_id``. Magento lists only saleable children here, so
     availability is ``main``'s. Option order is the page's; the first colour stays first."""
-    for raw in sel.xpath("//script[@type='text/x-magento-init']/text()").getall():
-        if len(raw) > _MAX_PLATFORM_JSON_CHARS or "Config" not in raw:
-            continue
-        try:
-            config = _magento_config(json.loads(raw))
-        except (ValueError, RecursionError):
-            continue
-        if config is not None:
-            break
-    else:
+    scripts = sel.xpath("//script[@type='text/x-magento-init']/text()").getall()
+    config = next((c for c in map(_magento_config, _script_docs(scripts, "Config")) if c is not None), None)
+    if config is None:
         return []
     attrs = [a for a in config["attributes"].values() if isinstance(a, dict) and any(
         str(a.get(k) or "").strip().lower() in _COLOUR_OPTION for k in ("code", "label"))]
