@@ -392,7 +392,8 @@ def _one(args: argparse.Namespace, dest: str) -> str | None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
     ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
-    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one."""
+    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one;
+    each where a file can be written (a probe file made and removed: the OS's reason when not)."""
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and Path(value).is_dir():
             raise UsageError(f"{flag} {value} is a folder: name a file")
@@ -400,11 +401,52 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     if args.output and Path(args.output).suffix.lower() != ".parquet":
         raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
+    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
+        if value:  # can be written: a scoring pass whose results cannot be kept is not started
+            folder = Path(value).resolve().parent
+            why = _unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
+                                          else "the file is read-only")
+            if why:
+                raise UsageError(f"{flag} {value}: cannot write in {folder}: {why}")
     for flag, value in (("--report", args.report), ("--cache", args.cache)):
-        if value:  # a folder, made when missing: the nearest existing one on its path must be a folder
-            where = next(p for p in (Path(value), *Path(value).absolute().parents) if p.exists())
+        if value:  # a folder, made when missing: the nearest existing one on its path must be a writable folder
+            where = _nearest_existing(Path(value))
             if not where.is_dir():
                 raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
+            why = _unwritable(where)
+            if why:
+                raise UsageError(f"{flag} {value}: cannot write in {where}: {why}")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or the nearest of its parents that exists (the folder a missing folder would be made in)."""
+    return next(p for p in (path, *path.absolute().parents) if p.exists())
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder`` (the OS's reason: a probe file is made there and removed), or None
+    when one can. Permission bits alone do not say it (root ignores them; a read-only file system does not)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".lookbench-write-check-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _default_cache(cache: Path) -> Path | None:
+    """The default embedding cache (no ``--cache``), or None when it cannot be written (a read-only home): then a
+    warning says so and the embeddings go through a temporary cache, removed when evaluate ends."""
+    where = _nearest_existing(cache)
+    why = _unwritable(where) if where.is_dir() else f"{where} is a file"
+    if why is None:
+        return cache
+    print(f"warning: the embedding cache {cache} cannot be written ({why}): embedding through a temporary cache, "
+          "removed at the end (--cache DIR keeps one in a folder you can write)", file=sys.stderr)
+    return None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -456,7 +498,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     index = None
     if pipeline_mode:
         settings, data_dir = cfg.evaluate, cfg.layout.root
-        cache = Path(args.cache) if args.cache else cfg.layout.embeddings
+        cache = Path(args.cache) if args.cache else _default_cache(cfg.layout.embeddings)
         match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
         index_path = cfg.layout.contamination_index
         index = pq.read_table(index_path) if index_path.is_file() else None
@@ -469,7 +511,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             write_demo_legacy_trees(cfg)
     else:
         settings, data_dir, match = cfg.evaluate.model_copy(update={"legacy": []}), None, (6, 32.0)
-        cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
+        cache, legacy = Path(args.cache) if args.cache else _default_cache(_user_cache()), False
     given = {}
     if args.embeddings:
         tc = parse_day(training_cutoff) if training_cutoff else None
