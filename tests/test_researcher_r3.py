@@ -26,12 +26,10 @@ def nothing_runs(monkeypatch):
     monkeypatch.setattr(evaluate, "evaluate_configured", refuse)
 
 
-@pytest.fixture
-def read_only(monkeypatch, tmp_path):
-    """A folder that behaves as on a read-only file system (the tests run as root, whom permission bits do not
-    stop): creating anything in it fails with EROFS."""
-    ro = tmp_path / "ro"
-    ro.mkdir()
+def make_read_only(monkeypatch, ro: Path) -> Path:
+    """``ro`` behaves as on a read-only file system (the tests run as root, whom permission bits do not stop):
+    creating anything in it fails with EROFS."""
+    ro.mkdir(exist_ok=True)
     real_open, real_mkdir = os.open, os.mkdir
 
     def inside(path) -> bool:
@@ -50,6 +48,11 @@ def read_only(monkeypatch, tmp_path):
     monkeypatch.setattr(os, "open", fake_open)
     monkeypatch.setattr(os, "mkdir", fake_mkdir)
     return ro
+
+
+@pytest.fixture
+def read_only(monkeypatch, tmp_path):
+    return make_read_only(monkeypatch, tmp_path / "ro")
 
 
 # --- 1: what evaluate writes can be written, checked before scoring ----------------------------------------------
@@ -73,3 +76,22 @@ def test_an_unwritable_default_cache_falls_back_to_a_temporary_one(folder, mine,
     assert (f"warning: the embedding cache {read_only / 'cache' / 'lookbench' / 'embeddings'} cannot be written "
             "(Read-only file system): embedding through a temporary cache") in err
     assert not list(read_only.iterdir())
+
+
+# --- 2: a pull into a read-only folder that holds the release already --------------------------------------------
+
+def test_a_pull_into_a_read_only_complete_copy_says_it_is_complete(store, tmp_path, capsys, monkeypatch):
+    pull = ["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "ro"), "--quiet"]
+    assert main(pull) == 0
+    capsys.readouterr()
+    make_read_only(monkeypatch, tmp_path / "ro")
+    assert main(pull) == 0
+    out = capsys.readouterr().out
+    assert f"{V} is already complete under {tmp_path / 'ro' / V}" in out and "nothing written" in out
+    monkeypatch.undo()
+    (tmp_path / "ro" / V / "real_streetlook" / "gallery.parquet").unlink()
+    make_read_only(monkeypatch, tmp_path / "ro")
+    assert main(pull) == 1
+    err = capsys.readouterr().err
+    assert "cannot write in" in err and "Read-only file system" in err
+    assert "1 file(s) missing or different, such as real_streetlook/gallery.parquet" in err

@@ -298,7 +298,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
                  warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
-    print(f"{len(files)} files of {version} verified and written under {folder}")
+    if getattr(files, "read_only", None):
+        print(f"{version} is already complete under {folder}: {len(files)} files verified, nothing written (the "
+              f"folder cannot be written: {files.read_only})")
+    else:
+        print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
         # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
         # that name (relative to the working directory) before the Hub.
