@@ -95,3 +95,120 @@ def test_a_pull_into_a_read_only_complete_copy_says_it_is_complete(store, tmp_pa
     err = capsys.readouterr().err
     assert "cannot write in" in err and "Read-only file system" in err
     assert "1 file(s) missing or different, such as real_streetlook/gallery.parquet" in err
+
+
+# --- 3 to 5: the embeddings files: id arrays, one rule for the vectors' type, messages naming the file ------------
+
+def _ids_vecs(mine):
+    import numpy as np
+    import pyarrow.parquet as pq
+
+    t = pq.read_table(mine)
+    return t.column("sample_id").to_pylist(), np.stack(t.column("embedding").to_numpy(zero_copy_only=False))
+
+
+@pytest.mark.parametrize("kind,says", [
+    ("bytes", "array sample_id is bytes (|S16) of shape ("),
+    ("int", "array sample_id is integers (int64) of shape ("),
+    ("2d", "array sample_id is <U16 (<U16) of shape (")])
+def test_npz_ids_of_the_wrong_type_or_shape_are_refused(folder, mine, tmp_path, capsys, kind, says):
+    import numpy as np
+
+    ids, vecs = _ids_vecs(mine)
+    sid = {"bytes": np.array([s.encode() for s in ids]), "int": np.arange(len(ids), dtype=np.int64),
+           "2d": np.array(ids).reshape(-1, 1)}[kind]
+    path = tmp_path / f"{kind}.npz"
+    np.savez(path, sample_id=sid, embedding=vecs)
+    assert main(evaluate_args(folder, path, tmp_path)) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: {says}" in err and "expected strings (numpy str) of shape (n,)" in err
+    assert "have no embedding" not in err
+
+
+def test_embeddings_of_another_release_say_so(folder, mine, tmp_path, capsys):
+    import numpy as np
+
+    ids, vecs = _ids_vecs(mine)
+    path = tmp_path / "other.npz"
+    np.savez(path, sample_id=np.array([f"{i:016x}" for i in range(len(ids))]), embedding=vecs)
+    assert main(evaluate_args(folder, path, tmp_path)) == 1
+    assert "matched a row so far: embeddings of another release?" in capsys.readouterr().err
+
+
+def test_missing_noise_vectors_do_not_suggest_subset(store, tmp_path, capsys):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+    from release_factory import make_release, with_noise
+
+    from lookbench_pipeline.releases.publish import publish
+    from lookbench_pipeline.releases.reader import read_file
+
+    v = "v20260801"
+    publish(with_noise(make_release(v, range(0, 6))), store, {})
+    ids = sorted({s for sub, role in (("real_studio_flat", "query"), ("real_studio_flat", "gallery"),
+                                       ("real_streetlook", "query"), ("real_streetlook", "gallery"))
+                  for s in read_file(store, v, sub, role).column("sample_id").to_pylist()})
+    vecs = np.random.default_rng(0).standard_normal((len(ids), 8)).astype(np.float32)
+    path = tmp_path / "nonoise.parquet"
+    pq.write_table(pa.table({"sample_id": ids, "embedding": pa.FixedSizeListArray.from_arrays(vecs.ravel(), 8)}),
+                   path)
+    assert main(["evaluate", "--release", v, "--store", str(store.root), "--embeddings", str(path), "--quiet",
+                 "--cache", str(tmp_path / "c")]) == 1
+    err = capsys.readouterr().err
+    assert "rows of noise/gallery.parquet have no embedding" in err
+    assert "the noise gallery is in every subset's gallery, so it is always scored" in err and "--subset" not in err
+
+
+@pytest.mark.parametrize("fmt", ["npy", "npz", "parquet"])
+@pytest.mark.parametrize("dtype", ["int32", "int64", "bool", "complex64"])
+def test_one_rule_for_the_vectors_type_in_every_format(folder, mine, tmp_path, capsys, fmt, dtype):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids, vecs = _ids_vecs(mine)
+    vecs = (vecs * 10).astype(dtype) + (1 if dtype != "bool" else True)
+    path = tmp_path / f"v.{fmt}"
+    more = []
+    if fmt == "npy":
+        np.save(path, vecs)
+        (tmp_path / "ids.txt").write_text("\n".join(ids) + "\n")
+        more = ["--ids", str(tmp_path / "ids.txt")]
+    elif fmt == "npz":
+        np.savez(path, sample_id=np.array(ids), embedding=vecs)
+    else:
+        if dtype == "complex64":
+            pytest.skip("Arrow has no complex type")
+        pq.write_table(pa.table({"sample_id": ids, "embedding": [list(map(vecs.dtype.type, r)) for r in vecs]}), path)
+    assert main([*evaluate_args(folder, path, tmp_path), *more]) == 1
+    err = capsys.readouterr().err
+    assert f"{path}: the vectors are " in err and "expected float (float32; float16 and float64 are converted)" in err
+
+
+def test_a_null_parquet_embedding_names_its_row_and_a_width_0_array_says_so(folder, mine, tmp_path, capsys):
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    ids, vecs = _ids_vecs(mine)
+    rows = [list(map(float, r)) for r in vecs]
+    rows[2] = None
+    path = tmp_path / "null.parquet"
+    pq.write_table(pa.table({"sample_id": ids, "embedding": rows}), path)
+    assert main(evaluate_args(folder, path, tmp_path)) == 1
+    assert f"{path}: row 2 (sample_id {ids[2]!r}) has no vector (a null embedding" in capsys.readouterr().err
+    path = tmp_path / "w0.npz"
+    np.savez(path, sample_id=np.array(ids), embedding=np.zeros((len(ids), 0), np.float32))
+    assert main(evaluate_args(folder, path, tmp_path)) == 1
+    assert f"{path}: the vectors have 0 dimensions" in capsys.readouterr().err
+
+
+def test_the_api_names_the_model_for_a_bool_output(folder):
+    import numpy as np
+
+    import lookbench_pipeline
+    from lookbench_pipeline.scoring import EmbeddingsError
+
+    with pytest.raises(EmbeddingsError, match=r"^boolish: embed_fn output: the vectors are bool, expected float"):
+        lookbench_pipeline.score(folder, lambda images: np.ones((len(images), 4), bool), name="boolish")
