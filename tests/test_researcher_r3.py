@@ -212,3 +212,59 @@ def test_the_api_names_the_model_for_a_bool_output(folder):
 
     with pytest.raises(EmbeddingsError, match=r"^boolish: embed_fn output: the vectors are bool, expected float"):
         lookbench_pipeline.score(folder, lambda images: np.ones((len(images), 4), bool), name="boolish")
+
+
+# --- 6 to 8: model names, info latest with a dangling latest, configuration errors --------------------------------
+
+@pytest.mark.parametrize("more,says", [
+    (["--name", ""], "--name is empty"),
+    (["--name", "  "], "--name is empty"),
+    (["--name", "baseline/hsv-hog-v1", "--model", "baseline/hsv-hog-v1"],
+     "--model baseline/hsv-hog-v1 and the --embeddings (named 'baseline/hsv-hog-v1') would be two models of one name"),
+    (["--model", "mine"], "--model mine and the --embeddings (named 'mine', after the file) would be two models")])
+def test_an_empty_name_or_one_a_model_has_is_a_usage_error(folder, mine, tmp_path, capsys, nothing_runs, more, says):
+    assert main(evaluate_args(folder, mine, tmp_path, *more)) == 2
+    assert says in capsys.readouterr().err
+
+
+def test_a_name_matplotlib_cannot_draw_leaks_no_warning(folder, mine, tmp_path, capsys):
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("always")  # as a fresh interpreter: the first glyph warning is shown
+        with warnings.catch_warnings(record=True) as seen:
+            assert main(evaluate_args(folder, mine, tmp_path, "--name", "my model \U0001F642",
+                                      "--report", str(tmp_path / "rep"))) == 0
+    assert not [w for w in seen if "Glyph" in str(w.message)]
+    assert "Glyph" not in capsys.readouterr().err
+    assert (tmp_path / "rep").is_dir()
+
+
+def test_info_latest_does_not_suggest_a_version_whose_manifest_cannot_be_read(store, capsys):
+    from release_factory import make_release
+
+    from lookbench_pipeline.releases.publish import publish
+
+    publish(make_release("v20261201", range(0, 2)), store, {})
+    (store.root / "releases" / "v20261201" / "manifest.json").write_text("{not json")
+    (store.root / "releases" / "latest").write_text("v20261231\n")
+    assert main(["releases", "--store", str(store.root)]) == 1
+    assert "warning: v20261201 is left out" in capsys.readouterr().err
+    assert main(["info", "latest", "--store", str(store.root)]) == 1
+    err = capsys.readouterr().err
+    assert "v20261231" in err and "published: v20260701)" in err and "v20261201" not in err
+
+
+def test_configuration_date_errors_say_the_value_once_and_as_written(tmp_path, monkeypatch):
+    from lookbench_pipeline.config import ConfigError, load_config
+
+    monkeypatch.setenv("LOOKBENCH_EVALUATE__CUTOFF", "garbage")
+    with pytest.raises(ConfigError) as exc:
+        load_config(None)
+    assert str(exc.value).endswith("expected a date YYYY-MM-DD, got 'garbage'")
+    monkeypatch.delenv("LOOKBENCH_EVALUATE__CUTOFF")
+    cfg = tmp_path / "c.yaml"
+    cfg.write_text("data_dir: data\nevaluate:\n  model_cutoffs: {mine: 2026-03-01 10:00:00+05:00}\n")
+    with pytest.raises(ConfigError) as exc:
+        load_config(cfg)
+    assert "got a date and time 2026-03-01 10:00:00+05:00" in str(exc.value) and "datetime" not in str(exc.value)

@@ -114,27 +114,20 @@ def _version_arg(store, name: str) -> str:
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
-    from ..releases.reader import ReleaseIntegrityError, list_releases, read_manifest
-    from ..safepath import UnsafePathError
-    from ..store import StoreError
+    from ..releases.reader import readable_releases
 
     store = consumer_store(args)
-    versions = list_releases(store)
-    if not versions:
+    versions, bad = readable_releases(store)  # the same list an error naming an unpublished version suggests from
+    if not versions and not bad:
         print(f"no releases in {store.url}")
-    left_out = 0
+    for v, why in bad.items():
+        print(f"warning: {v} is left out: {why}", file=sys.stderr)
     for v in versions:
-        try:
-            read_manifest(store, v)
-        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
-            print(f"warning: {v} is left out: {exc}", file=sys.stderr)
-            left_out += 1
-            continue
         print(v)
-    if left_out:
-        print(f"error: {left_out} of {len(versions)} versions in {store.url} have a manifest that cannot be read "
-              "(above)", file=sys.stderr)
-    return EXIT_ERROR if left_out else EXIT_OK
+    if bad:
+        print(f"error: {len(bad)} of {len(versions) + len(bad)} versions in {store.url} have a manifest that cannot "
+              "be read (above)", file=sys.stderr)
+    return EXIT_ERROR if bad else EXIT_OK
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -485,8 +478,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.ids and (len(args.embeddings or []) != 1 or not npy):
         raise UsageError("--ids goes with exactly one .npy embeddings file")
     name, training_cutoff = _one(args, "name"), _one(args, "training_cutoff")
+    if name is not None and not name.strip():
+        raise UsageError("--name is empty: give the model's name (without --name, the first --embeddings file's "
+                         "name without its suffix is used)")
     if (name or training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
+    given_name = name or (Path(args.embeddings[0]).stem if args.embeddings else None)
+    if given_name and given_name in (args.model or []):
+        raise UsageError(f"--model {given_name} and the --embeddings (named {given_name!r}"
+                         + ("" if name else ", after the file") + ") would be two models of one name: give the "
+                         "embeddings another --name")
     _check_outputs(args)
     # The pipeline's own evaluation (a version in the configured store, or a configuration file: --config or
     # $LOOKBENCH_CONFIG): the configuration's models, legacy benchmarks, contamination index and embedding cache.

@@ -283,6 +283,22 @@ def list_releases(store: ObjectStore) -> list[str]:
     return sorted(out)
 
 
+def readable_releases(store: ObjectStore) -> tuple[list[str], dict[str, str]]:
+    """The published versions whose manifest can be read and is valid, oldest first, and ``{version: why}`` for
+    those left out: what ``lookbench releases`` lists, and what an error about a version that is not published
+    suggests (never a version that could not be read either). Raises StoreError when the store cannot be listed."""
+    ok: list[str] = []
+    bad: dict[str, str] = {}
+    for v in list_releases(store):
+        try:
+            read_manifest(store, v)
+        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
+            bad[v] = str(exc)
+            continue
+        ok.append(v)
+    return ok, bad
+
+
 def resolve_version(store: ObjectStore, version: str) -> str:
     """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name
     with a manifest in the store).
@@ -324,7 +340,7 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
     import difflib
 
     try:
-        have = list_releases(store)
+        have = readable_releases(store)[0]  # as `lookbench releases`: a version whose manifest is damaged is none
     except StoreError:  # a static mirror cannot be listed: say what it does have
         try:
             latest = check_version(read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace")
