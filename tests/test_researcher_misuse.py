@@ -1,4 +1,4 @@
-"""A hostile trial of the researcher path (r3, 2026-12-07): what evaluate writes is checked writable before
+"""A researcher's mistakes and odd set-ups, as a hostile trial of the researcher path met them: what evaluate writes is checked writable before
 anything is scored, a pull into a read-only folder that already holds the release, the id arrays of ``.npz``
 files, one rule for integer vectors, error messages that name the file and the cause, model-name edge cases,
 ``info latest`` with a dangling ``latest``, and configuration errors."""
