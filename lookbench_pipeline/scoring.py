@@ -13,7 +13,9 @@ subset, or several files (``--embeddings`` repeated) may split them. Formats:
 * ``.npy``: a float array of shape ``(n, d)``, with ``--ids FILE``: ``n`` sample ids, one per line, in the same
   order.
 
-Vectors are float32 (float16/float64 are converted). Similarity is the cosine: every vector is divided by its L2
+Vectors are float32 (float16/float64 are converted); vectors of another type (integers, bool, complex) are refused
+in every format and from ``embed_fn``, naming the file or the model, as are ``.npz`` sample ids that are not
+strings of shape ``(n,)``. Similarity is the cosine: every vector is divided by its L2
 norm, except that a vector already of unit norm (within ``UNIT_TOLERANCE``) is used as given, so a model that
 normalises its own output is scored bit for bit as the registry scores it. A vector that is not finite or is all
 zeros, an id given twice with two different vectors, and a scored row with no vector are errors
@@ -62,16 +64,30 @@ _CHUNK_ROWS = 1 << 14
 float64 copy of the whole matrix)."""
 
 
-def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False) -> np.ndarray:
+def _not_float(source: str, dtype: object) -> EmbeddingsError:
+    """The error for vectors that are not floating point (integers, bool, complex, strings), in every format and
+    from ``embed_fn``: one rule (:func:`_unit` owns it; Parquet's reader says it before converting)."""
+    return EmbeddingsError(f"{source}: the vectors are {dtype}, expected float (float32; float16 and float64 are "
+                           "converted); convert them first, e.g. vectors.astype(numpy.float32)")
+
+
+def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, source: str = "embeddings"
+          ) -> np.ndarray:
     """``vecs`` as float32 unit vectors, shape ``(n, d)`` (see the module docstring). Raises EmbeddingsError naming
-    the row: first any row that is not finite, then any row that is all zeros.
+    ``source`` (the file, or the model's name) for an array that is not ``(n, d)`` with ``d`` > 0 or not floating
+    point (the one rule for the vectors' type: :func:`_not_float`), then naming the row: first any row that is not
+    finite, then any row that is all zeros.
 
     ``owned``: ``vecs`` is the caller's to give (a file just read): rows are normalised in place. Otherwise the
     array given is never written to (a copy is made when a row needs normalising). Memory: a float32 copy when the
     input is of another dtype, and float64 working copies of :data:`_CHUNK_ROWS` rows."""
     given = vecs = np.asarray(vecs)
-    if vecs.ndim != 2 or not np.issubdtype(vecs.dtype, np.number) or np.issubdtype(vecs.dtype, np.complexfloating):
-        raise EmbeddingsError(f"embeddings must be a real (n, d) array, got shape {vecs.shape} dtype {vecs.dtype}")
+    if vecs.ndim != 2:
+        raise EmbeddingsError(f"{source}: embeddings must be an (n, d) array, got shape {vecs.shape}")
+    if vecs.shape[1] == 0:
+        raise EmbeddingsError(f"{source}: the vectors have 0 dimensions (shape {vecs.shape}): expected (n, d), d > 0")
+    if not np.issubdtype(vecs.dtype, np.floating):
+        raise _not_float(source, vecs.dtype)
     with np.errstate(over="ignore"):  # a float64 beyond float32's range becomes inf: refused below, by row
         vecs = np.ascontiguousarray(vecs.astype(np.float32, copy=False))
     owned = (owned or vecs is not given) and vecs.flags.writeable
@@ -262,6 +278,10 @@ def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray
             raise EmbeddingsError(f"{path}: no column {', '.join(missing)} (columns: {', '.join(t.column_names)}); "
                                   "expected sample_id (string) and embedding (fixed_size_list<float32>[d])")
         col = t.column("embedding").combine_chunks()
+        if col.null_count:
+            row = int(np.argmax(np.asarray(col.is_null())))
+            raise EmbeddingsError(f"{path}: row {row} (sample_id {t.column('sample_id')[row].as_py()!r}) has no vector "
+                                  f"(a null embedding; {col.null_count} such rows)")
         if pa.types.is_fixed_size_list(col.type):
             d = col.type.list_size
         elif pa.types.is_list(col.type) or pa.types.is_large_list(col.type):
@@ -272,11 +292,9 @@ def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray
             d = int(lengths[0]) if len(lengths) else 0
         else:
             raise EmbeddingsError(f"{path}: column embedding is {col.type}, expected fixed_size_list<float32>[d]")
-        if col.null_count:
-            raise EmbeddingsError(f"{path}: {col.null_count} rows have a null embedding")
         values = col.flatten()
-        if not pa.types.is_floating(values.type):
-            raise EmbeddingsError(f"{path}: embedding values are {values.type}, expected float32")
+        if not pa.types.is_floating(values.type):  # before converting: an integer list with a null is no float
+            raise _not_float(str(path), values.type)
         vecs = np.asarray(values.to_numpy(zero_copy_only=False)).reshape(len(col), d)
         ids_col = t.column("sample_id")
         if not pa.types.is_string(ids_col.type) and not pa.types.is_large_string(ids_col.type):
@@ -288,10 +306,16 @@ def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray
         _check_npz(path)
         try:
             with np.load(path, allow_pickle=False) as z:
-                ids, vecs = [str(x) for x in z["sample_id"].tolist()], z["embedding"]
+                sid, vecs = z["sample_id"], z["embedding"]
         except (OSError, ValueError, EOFError) as exc:
             raise EmbeddingsError(f"{path}: not a readable .npz file ({exc})") from None
-        return ids, vecs
+        if sid.dtype.kind != "U" or sid.ndim != 1:  # as Parquet's string column: bytes or numbers are no sample_id
+            kind = {"S": "bytes", "i": "integers", "u": "integers", "f": "floats", "b": "bool"}.get(sid.dtype.kind,
+                                                                                                   str(sid.dtype))
+            hint = "; decode them first, e.g. ids.astype(str)" if sid.dtype.kind == "S" else ""
+            raise EmbeddingsError(f"{path}: array sample_id is {kind} ({sid.dtype}) of shape {sid.shape}, expected "
+                                  f"strings (numpy str) of shape (n,){hint}")
+        return sid.tolist(), vecs
     if name.endswith(".npy"):
         if ids_path is None:
             raise EmbeddingsError(f"{path}: a .npy file needs its ids (--ids FILE: one sample_id per line)")
@@ -328,7 +352,7 @@ class PrecomputedEmbeddings:
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise EmbeddingsError(f"{source or name}: {len(ids)} ids for an array of shape {vectors.shape} "
                                   "(expected (n, d) with n ids)")
-        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}")
+        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}", source=source or name)
         if np.shares_memory(unit, vectors):  # the caller's array: not kept, so that changing it changes no score
             unit = unit.copy()
         self._index_unit(ids, unit, name, source, training_cutoff)
@@ -377,7 +401,7 @@ class PrecomputedEmbeddings:
                 raise EmbeddingsError(f"{p}: vectors of {v.shape[1]} dimensions, but {paths[0]} has "
                                       f"{parts[0].shape[1]}")
             all_ids += i
-            parts.append(_unit(v, lambda r, p=p, i=i: f"{p}: sample_id {i[r]!r}", owned=True))
+            parts.append(_unit(v, lambda r, p=p, i=i: f"{p}: sample_id {i[r]!r}", owned=True, source=str(p)))
             del v
         vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
         del parts
@@ -392,11 +416,18 @@ class PrecomputedEmbeddings:
         rows = [self.index.get(s) for s in ids]
         missing = [s for s, r in zip(ids, rows) if r is None]
         if missing:
+            from .releases.reader import NOISE
+
+            noise = f.key.split("/")[0] == NOISE
+            none = len(missing) == len(ids) and not self.used.any()  # no id given has matched a row yet
             raise EmbeddingsError(
                 f"{self.source or self.name}: {len(missing)} of the {len(ids)} rows of {f.key} have no embedding "
-                f"(sample_id {', '.join(map(repr, missing[:3]))}{'…' if len(missing) > 3 else ''}); give a vector for "
-                "every sample_id of the query, gallery and noise gallery files scored, or score fewer subsets "
-                "(--subset)")
+                f"(sample_id {', '.join(map(repr, missing[:3]))}{'…' if len(missing) > 3 else ''})"
+                + (f"; none of the {len(self.index)} sample_ids given matched a row so far: embeddings of another "
+                   "release?" if none else "")
+                + ("; give a vector for every sample_id of the query, gallery and noise gallery files scored"
+                   + ("; the noise gallery is in every subset's gallery, so it is always scored" if noise
+                      else ", or score fewer subsets (--subset)")))
         if progress is not None:
             progress.update(len(ids))
         if not rows:
@@ -476,7 +507,8 @@ class FunctionEmbedder:
                 raise EmbeddingsError(f"{self.name}: embed_fn returned {out.shape[1]} dimensions, earlier "
                                       f"{self._dim}")
             self._dim = int(out.shape[1])
-            out = _unit(out, lambda j: f"{self.name}: {f.key} row {batch[j]} (sample_id {ids[batch[j]]!r})")
+            out = _unit(out, lambda j: f"{self.name}: {f.key} row {batch[j]} (sample_id {ids[batch[j]]!r})",
+                        source=f"{self.name}: embed_fn output")
             for j, i in enumerate(batch):
                 self.memo[(ids[i], shas[i])] = out[j]
             if progress is not None:

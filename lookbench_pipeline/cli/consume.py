@@ -114,27 +114,20 @@ def _version_arg(store, name: str) -> str:
 
 
 def cmd_releases(args: argparse.Namespace) -> int:
-    from ..releases.reader import ReleaseIntegrityError, list_releases, read_manifest
-    from ..safepath import UnsafePathError
-    from ..store import StoreError
+    from ..releases.reader import readable_releases
 
     store = consumer_store(args)
-    versions = list_releases(store)
-    if not versions:
+    versions, bad = readable_releases(store)  # the same list an error naming an unpublished version suggests from
+    if not versions and not bad:
         print(f"no releases in {store.url}")
-    left_out = 0
+    for v, why in bad.items():
+        print(f"warning: {v} is left out: {why}", file=sys.stderr)
     for v in versions:
-        try:
-            read_manifest(store, v)
-        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
-            print(f"warning: {v} is left out: {exc}", file=sys.stderr)
-            left_out += 1
-            continue
         print(v)
-    if left_out:
-        print(f"error: {left_out} of {len(versions)} versions in {store.url} have a manifest that cannot be read "
-              "(above)", file=sys.stderr)
-    return EXIT_ERROR if left_out else EXIT_OK
+    if bad:
+        print(f"error: {len(bad)} of {len(versions) + len(bad)} versions in {store.url} have a manifest that cannot "
+              "be read (above)", file=sys.stderr)
+    return EXIT_ERROR if bad else EXIT_OK
 
 
 def cmd_info(args: argparse.Namespace) -> int:
@@ -298,7 +291,11 @@ def cmd_pull(args: argparse.Namespace) -> int:
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
                  warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
-    print(f"{len(files)} files of {version} verified and written under {folder}")
+    if getattr(files, "read_only", None):
+        print(f"{version} is already complete under {folder}: {len(files)} files verified, nothing written (the "
+              f"folder cannot be written: {files.read_only})")
+    else:
+        print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
         # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
         # that name (relative to the working directory) before the Hub.
@@ -392,7 +389,8 @@ def _one(args: argparse.Namespace, dest: str) -> str | None:
 def _check_outputs(args: argparse.Namespace) -> None:
     """What evaluate writes, checked before anything is read or scored (UsageError, exit 2): ``--output`` a
     ``.parquet`` file and ``--benchmark-json`` a file, each in an existing folder and not a folder itself;
-    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one."""
+    ``--report`` and ``--cache`` folders (made, with their parents, when missing), neither a file nor under one;
+    each where a file can be written (a probe file made and removed: the OS's reason when not)."""
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value and Path(value).is_dir():
             raise UsageError(f"{flag} {value} is a folder: name a file")
@@ -400,11 +398,52 @@ def _check_outputs(args: argparse.Namespace) -> None:
             raise UsageError(f"{flag}: folder {Path(value).parent} does not exist")
     if args.output and Path(args.output).suffix.lower() != ".parquet":
         raise UsageError(f"--output {args.output}: the scores are written as Parquet: name a .parquet file")
+    for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
+        if value:  # can be written: a scoring pass whose results cannot be kept is not started
+            folder = Path(value).resolve().parent
+            why = _unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
+                                          else "the file is read-only")
+            if why:
+                raise UsageError(f"{flag} {value}: cannot write in {folder}: {why}")
     for flag, value in (("--report", args.report), ("--cache", args.cache)):
-        if value:  # a folder, made when missing: the nearest existing one on its path must be a folder
-            where = next(p for p in (Path(value), *Path(value).absolute().parents) if p.exists())
+        if value:  # a folder, made when missing: the nearest existing one on its path must be a writable folder
+            where = _nearest_existing(Path(value))
             if not where.is_dir():
                 raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
+            why = _unwritable(where)
+            if why:
+                raise UsageError(f"{flag} {value}: cannot write in {where}: {why}")
+
+
+def _nearest_existing(path: Path) -> Path:
+    """``path`` or the nearest of its parents that exists (the folder a missing folder would be made in)."""
+    return next(p for p in (path, *path.absolute().parents) if p.exists())
+
+
+def _unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder`` (the OS's reason: a probe file is made there and removed), or None
+    when one can. Permission bits alone do not say it (root ignores them; a read-only file system does not)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".lookbench-write-check-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(probe)
+    return None
+
+
+def _default_cache(cache: Path) -> Path | None:
+    """The default embedding cache (no ``--cache``), or None when it cannot be written (a read-only home): then a
+    warning says so and the embeddings go through a temporary cache, removed when evaluate ends."""
+    where = _nearest_existing(cache)
+    why = _unwritable(where) if where.is_dir() else f"{where} is a file"
+    if why is None:
+        return cache
+    print(f"warning: the embedding cache {cache} cannot be written ({why}): embedding through a temporary cache, "
+          "removed at the end (--cache DIR keeps one in a folder you can write)", file=sys.stderr)
+    return None
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -439,8 +478,16 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     if args.ids and (len(args.embeddings or []) != 1 or not npy):
         raise UsageError("--ids goes with exactly one .npy embeddings file")
     name, training_cutoff = _one(args, "name"), _one(args, "training_cutoff")
+    if name is not None and not name.strip():
+        raise UsageError("--name is empty: give the model's name (without --name, the first --embeddings file's "
+                         "name without its suffix is used)")
     if (name or training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
+    given_name = name or (Path(args.embeddings[0]).stem if args.embeddings else None)
+    if given_name and given_name in (args.model or []):
+        raise UsageError(f"--model {given_name} and the --embeddings (named {given_name!r}"
+                         + ("" if name else ", after the file") + ") would be two models of one name: give the "
+                         "embeddings another --name")
     _check_outputs(args)
     # The pipeline's own evaluation (a version in the configured store, or a configuration file: --config or
     # $LOOKBENCH_CONFIG): the configuration's models, legacy benchmarks, contamination index and embedding cache.
@@ -456,7 +503,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     index = None
     if pipeline_mode:
         settings, data_dir = cfg.evaluate, cfg.layout.root
-        cache = Path(args.cache) if args.cache else cfg.layout.embeddings
+        cache = Path(args.cache) if args.cache else _default_cache(cfg.layout.embeddings)
         match = (cfg.dedup.hamming_threshold, cfg.dedup.max_color_diff, cfg.dedup.max_foreground_delta_e)
         index_path = cfg.layout.contamination_index
         index = pq.read_table(index_path) if index_path.is_file() else None
@@ -469,7 +516,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
             write_demo_legacy_trees(cfg)
     else:
         settings, data_dir, match = cfg.evaluate.model_copy(update={"legacy": []}), None, (6, 32.0)
-        cache, legacy = Path(args.cache) if args.cache else _user_cache(), False
+        cache, legacy = Path(args.cache) if args.cache else _default_cache(_user_cache()), False
     given = {}
     if args.embeddings:
         tc = parse_day(training_cutoff) if training_cutoff else None

@@ -269,6 +269,7 @@ def describe_error(exc: Exception, cls: Any) -> str:
                 lines.append(msg)
                 continue
         got = e.get("input")
-        shown = "" if e.get("type") == "missing" or isinstance(got, dict) else f" (got {got!r:.80})"
+        said = e.get("type") == "value_error" and ", got " in msg  # our message shows the value already
+        shown = "" if e.get("type") == "missing" or isinstance(got, dict) or said else f" (got {got!r:.80})"
         lines.append(f"{where}: {msg}{shown}")
     return "; ".join(lines)

@@ -342,6 +342,8 @@ def parse_day(v: Any) -> date:
         return v
     if isinstance(v, str) and re.fullmatch(r"\d{4}-\d{2}-\d{2}", v):
         return date.fromisoformat(v)  # ValueError: no such day
+    if isinstance(v, datetime):  # YAML reads `2026-03-01 10:00:00+05:00` as one: said as written, not as a repr
+        raise ValueError(f"expected a date YYYY-MM-DD, got a date and time {v.isoformat(sep=' ')}")
     raise ValueError(f"expected a date YYYY-MM-DD, got {v!r}")
 
 

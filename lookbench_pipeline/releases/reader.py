@@ -13,6 +13,7 @@ releases (contamination, changes, evaluation, the audit, the report, the CLI) si
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -282,6 +283,22 @@ def list_releases(store: ObjectStore) -> list[str]:
     return sorted(out)
 
 
+def readable_releases(store: ObjectStore) -> tuple[list[str], dict[str, str]]:
+    """The published versions whose manifest can be read and is valid, oldest first, and ``{version: why}`` for
+    those left out: what ``lookbench releases`` lists, and what an error about a version that is not published
+    suggests (never a version that could not be read either). Raises StoreError when the store cannot be listed."""
+    ok: list[str] = []
+    bad: dict[str, str] = {}
+    for v in list_releases(store):
+        try:
+            read_manifest(store, v)
+        except (ReleaseIntegrityError, UnsafePathError, StoreError) as exc:
+            bad[v] = str(exc)
+            continue
+        ok.append(v)
+    return ok, bad
+
+
 def resolve_version(store: ObjectStore, version: str) -> str:
     """``version`` itself, or for ``latest`` the version ``releases/latest`` names (checked to be a version name
     with a manifest in the store).
@@ -323,7 +340,7 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
     import difflib
 
     try:
-        have = list_releases(store)
+        have = readable_releases(store)[0]  # as `lookbench releases`: a version whose manifest is damaged is none
     except StoreError:  # a static mirror cannot be listed: say what it does have
         try:
             latest = check_version(read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace")
@@ -757,6 +774,40 @@ def _record_pulled(out: Path, manifest: dict[str, Any], subsets: Sequence[str] |
     part.replace(target)
 
 
+class _FolderNotWritable(Exception):
+    """:func:`_pull_lock` could not make its lock file: the folder is read-only (the OS's reason in ``args[0]``)."""
+
+
+class PulledFiles(list):
+    """:func:`pull`'s result: the paths of the release's files; ``read_only`` is the OS's reason when the folder
+    could not be written and already held the complete, verified release (nothing written), else None."""
+
+    read_only: str | None = None
+
+
+def _complete_read_only(out: Path, version: str, keys: list[str], every: dict[str, Any], raw_manifest: bytes,
+                        manifest: dict[str, Any], reason: str) -> PulledFiles:
+    """A pull into a folder that cannot be written (``reason``): fine when the folder already holds the complete
+    release (its ``manifest.json`` the store's bytes, each file asked for with its sha256 and size; the dataset card
+    of a partial pull, limited to the subsets there, only present), as a rerun of a finished pull into a read-only
+    copy: nothing to write. Raises ValueError naming the folder, the reason and how many files are missing."""
+    data = manifest["files"]
+    configs = {k.split("/")[0] for k in data if "/" in k}
+    whole = all((out / k).is_file() for k in data) and bool(configs)  # else the card was limited: not the published
+    here = resolve_inside(out, "manifest.json")
+    bad = [k for k in keys if not (_is_file(resolve_inside(out, k), every[k]["bytes"], every[k]["sha256"])
+                                   or (k == "README.md" and not whole and (out / k).is_file()))]
+    if not (here.is_file() and not here.is_symlink() and here.read_bytes() == raw_manifest):
+        bad.append("manifest.json")
+    if bad:
+        raise ValueError(f"{version}: cannot write in {out} ({reason}), and it does not hold the complete release "
+                         f"yet ({len(bad)} file(s) missing or different, such as {bad[0]}): pull into a folder you "
+                         "can write")
+    files = PulledFiles(resolve_inside(out, k) for k in keys)
+    files.read_only = reason
+    return files
+
+
 @contextlib.contextmanager
 def _pull_lock(out: Path, version: str, warn: Any = None) -> Any:
     """Hold ``out/.pull.lock`` for the pull (on systems with ``fcntl.flock``): a second pull into the same folder
@@ -770,7 +821,12 @@ def _pull_lock(out: Path, version: str, warn: Any = None) -> Any:
         yield
         return
     lock = resolve_inside(out, LOCK_NAME)
-    fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    try:
+        fd = os.open(lock, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+    except OSError as exc:
+        if exc.errno in (errno.EROFS, errno.EACCES, errno.EPERM):  # nothing can be written there
+            raise _FolderNotWritable(exc.strerror or str(exc)) from exc
+        raise
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -825,8 +881,12 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
     ``warn(message)``: how a warning is given (default a ``UserWarning``): a published dataset card that cannot be
     limited to the subsets pulled is kept as it is, with a warning.
 
+    A folder that cannot be written (read-only) is fine when it already holds the complete release, verified:
+    nothing is written, and the result's ``read_only`` gives the OS's reason (:class:`PulledFiles`); otherwise
+    a ValueError says so.
+
     Returns:
-        the paths of the release's files under ``dest/<version>/`` (without the manifest).
+        the paths of the release's files under ``dest/<version>/`` (without the manifest), a :class:`PulledFiles`.
     Raises:
         StoreError: the version is not published.
         ReleaseIntegrityError: a downloaded file does not match the manifest (nothing is left for it), or the
@@ -880,9 +940,12 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
-    with _pull_lock(out, version, warn):
-        return _pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest, warn,
-                           subsets or None)
+    try:
+        with _pull_lock(out, version, warn):
+            return PulledFiles(_pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest,
+                                           warn, subsets or None))
+    except _FolderNotWritable as exc:  # a read-only copy: fine when it holds the release already
+        return _complete_read_only(out, version, keys, every, raw_manifest, manifest, exc.args[0])
 
 
 def _pull_files(store: ObjectStore, version: str, out: Path, keys: list[str], every: dict[str, Any], need: int,
