@@ -1,7 +1,7 @@
-"""A researcher's mistakes and odd set-ups, as a hostile trial of the researcher path met them: what evaluate writes is checked writable before
-anything is scored, a pull into a read-only folder that already holds the release, the id arrays of ``.npz``
-files, one rule for integer vectors, error messages that name the file and the cause, model-name edge cases,
-``info latest`` with a dangling ``latest``, and configuration errors."""
+"""A researcher's mistakes and odd set-ups, as a hostile trial of the researcher path met them: what evaluate
+writes is checked writable before anything is scored, a pull into a read-only folder that already holds the
+release, the id arrays of ``.npz`` files, one rule for integer vectors, error messages that name the file and the
+cause, model-name edge cases, ``info latest`` with a dangling ``latest``, and configuration errors."""
 
 from __future__ import annotations
 
