@@ -390,11 +390,15 @@ class BuildTerminal(logging.Handler):
         if m and stage:
             self.failed_check_names.setdefault(stage, []).append(m.group(1))
         label = next((v for k, v in self.expected.items() if k in text), None)
-        head, flat = f"  warning{f' ({label})' if label else ''}: ", " ".join(text.split())
-        if self.log is not None:  # one line in the log file, however many on the terminal
-            self.log.write(log_line(head.strip() + " " + flat))
+        self._wrapped(f"  warning{f' ({label})' if label else ''}: ", " ".join(text.split()))
+
+    def _wrapped(self, head: str, text: str) -> None:
+        """``head + text`` on the terminal wrapped onto indented lines, never cut (:func:`wrap_line`), and as one
+        line in the log file, however many it takes on the terminal."""
+        if self.log is not None:
+            self.log.write(log_line(head.strip() + " " + text))
             self.log.flush()
-        for line in wrap_line(head, flat, "", self.width):
+        for line in wrap_line(head, text, "", self.width):
             self._write(self.err, line, log=False)
 
     # -- Dagster events
@@ -450,8 +454,7 @@ class BuildTerminal(logging.Handler):
             checks = self.failed_check_names.get(step)
             text = (f"check{'s' if len(checks) > 1 else ''} {', '.join(checks)} failed (above)"
                     if checks and _STEP_FAILED.match(message.strip()) else compact(message))
-            for line in wrap_line(f"  FAILED {step}: ", text, "", self.width):  # whole: which check, and why
-                self._write(self.err, line)
+            self._wrapped(f"  FAILED {step}: ", text)  # whole: which check, and why
 
     # -- library records
     def emit(self, record: logging.LogRecord) -> None:

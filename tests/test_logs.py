@@ -368,3 +368,6 @@ def test_a_failed_asset_check_is_shown_whole_its_name_on_its_step_line():
             assert (f"FAILED generated_images_{check}: check generated_images/{check} failed (above)") in flat, shown
         assert "asset checks: 0 passed, 2 failed (above)" in out.getvalue()
         assert " ".join(why.split()) in " ".join(log.getvalue().split())
+        for check in ("generation_failure_rate", "generation_failure_count"):  # one line each in the log file
+            assert any(line.endswith(f"FAILED generated_images_{check}: check generated_images/{check} failed "
+                                     "(above)") for line in log.getvalue().splitlines()), log.getvalue()
