@@ -97,6 +97,32 @@ def test_a_pull_into_a_read_only_complete_copy_says_it_is_complete(store, tmp_pa
     assert "1 file(s) missing or different, such as real_streetlook/gallery.parquet" in err
 
 
+@pytest.mark.parametrize("how", ["lock-file-writable", "no-fcntl"])
+def test_a_read_only_complete_copy_is_verified_before_any_write(store, tmp_path, monkeypatch, how):
+    """The folder is read-only but the lock file an earlier pull left can still be opened (only the folder made
+    read-only), or the system has no ``fcntl``: the pull still writes nothing and says the copy is complete."""
+    import sys
+
+    from lookbench_pipeline.releases.reader import pull
+
+    assert pull(store, V, tmp_path / "ro", progress=False).read_only is None
+    real_open = os.open
+    make_read_only(monkeypatch, tmp_path / "ro")
+    if how == "no-fcntl":
+        monkeypatch.setitem(sys.modules, "fcntl", None)
+    else:
+        read_only_open = os.open
+
+        def lock_opens(path, flags, *a, **k):  # the lock file itself stays writable
+            if Path(os.fspath(path)).name == ".pull.lock":
+                return real_open(path, flags, *a, **k)
+            return read_only_open(path, flags, *a, **k)
+
+        monkeypatch.setattr(os, "open", lock_opens)
+    files = pull(store, V, tmp_path / "ro", progress=False)
+    assert files.read_only == "Read-only file system" and all(p.is_file() for p in files)
+
+
 # --- 3 to 5: the embeddings files: id arrays, one rule for the vectors' type, messages naming the file ------------
 
 def _ids_vecs(mine):

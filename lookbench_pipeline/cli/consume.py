@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import load_config
 from ..config.sections import parse_day
+from ..safepath import unwritable
 from .common import EXIT_ERROR, EXIT_OK, UsageError
 
 def consumer_store(args: argparse.Namespace):
@@ -401,7 +402,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value:  # can be written: a scoring pass whose results cannot be kept is not started
             folder = Path(value).resolve().parent
-            why = _unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
+            why = unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
                                           else "the file is read-only")
             if why:
                 raise UsageError(f"{flag} {value}: cannot write in {folder}: {why}")
@@ -410,7 +411,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             where = _nearest_existing(Path(value))
             if not where.is_dir():
                 raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
-            why = _unwritable(where)
+            why = unwritable(where)
             if why:
                 raise UsageError(f"{flag} {value}: cannot write in {where}: {why}")
 
@@ -420,25 +421,11 @@ def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.absolute().parents) if p.exists())
 
 
-def _unwritable(folder: Path) -> str | None:
-    """Why no file can be made in ``folder`` (the OS's reason: a probe file is made there and removed), or None
-    when one can. Permission bits alone do not say it (root ignores them; a read-only file system does not)."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".lookbench-write-check-")
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    os.close(fd)
-    os.unlink(probe)
-    return None
-
-
 def _default_cache(cache: Path) -> Path | None:
     """The default embedding cache (no ``--cache``), or None when it cannot be written (a read-only home): then a
     warning says so and the embeddings go through a temporary cache, removed when evaluate ends."""
     where = _nearest_existing(cache)
-    why = _unwritable(where) if where.is_dir() else f"{where} is a file"
+    why = unwritable(where) if where.is_dir() else f"{where} is a file"
     if why is None:
         return cache
     print(f"warning: the embedding cache {cache} cannot be written ({why}): embedding through a temporary cache, "

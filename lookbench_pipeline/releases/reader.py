@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
+from ..safepath import UnsafePathError, check_key, check_version, resolve_inside, unwritable
 from ..schemas import RELEASE, RELEASE_REQUIRED
 from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, StoreError, _warn
 
@@ -940,6 +940,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
+    why = unwritable(out)  # a read-only copy (the lock file an earlier pull left may still open): nothing written
+    if why is not None:
+        return _complete_read_only(out, version, keys, every, raw_manifest, manifest, why)
     try:
         with _pull_lock(out, version, warn):
             return PulledFiles(_pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest,
