@@ -145,7 +145,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     is a link, missing, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import (all_files, check_release_files, folder_gaps, manifest_subsets, read_manifest_bytes,
+    from ..releases.reader import (all_files, check_release_files, folder_gaps, no_subset_message, read_manifest_bytes,
                                    read_pulled, release_prefix)
     from ..store import ReleaseFolder
 
@@ -167,9 +167,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
               "check each file they read against the manifest; a copy from a mirror is the publisher's release "
               "when this is the publisher's)")
-    if not manifest_subsets(m):  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
-        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
-              f"({len(m['files'])} data files)", file=sys.stderr)
+    empty = no_subset_message(version, m)
+    if empty:  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
+        print(f"error: {empty}", file=sys.stderr)
         return EXIT_ERROR
     problems: list[str] = []
     if folder or args.verify:
@@ -277,15 +277,14 @@ def cmd_pull(args: argparse.Namespace) -> int:
     """Download a release (``releases.reader.pull``). A manifest that lists no subset (no query and gallery files)
     is an error (exit 1) before anything is written, as it is for ``info`` and ``evaluate``: such a pull would end
     with exit 0 and a folder with nothing to score."""
-    from ..releases.reader import manifest_subsets, pull, read_manifest_bytes
+    from ..releases.reader import no_subset_message, pull, read_manifest_bytes
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
     manifest = read_manifest_bytes(store, version)  # read once: the subsets are checked against what is pulled
-    if not manifest_subsets(manifest[1]):
-        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
-              f"({len(manifest[1]['files'])} data files); nothing pulled", file=sys.stderr)
-        return EXIT_ERROR
+    empty = no_subset_message(version, manifest[1])
+    if empty:  # pull() refuses it too; said before the subsets, as info says it
+        raise ValueError(f"{empty}; nothing pulled")
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it

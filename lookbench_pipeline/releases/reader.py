@@ -211,6 +211,15 @@ def manifest_subsets(m: dict[str, Any], role: str = "query") -> list[str]:
     return sorted({k.split("/")[0] for k in m["files"] if k.count("/") == 1 and k.endswith(f"/{role}.parquet")})
 
 
+def no_subset_message(version: str, m: dict[str, Any]) -> str | None:
+    """Why ``version``'s manifest ``m`` cannot be scored when it lists no subset (no subset's query and gallery
+    files), or None when it lists one: the one wording for ``info`` and :func:`pull`."""
+    if manifest_subsets(m):
+        return None
+    return (f"{version}: no subset to score: its manifest lists no subset's query and gallery files "
+            f"({len(m['files'])} data files)")
+
+
 def pull_keys(manifest: dict[str, Any], subsets: Sequence[str] | None = None) -> list[str]:
     """The files a pull of ``subsets`` (None: every subset) brings, data files then metadata files, sorted: the
     subsets' files, the distractor gallery's (``noise/``: every subset's gallery includes it) and the metadata
@@ -893,7 +902,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
             manifest is not valid (:func:`check_manifest`).
         UnsafePathError: the version name, a key of the manifest, or ``dest/<version>`` itself would write outside
             ``dest`` (through a symbolic link or a path) — nothing is written then.
-        ValueError: an unknown subset was asked for, ``dest`` is not a folder, or the disk has too little room.
+        ValueError: the manifest lists no subset (:func:`no_subset_message`; nothing is written), an unknown
+            subset was asked for, ``dest`` is not a folder, or the disk has too little room.
     """
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
@@ -913,6 +923,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                 raise UnsafePathError(f"{version}: refused, nothing written: {out} holds a link: {exc}") from None
             raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
                                   f"{out}: {exc}") from None
+    empty = no_subset_message(version, manifest)
+    if empty:  # a folder with nothing to score is no pull
+        raise ValueError(f"{empty}; nothing pulled")
     if subsets:
         subsets = choose_subsets(manifest_subsets(manifest), subsets, version)
     keys = pull_keys(manifest, subsets or None)
