@@ -291,7 +291,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
                  warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
-    if getattr(files, "read_only", None):
+    if files.read_only:
         print(f"{version} is already complete under {folder}: {len(files)} files verified, nothing written (the "
               f"folder cannot be written: {files.read_only})")
     else:
