@@ -278,7 +278,32 @@ def test_info_latest_does_not_suggest_a_version_whose_manifest_cannot_be_read(st
     assert "warning: v20261201 is left out" in capsys.readouterr().err
     assert main(["info", "latest", "--store", str(store.root)]) == 1
     err = capsys.readouterr().err
-    assert "v20261231" in err and "published: v20260701)" in err and "v20261201" not in err
+    assert "v20261231" in err and "did you mean v20261201" not in err  # listed (the store has it), not suggested
+    assert "published: v20260701, v20261201)" in err
+
+
+def test_a_version_not_published_reads_only_the_suggested_manifests(store, capsys, monkeypatch):
+    """Wording the error lists the store and reads only the (at most three) close versions' manifests, not every
+    one; and a listing that names a version whose manifest is gone does not loop back into the error."""
+    from release_factory import make_release
+
+    import lookbench_pipeline.releases.reader as reader
+    from lookbench_pipeline.releases.publish import publish
+
+    for v in ("v20250101", "v20240101", "v20230101", "v20220101", "v20210101"):
+        publish(make_release(v, range(0, 2)), store, {})
+    real, read = reader.read_manifest_bytes, []
+
+    def counting(store_, version, *a, **k):
+        read.append(version)
+        return real(store_, version, *a, **k)
+
+    monkeypatch.setattr(reader, "read_manifest_bytes", counting)
+    monkeypatch.setattr(type(store), "exists", lambda self, key: False)  # listed, yet "not there"
+    with pytest.raises(reader.StoreError, match="release v20260702 is not published") as exc:
+        reader.read_manifest(store, "v20260702")
+    assert "did you mean v20260701?" in str(exc.value)
+    assert 1 < len(read) <= 4, read  # the version asked for, then at most three candidates
 
 
 def test_configuration_date_errors_say_the_value_once_and_as_written(tmp_path, monkeypatch):

@@ -344,12 +344,14 @@ def resolve_version(store: ObjectStore, version: str) -> str:
 
 
 def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
-    """The error for a version the store does not have: the published versions and the closest one (difflib);
-    for a store that cannot be listed (an http mirror), the version ``releases/latest`` names."""
+    """The error for a version the store does not have: the published versions (listed, not read) and the closest
+    one whose manifest can be read and is valid (difflib: at most three candidates read, never a damaged version
+    suggested); for a store that cannot be listed (an http mirror), the version ``releases/latest`` names. Never
+    calls itself again: the candidates are read as listed (:func:`read_manifest_bytes` with ``exists=True``)."""
     import difflib
 
     try:
-        have = readable_releases(store)[0]  # as `lookbench releases`: a version whose manifest is damaged is none
+        have = list_releases(store)  # the listing only: reading every manifest (N GETs) just to word an error is not
     except StoreError:  # a static mirror cannot be listed: say what it does have
         try:
             latest = check_version(read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace")
@@ -361,10 +363,19 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
         hint = (f"; did you mean {latest}?" if latest and latest != version
                 and difflib.get_close_matches(version, [latest], n=1) else "")
         return StoreError(f"release {version} was not found at {store.url}{why}{hint} ({listed})")
-    near = difflib.get_close_matches(version, have, n=1)
-    hint = f"; did you mean {near[0]}?" if near else ""
+    near = next((v for v in difflib.get_close_matches(version, have, n=3) if _readable(store, v)), None)
+    hint = f"; did you mean {near}?" if near else ""
     listed = f"published: {', '.join(have)}" if have else "it has no published release"
     return StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
+
+
+def _readable(store: ObjectStore, version: str) -> bool:
+    """Whether ``version``'s manifest (listed in ``store``) can be read and is valid: what a suggestion must be."""
+    try:
+        read_manifest_bytes(store, version, exists=True)  # listed: not asked again, no path to _not_published
+    except (ReleaseIntegrityError, UnsafePathError, StoreError):
+        return False
+    return True
 
 
 _POINTER = "a LookBench release pointer (a version name, vYYYYMMDD)"
