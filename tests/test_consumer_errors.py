@@ -590,3 +590,22 @@ def test_the_library_pull_of_a_release_with_no_subset_raises_and_writes_nothing(
     assert str(exc.value) == (f"{V3}: no subset to score: its manifest lists no subset's query and gallery files "
                               "(0 data files); nothing pulled")
     assert not _files(tmp_path / "d")
+
+
+def test_a_mirror_web_page_for_latest_asks_its_content_type_once(monkeypatch):
+    """The page over releases/latest's 1 KiB: the error names its Content-Type from one HEAD request, not two."""
+    from lookbench_pipeline.releases.reader import resolve_version
+    from lookbench_pipeline.store import HttpStore, ObjectTooLarge
+
+    page = b"<!DOCTYPE html>\n<html><body></body></html>\n" + b" " * 4000
+    real, asked = HttpStore.content_type, []
+
+    def counting(self, key):
+        asked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(HttpStore, "content_type", counting)
+    with serve.serving(lambda path, base: (page, "text/html; charset=utf-8")) as srv:
+        with pytest.raises(ObjectTooLarge, match="it served Content-Type text/html; charset=utf-8"):
+            resolve_version(HttpStore(srv.base_url), "latest")
+    assert asked == ["releases/latest"]

@@ -325,8 +325,9 @@ def resolve_version(store: ObjectStore, version: str) -> str:
         try:
             raw = read_small(store, LATEST_KEY, LATEST_MAX_BYTES)
         except ObjectTooLarge as exc:  # a mirror's web page (over the pointer's 1 KiB) is named as one
-            if isinstance(store, HttpStore) and "html" in (store.content_type(LATEST_KEY) or "").lower():
-                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER) + f" ({exc})") from exc
+            ctype = store.content_type(LATEST_KEY) if isinstance(store, HttpStore) else None  # one HEAD request
+            if "html" in (ctype or "").lower():
+                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER, ctype) + f" ({exc})") from exc
             raise
         named = raw.decode("utf-8", errors="replace").strip()
         try:
@@ -381,12 +382,17 @@ def _readable(store: ObjectStore, version: str) -> bool:
 _POINTER = "a LookBench release pointer (a version name, vYYYYMMDD)"
 
 
-def mirror_served(store: HttpStore, key: str, raw: bytes | None, wanted: str) -> str:
+_ASK = object()  # mirror_served: the Content-Type not asked yet
+
+
+def mirror_served(store: HttpStore, key: str, raw: bytes | None, wanted: str, ctype: Any = _ASK) -> str:
     """What to say when an http(s) mirror answered ``key`` (status 200) with something that is not ``wanted``: a
     web server's index or error page, typically, because the ``--store`` URL does not name the folder that holds
     ``releases/``. Names the URL, the ``Content-Type`` and the size and first bytes of ``raw`` (the body, when it
-    was read), and says to check the URL (a mirror cannot be listed, so ``lookbench releases`` is no help)."""
-    ctype = store.content_type(key)
+    was read), and says to check the URL (a mirror cannot be listed, so ``lookbench releases`` is no help).
+    ``ctype``: the ``Content-Type`` when the caller has asked for it already (None: none given), else asked here."""
+    if ctype is _ASK:
+        ctype = store.content_type(key)
     served = f"Content-Type {ctype}" if ctype else "no Content-Type"
     if raw is not None:
         head = raw[:60].decode("utf-8", errors="replace")
