@@ -503,6 +503,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         settings, data_dir, match = cfg.evaluate.model_copy(update={"legacy": []}), None, (6, 32.0)
         cache, legacy = Path(args.cache) if args.cache else _default_cache(_user_cache()), False
+    args.temporary_cache = cache is None  # an interrupt then says the embeddings are not kept (main._run)
     given = {}
     if args.embeddings:
         tc = parse_day(training_cutoff) if training_cutoff else None
