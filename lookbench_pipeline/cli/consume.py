@@ -354,13 +354,13 @@ def _check_cutoffs(args: argparse.Namespace, settings) -> None:
     """``--training-cutoff`` and ``--cutoff model`` go together for ``--embeddings``
     (:func:`lookbench_pipeline.scoring.check_training_cutoffs`, the rule :func:`lookbench_pipeline.score` follows
     too), in the flags' words. Raises UsageError (exit 2) naming the flag to add or leave out."""
-    from ..scoring import check_training_cutoffs
+    from ..scoring import check_training_cutoffs, embeddings_name
 
     if not args.embeddings:
         return
     cutoff = args.cutoff if args.cutoff is not None else settings.cutoff
     where = "--cutoff" if args.cutoff is not None else "evaluate.cutoff (configuration)"
-    name = _one(args, "name") or Path(args.embeddings[0]).stem
+    name = embeddings_name(args.embeddings, _one(args, "name"))
     tc = _one(args, "training_cutoff")
     words = {"set": where + " {cutoff}", "none": "no --cutoff", "model": "--cutoff model", "tc": "--training-cutoff",
              "add_tc": "--training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: {{{name}: "
@@ -439,7 +439,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from ..evaluate import evaluate_configured, format_table
-    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, site_benchmark
+    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, embeddings_name, site_benchmark
 
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
@@ -469,7 +469,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          "name without its suffix is used)")
     if (name or training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
-    given_name = name or (Path(args.embeddings[0]).stem if args.embeddings else None)
+    given_name = embeddings_name(args.embeddings or [], name)
     if given_name and given_name in (args.model or []):
         raise UsageError(f"--model {given_name} and the --embeddings (named {given_name!r}"
                          + ("" if name else ", after the file") + ") would be two models of one name: give the "
