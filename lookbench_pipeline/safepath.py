@@ -79,3 +79,17 @@ def refuse_links(root: Path, key: str) -> Path:
                                   "file or folder it points to (in a store), or remove it (in a pull's --dest, which "
                                   "then writes the file itself)")
     return cur
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why no file can be made in ``folder`` (the OS's reason: a probe file is made there and removed), or None
+    when one can. Permission bits alone do not say it (root ignores them; a read-only file system does not)."""
+    import tempfile
+
+    try:
+        fd, probe = tempfile.mkstemp(dir=folder, prefix=".lookbench-write-check-")
+    except OSError as exc:
+        return exc.strerror or str(exc)
+    os.close(fd)
+    os.unlink(probe)
+    return None

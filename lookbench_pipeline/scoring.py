@@ -336,6 +336,12 @@ def _read_file(path: Path, ids_path: Path | None) -> tuple[list[str], np.ndarray
     raise EmbeddingsFileError(f"{path}: unknown format (expected .parquet, .npz, or .npy with --ids)")
 
 
+def embeddings_name(files: Sequence[str | Path], name: str | None = None) -> str | None:
+    """The model name of precomputed embeddings: ``name`` when given, else the first file's name without its
+    suffix (``mine.parquet``: ``mine``); None with no file. The one rule for the library and the CLI."""
+    return name or (Path(files[0]).stem if files else None)
+
+
 class PrecomputedEmbeddings:
     """Vectors by ``sample_id`` (see the module docstring), scored as a model named ``name``.
 
@@ -406,7 +412,7 @@ class PrecomputedEmbeddings:
         vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
         del parts
         obj = cls.__new__(cls)
-        obj._index_unit(all_ids, vecs, name or paths[0].stem, ", ".join(str(p) for p in paths), training_cutoff)
+        obj._index_unit(all_ids, vecs, embeddings_name(paths, name), ", ".join(str(p) for p in paths), training_cutoff)
         return obj
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
@@ -619,8 +625,7 @@ def score(release: str | Path, embed_fn: Callable[[list[Any]], Any] | None = Non
     if isinstance(cutoff, date):
         cutoff = cutoff.isoformat()
     files = [embeddings] if isinstance(embeddings, (str, Path)) else list(embeddings or [])
-    name = name or (getattr(embed_fn, "__name__", "my-model") if embed_fn is not None else
-                    Path(files[0]).stem if files else None)
+    name = name or (getattr(embed_fn, "__name__", "my-model") if embed_fn is not None else embeddings_name(files))
     check_training_cutoffs(cutoff, {name: tc})  # before a file is read
     if embed_fn is not None:
         model: Any = FunctionEmbedder(embed_fn, name, batch_size, tc)

@@ -62,3 +62,21 @@ def test_an_interrupted_evaluate_says_a_rerun_reuses_the_embeddings_computed(sto
     embedded.clear()
     assert evaluate("fresh") == 0  # the whole evaluation, from an empty cache
     assert rerun == sum(embedded) - first > 0, (first, rerun, embedded)
+
+
+def test_an_interrupted_evaluate_through_a_temporary_cache_says_nothing_is_kept(store, monkeypatch, capsys):
+    """The default cache could not be written, so the embeddings went through a temporary cache, removed at the end:
+    the line does not promise a rerun reuses them."""
+    from lookbench_pipeline.cli import consume
+    from lookbench_pipeline.embed.baseline import HsvHogEmbedder
+
+    def embed(self, images):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(HsvHogEmbedder, "embed", embed)
+    monkeypatch.setattr(consume, "_default_cache", lambda cache: None)
+    assert cli_main.main(["evaluate", "--release", "v20260701", "--store", str(store.root), "--model",
+                          "baseline/hsv-hog-v1", "--quiet"]) == 130
+    err = capsys.readouterr().err
+    assert err.strip() == f"interrupted; {cli_main.TEMPORARY_CACHE_LOST}", err
+    assert "reuses" not in err and "now removed, so it embeds everything again" in err

@@ -577,3 +577,35 @@ def test_pull_of_a_release_with_no_subset_is_an_error_and_writes_nothing(store, 
     assert not _files(tmp_path / "d")
     assert main(["info", V3, "--store", str(store.root)]) == 1
     assert "no subset to score" in capsys.readouterr().err
+
+
+def test_the_library_pull_of_a_release_with_no_subset_raises_and_writes_nothing(store, tmp_path):
+    """:func:`releases.reader.pull` itself refuses it (the Python API, not only the CLI), with info's wording."""
+    from lookbench_pipeline.releases.reader import pull
+
+    publish(make_release(V3, range(0, 4)), store, {})
+    _edit_manifest(store, V3, lambda m: m.update(files={}))
+    with pytest.raises(ValueError) as exc:
+        pull(store, V3, tmp_path / "d", progress=False)
+    assert str(exc.value) == (f"{V3}: no subset to score: its manifest lists no subset's query and gallery files "
+                              "(0 data files); nothing pulled")
+    assert not _files(tmp_path / "d")
+
+
+def test_a_mirror_web_page_for_latest_asks_its_content_type_once(monkeypatch):
+    """The page over releases/latest's 1 KiB: the error names its Content-Type from one HEAD request, not two."""
+    from lookbench_pipeline.releases.reader import resolve_version
+    from lookbench_pipeline.store import HttpStore, ObjectTooLarge
+
+    page = b"<!DOCTYPE html>\n<html><body></body></html>\n" + b" " * 4000
+    real, asked = HttpStore.content_type, []
+
+    def counting(self, key):
+        asked.append(key)
+        return real(self, key)
+
+    monkeypatch.setattr(HttpStore, "content_type", counting)
+    with serve.serving(lambda path, base: (page, "text/html; charset=utf-8")) as srv:
+        with pytest.raises(ObjectTooLarge, match="it served Content-Type text/html; charset=utf-8"):
+            resolve_version(HttpStore(srv.base_url), "latest")
+    assert asked == ["releases/latest"]

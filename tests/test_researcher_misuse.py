@@ -97,6 +97,32 @@ def test_a_pull_into_a_read_only_complete_copy_says_it_is_complete(store, tmp_pa
     assert "1 file(s) missing or different, such as real_streetlook/gallery.parquet" in err
 
 
+@pytest.mark.parametrize("how", ["lock-file-writable", "no-fcntl"])
+def test_a_read_only_complete_copy_is_verified_before_any_write(store, tmp_path, monkeypatch, how):
+    """The folder is read-only but the lock file an earlier pull left can still be opened (only the folder made
+    read-only), or the system has no ``fcntl``: the pull still writes nothing and says the copy is complete."""
+    import sys
+
+    from lookbench_pipeline.releases.reader import pull
+
+    assert pull(store, V, tmp_path / "ro", progress=False).read_only is None
+    real_open = os.open
+    make_read_only(monkeypatch, tmp_path / "ro")
+    if how == "no-fcntl":
+        monkeypatch.setitem(sys.modules, "fcntl", None)
+    else:
+        read_only_open = os.open
+
+        def lock_opens(path, flags, *a, **k):  # the lock file itself stays writable
+            if Path(os.fspath(path)).name == ".pull.lock":
+                return real_open(path, flags, *a, **k)
+            return read_only_open(path, flags, *a, **k)
+
+        monkeypatch.setattr(os, "open", lock_opens)
+    files = pull(store, V, tmp_path / "ro", progress=False)
+    assert files.read_only == "Read-only file system" and all(p.is_file() for p in files)
+
+
 # --- 3 to 5: the embeddings files: id arrays, one rule for the vectors' type, messages naming the file ------------
 
 def _ids_vecs(mine):
@@ -252,7 +278,32 @@ def test_info_latest_does_not_suggest_a_version_whose_manifest_cannot_be_read(st
     assert "warning: v20261201 is left out" in capsys.readouterr().err
     assert main(["info", "latest", "--store", str(store.root)]) == 1
     err = capsys.readouterr().err
-    assert "v20261231" in err and "published: v20260701)" in err and "v20261201" not in err
+    assert "v20261231" in err and "did you mean v20261201" not in err  # listed (the store has it), not suggested
+    assert "published: v20260701, v20261201)" in err
+
+
+def test_a_version_not_published_reads_only_the_suggested_manifests(store, capsys, monkeypatch):
+    """Wording the error lists the store and reads only the (at most three) close versions' manifests, not every
+    one; and a listing that names a version whose manifest is gone does not loop back into the error."""
+    from release_factory import make_release
+
+    import lookbench_pipeline.releases.reader as reader
+    from lookbench_pipeline.releases.publish import publish
+
+    for v in ("v20250101", "v20240101", "v20230101", "v20220101", "v20210101"):
+        publish(make_release(v, range(0, 2)), store, {})
+    real, read = reader.read_manifest_bytes, []
+
+    def counting(store_, version, *a, **k):
+        read.append(version)
+        return real(store_, version, *a, **k)
+
+    monkeypatch.setattr(reader, "read_manifest_bytes", counting)
+    monkeypatch.setattr(type(store), "exists", lambda self, key: False)  # listed, yet "not there"
+    with pytest.raises(reader.StoreError, match="release v20260702 is not published") as exc:
+        reader.read_manifest(store, "v20260702")
+    assert "did you mean v20260701?" in str(exc.value)
+    assert 1 < len(read) <= 4, read  # the version asked for, then at most three candidates
 
 
 def test_configuration_date_errors_say_the_value_once_and_as_written(tmp_path, monkeypatch):

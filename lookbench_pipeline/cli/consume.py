@@ -11,6 +11,7 @@ from pathlib import Path
 
 from ..config import load_config
 from ..config.sections import parse_day
+from ..safepath import unwritable
 from .common import EXIT_ERROR, EXIT_OK, UsageError
 
 def consumer_store(args: argparse.Namespace):
@@ -144,7 +145,7 @@ def cmd_info(args: argparse.Namespace) -> int:
     is a link, missing, or differs from the manifest."""
     import hashlib
 
-    from ..releases.reader import (all_files, check_release_files, folder_gaps, manifest_subsets, read_manifest_bytes,
+    from ..releases.reader import (all_files, check_release_files, folder_gaps, no_subset_message, read_manifest_bytes,
                                    read_pulled, release_prefix)
     from ..store import ReleaseFolder
 
@@ -166,9 +167,9 @@ def cmd_info(args: argparse.Namespace) -> int:
         print(f"manifest sha256: {hashlib.sha256(raw).hexdigest()} (the release's root of trust: pull and evaluate "
               "check each file they read against the manifest; a copy from a mirror is the publisher's release "
               "when this is the publisher's)")
-    if not manifest_subsets(m):  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
-        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
-              f"({len(m['files'])} data files)", file=sys.stderr)
+    empty = no_subset_message(version, m)
+    if empty:  # a manifest may be valid and list nothing to score: not exit 0 as if all is well
+        print(f"error: {empty}", file=sys.stderr)
         return EXIT_ERROR
     problems: list[str] = []
     if folder or args.verify:
@@ -276,22 +277,21 @@ def cmd_pull(args: argparse.Namespace) -> int:
     """Download a release (``releases.reader.pull``). A manifest that lists no subset (no query and gallery files)
     is an error (exit 1) before anything is written, as it is for ``info`` and ``evaluate``: such a pull would end
     with exit 0 and a folder with nothing to score."""
-    from ..releases.reader import manifest_subsets, pull, read_manifest_bytes
+    from ..releases.reader import no_subset_message, pull, read_manifest_bytes
 
     store = consumer_store(args)
     version = _version_arg(store, args.version)
     manifest = read_manifest_bytes(store, version)  # read once: the subsets are checked against what is pulled
-    if not manifest_subsets(manifest[1]):
-        print(f"error: {version}: no subset to score: its manifest lists no subset's query and gallery files "
-              f"({len(manifest[1]['files'])} data files); nothing pulled", file=sys.stderr)
-        return EXIT_ERROR
+    empty = no_subset_message(version, manifest[1])
+    if empty:  # pull() refuses it too; said before the subsets, as info says it
+        raise ValueError(f"{empty}; nothing pulled")
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
         _look_bench_link(Path(args.dest))  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
                  warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
-    if getattr(files, "read_only", None):
+    if files.read_only:
         print(f"{version} is already complete under {folder}: {len(files)} files verified, nothing written (the "
               f"folder cannot be written: {files.read_only})")
     else:
@@ -354,13 +354,13 @@ def _check_cutoffs(args: argparse.Namespace, settings) -> None:
     """``--training-cutoff`` and ``--cutoff model`` go together for ``--embeddings``
     (:func:`lookbench_pipeline.scoring.check_training_cutoffs`, the rule :func:`lookbench_pipeline.score` follows
     too), in the flags' words. Raises UsageError (exit 2) naming the flag to add or leave out."""
-    from ..scoring import check_training_cutoffs
+    from ..scoring import check_training_cutoffs, embeddings_name
 
     if not args.embeddings:
         return
     cutoff = args.cutoff if args.cutoff is not None else settings.cutoff
     where = "--cutoff" if args.cutoff is not None else "evaluate.cutoff (configuration)"
-    name = _one(args, "name") or Path(args.embeddings[0]).stem
+    name = embeddings_name(args.embeddings, _one(args, "name"))
     tc = _one(args, "training_cutoff")
     words = {"set": where + " {cutoff}", "none": "no --cutoff", "model": "--cutoff model", "tc": "--training-cutoff",
              "add_tc": "--training-cutoff YYYY-MM-DD (your model's; or evaluate.model_cutoffs: {{{name}: "
@@ -401,7 +401,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
     for flag, value in (("--output", args.output), ("--benchmark-json", args.benchmark_json)):
         if value:  # can be written: a scoring pass whose results cannot be kept is not started
             folder = Path(value).resolve().parent
-            why = _unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
+            why = unwritable(folder) or (None if not Path(value).exists() or os.access(value, os.W_OK)
                                           else "the file is read-only")
             if why:
                 raise UsageError(f"{flag} {value}: cannot write in {folder}: {why}")
@@ -410,7 +410,7 @@ def _check_outputs(args: argparse.Namespace) -> None:
             where = _nearest_existing(Path(value))
             if not where.is_dir():
                 raise UsageError(f"{flag} {value}: {where} is a file: name a folder (made when missing)")
-            why = _unwritable(where)
+            why = unwritable(where)
             if why:
                 raise UsageError(f"{flag} {value}: cannot write in {where}: {why}")
 
@@ -420,25 +420,11 @@ def _nearest_existing(path: Path) -> Path:
     return next(p for p in (path, *path.absolute().parents) if p.exists())
 
 
-def _unwritable(folder: Path) -> str | None:
-    """Why no file can be made in ``folder`` (the OS's reason: a probe file is made there and removed), or None
-    when one can. Permission bits alone do not say it (root ignores them; a read-only file system does not)."""
-    import tempfile
-
-    try:
-        fd, probe = tempfile.mkstemp(dir=folder, prefix=".lookbench-write-check-")
-    except OSError as exc:
-        return exc.strerror or str(exc)
-    os.close(fd)
-    os.unlink(probe)
-    return None
-
-
 def _default_cache(cache: Path) -> Path | None:
     """The default embedding cache (no ``--cache``), or None when it cannot be written (a read-only home): then a
     warning says so and the embeddings go through a temporary cache, removed when evaluate ends."""
     where = _nearest_existing(cache)
-    why = _unwritable(where) if where.is_dir() else f"{where} is a file"
+    why = unwritable(where) if where.is_dir() else f"{where} is a file"
     if why is None:
         return cache
     print(f"warning: the embedding cache {cache} cannot be written ({why}): embedding through a temporary cache, "
@@ -453,7 +439,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     import pyarrow.parquet as pq
 
     from ..evaluate import evaluate_configured, format_table
-    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, site_benchmark
+    from ..scoring import EmbeddingsFileError, IdsFileError, PrecomputedEmbeddings, embeddings_name, site_benchmark
 
     if (args.release_path is None) == (args.release is None):
         raise UsageError("name the release once: a pulled release folder (lookbench evaluate DIR) or a version "
@@ -483,7 +469,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
                          "name without its suffix is used)")
     if (name or training_cutoff) and not args.embeddings:
         raise UsageError("--name and --training-cutoff go with --embeddings")
-    given_name = name or (Path(args.embeddings[0]).stem if args.embeddings else None)
+    given_name = embeddings_name(args.embeddings or [], name)
     if given_name and given_name in (args.model or []):
         raise UsageError(f"--model {given_name} and the --embeddings (named {given_name!r}"
                          + ("" if name else ", after the file") + ") would be two models of one name: give the "
@@ -517,6 +503,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     else:
         settings, data_dir, match = cfg.evaluate.model_copy(update={"legacy": []}), None, (6, 32.0)
         cache, legacy = Path(args.cache) if args.cache else _default_cache(_user_cache()), False
+    args.temporary_cache = cache is None  # an interrupt then says the embeddings are not kept (main._run)
     given = {}
     if args.embeddings:
         tc = parse_day(training_cutoff) if training_cutoff else None

@@ -228,6 +228,11 @@ RESUMABLE = {"pull": "run the same command again to resume",
 """What a command interrupted can do next, said after ``interrupted;``: a pull keeps its ``.part`` files and resumes
 them; an evaluation's image embeddings are in the embedding cache once each call of ``EmbeddingCache.embed``
 returns (``evaluate.files.embed_file`` makes one per 2048 images of a file), and a rerun reads them back."""
+TEMPORARY_CACHE_LOST = ("run the same command again: the embeddings computed so far were in a temporary cache "
+                        "(the default one cannot be written), now removed, so it embeds everything again; --cache "
+                        "DIR in a folder you can write keeps them")
+"""What an interrupted evaluate says instead when it embedded through a temporary cache (``args.temporary_cache``,
+set by ``cmd_evaluate`` when the default cache cannot be written): nothing is kept for a rerun."""
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -241,7 +246,7 @@ def _run(args: argparse.Namespace) -> int:
     except KeyboardInterrupt:
         if getattr(args, "debug", False):
             raise
-        hint = RESUMABLE.get(args.command)
+        hint = TEMPORARY_CACHE_LOST if getattr(args, "temporary_cache", False) else RESUMABLE.get(args.command)
         print("\ninterrupted" + (f"; {hint}" if hint else ""), file=sys.stderr)  # after a progress bar's line
         return EXIT_INTERRUPTED
     except ConfigError as exc:

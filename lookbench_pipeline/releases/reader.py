@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import yaml
 
-from ..safepath import UnsafePathError, check_key, check_version, resolve_inside
+from ..safepath import UnsafePathError, check_key, check_version, resolve_inside, unwritable
 from ..schemas import RELEASE, RELEASE_REQUIRED
 from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, StoreError, _warn
 
@@ -211,6 +211,15 @@ def manifest_subsets(m: dict[str, Any], role: str = "query") -> list[str]:
     return sorted({k.split("/")[0] for k in m["files"] if k.count("/") == 1 and k.endswith(f"/{role}.parquet")})
 
 
+def no_subset_message(version: str, m: dict[str, Any]) -> str | None:
+    """Why ``version``'s manifest ``m`` cannot be scored when it lists no subset (no subset's query and gallery
+    files), or None when it lists one: the one wording for ``info`` and :func:`pull`."""
+    if manifest_subsets(m):
+        return None
+    return (f"{version}: no subset to score: its manifest lists no subset's query and gallery files "
+            f"({len(m['files'])} data files)")
+
+
 def pull_keys(manifest: dict[str, Any], subsets: Sequence[str] | None = None) -> list[str]:
     """The files a pull of ``subsets`` (None: every subset) brings, data files then metadata files, sorted: the
     subsets' files, the distractor gallery's (``noise/``: every subset's gallery includes it) and the metadata
@@ -316,8 +325,9 @@ def resolve_version(store: ObjectStore, version: str) -> str:
         try:
             raw = read_small(store, LATEST_KEY, LATEST_MAX_BYTES)
         except ObjectTooLarge as exc:  # a mirror's web page (over the pointer's 1 KiB) is named as one
-            if isinstance(store, HttpStore) and "html" in (store.content_type(LATEST_KEY) or "").lower():
-                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER) + f" ({exc})") from exc
+            ctype = store.content_type(LATEST_KEY) if isinstance(store, HttpStore) else None  # one HEAD request
+            if "html" in (ctype or "").lower():
+                raise ObjectTooLarge(mirror_served(store, LATEST_KEY, None, _POINTER, ctype) + f" ({exc})") from exc
             raise
         named = raw.decode("utf-8", errors="replace").strip()
         try:
@@ -335,12 +345,14 @@ def resolve_version(store: ObjectStore, version: str) -> str:
 
 
 def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
-    """The error for a version the store does not have: the published versions and the closest one (difflib);
-    for a store that cannot be listed (an http mirror), the version ``releases/latest`` names."""
+    """The error for a version the store does not have: the published versions (listed, not read) and the closest
+    one whose manifest can be read and is valid (difflib: at most three candidates read, never a damaged version
+    suggested); for a store that cannot be listed (an http mirror), the version ``releases/latest`` names. Never
+    calls itself again: the candidates are read as listed (:func:`read_manifest_bytes` with ``exists=True``)."""
     import difflib
 
     try:
-        have = readable_releases(store)[0]  # as `lookbench releases`: a version whose manifest is damaged is none
+        have = list_releases(store)  # the listing only: reading every manifest (N GETs) just to word an error is not
     except StoreError:  # a static mirror cannot be listed: say what it does have
         try:
             latest = check_version(read_small(store, LATEST_KEY, LATEST_MAX_BYTES).decode("utf-8", errors="replace")
@@ -352,21 +364,35 @@ def _not_published(store: ObjectStore, version: str, why: str) -> StoreError:
         hint = (f"; did you mean {latest}?" if latest and latest != version
                 and difflib.get_close_matches(version, [latest], n=1) else "")
         return StoreError(f"release {version} was not found at {store.url}{why}{hint} ({listed})")
-    near = difflib.get_close_matches(version, have, n=1)
-    hint = f"; did you mean {near[0]}?" if near else ""
+    near = next((v for v in difflib.get_close_matches(version, have, n=3) if _readable(store, v)), None)
+    hint = f"; did you mean {near}?" if near else ""
     listed = f"published: {', '.join(have)}" if have else "it has no published release"
     return StoreError(f"release {version} is not published in {store.url}{why}{hint} ({listed})")
+
+
+def _readable(store: ObjectStore, version: str) -> bool:
+    """Whether ``version``'s manifest (listed in ``store``) can be read and is valid: what a suggestion must be."""
+    try:
+        read_manifest_bytes(store, version, exists=True)  # listed: not asked again, no path to _not_published
+    except (ReleaseIntegrityError, UnsafePathError, StoreError):
+        return False
+    return True
 
 
 _POINTER = "a LookBench release pointer (a version name, vYYYYMMDD)"
 
 
-def mirror_served(store: HttpStore, key: str, raw: bytes | None, wanted: str) -> str:
+_ASK = object()  # mirror_served: the Content-Type not asked yet
+
+
+def mirror_served(store: HttpStore, key: str, raw: bytes | None, wanted: str, ctype: Any = _ASK) -> str:
     """What to say when an http(s) mirror answered ``key`` (status 200) with something that is not ``wanted``: a
     web server's index or error page, typically, because the ``--store`` URL does not name the folder that holds
     ``releases/``. Names the URL, the ``Content-Type`` and the size and first bytes of ``raw`` (the body, when it
-    was read), and says to check the URL (a mirror cannot be listed, so ``lookbench releases`` is no help)."""
-    ctype = store.content_type(key)
+    was read), and says to check the URL (a mirror cannot be listed, so ``lookbench releases`` is no help).
+    ``ctype``: the ``Content-Type`` when the caller has asked for it already (None: none given), else asked here."""
+    if ctype is _ASK:
+        ctype = store.content_type(key)
     served = f"Content-Type {ctype}" if ctype else "no Content-Type"
     if raw is not None:
         head = raw[:60].decode("utf-8", errors="replace")
@@ -893,7 +919,8 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
             manifest is not valid (:func:`check_manifest`).
         UnsafePathError: the version name, a key of the manifest, or ``dest/<version>`` itself would write outside
             ``dest`` (through a symbolic link or a path) — nothing is written then.
-        ValueError: an unknown subset was asked for, ``dest`` is not a folder, or the disk has too little room.
+        ValueError: the manifest lists no subset (:func:`no_subset_message`; nothing is written), an unknown
+            subset was asked for, ``dest`` is not a folder, or the disk has too little room.
     """
     dest = Path(dest)
     if dest.exists() and not dest.is_dir():
@@ -913,6 +940,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
                 raise UnsafePathError(f"{version}: refused, nothing written: {out} holds a link: {exc}") from None
             raise UnsafePathError(f"{version}: refused, nothing written: the manifest names a file outside "
                                   f"{out}: {exc}") from None
+    empty = no_subset_message(version, manifest)
+    if empty:  # a folder with nothing to score is no pull
+        raise ValueError(f"{empty}; nothing pulled")
     if subsets:
         subsets = choose_subsets(manifest_subsets(manifest), subsets, version)
     keys = pull_keys(manifest, subsets or None)
@@ -940,6 +970,9 @@ def pull(store: ObjectStore, version: str, dest: Path, subsets: list[str] | None
         out.mkdir(parents=True, exist_ok=True)
     except OSError as exc:
         raise ValueError(f"{version}: cannot make the folder {out}: {exc.strerror or exc}") from None
+    why = unwritable(out)  # a read-only copy (the lock file an earlier pull left may still open): nothing written
+    if why is not None:
+        return _complete_read_only(out, version, keys, every, raw_manifest, manifest, why)
     try:
         with _pull_lock(out, version, warn):
             return PulledFiles(_pull_files(store, version, out, keys, every, need, progress, raw_manifest, manifest,
