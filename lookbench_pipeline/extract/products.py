@@ -94,18 +94,11 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
         found.extend(_schema_products(data.get(syntax, []), syntax))
     products = _collapse(found)
     page_title = page_title_of(sel)
-    states: dict[str | None, dict[str, Any] | None] = {}  # _from_state's result per title hint: the walk runs once
-
-    def state_of(hint: str | None) -> dict[str, Any] | None:
-        if hint not in states:
-            states[hint] = _from_state(sel, url, hint, low)
-        return states[hint]
-
     if '"option1"' in html and not _has_colours(products):  # a Shopify page's colours, in its product JSON only
         shop = shopify_page_products(sel, url, _order(products, url)[0]["title"] if products else None)
         if shop:
             products = _order(products, url)
-            filler = products[0] if products else state_of(shop[0]["title"])  # analytics meta
+            filler = products[0] if products else _from_state(sel, url, shop[0]["title"], low)  # analytics meta
             for q in shop:
                 if filler:
                     q.update(_merge(q, filler, _SHOP_FILLED + (() if q["image_urls"] else ("image_urls",))))
@@ -120,7 +113,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     # (they are the costly sources: a full walk of the scripts and of the text).
     main0 = _order(products, url)[0] if products else None
     complete = main0 is not None and all(main0.get(k) not in (None, "", []) for k in _CORE)
-    state = None if complete else state_of(page_title)
+    state = None if complete else _from_state(sel, url, page_title, low)
     lower = [p for p in (state, _from_opengraph(data.get("opengraph", [])),
                          _from_rules(sel, rules, base) if rules else None) if p]
     visible = {} if complete else _from_visible(sel, url, main0)
