@@ -16,8 +16,8 @@ KINDS = ("connection_refused", "name_not_resolved", "timeout", "http_status", "c
 """What :func:`classify` answers: nothing listening at the host and port; the host name not found (DNS); no answer
 in time; an answer with an HTTP error status; any other failure to connect (a connection reset or dropped)."""
 
-_DNS_TEXT = ("name or service not known", "nodename nor servname", "temporary failure in name resolution",
-             "no address associated with hostname", "getaddrinfo failed", "name resolution")
+_DNS_TEXT = ("name or service not known", "nodename nor servname", "no address associated with hostname",
+             "getaddrinfo failed", "name resolution")  # the last covers "temporary failure in name resolution"
 _DNS_TYPES = ("gaierror", "ClientConnectorDNSError")
 _DISCONNECT_TYPES = ("ServerDisconnectedError", "ClientOSError", "ClientConnectorError", "RemoteProtocolError",
                      "ReadError", "WriteError", "ClientPayloadError")
@@ -52,9 +52,8 @@ def classify(exc: BaseException) -> str:
     for e in causes:
         if _names(e) & set(_DNS_TYPES) or any(t in str(e).lower() for t in _DNS_TEXT):
             return "name_not_resolved"
-    for e in causes:
-        if isinstance(e, ConnectionRefusedError) or "connection refused" in str(e).lower():
-            return "connection_refused"
+    if any("connection refused" in str(e).lower() for e in causes):  # said only in words (the type: above)
+        return "connection_refused"
     if any(isinstance(e, TimeoutError) for e in causes):
         return "timeout"
     # before the transport's own timeout types: the aiohttp transport wraps a dropped connection in ConnectTimeout

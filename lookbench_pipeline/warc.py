@@ -138,25 +138,22 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     errback, whose row is ``http_<status>``), so an archived error page (a 404 "product not found" that still
     carries a product's JSON-LD, a 500) gives no item, only that rejection record (``kind`` page, ``status`` the
     record's, ``outcome`` rejected, ``reason`` ``http_<status>``, ``n_items`` 0), the live crawl's and the replay's
-    row for the page. So does a redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``), with
-    ``redirect_to`` its ``Location`` resolved: the live crawl's row for that URL is where the redirect led (the
-    target's row, or ``redirect:<why>``), which the record alone does not say. Every HTML response record is thus
-    one kept page or one rejection: the HTML records read = the pages kept + the records rejected."""
-    from .extract.images import join_url
+    row for the page. A redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``) is a hop, not a
+    page, and gives nothing: the live crawl writes no row for it either (a followed redirect's row is its target's,
+    a refused one is ``redirect:<why>`` in the crawl log), whatever its Content-Type. So the counts are: the 2xx
+    HTML records are the pages read (each gives its items, nothing when opted out, or its ``extraction_error``
+    rejection), every other non-3xx HTML record is one ``http_<status>`` rejection, and a 3xx record is neither."""
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
-    html = lambda r: "html" in _content_type(r).lower()  # noqa: E731
+    # a redirect's own record (3xx) is a hop, not a page: the spider never parses one, nor logs a row for it
+    html = lambda r: "html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
     for rec, body in response_records(paths, html):
         url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)
         status = _status(rec)
-        if not 200 <= status < 300:  # an error page or a redirect: never parsed, as in the spider
-            row = {"kind": "page", "site": site.name, "url": url, "status": status, "outcome": "rejected",
-                   "reason": f"http_{status}", "n_items": 0}
-            location = rec.http_headers.get_header("Location") if _is_redirect(rec) else None
-            if location:
-                row["redirect_to"] = join_url(url, location.strip()) or location
-            out.append(row)
+        if not 200 <= status < 300:  # an error page: never parsed, as in the spider; its row is the errback's
+            out.append({"kind": "page", "site": site.name, "url": url, "status": status, "outcome": "rejected",
+                        "reason": f"http_{status}", "n_items": 0})
             continue
         text, _ = decode_html(body, ctype)
         headers = [v for k, v in rec.http_headers.headers if k.lower() == "x-robots-tag"]

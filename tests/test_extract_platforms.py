@@ -116,6 +116,18 @@ def test_woocommerce_variations_form_colours_are_items_of_their_own():
     assert black[0]["color"] == "Black"
 
 
+def test_woocommerce_variations_without_their_own_sku_get_a_variant_id_per_colour():
+    """Variations that carry no sku of their own (WooCommerce's inherit the parent's: none, or the parent's
+    repeated) share the page's sku, which becomes the group's: each colour's own identifier is then its first
+    variation's ``variation_id``, a distinct ``variant_id`` per colour (it was None for every colour)."""
+    for sku in ({}, {"sku": "WS"}):
+        variations = [{"attributes": {"attribute_pa_color": c, "attribute_pa_size": s}, "variation_id": n,
+                       "display_price": 39.5, "is_in_stock": True, **sku}
+                      for n, (c, s) in enumerate([(c, s) for c in ("black", "dark-blue") for s in ("s", "m")], 101)]
+        items = extract_products(_woo_page(variations), "https://wp.test/product/wool-sweater/")
+        assert [(p["color"], p["variant_id"]) for p in items] == [("Dark Blue", "103"), ("Black", "101")], sku
+
+
 def test_woocommerce_form_without_colours_or_with_hostile_json_leaves_the_item_alone():
     """Sizes only, variations loaded later (``false``), broken JSON, a hostile attribute name: the one item."""
     sizes = [{"attributes": {"attribute_pa_size": s}, "sku": f"WS-{s}", "display_price": 39.5} for s in "SM"]

@@ -636,8 +636,11 @@ def woocommerce_page_products(sel: Selector, url: str, main: dict[str, Any]) -> 
 
     A variation's colour is its attribute whose name (``attribute_pa_color``, ``attribute_farbe``…) is a colour
     option; its label is the one the form's ``<select>`` shows for that value (else the value). Each colour takes
-    its first variation's ``sku`` and ``display_price``, ``InStock`` when any of its variations ``is_in_stock``,
-    and its variations' pictures (``image.full_src``, else ``image.url`` / ``image.src``); the form's
+    its first variation's ``sku`` (else ``main``'s) and ``display_price``, that variation's ``variation_id`` as
+    its own identifier (``productID``, after ``main``'s ids, as Magento's child id: variations often inherit the
+    parent's sku, which the colours then share, so it becomes their group's), ``InStock`` when any of its
+    variations ``is_in_stock``, and its variations' pictures (``image.full_src``, else ``image.url`` /
+    ``image.src``); the form's
     ``data-product_id`` (else ``main``'s sku) is their ``group_id``. The colour first is the one the URL's
     ``?attribute_pa_color=`` names, else the form's preselected one, else the first. A form whose variations are
     loaded later (``data-product_variations="false"``, a long list) gives nothing."""
@@ -685,13 +688,19 @@ def woocommerce_page_products(sel: Selector, url: str, main: dict[str, Any]) -> 
             if src:
                 images.append(src)
         stock = [v.get("is_in_stock") for v in vs if isinstance(v.get("is_in_stock"), bool)]
+        own = clean_value("sku", _text(v0.get("sku")))
         q = {**main, "_sources": dict(main.get("_sources") or {}), "color": labels.get(value) or value,
-             "sku": clean_value("sku", _text(v0.get("sku"))) or main.get("sku"),
+             "sku": own or main.get("sku"),
              "price": price if price is not None else main.get("price"),
              "availability": ("InStock" if any(stock) else "OutOfStock") if stock else main.get("availability"),
              "image_urls": list(dict.fromkeys(images)) or main.get("image_urls") or [],
              "group_id": gid, "extracted_from": "woocommerce-json"}
-        q["_ids"] = [("sku", q["sku"])] if q["sku"] else []
+        vid = v0.get("variation_id")
+        vid = _text(str(vid)) if isinstance(vid, (int, str)) and not isinstance(vid, bool) else None
+        # the colour's own sku first; main's ids (shared by every colour, so never one's own); its first
+        # variation's id, its own identifier when the variations inherit the parent's sku (as Magento's child id)
+        q["_ids"] = [*([("sku", own)] if own else []), *(main.get("_ids") or []),
+                     *([("productID", vid)] if vid else [])]
         for f in ("color", "sku", "price", "availability", "image_urls", "group_id"):
             if q[f] not in (None, "", []) and q[f] != main.get(f):
                 q["_sources"][f] = "woocommerce-json"
