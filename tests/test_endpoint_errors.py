@@ -85,6 +85,24 @@ def test_image_endpoint_refusing_the_connection_says_so(tmp_path):
     assert o.detail.startswith("connection refused: ") and f"nothing answered at {url}" in o.detail, o.detail
 
 
+def test_once_nothing_answers_at_the_image_endpoint_the_requests_left_are_not_sent(tmp_path):
+    """A generator that is not running: the first request fails on every attempt (connection refused); the others
+    fail at once, 0 attempts, saying why (not ~7 s of retries and back-off each); every request has its outcome."""
+    url = f"http://127.0.0.1:{_closed_port()}/v1"
+    ecfg = AigenEndpointConfig(base_url=url, model_version="x", max_attempts=2, backoff_s=0, timeout_s=5,
+                               concurrency=1)
+    reqs = [{"request_id": f"r{i}", "kind": "edit", "prompt": "x", "seed": i, "size": "512x512",
+             "reference_image_sha256": "ref"} for i in range(4)]
+    out = aigen.EndpointBackend(ecfg, url, "m", "v", tmp_path).run(reqs, {"ref": b"png"})
+    assert sorted(out) == ["r0", "r1", "r2", "r3"]
+    assert (out["r0"].status, out["r0"].reason, out["r0"].attempts) == ("failed", "connection_error", 2)
+    for r in ("r1", "r2", "r3"):
+        o = out[r]
+        assert (o.status, o.reason, o.attempts) == ("failed", "connection_error", 0), o
+        assert o.detail.startswith("not sent: an earlier request found nothing answering after 2 tries: "
+                                   "connection refused: "), o.detail
+
+
 def test_a_silent_endpoint_is_a_timeout_and_an_unknown_host_is_not(tmp_path):
     with _Silent() as srv:
         with pytest.raises(VlmEndpointError, match=r"timeout: .* did not answer within 0.5 s"):

@@ -78,9 +78,15 @@ def reference_png(store: ObjectStore, sha256: str) -> bytes:
 
 
 class _Retryable(Exception):
-    def __init__(self, reason: str, detail: str = "", retry_after: float | None = None):
+    def __init__(self, reason: str, detail: str = "", retry_after: float | None = None, down: bool = False):
         super().__init__(f"{reason}: {detail}")
         self.reason, self.detail, self.retry_after = reason, detail, retry_after
+        self.down = down  # nothing answers at the endpoint (connection refused, host name not resolved)
+
+
+_DOWN_KINDS = ("connection_refused", "name_not_resolved")
+"""``endpoint_errors.classify`` kinds that say no server is there at all: once a request has failed with one on
+every attempt, the requests left are not sent (:meth:`EndpointBackend.one`)."""
 
 
 class _Fatal(Exception):
@@ -107,6 +113,7 @@ class EndpointBackend:
 
         self.ecfg, self.model, self.version, self.out_dir, self.sleep = ecfg, model, version, Path(out_dir), sleep
         self._openai, self.base_url = openai, base_url
+        self._down: str | None = None  # why the endpoint is taken to be down (:meth:`one`), once it is
         self.client = openai.OpenAI(base_url=base_url, api_key=api_key or "unused", max_retries=0,
                                     timeout=ecfg.timeout_s)
 
@@ -135,7 +142,7 @@ class EndpointBackend:
         except o.APIConnectionError as exc:  # a timeout too (APITimeoutError): the cause chain says which
             kind = classify(exc)
             raise _Retryable("timeout" if kind == "timeout" else "connection_error",
-                             describe(exc, self.base_url, self.ecfg.timeout_s)) from exc
+                             describe(exc, self.base_url, self.ecfg.timeout_s), down=kind in _DOWN_KINDS) from exc
         except (o.APIResponseValidationError, ValueError, TypeError) as exc:  # a body that is not the API's JSON
             raise _Retryable("malformed_response", f"{type(exc).__name__}: {exc}"[:300]) from exc
         data = getattr(resp, "data", None)
@@ -148,7 +155,16 @@ class EndpointBackend:
             raise _Retryable("malformed_response", f"b64_json is not base64: {exc}") from exc
 
     def one(self, req: dict, reference: bytes | None) -> Outcome:
-        """Fulfil one request, retrying as configured; never raises for a bad answer."""
+        """Fulfil one request, retrying as configured; never raises for a bad answer.
+
+        Once a request has failed on every attempt because nothing answers at the endpoint (connection refused,
+        host name not resolved), the requests after it are not sent: each is ``failed`` at once, reason
+        ``connection_error``, 0 attempts, its detail ``not sent: `` and the first one's. A generator that is not
+        running would otherwise cost every request its attempts and back-off waits (about 7 s each with the
+        defaults), an hour for a thousand requests, to learn the same thing. Failed requests are sent again by the
+        next build."""
+        if self._down is not None:
+            return Outcome("failed", "connection_error", f"not sent: {self._down}", 0)
         last: _Retryable | None = None
         for attempt in range(1, self.ecfg.max_attempts + 1):
             try:
@@ -170,6 +186,9 @@ class EndpointBackend:
             return Outcome("generated", attempts=attempt, path=str(path), model=self.model, version=self.version,
                            seed=int(req["seed"]), first_seen_at=received)
         assert last is not None
+        if last.down:
+            self._down = (f"an earlier request found nothing answering after {self.ecfg.max_attempts} tries: "
+                          f"{last.detail}")
         return Outcome("failed", last.reason, last.detail, self.ecfg.max_attempts)
 
     def run(self, requests: Sequence[dict], references: dict[str, bytes]) -> dict[str, Outcome]:
