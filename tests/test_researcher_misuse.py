@@ -186,8 +186,9 @@ def test_missing_noise_vectors_do_not_suggest_subset(store, tmp_path, capsys):
     assert "the noise gallery is in every subset's gallery, so it is always scored" in err and "--subset" not in err
 
 
-@pytest.mark.parametrize("fmt", ["npy", "npz", "parquet"])
-@pytest.mark.parametrize("dtype", ["int32", "int64", "bool", "complex64"])
+@pytest.mark.parametrize(("dtype", "fmt"), [(d, f) for d in ("int32", "int64", "bool", "complex64")
+                                             for f in ("npy", "npz", "parquet")
+                                             if (d, f) != ("complex64", "parquet")])  # Arrow has no complex type
 def test_one_rule_for_the_vectors_type_in_every_format(folder, mine, tmp_path, capsys, fmt, dtype):
     import numpy as np
     import pyarrow as pa
@@ -204,8 +205,6 @@ def test_one_rule_for_the_vectors_type_in_every_format(folder, mine, tmp_path, c
     elif fmt == "npz":
         np.savez(path, sample_id=np.array(ids), embedding=vecs)
     else:
-        if dtype == "complex64":
-            pytest.skip("Arrow has no complex type")
         pq.write_table(pa.table({"sample_id": ids, "embedding": [list(map(vecs.dtype.type, r)) for r in vecs]}), path)
     assert main([*evaluate_args(folder, path, tmp_path), *more]) == 1
     err = capsys.readouterr().err
