@@ -48,7 +48,14 @@ class _Silent:
         return self
 
     def __exit__(self, *exc):
+        # shutdown wakes the thread blocked in accept() (close alone does not, on Linux: the thread would stay
+        # blocked on a file descriptor number the next socket of the process may reuse)
+        try:
+            self.sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
         self.sock.close()
+        self.thread.join(5)
         for c in self.conns:
             c.close()
 
