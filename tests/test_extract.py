@@ -3,6 +3,8 @@
 import json
 from pathlib import Path
 
+import pytest
+
 from lookbench_pipeline.config import LookRules, ProductRules
 from lookbench_pipeline.extract import extract_look, extract_products, parse_price, product_key
 
@@ -203,3 +205,44 @@ def test_xpath_rules_and_rdfa():
     no_rdfa = html.split("<div vocab")[0] + "</body></html>"
     [p] = extract_products(no_rdfa, "https://shop.test/x", rules)
     assert (p["title"], p["price"], p["extracted_from"]) == ("Green skirt", 30.0, "rules")
+
+
+@pytest.mark.parametrize("body_enc, header, meta, expected_enc", [
+    # a server's default ISO-8859-1 header on a UTF-8 page with no <meta charset>: the bytes are UTF-8
+    ("utf-8", "text/html; charset=ISO-8859-1", None, "utf-8"),
+    # a page re-encoded to UTF-8 that kept its old <meta charset>
+    ("utf-8", None, "windows-1252", "utf-8"),
+    # a real legacy page: its declaration is honoured
+    ("cp1252", None, "windows-1252", "cp1252"),
+    ("cp1252", "text/html; charset=utf-8", "iso-8859-1", "cp1252"),
+    # the default header yields to the page's own, more specific <meta charset>
+    ("gbk", "text/html; charset=ISO-8859-1", "gbk", "gb18030"),  # WHATWG: gbk is read as gb18030
+    ("shift_jis", "text/html", "shift_jis", "cp932"),
+    # a specific header wins over the page's meta when the bytes decode under it
+    ("koi8-r", "text/html; charset=koi8-r", "windows-1251", "koi8-r"),
+])
+def test_one_decoding_rule_for_page_bytes(body_enc, header, meta, expected_enc):
+    from lookbench_pipeline.extract import decode_html
+
+    title = {"gbk": "连衣裙", "shift_jis": "ワンピース", "koi8-r": "Платье"}.get(body_enc, "Pull côtelé")
+    head = f"<meta charset='{meta}'>" if meta else ""
+    ld = json.dumps({"@context": "https://schema.org", "@type": "Product", "name": title, "sku": "P1"},
+                    ensure_ascii=False)
+    body = (f"<html><head>{head}<title>{title}</title><script type='application/ld+json'>{ld}</script></head>"
+            f"<body>{title}</body></html>").encode(body_enc)
+    text, enc = decode_html(body, header)
+    assert title in text and enc == expected_enc
+    if header is None:  # a saved page given as bytes is decoded as the crawl decodes it
+        assert extract_products(body, "https://s.test/p")[0]["title"] == title
+
+
+def test_decoding_never_raises_on_hostile_declarations():
+    from lookbench_pipeline.extract import decode_html
+
+    for header, meta in (("text/html; charset=no-such-codec", "x-unknown"), ("text/html; charset=utf-16", None),
+                         (None, "utf-7"), ("text/html; charset=", "")):
+        body = f"<meta charset='{meta}'><title>Robe \xe9t\xe9</title>".encode("latin-1") + b"\xff\xfe\x00"
+        text, enc = decode_html(body, header)
+        assert isinstance(text, str) and enc
+    text, enc = decode_html("<title>Robe</title>".encode("utf-16"), "text/html; charset=utf-16")
+    assert "Robe" in text

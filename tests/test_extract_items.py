@@ -436,3 +436,29 @@ def test_minor_units_shopify_meta_url_numbers_labels_and_title():
     heads = ("<html><head><title>Wine opener : Amazon.it</title></head><body><h1>Adding to cart...</h1>"
              "<h1 id='title'>Wine opener</h1></body></html>")
     assert visible_product(Selector(text=heads), "https://s.test/x")["title"] == "Wine opener"
+
+
+def test_colour_item_takes_its_colours_name_not_its_first_sizes():
+    """A ProductGroup whose variants are named per size ("Linen shirt Red S") gives colour items named for their
+    colour: the stated size cut off the end, else the common words of the sizes' names."""
+    def group(names_sizes):
+        return _ld({"@context": "https://schema.org", "@type": "ProductGroup", "name": "Linen shirt",
+                    "productGroupID": "LS", "hasVariant": [
+                        {"@type": "Product", "name": name, "sku": f"LS-{colour}-{i}", "color": colour,
+                         **({"size": size} if size else {}), "image": f"https://c.test/{colour}.jpg"}
+                        for i, (name, colour, size) in enumerate(names_sizes)]})
+    products = extract_products(group([
+        ("Linen shirt Red S", "Red", "S"), ("Linen shirt Red M", "Red", "M"), ("Linen shirt - Blue / XL", "Blue", "XL"),
+        ("Linen shirt (W 32)", "Sand", "W 32")]), "https://shop.test/ls")
+    assert [(p["color"], p["title"]) for p in products] == [
+        ("Red", "Linen shirt Red"), ("Blue", "Linen shirt - Blue"), ("Sand", "Linen shirt")]
+    # no stated size: the words the sizes' names share
+    [p] = extract_products(group([("Linen shirt Red Small", "Red", None), ("Linen shirt Red Large", "Red", None)]),
+                           "https://shop.test/ls")
+    assert p["title"] == "Linen shirt Red"
+    # names that share too little, or no word boundary, are left as they are
+    [p] = extract_products(group([("Shirt S", "Red", None), ("Linen shirt in washed red, medium", "Red", None)]),
+                           "https://shop.test/ls")
+    assert p["title"] == "Shirt S"
+    [p] = extract_products(group([("Linen shirt RedS", "Red", "S")]), "https://shop.test/ls")
+    assert p["title"] == "Linen shirt RedS"

@@ -263,7 +263,7 @@ def _collapse_pairwise(found):
             elif p["image_urls"] == q["image_urls"]:
                 match = q
                 break
-        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"))]
+        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"), p.get("title"))]
         if match is not None:
             merged = _merge(match, p)
             if "InStock" in (match.get("availability"), p.get("availability")):

@@ -222,7 +222,7 @@ def _collapse(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
         elif g:
             v = p["image_urls"]
             match = _first_of(by_blank_colour.first(g), by_images.first((g, tuple(v) if isinstance(v, list) else v)))
-        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"))]
+        nodes = [(p.get("sku"), p.get("_ids") or [], p.get("_size"), p.get("title"))]
         if match is not None:
             merged = _merge(out[match], p)
             if "InStock" in (out[match].get("availability"), p.get("availability")):
@@ -243,8 +243,52 @@ def _collapse(found: list[dict[str, Any]]) -> list[dict[str, Any]]:
 _SEP = "-_/. "
 
 
+_TITLE_SIZE_SEP = " \t,/|-–—:(["
+
+
+def _colour_title(p: dict[str, Any], nodes: list[tuple]) -> None:
+    """Give an item made of size variants (``nodes``: each node's sku, identifiers, stated size and title) the name
+    of its colour instead of its first size's, in place (``title``): "Linen shirt Red S" and "Linen shirt Red M"
+    are the item "Linen shirt Red".
+
+    Each node's title with its own stated size cut off its end (after a space, comma, slash, dash, colon or an
+    opening bracket, whose closing bracket goes too) when that leaves one value for all nodes; else, for two or
+    more distinct titles, their longest common prefix ending at a word boundary when it keeps at least one word
+    and at least half of the shortest title. Otherwise the title is left as it is."""
+    titles = [n[3] for n in nodes if n[3]]
+    if not titles:
+        return
+    cut: list[str | None] = []
+    for _, _, size, title in nodes:
+        t = (title or "").rstrip()
+        size = (size or "").strip()
+        if t.endswith((")", "]")) and size:
+            t = t[:-1].rstrip()
+        if size and len(t) > len(size) and t[-len(size):].lower() == size.lower() and \
+                t[-len(size) - 1] in _TITLE_SIZE_SEP:
+            cut.append(t[:-len(size)].rstrip(_TITLE_SIZE_SEP) or None)
+        else:
+            cut.append(None)
+    if all(cut) and len(set(cut)) == 1:
+        p["title"] = cut[0]
+        return
+    distinct = list(dict.fromkeys(titles))
+    if len(distinct) < 2:
+        return
+    prefix = distinct[0]
+    for t in distinct[1:]:
+        while prefix and not t.startswith(prefix):
+            prefix = prefix[:-1]
+    if not all(len(t) == len(prefix) or t[len(prefix)] in _TITLE_SIZE_SEP for t in distinct):
+        at = max(prefix.rfind(c) for c in _TITLE_SIZE_SEP)
+        prefix = prefix[:at] if at > 0 else ""
+    prefix = prefix.rstrip(_TITLE_SIZE_SEP)
+    if prefix and len(prefix) * 2 >= min(map(len, distinct)):
+        p["title"] = prefix
+
+
 def _colour_identity(p: dict[str, Any]) -> None:
-    """Give an item made of size variants (``p["_nodes"]``: each node's sku, identifiers and stated size) the
+    """Give an item made of size variants (``p["_nodes"]``: each node's sku, identifiers, stated size and title) the
     identifier of its colour instead of its first size's sku, so its id does not depend on which sizes a page
     lists; in place (``sku``, ``_ids``, the sku's source).
 
@@ -257,14 +301,15 @@ def _colour_identity(p: dict[str, Any]) -> None:
     its first node's identifiers. A page-level visible reference is not used here: it may be the model's,
     shared by every colour of it (a colour of it on another page would then become the same item)."""
     nodes = p.pop("_nodes", None) or []
+    _colour_title(p, nodes)
     skus = list(dict.fromkeys(n[0] for n in nodes if n[0]))
     source = p.get("extracted_from")
     colour: list[tuple[str, str]] = []
     if len(skus) >= 2:
-        values = [{v for _, v in ids} for _, ids, _ in nodes]
+        values = [{v for _, v in ids} for _, ids, _, _ in nodes]
         colour = [(k, v) for k, v in nodes[0][1] if v not in skus and all(v in vs for vs in values[1:])]
     cut = []
-    for sku, _, size in nodes:
+    for sku, _, size, _ in nodes:
         if sku and size and len(sku) > len(size) + 1 and sku[-len(size) - 1] in _SEP and \
                 sku[-len(size):].lower() == size.lower():
             cut.append(sku[:-len(size) - 1].rstrip(_SEP))

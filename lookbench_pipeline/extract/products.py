@@ -30,8 +30,8 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     """Extract the sellable items on a product page, one per colour variant.
 
     Args:
-        html: the page (text, or bytes: UTF-8 when they decode strictly as UTF-8, else as ``decode_html`` says,
-            so a legacy page's declared ``<meta charset>`` (windows-1252, Shift_JIS…) is honoured).
+        html: the page (text, or bytes decoded by ``decode_html``, the crawl's rule: valid UTF-8 is UTF-8, else a
+            legacy page's declared ``<meta charset>`` (windows-1252, Shift_JIS…) is honoured).
         url: the page URL: relative image URLs are resolved against it (``<base href>`` honoured), and an
             identifier in it is the last sku fallback.
         rules: the site's CSS / XPath rules (``SiteConfig.product_rules``), tried before the visible page.
@@ -62,10 +62,7 @@ def extract_products(html: str | bytes, url: str, rules: ProductRules | None = N
     item's ``sku``, and its colours', take the page's printed reference (``_page_reference``).
     """
     if isinstance(html, bytes):
-        try:  # bytes that are valid UTF-8 are UTF-8 (a page mislabelled "iso-8859-1" among them)
-            html = html.decode("utf-8")
-        except UnicodeDecodeError:
-            html, _ = decode_html(html)
+        html, _ = decode_html(html)  # the one rule for page bytes, as in the crawl
     base = page_base(html, url)
     # Only run the parsers whose markup is on the page (RDFa needs typeof, microdata itemscope, OpenGraph og:
     # properties): the same result, without the cost of the RDFa parser on every page.

@@ -235,26 +235,54 @@ def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
     return p
 
 
+# What a server sends when nobody set a charset (RFC 2616 §3.7.1's default for text/*; w3lib resolves both names
+# to windows-1252): a page's own <meta charset> that disagrees with it is the more specific statement.
+_DEFAULT_HEADER_CHARSETS = frozenset({"cp1252", "iso-8859-1", "latin-1", "latin1"})
+
+
 def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
-    """Decode a page's bytes; returns ``(text, encoding)``.
+    """Decode a page's bytes; returns ``(text, encoding)`` (encoding: the Python codec name used).
 
-    Order: a byte-order mark; then the HTTP ``charset`` and the page's own ``<meta charset>``: when they
-    disagree, the one under which the bytes decode strictly wins, UTF-8 first (a header that says ISO-8859-1 on a
-    UTF-8 page is a common server default; the reverse, a UTF-8 header on Latin-1 bytes, fails strict UTF-8);
-    when neither is declared, w3lib's detection.
+    The one rule for page bytes, in the crawl (``lookbench_crawlers.spiders.shop``), in a WARC replay
+    (``lookbench_pipeline.warc``) and for a saved page given to ``extract_products`` as bytes:
+
+    1. a byte-order mark, or an HTTP ``charset`` of the UTF-16 / UTF-32 family: that encoding (w3lib);
+    2. bytes that are not all ASCII and decode strictly as UTF-8: UTF-8, whatever is declared. Text in a legacy
+       encoding with bytes above 0x7F is almost never valid UTF-8 (Dürst, "The Properties and Promises of
+       UTF-8", 1997), while a stale declaration on UTF-8 bytes is common: a server's ISO-8859-1 default, a page
+       saved or re-encoded with its old ``<meta charset>``;
+    3. the declared charsets, the HTTP header's before the page's ``<meta charset>`` (HTML's order), except that
+       a header of ISO-8859-1 / windows-1252 (the server default) yields to a ``<meta charset>`` that names
+       another: the first under which the bytes decode strictly wins;
+    4. otherwise w3lib's ``html_to_unicode`` (declared charset with replacement characters, or detection).
+
+    Never raises for any ``body``; an unknown charset name is skipped.
     """
-    from w3lib.encoding import html_body_declared_encoding, http_content_type_encoding, html_to_unicode, read_bom
+    from w3lib.encoding import (html_body_declared_encoding, html_to_unicode, http_content_type_encoding, read_bom,
+                                resolve_encoding)
 
-    bom, _ = read_bom(body)
     header = http_content_type_encoding(content_type) if content_type else None
+    bom, _ = read_bom(body)
+    if bom or (header and header.replace("_", "-").startswith(("utf-16", "utf-32"))):
+        enc, text = html_to_unicode(content_type, body)
+        return text, enc
+    if not body.isascii():
+        try:
+            return body.decode("utf-8"), "utf-8"
+        except UnicodeDecodeError:
+            pass
     meta = html_body_declared_encoding(body)
-    if not bom and header and meta and header != meta:
-        # ordered, deterministic: UTF-8 first (if declared), then the header's, then the meta's
-        for enc in sorted([header, meta], key=lambda e: e.replace("_", "-") not in ("utf-8", "utf8")):
-            try:
-                return body.decode(enc), enc
-            except (UnicodeDecodeError, LookupError):
-                continue
+    declared = [header, meta]
+    if header in _DEFAULT_HEADER_CHARSETS and meta and meta != header:
+        declared.reverse()
+    for name in dict.fromkeys(e for e in declared if e):
+        enc = resolve_encoding(name)
+        if not enc:
+            continue
+        try:
+            return body.decode(enc), enc
+        except (UnicodeDecodeError, LookupError):
+            continue
     enc, text = html_to_unicode(content_type, body)
     return text, enc
 

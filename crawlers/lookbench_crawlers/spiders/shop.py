@@ -472,7 +472,7 @@ def page_text(response):
     """A page response as text. A page rendered in Chromium (scrapy-playwright) is the rendered DOM, which
     scrapy-playwright encodes itself and names in ``response.encoding``: the HTTP header's charset describes the
     original bytes, not these, so decoding by it garbles a non-UTF-8 page ("MÃ¼llers"). Other pages are decoded
-    from their bytes by ``decode_html`` (BOM, header and ``<meta charset>`` reconciled)."""
+    from their bytes by ``decode_html``, the library's one rule for page bytes."""
     if response.meta.get("playwright"):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
