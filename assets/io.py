@@ -19,6 +19,7 @@ from lookbench_pipeline.config import load_config
 from lookbench_pipeline.layout import DataLayout
 
 from .resources import require_location_config
+from .step_process import die_with_run_worker
 
 
 def _read(p: Path, asset: str) -> pa.Table:
@@ -72,6 +73,7 @@ class TableIOManager(ConfigurableIOManager):
     config_path: str | None = None
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
+        die_with_run_worker(context)  # as LookbenchConfig does: whichever a step sets up first
         require_location_config(self.config_path, context, "io_manager.config_path")
 
     def _base(self, context: OutputContext | InputContext) -> Path:

@@ -27,6 +27,8 @@ from lookbench_pipeline.config import ConfigError, PipelineConfig, describe_erro
 from lookbench_pipeline.pipeline import store_of
 from lookbench_pipeline.store import ObjectStore
 
+from .step_process import die_with_run_worker
+
 
 CONFIG_TAG = "lookbench/config"
 STORE_TAG = "lookbench/store"
@@ -175,6 +177,7 @@ class LookbenchConfig(ConfigurableResource):
         return cfg
 
     def setup_for_execution(self, context: InitResourceContext) -> None:
+        die_with_run_worker(context)  # a step process of the multiprocess executor: no orphan after kill -9
         require_location_config(self.config_path, context, "lookbench.config_path")
         self._cfg = self._parse()
         self._store = None
