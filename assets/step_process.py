@@ -33,18 +33,17 @@ Linux: the watching thread alone.
 
 from __future__ import annotations
 
-import ctypes
 import multiprocessing
 import os
 import signal
-import sys
 import threading
 
 from dagster import DagsterEventType, DagsterInstance
 
+from lookbench_pipeline.parent_death import die_with_parent
+
 from .stale_runs import process_gone, process_identity
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 _EXECUTOR_EVENT = "Executing steps using multiprocess executor: parent process (pid: "
 WATCH_INTERVAL_S = 0.5
 """How often a step process whose direct parent is not the run worker (``forkserver``) checks that it lives."""
@@ -70,13 +69,11 @@ def executor_pids(instance: DagsterInstance, run_id: str) -> set[int]:
 
 def _ask_kernel() -> bool:
     """``prctl(PR_SET_PDEATHSIG, SIGKILL)`` for this process; False where it cannot be asked (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return False
     try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) == 0
-    except (OSError, AttributeError):
+        die_with_parent()
+    except OSError:
         return False
+    return True
 
 
 def _die() -> None:

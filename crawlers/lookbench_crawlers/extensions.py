@@ -6,17 +6,15 @@
   ``LOOKBENCH_PARENT_PID``) ends when the process that started it dies.
 """
 
-import ctypes
 import json
 import os
-import signal
 
 from scrapy import signals
 from scrapy.exceptions import NotConfigured
 
 from lookbench_pipeline.crawl import PARENT_PID_ENV as PARENT_ENV
+from lookbench_pipeline.parent_death import die_with_parent
 
-_PR_SET_PDEATHSIG = 1  # linux/prctl.h
 
 
 class DieWithParent:
@@ -36,10 +34,8 @@ class DieWithParent:
         if not parent.isdigit():
             raise NotConfigured(f"{PARENT_ENV} is not set: not started by the pipeline")
         try:
-            libc = ctypes.CDLL(None, use_errno=True)
-            if libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0) != 0:
-                raise OSError(ctypes.get_errno(), "prctl(PR_SET_PDEATHSIG) failed")
-        except (OSError, AttributeError) as exc:
+            die_with_parent()
+        except OSError as exc:
             raise NotConfigured(f"cannot ask to die with the parent process: {exc}") from None
         if os.getppid() != int(parent):  # the parent died before the request took effect
             os._exit(1)
