@@ -23,7 +23,8 @@ zeros, an id given twice with two different vectors, and a scored row with no ve
 
 A function (:func:`score` with ``embed_fn``, or :class:`FunctionEmbedder`) gets batches of ``PIL.Image`` objects
 decoded from the published bytes as consumers' loaders decode them (``PIL.Image.open``, full size; convert to RGB
-yourself if your model needs it) and returns an ``(n, d)`` array.
+yourself if your model needs it) and returns an ``(n, d)`` array; what is kept of it is a copy, so the function may
+return the same buffer every call.
 
 :func:`site_benchmark` writes scores in the shape of the LookBench site's ``benchmark.json``.
 """
@@ -480,7 +481,8 @@ class FunctionEmbedder:
     """A function from a batch of ``PIL.Image`` objects to an ``(n, d)`` array, scored as a model named ``name``.
 
     Each distinct row (``sample_id`` and image sha256) is embedded once per run, even when it appears in several
-    subsets' galleries. Its output goes through the same checks and normalisation as precomputed embeddings.
+    subsets' galleries. Its output goes through the same checks and normalisation as precomputed embeddings, and
+    the vectors kept are copies: ``embed_fn`` may return the same buffer every call.
     """
 
     def __init__(self, embed_fn: Callable[[list[Any]], Any], name: str = "my-model", batch_size: int = 64,
@@ -505,7 +507,7 @@ class FunctionEmbedder:
         for s in range(0, len(todo), self.batch_size):
             batch = todo[s : s + self.batch_size]
             images = [f.decoded_image(f.image_bytes(i), i) for i in batch]  # a bad row named, as the CLI
-            out = np.asarray(self.fn(images))
+            given = out = np.asarray(self.fn(images))
             if out.ndim != 2 or out.shape[0] != len(batch):
                 raise EmbeddingsError(f"{self.name}: embed_fn returned shape {out.shape} for {len(batch)} images "
                                       "(expected (n, d))")
@@ -515,6 +517,8 @@ class FunctionEmbedder:
             self._dim = int(out.shape[1])
             out = _unit(out, lambda j: f"{self.name}: {f.key} row {batch[j]} (sample_id {ids[batch[j]]!r})",
                         source=f"{self.name}: embed_fn output")
+            if np.may_share_memory(out, given):  # float32 unit vectors, kept as given: embed_fn's own memory,
+                out = out.copy()  # which it may reuse for the next batch (a preallocated buffer, a tensor's storage)
             for j, i in enumerate(batch):
                 self.memo[(ids[i], shas[i])] = out[j]
             if progress is not None:

@@ -98,6 +98,24 @@ def test_the_python_api_scores_a_function_as_the_registry_model(pulled):
     assert ev2.scores.column("value").to_pylist() == pytest.approx(ev.scores.column("value").to_pylist())
 
 
+def test_a_function_that_reuses_one_output_buffer_scores_as_one_that_does_not(pulled):
+    """embed_fn may return the same array every call (a preallocated buffer, a framework's reused output), already
+    float32 unit vectors so nothing needs converting: the vectors of earlier batches are kept, not the buffer."""
+    emb, buf = HsvHogEmbedder(), []
+
+    def embed(images):
+        v = np.asarray(emb.embed(images), np.float64)
+        v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+        if not buf:
+            buf.append(np.empty((7, v.shape[1]), np.float32))
+        out = buf[0][: len(images)]
+        out[:] = v
+        return out
+
+    ev = lookbench_pipeline.score(pulled["folder"], embed, name="fn", batch_size=7)
+    _same_scores(pulled["scores"].filter(pa.compute.equal(pulled["scores"]["model"], BASELINE)), ev.scores, "fn")
+
+
 @pytest.mark.parametrize("damage,match", [
     (lambda ids, v: (ids[:-1], v[:-1]), "have no embedding"),
     (lambda ids, v: (ids + ids[:1], np.concatenate([v, v[1:2]])), "given twice with different vectors"),
