@@ -205,12 +205,13 @@ def silent(h: BaseHTTPRequestHandler) -> None:
 def test_a_trickling_s3_endpoint_is_given_up_after_the_deadline_naming_the_object_and_limit(store, monkeypatch,
                                                                                            how):
     """The S3 path has the mirror's overall deadline (botocore's own timeouts bound each network read only): a
-    server that sends a byte every 50 ms is given up, naming the object and the limit."""
+    server that sends a byte every 50 ms is given up, naming the object and the limit; the thread that read for
+    it ends once the server stops sending."""
     import lookbench_pipeline.store as st
 
     monkeypatch.setattr(st, "HTTP_DEADLINE_S", 0.3)
     key = f"releases/{V2}/manifest.json"
-    body = (store.root / key).read_bytes()
+    body = (store.root / key).read_bytes()[:40]  # 2 s of trickle
     with mirror(store.root, {f"/bucket/lb/{key}": trickle(body)}) as srv:
         s = st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1)
         t0 = time.monotonic()
@@ -220,6 +221,11 @@ def test_a_trickling_s3_endpoint_is_given_up_after_the_deadline_naming_the_objec
             else:
                 b"".join(s.read_range(key, size=len(body)))
         assert time.monotonic() - t0 < 10
+        for _ in range(100):  # within the server's 2 s, and botocore's read timeout
+            if not any(t.name == "lookbench-s3-get" for t in threading.enumerate()):
+                break
+            time.sleep(0.1)
+        assert not any(t.name == "lookbench-s3-get" for t in threading.enumerate())
     msg = str(exc.value)
     assert f"s3://bucket/lb/{key}: not complete after" in msg and f"the limit for {len(body)} bytes" in msg, msg
     assert "too slow" in msg
