@@ -61,7 +61,8 @@ def test_the_console_script_runs_a_command_and_its_entry_module_is_light(tmp_pat
     (tmp_path / "store").mkdir()
     code = (f"import sys; import {module}; heavy = sorted(m for m in sys.modules if m.split('.')[0] in "
             "('numpy', 'pyarrow', 'pydantic', 'requests', 'lookbench_pipeline') and m not in ('lookbench_pipeline', "
-            f"'lookbench_pipeline.early_interrupt', {module!r})); print(heavy); sys.argv = ['lookbench', 'releases', '--store', sys.argv[1]]; "
+            f"'lookbench_pipeline.early_interrupt', {module!r})); print(heavy); "
+            "sys.argv = ['lookbench', 'releases', '--store', sys.argv[1]]; "
             f"sys.exit({module}.{fn}())")
     proc = subprocess.run([sys.executable, "-c", code, str(tmp_path / "store")], cwd=tmp_path, env=_env(),
                           capture_output=True, text=True, timeout=120)
