@@ -7,7 +7,7 @@ from Fashion200K), ``releases`` (building and publishing a release; ``releases.r
 ``embed`` (retrieval models, embedding cache) and
 ``search`` (exact top-k) and ``metrics`` and ``evaluate`` (scoring), ``scoring`` (your own model: precomputed
 embeddings, a function, the site's ``benchmark.json``), ``pipeline`` (the stages as functions), ``cli``
-(``console``: the ``lookbench`` script's light entry point); ``demo``
+(``console``: the ``lookbench`` script's light entry point, ``early_interrupt``: its one-line Ctrl-C); ``demo``
 (the demo shop, its servers and test doubles: imported by the stages and tests only).
 
 ``lookbench_pipeline.score(release_folder, embed_fn)`` scores a model on a pulled release

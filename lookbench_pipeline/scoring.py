@@ -18,12 +18,14 @@ in every format and from ``embed_fn``, naming the file or the model, as are ``.n
 strings of shape ``(n,)``. Similarity is the cosine: every vector is divided by its L2
 norm, except that a vector already of unit norm (within ``UNIT_TOLERANCE``) is used as given, so a model that
 normalises its own output is scored bit for bit as the registry scores it. A vector that is not finite or is all
-zeros, an id given twice with two different vectors, and a scored row with no vector are errors
+zeros, an id given twice with two different vectors (as given: v and 2v are two, though one cosine; the same
+vector twice is kept once), and a scored row with no vector are errors
 (:class:`EmbeddingsError`), never silently dropped.
 
 A function (:func:`score` with ``embed_fn``, or :class:`FunctionEmbedder`) gets batches of ``PIL.Image`` objects
 decoded from the published bytes as consumers' loaders decode them (``PIL.Image.open``, full size; convert to RGB
-yourself if your model needs it) and returns an ``(n, d)`` array.
+yourself if your model needs it) and returns an ``(n, d)`` array; what is kept of it is a copy, so the function may
+return the same buffer every call.
 
 :func:`site_benchmark` writes scores in the shape of the LookBench site's ``benchmark.json``.
 """
@@ -71,8 +73,8 @@ def _not_float(source: str, dtype: object) -> EmbeddingsError:
                            "converted); convert them first, e.g. vectors.astype(numpy.float32)")
 
 
-def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, source: str = "embeddings"
-          ) -> np.ndarray:
+def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, source: str = "embeddings",
+          norms_out: list[np.ndarray] | None = None) -> np.ndarray:
     """``vecs`` as float32 unit vectors, shape ``(n, d)`` (see the module docstring). Raises EmbeddingsError naming
     ``source`` (the file, or the model's name) for an array that is not ``(n, d)`` with ``d`` > 0 or not floating
     point (the one rule for the vectors' type: :func:`_not_float`), then naming the row: first any row that is not
@@ -80,7 +82,10 @@ def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, 
 
     ``owned``: ``vecs`` is the caller's to give (a file just read): rows are normalised in place. Otherwise the
     array given is never written to (a copy is made when a row needs normalising). Memory: a float32 copy when the
-    input is of another dtype, and float64 working copies of :data:`_CHUNK_ROWS` rows."""
+    input is of another dtype, and float64 working copies of :data:`_CHUNK_ROWS` rows.
+
+    ``norms_out``: a list to which each row's L2 norm as given (float64, an ``(n,)`` array) is appended, so a caller
+    can tell v from 2v, which have one unit vector."""
     given = vecs = np.asarray(vecs)
     if vecs.ndim != 2:
         raise EmbeddingsError(f"{source}: embeddings must be an (n, d) array, got shape {vecs.shape}")
@@ -92,6 +97,7 @@ def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, 
         vecs = np.ascontiguousarray(vecs.astype(np.float32, copy=False))
     owned = (owned or vecs is not given) and vecs.flags.writeable
     n = vecs.shape[0]
+    every_norm = np.empty(n, np.float64) if norms_out is not None else None
     for s in range(0, n, _CHUNK_ROWS):
         finite = np.isfinite(vecs[s : s + _CHUNK_ROWS]).all(axis=1)
         if not finite.all():
@@ -100,6 +106,8 @@ def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, 
     for s in range(0, n, _CHUNK_ROWS):
         chunk = vecs[s : s + _CHUNK_ROWS].astype(np.float64)
         norms = np.linalg.norm(chunk, axis=1)
+        if every_norm is not None:
+            every_norm[s : s + _CHUNK_ROWS] = norms
         if (norms == 0).any():
             raise EmbeddingsError(f"{what(s + int(np.argmin(norms)))}: the vector is all zeros (no direction to "
                                   "compare)")
@@ -108,6 +116,8 @@ def _unit(vecs: np.ndarray, what: Callable[[int], str], *, owned: bool = False, 
             if not owned:
                 vecs, owned = vecs.copy(), True
             vecs[s : s + _CHUNK_ROWS][off] = (chunk[off] / norms[off, None]).astype(np.float32)
+    if norms_out is not None:
+        norms_out.append(every_norm)
     return vecs
 
 
@@ -353,19 +363,23 @@ class PrecomputedEmbeddings:
                  training_cutoff: date | None = None):
         """``ids``: n sample ids; ``vectors``: a real ``(n, d)`` array (not modified; float32 unit vectors are
         kept). Raises EmbeddingsError (a count mismatch, a vector not finite or all zeros, an id given twice with
-        two vectors)."""
+        two different vectors: v and 2v are two, though one cosine)."""
         vectors = np.asarray(vectors)
         if vectors.ndim != 2 or len(ids) != vectors.shape[0]:
             raise EmbeddingsError(f"{source or name}: {len(ids)} ids for an array of shape {vectors.shape} "
                                   "(expected (n, d) with n ids)")
-        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}", source=source or name)
+        norms: list[np.ndarray] = []
+        unit = _unit(vectors, lambda i: f"{source or name}: sample_id {ids[i]!r}", source=source or name,
+                     norms_out=norms)
         if np.shares_memory(unit, vectors):  # the caller's array: not kept, so that changing it changes no score
             unit = unit.copy()
-        self._index_unit(ids, unit, name, source, training_cutoff)
+        self._index_unit(ids, unit, norms[0], name, source, training_cutoff)
 
-    def _index_unit(self, ids: Sequence[str], vectors: np.ndarray, name: str, source: str,
+    def _index_unit(self, ids: Sequence[str], vectors: np.ndarray, norms: np.ndarray, name: str, source: str,
                     training_cutoff: date | None) -> None:
-        """Index float32 unit ``vectors`` (checked by :func:`_unit`) by id, once each."""
+        """Index float32 unit ``vectors`` (checked by :func:`_unit`) by id, once each. An id given twice is an
+        EmbeddingsError naming it unless both rows were the same vector as given: the same unit vector and the same
+        norm (``norms``, each row's as given; equal up to float64 rounding), so v and 2v, one cosine, are two."""
         self.index: dict[str, int] = {}
         keep = []
         for i, sid in enumerate(ids):
@@ -373,8 +387,10 @@ class PrecomputedEmbeddings:
             if j is None:
                 self.index[sid] = len(keep)
                 keep.append(i)
-            elif not np.array_equal(vectors[keep[j]], vectors[i]):
-                raise EmbeddingsError(f"{source or name}: sample_id {sid!r} is given twice with different vectors")
+            elif not (np.array_equal(vectors[keep[j]], vectors[i])
+                      and abs(norms[keep[j]] - norms[i]) <= 1e-12 * norms[i]):
+                raise EmbeddingsError(f"{source or name}: sample_id {sid!r} is given twice with different vectors "
+                                      "(compared as given: v and 2v are two, though one cosine): give it once")
         self.vectors = vectors if len(keep) == len(ids) else vectors[keep]  # a copy only to drop repeats
         self.used = np.zeros(len(keep), dtype=bool)  # which vectors a scored file's rows asked for
         self.name, self.source, self.training_cutoff = name, source, training_cutoff
@@ -397,7 +413,8 @@ class PrecomputedEmbeddings:
         if ids is not None and not (len(paths) == 1 and paths[0].suffix.lower() == ".npy"):
             raise EmbeddingsError("--ids goes with exactly one .npy embeddings file")
         all_ids: list[str] = []
-        parts = []
+        parts: list[np.ndarray] = []
+        norms: list[np.ndarray] = []  # each row's norm as given: v and 2v are two vectors
         for p in paths:
             i, v = _read_one(p, Path(ids) if ids is not None else None)
             v = np.asarray(v)
@@ -407,12 +424,14 @@ class PrecomputedEmbeddings:
                 raise EmbeddingsError(f"{p}: vectors of {v.shape[1]} dimensions, but {paths[0]} has "
                                       f"{parts[0].shape[1]}")
             all_ids += i
-            parts.append(_unit(v, lambda r, p=p, i=i: f"{p}: sample_id {i[r]!r}", owned=True, source=str(p)))
+            parts.append(_unit(v, lambda r, p=p, i=i: f"{p}: sample_id {i[r]!r}", owned=True, source=str(p),
+                               norms_out=norms))
             del v
         vecs = np.concatenate(parts) if len(parts) > 1 else parts[0]
         del parts
         obj = cls.__new__(cls)
-        obj._index_unit(all_ids, vecs, embeddings_name(paths, name), ", ".join(str(p) for p in paths), training_cutoff)
+        obj._index_unit(all_ids, vecs, np.concatenate(norms), embeddings_name(paths, name),
+                        ", ".join(str(p) for p in paths), training_cutoff)
         return obj
 
     def vectors_for(self, f: Any, progress: Any = None) -> np.ndarray:
@@ -480,7 +499,8 @@ class FunctionEmbedder:
     """A function from a batch of ``PIL.Image`` objects to an ``(n, d)`` array, scored as a model named ``name``.
 
     Each distinct row (``sample_id`` and image sha256) is embedded once per run, even when it appears in several
-    subsets' galleries. Its output goes through the same checks and normalisation as precomputed embeddings.
+    subsets' galleries. Its output goes through the same checks and normalisation as precomputed embeddings, and
+    the vectors kept are copies: ``embed_fn`` may return the same buffer every call.
     """
 
     def __init__(self, embed_fn: Callable[[list[Any]], Any], name: str = "my-model", batch_size: int = 64,
@@ -505,7 +525,7 @@ class FunctionEmbedder:
         for s in range(0, len(todo), self.batch_size):
             batch = todo[s : s + self.batch_size]
             images = [f.decoded_image(f.image_bytes(i), i) for i in batch]  # a bad row named, as the CLI
-            out = np.asarray(self.fn(images))
+            given = out = np.asarray(self.fn(images))
             if out.ndim != 2 or out.shape[0] != len(batch):
                 raise EmbeddingsError(f"{self.name}: embed_fn returned shape {out.shape} for {len(batch)} images "
                                       "(expected (n, d))")
@@ -515,6 +535,8 @@ class FunctionEmbedder:
             self._dim = int(out.shape[1])
             out = _unit(out, lambda j: f"{self.name}: {f.key} row {batch[j]} (sample_id {ids[batch[j]]!r})",
                         source=f"{self.name}: embed_fn output")
+            if np.may_share_memory(out, given):  # float32 unit vectors, kept as given: embed_fn's own memory,
+                out = out.copy()  # which it may reuse for the next batch (a preallocated buffer, a tensor's storage)
             for j, i in enumerate(batch):
                 self.memo[(ids[i], shas[i])] = out[j]
             if progress is not None:

@@ -278,6 +278,13 @@ class S3Store:
     bytes (boto3's ``TransferConfig``; S3 needs parts of at least 5 MiB, so s3transfer raises smaller chunk sizes to
     5 MiB). ``max_attempts`` is botocore's retry budget per request (standard mode: 5xx, throttling and connection
     errors are retried with exponential backoff).
+
+    Reads are bounded as a mirror's are (:class:`HttpStore`): ``timeout_s`` seconds to connect and for each network
+    read (botocore's ``connect_timeout`` and ``read_timeout``), and an overall deadline per object read
+    (:meth:`get_bytes`, :meth:`read_range`) of ``deadline_s + expected bytes / min_bytes_per_s`` seconds (the
+    expected bytes: the caller's ``size``, else the answer's ``Content-Length``; the defaults:
+    :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), retries included, so a server that trickles bytes is
+    given up with a StoreError naming the object and the limit.
     """
 
     def __init__(
@@ -290,6 +297,9 @@ class S3Store:
         multipart_chunksize: int = 8 * 1024 * 1024,
         max_attempts: int = 8,
         anonymous: bool = False,
+        timeout_s: float = 60,
+        deadline_s: float | None = None,
+        min_bytes_per_s: float | None = None,
     ):
         import boto3
         from botocore import UNSIGNED
@@ -302,12 +312,16 @@ class S3Store:
         if not bucket:
             raise BadStoreURL(f"{url!r} names no bucket: s3://BUCKET/PREFIX")
         self.bucket, self.prefix, self.url = bucket, prefix.strip("/"), url
+        self.deadline_s = HTTP_DEADLINE_S if deadline_s is None else deadline_s
+        self.min_bytes_per_s = HTTP_MIN_BYTES_PER_S if min_bytes_per_s is None else min_bytes_per_s
         from boto3.s3.transfer import TransferConfig
 
         cfg = Config(
             request_checksum_calculation=checksum_mode,
             response_checksum_validation=checksum_mode,
             retries={"max_attempts": max_attempts, "mode": "standard"},
+            connect_timeout=timeout_s,
+            read_timeout=timeout_s,
             s3={"addressing_style": "path"},
             **({"signature_version": UNSIGNED} if anonymous else {}),
         )
@@ -370,9 +384,76 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
 
-    def get_bytes(self, key: str) -> bytes:
+    def _bounded_read(self, key: str, start: int, chunk: int, size: int | None) -> Iterator[bytes]:
+        """The body of ``key`` from ``start`` on, in blocks of ``chunk`` bytes, within the overall deadline (see the
+        class). The GET and its reads run in a daemon thread, as a read blocked on a slow socket cannot be timed out
+        from outside; past the deadline the thread is left to finish its block or reach botocore's
+        ``read_timeout``, and then closes the answer (its connection released) without reading on. Raises
+        StoreError past the deadline, and what botocore raises."""
+        import queue
+        import threading
+        import time
+
+        t0 = time.monotonic()
+        handed: queue.Queue = queue.Queue(maxsize=2)
+        stop = threading.Event()
+
+        def hand(item: tuple[str, Any]) -> bool:
+            while not stop.is_set():
+                try:
+                    handed.put(item, timeout=0.5)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def read() -> None:
+            body = None
+            try:
+                answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
+                                                **({"Range": f"bytes={start}-"} if start else {}))
+                body = answer["Body"]
+                if hand(("length", answer.get("ContentLength"))):
+                    for block in body.iter_chunks(chunk):
+                        if not hand(("block", block)):
+                            return
+                    hand(("end", None))
+            except BaseException as exc:  # handed to the caller's thread
+                hand(("error", exc))
+            finally:
+                if body is not None:
+                    body.close()
+
+        threading.Thread(target=read, name="lookbench-s3-get", daemon=True).start()
+        limit, expected = self.deadline_s, None  # until the answer: the deadline alone
         try:
-            return self.client.get_object(Bucket=self.bucket, Key=self._key(key))["Body"].read()
+            while True:
+                try:
+                    kind, value = handed.get(timeout=max(t0 + limit - time.monotonic(), 0))
+                except queue.Empty:
+                    said = "no answer" if expected is None else "not complete"
+                    rate = "" if expected is None else (f" (the limit for {expected} bytes: {self.deadline_s:.0f} s "
+                                                        f"plus {self.min_bytes_per_s:.0f} bytes per second)")
+                    raise StoreError(f"{self.url}/{key}: {said} after {limit:.0f} s{rate}: the store is "
+                                     "too slow; try again later") from None
+                if kind == "length":
+                    expected = (size - start) if size is not None else (value or 0)
+                    limit = self.deadline_s + max(expected, 0) / self.min_bytes_per_s
+                elif kind == "block":
+                    yield value
+                elif kind == "end":
+                    return
+                else:
+                    raise value
+        finally:
+            stop.set()
+
+    def get_bytes(self, key: str) -> bytes:
+        """The whole object ``key``, within the deadline (see the class). Raises StoreError."""
+        try:
+            return b"".join(self._bounded_read(key, 0, 1 << 20, None))
+        except StoreError:
+            raise
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
         except self.client.exceptions.NoSuchBucket as exc:
@@ -382,11 +463,11 @@ class S3Store:
 
     def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None) -> Iterator[bytes]:
         """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks (``size``, the expected
-        size, is not needed here: every store's ``read_range`` takes it). Raises StoreError."""
-        extra = {"Range": f"bytes={start}-"} if start else {}
+        size, sets the deadline: see the class). Raises StoreError."""
         try:
-            body = self.client.get_object(Bucket=self.bucket, Key=self._key(key), **extra)["Body"]
-            yield from body.iter_chunks(chunk)
+            yield from self._bounded_read(key, start, chunk, size)
+        except StoreError:
+            raise
         except self.client.exceptions.NoSuchKey as exc:
             raise StoreError(f"no object {key!r} in {self.url}") from exc
         except self.client.exceptions.NoSuchBucket as exc:

@@ -75,6 +75,7 @@ TESTED_IN = {
     # library modules whose tests are not in a file named after them (tests/test_<module>[_*].py): where they are
     "annotate": ["test_taxonomy_annotate.py"],
     "drops": ["test_backfill.py", "test_config_and_errors.py", "test_label_import.py"],
+    "early_interrupt": ["test_console.py"],
     "foreground": ["test_dedup_foreground.py"],
     "optout": ["test_safety.py"],
     "package_data": ["test_taxonomy_annotate.py"],

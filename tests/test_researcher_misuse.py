@@ -40,13 +40,18 @@ def make_read_only(monkeypatch, ro: Path) -> Path:
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
         return real_open(path, flags, *a, **k)
 
-    def fake_mkdir(path, *a, **k):
+    def refused(real, path, *a, **k):
         if inside(path):
             raise OSError(errno.EROFS, os.strerror(errno.EROFS), os.fspath(path))
-        return real_mkdir(path, *a, **k)
+        return real(path, *a, **k)
 
+    real_unlink, real_symlink = os.unlink, os.symlink
     monkeypatch.setattr(os, "open", fake_open)
-    monkeypatch.setattr(os, "mkdir", fake_mkdir)
+    monkeypatch.setattr(os, "mkdir", lambda path, *a, **k: refused(real_mkdir, path, *a, **k))
+    monkeypatch.setattr(os, "unlink", lambda path, *a, **k: refused(real_unlink, path, *a, **k))
+    # os.symlink(target, link): the link is what is made
+    monkeypatch.setattr(os, "symlink", lambda target, link, *a, **k: refused(lambda p, *b, **c: real_symlink(
+        target, p, *b, **c), link, *a, **k))
     return ro
 
 
@@ -95,6 +100,37 @@ def test_a_pull_into_a_read_only_complete_copy_says_it_is_complete(store, tmp_pa
     err = capsys.readouterr().err
     assert "cannot write in" in err and "Read-only file system" in err
     assert "1 file(s) missing or different, such as real_streetlook/gallery.parquet" in err
+
+
+def test_a_look_bench_pull_into_a_read_only_complete_copy_keeps_its_right_link(store, tmp_path, capsys,
+                                                                               monkeypatch):
+    """``pull --look-bench`` into a read-only folder that holds the complete release: its link already there and
+    pointing at the release is kept (exit 0, as the plain pull); a link that must be made and cannot is one line
+    naming it, exit 2, no traceback."""
+    pull = ["pull", V, "--store", str(store.root), "--dest", str(tmp_path / "ro"), "--quiet", "--look-bench"]
+    assert main(pull) == 0
+    link = tmp_path / "ro" / "srpone" / "look-bench"
+    assert link.is_symlink() and link.resolve() == (tmp_path / "ro" / V).resolve()
+    capsys.readouterr()
+    make_read_only(monkeypatch, tmp_path / "ro")
+    assert main(pull) == 0
+    out = capsys.readouterr().out
+    assert f"{V} is already complete under {tmp_path / 'ro' / V}" in out
+    assert f"{link} -> {tmp_path / 'ro' / V}" in out
+    assert link.is_symlink() and link.resolve() == (tmp_path / "ro" / V).resolve()
+    monkeypatch.undo()
+    for broken in ("missing", "elsewhere"):
+        link.unlink(missing_ok=True)
+        if broken == "elsewhere":
+            link.symlink_to(tmp_path, target_is_directory=True)
+        make_read_only(monkeypatch, tmp_path / "ro")
+        assert main(pull) == 2, broken
+        captured = capsys.readouterr()
+        assert "Traceback" not in captured.err
+        assert captured.err.strip().splitlines() == [
+            f"error: cannot make the link {link} -> ../{V} (Read-only file system): make it yourself, or pull "
+            "without --look-bench"], captured.err
+        monkeypatch.undo()
 
 
 @pytest.mark.parametrize("how", ["lock-file-writable", "no-fcntl"])

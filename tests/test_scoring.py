@@ -98,6 +98,24 @@ def test_the_python_api_scores_a_function_as_the_registry_model(pulled):
     assert ev2.scores.column("value").to_pylist() == pytest.approx(ev.scores.column("value").to_pylist())
 
 
+def test_a_function_that_reuses_one_output_buffer_scores_as_one_that_does_not(pulled):
+    """embed_fn may return the same array every call (a preallocated buffer, a framework's reused output), already
+    float32 unit vectors so nothing needs converting: the vectors of earlier batches are kept, not the buffer."""
+    emb, buf = HsvHogEmbedder(), []
+
+    def embed(images):
+        v = np.asarray(emb.embed(images), np.float64)
+        v = (v / np.linalg.norm(v, axis=1, keepdims=True)).astype(np.float32)
+        if not buf:
+            buf.append(np.empty((7, v.shape[1]), np.float32))
+        out = buf[0][: len(images)]
+        out[:] = v
+        return out
+
+    ev = lookbench_pipeline.score(pulled["folder"], embed, name="fn", batch_size=7)
+    _same_scores(pulled["scores"].filter(pa.compute.equal(pulled["scores"]["model"], BASELINE)), ev.scores, "fn")
+
+
 @pytest.mark.parametrize("damage,match", [
     (lambda ids, v: (ids[:-1], v[:-1]), "have no embedding"),
     (lambda ids, v: (ids + ids[:1], np.concatenate([v, v[1:2]])), "given twice with different vectors"),
@@ -113,6 +131,40 @@ def test_embeddings_that_cannot_be_scored_are_refused(pulled, tmp_path, capsys, 
     assert main(["evaluate", str(pulled["folder"]), "--embeddings", str(tmp_path / "bad.npz"), "--quiet"]) == 1
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1
+
+
+def test_an_id_given_twice_is_refused_unless_both_vectors_are_the_same_as_given(pulled, tmp_path, capsys):
+    """v and 2v are one direction, so one cosine, but two vectors as given: which one the researcher meant is not
+    ours to guess, in one file or across two. The same vector twice (the same rows exported twice) is fine. (The
+    vectors are of norm 2 and 4, so both are normalised, to the same bits.)"""
+    from lookbench_pipeline.scoring import PrecomputedEmbeddings
+
+    ids, unit = export_embeddings(pulled["folder"], tmp_path / "unit.parquet")
+    sid, vecs = ids[0], 2 * unit
+
+    def save(name, sample_ids, rows):
+        np.savez(tmp_path / name, sample_id=np.array(sample_ids), embedding=np.asarray(rows, np.float32))
+        return tmp_path / name
+
+    ok = save("ok.npz", ids, vecs)
+    twice = save("twice.npz", [*ids, sid], np.concatenate([vecs, 2 * vecs[:1]]))
+    other = save("other.npz", [sid], 2 * vecs[:1])
+    for paths in ([twice], [ok, other]):
+        with pytest.raises(EmbeddingsError, match=f"sample_id {sid!r} is given twice with different vectors"):
+            lookbench_pipeline.score(pulled["folder"], embeddings=paths)
+        assert main(["evaluate", str(pulled["folder"]), *[a for f in paths for a in ("--embeddings", str(f))],
+                     "--quiet", "--name", "mine"]) == 1
+        err = capsys.readouterr().err
+        assert f"sample_id {sid!r} is given twice with different vectors" in err and err.count("\n") == 1, err
+    with pytest.raises(EmbeddingsError, match=f"sample_id {sid!r} is given twice with different vectors"):
+        PrecomputedEmbeddings([sid, sid], np.stack([vecs[0], 2 * vecs[0]]), "mine")
+    # the same vector twice, as given: one vector, scored as the file without the repeat
+    same = save("same.npz", [*ids, sid], np.concatenate([vecs, vecs[:1]]))
+    ref = lookbench_pipeline.score(pulled["folder"], embeddings=ok, name="mine").scores
+    for paths in ([same], [ok, ok], [same, save("again.npz", [sid], vecs[:1])]):
+        ev = lookbench_pipeline.score(pulled["folder"], embeddings=paths, name="mine")
+        assert ev.scores.column("value").to_pylist() == ref.column("value").to_pylist(), paths
+    assert PrecomputedEmbeddings([sid, sid], np.stack([vecs[0], vecs[0]]), "mine").vectors.shape[0] == 1
 
 
 def test_the_python_api_warns_of_embeddings_it_did_not_use(pulled, tmp_path):

@@ -196,6 +196,62 @@ def test_a_trickling_mirror_is_given_up_after_the_deadline_naming_url_and_limit(
     assert f"{srv.base_url}{key}" in msg and "not complete after" in msg and "too slow" in msg
 
 
+def silent(h: BaseHTTPRequestHandler) -> None:
+    """No answer at all for a few seconds, then the connection closed."""
+    time.sleep(3)
+
+
+@pytest.mark.parametrize("how", ["get_bytes", "read_range"])
+def test_a_trickling_s3_endpoint_is_given_up_after_the_deadline_naming_the_object_and_limit(store, monkeypatch,
+                                                                                           how):
+    """The S3 path has the mirror's overall deadline (botocore's own timeouts bound each network read only): a
+    server that sends a byte every 50 ms is given up, naming the object and the limit; the thread that read for
+    it ends once the server stops sending."""
+    import lookbench_pipeline.store as st
+
+    monkeypatch.setattr(st, "HTTP_DEADLINE_S", 0.3)
+    key = f"releases/{V2}/manifest.json"
+    body = (store.root / key).read_bytes()[:40]  # 2 s of trickle
+    with mirror(store.root, {f"/bucket/lb/{key}": trickle(body)}) as srv:
+        s = st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1)
+        t0 = time.monotonic()
+        with pytest.raises(StoreError) as exc:
+            if how == "get_bytes":
+                s.get_bytes(key)
+            else:
+                b"".join(s.read_range(key, size=len(body)))
+        assert time.monotonic() - t0 < 10
+        for _ in range(100):  # within the server's 2 s, and botocore's read timeout
+            if not any(t.name == "lookbench-s3-get" for t in threading.enumerate()):
+                break
+            time.sleep(0.1)
+        assert not any(t.name == "lookbench-s3-get" for t in threading.enumerate())
+    msg = str(exc.value)
+    assert f"s3://bucket/lb/{key}: not complete after" in msg and f"the limit for {len(body)} bytes" in msg, msg
+    assert "too slow" in msg
+
+
+def test_an_s3_endpoint_that_does_not_answer_is_given_up_after_the_deadline(store, monkeypatch, tmp_path):
+    import lookbench_pipeline.store as st
+
+    monkeypatch.setattr(st, "HTTP_DEADLINE_S", 0.3)
+    key = f"releases/{V2}/manifest.json"
+    (tmp_path / "bucket").mkdir()
+    (tmp_path / "bucket" / "lb").symlink_to(store.root, target_is_directory=True)  # the bucket's objects
+    with mirror(tmp_path, {f"/bucket/lb/{key}": silent}) as srv:
+        s = st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1)
+        t0 = time.monotonic()
+        with pytest.raises(StoreError, match=rf"s3://bucket/lb/{key}: no answer after 0 s: the store is too slow"):
+            s.get_bytes(key)
+        assert time.monotonic() - t0 < 2.5
+        # within the deadline, a read is as before
+        s.deadline_s = 30
+        other = f"releases/{V2}/croissant.json"
+        assert s.get_bytes(other) == (store.root / other).read_bytes()
+        blocks = list(s.read_range(other, chunk=7, size=(store.root / other).stat().st_size))
+        assert b"".join(blocks) == (store.root / other).read_bytes() and len(blocks[0]) == 7
+
+
 def test_the_shipped_deadline_grows_with_the_size():
     s = HttpStore("http://127.0.0.1:9")
     assert s.deadline_s >= 60 and 1024 <= s.min_bytes_per_s <= 1 << 20

@@ -32,13 +32,21 @@ Builders (the ``build`` extra):
                                            train a YOLO garment detector from COCO-style annotations (offline)
 """
 
+import sys
 
-from .build import (AIGEN_REASONS, AIGEN_STEPS, BUILD_RUNNER_DEFAULT, BUILD_RUNNER_GROUP, cmd_backfill, cmd_build,
-                    cmd_demo)
-from .common import BUILD_MODULES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, need_build_stack
-from .consume import cmd_evaluate, cmd_info, cmd_pull, cmd_releases, consumer_store, format_manifest
-from .main import main
-from .tools import cmd_audit_export, cmd_audit_score, cmd_detector_train
+from ..early_interrupt import quiet_ctrl_c_while_loading
+
+# `python -m lookbench_pipeline.cli` imports this package before its __main__ (which runs the command as the console
+# script's entry point): Python sets sys.argv[0] to "-m" while it locates that module, so the heavy imports below
+# (NumPy, PyArrow, pydantic) get the console script's one-line Ctrl-C then, and only then (an import of the
+# package from a program or a REPL keeps Python's KeyboardInterrupt).
+with quiet_ctrl_c_while_loading(enabled=sys.argv[:1] == ["-m"]):
+    from .build import (AIGEN_REASONS, AIGEN_STEPS, BUILD_RUNNER_DEFAULT, BUILD_RUNNER_GROUP, cmd_backfill,
+                        cmd_build, cmd_demo)
+    from .common import BUILD_MODULES, EXIT_ERROR, EXIT_OK, EXIT_USAGE, UsageError, need_build_stack
+    from .consume import cmd_evaluate, cmd_info, cmd_pull, cmd_releases, consumer_store, format_manifest
+    from .main import main
+    from .tools import cmd_audit_export, cmd_audit_score, cmd_detector_train
 
 __all__ = ["AIGEN_REASONS", "AIGEN_STEPS", "BUILD_MODULES", "BUILD_RUNNER_DEFAULT", "BUILD_RUNNER_GROUP",
            "EXIT_ERROR", "EXIT_OK", "EXIT_USAGE", "UsageError", "cmd_audit_export", "cmd_audit_score",

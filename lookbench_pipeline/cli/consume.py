@@ -287,7 +287,7 @@ def cmd_pull(args: argparse.Namespace) -> int:
         raise ValueError(f"{empty}; nothing pulled")
     _check_subsets(store, version, args.subset, manifest[1])
     if args.look_bench:
-        _look_bench_link(Path(args.dest))  # checked before the download, not after it
+        _look_bench_link_can_be_made(Path(args.dest), version)  # checked before the download, not after it
     files = pull(store, version, Path(args.dest), args.subset or None, progress=not args.quiet, manifest=manifest,
                  warn=lambda message: print(f"warning: {message}", file=sys.stderr))
     folder = Path(args.dest) / version
@@ -297,16 +297,51 @@ def cmd_pull(args: argparse.Namespace) -> int:
     else:
         print(f"{len(files)} files of {version} verified and written under {folder}")
     if args.look_bench:
-        # look-bench's loader reads the Hub id "srpone/look-bench"; Hugging Face `datasets` takes a local folder of
-        # that name (relative to the working directory) before the Hub.
-        _look_bench_link(Path(args.dest)).parent.mkdir(exist_ok=True)
-        link = _look_bench_link(Path(args.dest))  # again, once its folder exists
-        if link.is_symlink():
-            link.unlink()
-        link.symlink_to(Path("..") / version, target_is_directory=True)
+        link = _make_look_bench_link(Path(args.dest), version)
         print(f"{link} -> {folder}: from {args.dest}, look_bench.utils.load_lookbench_dataset(\"<subset>\") "
               "loads this release")
     return 0
+
+
+def _look_bench_link_is_right(link: Path, dest: Path, version: str) -> bool:
+    """The link is there and leads to ``dest/version`` already: nothing to write (a read-only copy included)."""
+    return link.is_symlink() and os.path.realpath(link) == os.path.realpath(dest / version)
+
+
+def _cannot_link(link: Path, version: str, reason: str) -> UsageError:
+    return UsageError(f"cannot make the link {link} -> {Path('..') / version} ({reason}): make it yourself, or pull "
+                      "without --look-bench")
+
+
+def _look_bench_link_can_be_made(dest: Path, version: str) -> None:
+    """Before the download: :func:`_look_bench_link`'s checks, and, when the link must be made or changed, that the
+    folder it goes in (or ``dest``, before that folder exists) can be written; UsageError naming the link if not."""
+    link = _look_bench_link(dest)
+    if _look_bench_link_is_right(link, dest, version):
+        return
+    where = link.parent if link.parent.is_dir() else dest if dest.is_dir() else None  # else pull makes dest
+    why = unwritable(where) if where is not None else None
+    if why is not None:
+        raise _cannot_link(link, version, why)
+
+
+def _make_look_bench_link(dest: Path, version: str) -> Path:
+    """Make ``dest/srpone/look-bench`` a link to ``../VERSION`` and return it. look-bench's loader reads the Hub id
+    "srpone/look-bench"; Hugging Face `datasets` takes a local folder of that name (relative to the working
+    directory) before the Hub. A link already leading to the release is left as it is (nothing written: a pull
+    into a read-only copy that holds it ends with exit 0); one that cannot be made is a UsageError naming it."""
+    link = _look_bench_link(dest)
+    if _look_bench_link_is_right(link, dest, version):
+        return link
+    try:
+        link.parent.mkdir(exist_ok=True)
+        link = _look_bench_link(dest)  # again, once its folder exists
+        if link.is_symlink():
+            link.unlink()
+        link.symlink_to(Path("..") / version, target_is_directory=True)
+    except OSError as exc:
+        raise _cannot_link(link, version, exc.strerror or str(exc)) from None
+    return link
 
 
 def _look_bench_link(dest: Path) -> Path:
