@@ -18,7 +18,11 @@ cut-outs). Three sets of inputs, scored as pairs (two images are "found" when th
    be matched (fewer than foreground.MIN_INTERIOR_BLOCKS textured blocks inside it) are counted apart;
 4. colour variants of a small garment on white (tests/dedup_inputs.packshot: 8 colours x side shares 10-40%): every
    pair of colours must stay apart and each variant's re-encoded copy must join it (the same colour at another size,
-   a zoomed copy of the same packshot, is counted apart: merged or not, either is right).
+   a zoomed copy of the same packshot, is counted apart: merged or not, either is right);
+5. edited copies, one edit at a time: the real studio and street photos plus one copy of each with that edit
+   (:func:`edited`: cropped 2 / 5 / 10% on every side, mirrored, rotated 90 degrees, greyscale, JPEG quality 60 at
+   full size): which edits the rule treats as the same picture. Not a target: what the pHash rule is blind to, so the
+   docs can say which copies dedup and the contamination check (the same rule) miss.
 
 Precision = found pairs that are established / found pairs; recall = established pairs found / established pairs.
 """
@@ -43,6 +47,32 @@ from lookbench_pipeline.store import LocalStore  # noqa: E402
 
 T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RULE = DedupConfig()
+
+
+EDITS = ("crop 2%", "crop 5%", "crop 10%", "mirrored", "rotated 90", "greyscale", "jpeg q60")
+
+
+def edited(data: bytes, how: str) -> bytes:
+    """A copy of the picture as it is shown (EXIF orientation applied) with one edit of :data:`EDITS`, as JPEG
+    quality 90 (quality 60 for ``jpeg q60``), the same size but for the crops."""
+    import io
+
+    from PIL import Image, ImageOps
+
+    im = ImageOps.exif_transpose(Image.open(io.BytesIO(data))).convert("RGB")
+    if how.startswith("crop"):
+        f = int(how.split()[1].rstrip("%")) / 100
+        w, h = im.size
+        im = im.crop((round(w * f), round(h * f), w - round(w * f), h - round(h * f)))
+    elif how == "mirrored":
+        im = ImageOps.mirror(im)
+    elif how == "rotated 90":
+        im = im.transpose(Image.Transpose.ROTATE_90)
+    elif how == "greyscale":
+        im = ImageOps.grayscale(im).convert("RGB")
+    buf = io.BytesIO()
+    im.save(buf, "JPEG", quality=60 if how == "jpeg q60" else 90)
+    return buf.getvalue()
 
 
 def clusters(files: dict[str, bytes], store: LocalStore) -> tuple[dict[str, str], dict[str, dict], dict[str, str]]:
@@ -143,6 +173,20 @@ def main() -> None:
     print(f"|   pairs of two different colours merged | | {len(found4 - truth4 - zoomed)} | | | |")
     print(f"|   (not scored) the same colour at another size merged: a zoomed copy, either way is right | | "
           f"{len(zoomed)} | | | |")
+
+    photos = {n: b for n, b in real.items() if n.split("/")[0] in ("studio", "street") and n in cl}
+    print(f"\nedited copies: the {len(photos)} real studio and street photos plus one edited copy of each, one edit "
+          "per run")
+    print("| edit | copies joined to their photo | recall | pairs of two different photos merged |")
+    print("|---|---|---|---|")
+    for how in EDITS:
+        cl5, _, _ = clusters({**photos, **{f"edit/{n}": edited(b, how) for n, b in photos.items()}}, store)
+        found5 = pairs_found(cl5)
+        joined = sum(frozenset({n, f"edit/{n}"}) in found5 for n in photos)
+        same5 = truth | {frozenset({f"edit/{a}", f"edit/{b}"}) for a, b in map(sorted, truth)} | {
+            frozenset({a, f"edit/{b}"}) for p in truth for a, b in itertools.permutations(sorted(p))}
+        wrong = {p for p in found5 - same5 if len({n.removeprefix("edit/") for n in p}) == 2}
+        print(f"| {how} | {joined} of {len(photos)} | {joined / len(photos):.1%} | {len(wrong)} |")
     print(f"\n{time.perf_counter() - t:.0f} s wall")
 
 
