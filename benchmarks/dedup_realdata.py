@@ -22,7 +22,10 @@ cut-outs). Three sets of inputs, scored as pairs (two images are "found" when th
 5. edited copies, one edit at a time: the real studio and street photos plus one copy of each with that edit
    (:func:`edited`: cropped 2 / 5 / 10% on every side, mirrored, rotated 90 degrees, greyscale, JPEG quality 60 at
    full size): which edits the rule treats as the same picture. Not a target: what the pHash rule is blind to, so the
-   docs can say which copies dedup and the contamination check (the same rule) miss.
+   docs can say which copies dedup and the contamination check (the same rule) miss;
+6. the contamination check (``contamination.update_index`` over a ``folder`` source of the real studio and street
+   photos, then ``find_contamination`` with the shipped rule) on the same edited copies: how many are found as
+   leaks of their own photo, and with which ``kind`` (``mirrored``: the index's mirror signatures).
 
 Precision = found pairs that are established / found pairs; recall = established pairs found / established pairs.
 """
@@ -187,6 +190,36 @@ def main() -> None:
             frozenset({a, f"edit/{b}"}) for p in truth for a, b in itertools.permutations(sorted(p))}
         wrong = {p for p in found5 - same5 if len({n.removeprefix("edit/") for n in p}) == 2}
         print(f"| {how} | {joined} of {len(photos)} | {joined / len(photos):.1%} | {len(wrong)} |")
+
+    from collections import Counter
+
+    from lookbench_pipeline import contamination, schemas
+    from lookbench_pipeline.config import LegacySource
+
+    legacy = Path(args.tmp) / "legacy"
+    legacy.mkdir(parents=True)
+    for n in photos:
+        (legacy / n.replace("/", "__")).write_bytes(photos[n])
+    index, _ = contamination.update_index(Path(args.tmp) / "index.parquet",
+                                          [LegacySource(name="legacy", kind="folder", path=legacy)])
+    print(f"\ncontamination: an index of the {index.num_rows} photos (a `folder` source), and one edited copy of each "
+          "as the new images")
+    print("| edit | copies found as a leak of their own photo | kinds |")
+    print("|---|---|---|")
+    for how in EDITS:
+        files = {f"edit/{n}": edited(b, how) for n, b in photos.items()}
+        res = take_in([ImageRef("drop_item", n, 0, n, "bench", T0) for n in files], files.__getitem__, store,
+                      ImageConfig())
+        found = contamination.find_contamination(schemas.from_rows(res.images, schemas.IMAGES), index,
+                                                 RULE.hamming_threshold, RULE.max_color_diff,
+                                                 RULE.max_foreground_delta_e, RULE.cutouts).to_pylist()
+        name_of = {r["image_sha256"]: r["owner_id"].removeprefix("edit/") for r in res.refs
+                   if r["status"] == "accepted"}
+        twins = {n for p in truth for n in p}  # the byte-identical pair: either photo is its own
+        own = [r for r in found if r["matched_path"] == name_of[r["image_sha256"]].replace("/", "__")
+               or (name_of[r["image_sha256"]] in twins and r["matched_path"].replace("__", "/") in twins)]
+        kinds = ", ".join(f"{k} {v}" for k, v in sorted(Counter(r["kind"] for r in own).items()))
+        print(f"| {how} | {len({r['image_sha256'] for r in own})} of {len(name_of)} | {kinds} |")
     print(f"\n{time.perf_counter() - t:.0f} s wall")
 
 

@@ -15,8 +15,9 @@ holds the sha256, pHash (same method as the intake) and colour signature of ever
 The index is incremental: a file already indexed with the same :func:`memo.file_stamp` (size, modification and
 status-change times in ns, inode) is not read again; a file copied over with its size and modification time kept
 is read again. A new image
-matching an index entry within the Hamming threshold (colour-confirmed, as in dedup) is contamination, recorded
-with the matching source and path; the release keeps it out of queries.
+matching an index entry within the Hamming threshold (colour-confirmed, as in dedup), or the entry's left-right
+mirror image (the ``mirrored`` signatures: a flipped copy, as training sets are augmented), is contamination,
+recorded with the matching source and path; the release keeps it out of queries.
 """
 
 from __future__ import annotations
@@ -29,10 +30,12 @@ from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.parquet as pq
+from PIL import ImageOps
+
+import numpy as np
 
 from . import schemas
 from .config import ImageConfig, LegacySource
-import numpy as np
 
 from .dedup import confirmed_by_colour, cutout_pairs, hex_to_u64, near_pairs_mih, popcount64
 from .foreground import MAX_FOREGROUND_DELTA_E, block_codes, foreground_signature
@@ -158,16 +161,30 @@ def iter_source(kind: str, root: Path) -> Iterator[SourceImage]:
     return READERS[kind](Path(root))
 
 
-def _row(source: str, rel: str, item_id: str | None, data: bytes, stamp: str, cfg: ImageConfig) -> dict | None:
+def _row(source: str, rel: str, item_id: str | None, data: bytes, stamp: str, cfg: ImageConfig | None,
+         mirrored: bool = True) -> dict | None:
+    """An index row of one image (``None`` when the intake's decoder rejects its bytes, logged). With
+    ``mirrored``, also the signatures of its left-right mirror image (``mirrored``: pHash, colour and foreground
+    signatures), so that a mirrored copy of it is found (:func:`find_contamination`)."""
     try:
         dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
     except ImageRejected as exc:
         log.info("index: %s/%s not indexed: %s", source, rel, exc)
         return None
-    return {"source": source, "path": rel, "item_id": item_id, "image_sha256": hashlib.sha256(data).hexdigest(),
-            "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD, "color_signature": color_signature(dec.rgb),
-            "fg_signature": foreground_signature(dec.rgb), "block_codes": block_codes(dec.rgb),
-            "flags": dec.flags, "stamp": stamp}
+    row = {"source": source, "path": rel, "item_id": item_id, "image_sha256": hashlib.sha256(data).hexdigest(),
+           "phash": phash_hex(dec.rgb), "phash_method": PHASH_METHOD, "color_signature": color_signature(dec.rgb),
+           "fg_signature": foreground_signature(dec.rgb), "block_codes": block_codes(dec.rgb),
+           "flags": dec.flags, "stamp": stamp}
+    if mirrored:
+        m = ImageOps.mirror(dec.rgb)
+        row["mirrored"] = {"phash": phash_hex(m), "color_signature": color_signature(m),
+                           "fg_signature": foreground_signature(m)}
+    return row
+
+
+def _current(row: dict) -> bool:
+    """Whether an index row has every signature this version computes (rows of an older index are read again)."""
+    return bool(row.get("fg_signature")) and bool(row.get("mirrored"))
 
 
 def update_index(index_path: Path, sources: list[LegacySource], store: ObjectStore | None = None,
@@ -192,8 +209,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
             try:
                 stamp = file_stamp(im.path.stat())
                 prev = old.get((src.name, im.rel))
-                if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD \
-                        and prev.get("fg_signature"):
+                if prev and prev["stamp"] == stamp and prev["phash_method"] == PHASH_METHOD and _current(prev):
                     rows[(src.name, im.rel)] = prev
                     n_ok += 1
                     continue
@@ -217,7 +233,7 @@ def update_index(index_path: Path, sources: list[LegacySource], store: ObjectSto
                 continue
             name = f"release:{version}"
             prior = {k: v for k, v in old.items() if k[0] == name}
-            if prior and all(v.get("fg_signature") for v in prior.values()):
+            if prior and all(_current(v) for v in prior.values()):
                 rows.update(prior)
                 counts[f"{name}.indexed"] = len(prior)
                 continue
@@ -255,10 +271,13 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
     """New images that match the index: one ``contamination`` row per (image, source), the closest match.
 
     Exact matches (same sha256) have distance 0 and ``kind = exact``; others are pHash-near (<= ``threshold``
-    bits) and colour-confirmed (:func:`lookbench_pipeline.dedup.confirmed_by_colour`), ``kind = near``; with
-    ``cutouts``, a new image that is a background-removed cut-out of an indexed one, or the photograph an indexed
-    cut-out was made from (:func:`lookbench_pipeline.dedup.cutout_pairs`), ``kind = cutout`` with its pHash
-    distance. An exact match beats a near one, a near one a cut-out.
+    bits) and colour-confirmed (:func:`lookbench_pipeline.dedup.confirmed_by_colour`), ``kind = near``; a new image
+    near the left-right mirror image of an indexed one (the index row's ``mirrored`` signatures, colour-confirmed
+    the same way) is ``kind = mirrored`` (training sets are augmented by flipping, and a flipped copy is a leak; an
+    index row without them, of an index built before they existed, is not searched so); with ``cutouts``, a new
+    image that is a background-removed cut-out of an indexed one, or the photograph an indexed cut-out was made
+    from (:func:`lookbench_pipeline.dedup.cutout_pairs`), ``kind = cutout`` with its pHash distance. An exact match
+    beats a near one, a near one a mirrored one, a mirrored one a cut-out.
     """
     new = images.to_pylist()
     old = index.to_pylist()
@@ -272,30 +291,19 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
     # near matches: distinct hashes of non-uniform images (blank images all share a hash and prove nothing)
     ok_new = [k for k, r in enumerate(new) if "uniform" not in (r.get("flags") or [])]
     ok_old = [j for j, r in enumerate(old) if "uniform" not in (r.get("flags") or [])]
-    if ok_new and ok_old:
-        u_new, inv_new = np.unique(hex_to_u64([new[k]["phash"] for k in ok_new]), return_inverse=True)
-        u_old, inv_old = np.unique(hex_to_u64([old[j]["phash"] for j in ok_old]), return_inverse=True)
-        members_new: list[list[int]] = [[] for _ in u_new]
-        members_old: list[list[int]] = [[] for _ in u_old]
-        for k, u in zip(ok_new, inv_new.tolist()):
-            members_new[u].append(k)
-        for j, u in zip(ok_old, inv_old.tolist()):
-            members_old[u].append(j)
-        both = np.concatenate([u_new, u_old])
-        n_u = len(u_new)
-        for a, b, d in near_pairs_mih(both, threshold):
-            if a < n_u <= b:
-                # the closest legacy copy per new image is enough: one representative of each legacy hash
-                for k in members_new[a]:
-                    candidates.append((k, members_old[b - n_u][0], int(d)))
-    rank = {"exact": 0, "near": 1, "cutout": 2}
-    found = []
-    for i, j, d in candidates:
-        a, b = new[i], old[j]
-        exact = a["image_sha256"] == b["image_sha256"]
-        if not exact and not confirmed_by_colour(a, b, max_color_diff, max_foreground_delta_e):
-            continue
-        found.append((i, j, 0 if exact else d, "exact" if exact else "near"))
+    mirrors = {j: {**old[j]["mirrored"], "flags": old[j].get("flags")} for j in ok_old if old[j].get("mirrored")}
+    near: list[tuple[int, int, int, str]] = []
+    for kind, old_hashes in (("near", {j: old[j]["phash"] for j in ok_old}),
+                             ("mirrored", {j: m["phash"] for j, m in mirrors.items()})):
+        near.extend((k, j, d, kind) for k, j, d in _near(new, ok_new, old_hashes, threshold))
+    rank = {"exact": 0, "near": 1, "mirrored": 2, "cutout": 3}
+    found = [(i, j, 0, "exact") for i, j, _ in candidates]
+    for i, j, d, kind in near:
+        a, b = new[i], (old[j] if kind == "near" else mirrors[j])
+        if a["image_sha256"] == old[j]["image_sha256"]:
+            found.append((i, j, 0, "exact"))  # the same bytes under another source
+        elif confirmed_by_colour(a, b, max_color_diff, max_foreground_delta_e):
+            found.append((i, j, d, kind))
     if cutouts:
         n = len(new)
         for x, y in cutout_pairs(new + old, split=n):
@@ -309,6 +317,30 @@ def find_contamination(images: pa.Table, index: pa.Table, threshold: int, max_co
             best[key] = {"image_sha256": a["image_sha256"], "source": b["source"], "matched_path": b["path"],
                          "matched_item_id": b["item_id"], "hamming": d, "kind": kind}
     return schemas.from_rows([best[k] for k in sorted(best)], schemas.CONTAMINATION)
+
+
+def _near(new: list[dict], ok_new: list[int], old_hashes: dict[int, str], threshold: int
+          ) -> list[tuple[int, int, int]]:
+    """``(k, j, distance)`` for the new rows ``ok_new`` whose pHash is within ``threshold`` bits of the hash of
+    index row ``j`` (``old_hashes``: row -> 16 hex digits), by multi-index hashing over the distinct hashes; one
+    index row per distinct index hash (the closest legacy copy per new image is enough)."""
+    if not ok_new or not old_hashes:
+        return []
+    ok_old = list(old_hashes)
+    u_new, inv_new = np.unique(hex_to_u64([new[k]["phash"] for k in ok_new]), return_inverse=True)
+    u_old, inv_old = np.unique(hex_to_u64([old_hashes[j] for j in ok_old]), return_inverse=True)
+    members_new: list[list[int]] = [[] for _ in u_new]
+    first_old: dict[int, int] = {}
+    for k, u in zip(ok_new, inv_new.tolist()):
+        members_new[u].append(k)
+    for j, u in zip(ok_old, inv_old.tolist()):
+        first_old.setdefault(u, j)
+    n_u = len(u_new)
+    out = []
+    for a, b, d in near_pairs_mih(np.concatenate([u_new, u_old]), threshold):
+        if a < n_u <= b:
+            out.extend((k, first_old[b - n_u], int(d)) for k in members_new[a])
+    return out
 
 
 def rates(images: pa.Table, contamination: pa.Table) -> dict[str, float]:

@@ -196,6 +196,10 @@ CONTAMINATION_INDEX = pa.schema(
         ("block_codes", pa.string()),
         ("flags", pa.list_(pa.string())),
         ("stamp", pa.string()),  # memo.file_stamp of the file when indexed (incremental re-indexing)
+        # the signatures of the left-right mirror image (a flipped copy is a leak); null in rows indexed before it
+        # existed (re-indexed)
+        ("mirrored", pa.struct([("phash", pa.string()), ("color_signature", pa.string()),
+                                ("fg_signature", pa.string())])),
     ]
 )
 
@@ -206,7 +210,9 @@ CONTAMINATION = pa.schema(
         ("matched_path", pa.string()),
         ("matched_item_id", pa.string()),
         ("hamming", pa.int32()),  # pHash bits; 0 for an exact (sha256) match
-        ("kind", pa.string()),  # exact | near | cutout (one is a background-removed cut-out of the other)
+        # exact | near | mirrored (near the index image's left-right mirror) | cutout (one is a
+        # background-removed cut-out of the other)
+        ("kind", pa.string()),
     ]
 )
 

@@ -135,3 +135,44 @@ def test_bad_layouts_are_named(tmp_path):
     (tmp_path / "Eval/list_eval_partition.txt").write_text("1\nimage_name item_id evaluation_status\nonly-two cols\n")
     with pytest.raises(LegacyFormatError, match="expected"):
         list(iter_source("deepfashion_inshop", tmp_path))
+
+
+def test_a_mirrored_copy_of_a_legacy_image_is_contamination(tmp_path):
+    """Training sets are augmented by left-right flips, so a flipped copy of a legacy image is a leak: found as
+    ``mirrored`` (colour-confirmed like a near copy), while the image itself stays ``near`` and an unrelated one,
+    flipped or not, is not found."""
+    from PIL import ImageOps
+
+    f2 = tmp_path / "f200k"
+    _fashion200k(f2, {"women/dresses/d/7/7_0.jpeg": _photo(7), "women/dresses/d/8/8_0.jpeg": _photo(8)})
+    index, _ = update_index(tmp_path / "index.parquet", [LegacySource(name="f200k", kind="fashion200k", path=f2)])
+    assert all(r["mirrored"]["phash"] != r["phash"] for r in index.to_pylist())
+    new = _new_images({"flipped": ImageOps.mirror(_photo(7)), "flipped-resized": ImageOps.mirror(_photo(8)).resize(
+        (240, 320)), "same": _photo(7), "fresh-flipped": ImageOps.mirror(_photo(99))})
+    assert phash_hex(decode(_jpeg(ImageOps.mirror(_photo(7)))).rgb) != phash_hex(decode(_jpeg(_photo(7))).rgb)
+    by = {r["image_sha256"]: r for r in find_contamination(new, index, threshold=6, max_color_diff=32).to_pylist()}
+    seven, eight = "women/dresses/d/7/7_0.jpeg", "women/dresses/d/8/8_0.jpeg"
+    assert {k: (v["kind"], v["matched_path"]) for k, v in by.items()} == {
+        "flipped": ("mirrored", seven), "flipped-resized": ("mirrored", eight), "same": ("near", seven)}
+
+
+def test_an_index_built_before_mirror_signatures_is_read_again(tmp_path):
+    """An index written before the ``mirrored`` column existed has rows without it: they are read again (as rows
+    without ``fg_signature`` were), so mirrored leaks are not missed; until then, matching skips them."""
+    import pyarrow.parquet as pq
+
+    f2 = tmp_path / "f200k"
+    _fashion200k(f2, {"women/tops/t/1/1_0.jpeg": _photo(5)})
+    src = [LegacySource(name="f", kind="fashion200k", path=f2)]
+    index, _ = update_index(tmp_path / "i.parquet", src)
+    old = index.drop_columns(["mirrored"])
+    pq.write_table(old, tmp_path / "i.parquet")
+    assert find_contamination(_new_images({"x": _photo(5)}), old, 6, 32).to_pylist()[0]["kind"] == "near"
+    again, _ = update_index(tmp_path / "i.parquet", src)
+    assert again.to_pylist()[0]["mirrored"] == index.to_pylist()[0]["mirrored"]
+
+
+def _jpeg(im: Image.Image) -> bytes:
+    buf = io.BytesIO()
+    im.save(buf, format="JPEG", quality=95)
+    return buf.getvalue()

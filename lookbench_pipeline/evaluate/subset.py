@@ -66,7 +66,7 @@ def contamination_flags(queries: pa.Table, index: pa.Table, threshold: int = 6, 
         if r["image_sha256"] in seen:
             continue
         seen.add(r["image_sha256"])
-        row = _row("query", r["sample_id"], None, r["image"]["bytes"], "", None)
+        row = _row("query", r["sample_id"], None, r["image"]["bytes"], "", None, mirrored=False)
         if row is not None:
             rows.append(row)
     found = find_contamination(pa.Table.from_pylist(rows), legacy, threshold, max_color_diff, max_foreground_delta_e)
