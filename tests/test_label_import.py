@@ -236,6 +236,23 @@ def test_hostile_modanet_files(tmp_path, mapper):
     _reconciles(mn.counts())
 
 
+def test_a_byte_order_mark_is_not_part_of_the_file(tmp_path, mapper):
+    # an editor's UTF-8 BOM: accepted as the item sheets accept it, in the JSON files and in categories.tsv (where
+    # it made the first line a header that was skipped: category 0 lost without a word)
+    bom = "\ufeff"
+    v = _write(tmp_path, "v.json", bom + json.dumps({"data": [{"file_name": "a.jpg", "category_name": "TOPS"}]}))
+    assert [g.category for g in li.read_vitonhd(v, mapper).garments] == ["top"]
+    d = _write(tmp_path, "d.json", bom + json.dumps({"images": [{"id": 1, "file_name": "1.jpg"}],
+                                                     "categories": [{"id": 1, "name": "short sleeve top"}],
+                                                     "annotations": [{"id": 1, "image_id": 1, "category_id": 1}]}))
+    assert [g.category for g in li.read_deepfashion2(d, mapper).garments] == ["top"]
+    tsv = _write(tmp_path, "c.tsv", bom + "0\tbag\n")
+    assert li.read_modanet_categories(tsv) == {0: "bag"}
+    mn = li.read_modanet(_write(tmp_path, "m.json", bom + json.dumps([{"image_id": 5, "items": [{"category_id": 1}]}])),
+                         mapper, tsv)
+    assert [g.category for g in mn.garments] == ["bag"]
+
+
 # ------------------------------------------------------------------------------------------ name templates
 
 

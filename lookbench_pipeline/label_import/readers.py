@@ -96,7 +96,8 @@ def _load_json(path: Path) -> Any:
         key = (str(path.resolve()), file_stamp(st))
         if key not in _JSON_CACHE:
             _JSON_CACHE.clear()
-            _JSON_CACHE[key] = json.loads(path.read_bytes().decode("utf-8"))
+            # utf-8-sig: a byte-order mark (some editors write one) is not part of the JSON, as in an item sheet
+            _JSON_CACHE[key] = json.loads(path.read_bytes().decode("utf-8-sig"))
         return _JSON_CACHE[key]
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the annotation file ({exc})") from exc
@@ -387,7 +388,7 @@ def read_deepfashion2(path: Path, mapper: LabelMapper) -> AnnotationFile:
 def read_modanet_categories(path: Path) -> dict[int, str]:
     """``categories.tsv`` (``id<TAB>name`` with a header line): id -> name. Raises ConfigError."""
     try:
-        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t"))
+        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines(), delimiter="\t"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the ModaNet categories ({exc})") from exc
     out = {}
