@@ -218,6 +218,54 @@ def test_hostile_coco_files(tmp_path, mapper):
     assert poncho.reason == "unknown_category" and _unmapped(poncho) == {("category", "poncho"): "unknown_category"}
 
 
+def test_an_id_that_is_no_number_or_string_is_refused_naming_the_entry(tmp_path, mapper):
+    # a list or an object where an id belongs was "TypeError: unhashable type" out of `lookbench build` (exit 1)
+    onto = _write(tmp_path, "onto.json", {"categories": [{"id": 0, "name": "dress"}], "attributes": []})
+    coco = {"images": [{"id": 1, "file_name": "1.jpg"}], "categories": [{"id": 0, "name": "dress"}],
+            "annotations": [{"id": 7, "image_id": 1, "category_id": 0}]}
+    for where, value, match in (
+            ("category_id", [24], r"annotations\[0\] \(id 7\): 'category_id' must be a number or a string, not \[24\]"),
+            ("image_id", {"id": 1}, r"annotations\[0\] \(id 7\): 'image_id' must be a number"),
+            ("image_id", "[1]", r"annotations\[0\] \(id 7\): 'image_id' must be a number"),  # a list as a string
+            ("image_id", True, r"'image_id' must be a number"),
+            ("id", [9813], r"images\[0\]: 'id' must be a number or a string, not \[9813\]")):
+        bad = json.loads(json.dumps(coco))
+        (bad["images"][0] if where == "id" else bad["annotations"][0])[where] = value
+        f = _write(tmp_path, "f.json", bad)
+        for read in (lambda: li.read_fashionpedia(f, mapper, onto), lambda: li.read_deepfashion2(f, mapper),
+                     lambda: li.read_modanet(f, mapper, _write(tmp_path, "c.tsv", "0\tdress\n"))):
+            with pytest.raises(ConfigError, match=match):
+                read()
+    tsv = _write(tmp_path, "c.tsv", "0\tbag\n")
+    for snaps, match in (([{"image_id": [5], "items": []}], r"\[0\] is not a ModaNet snap"),
+                         ([{"image_id": 5, "items": [{"category_id": {}}]}], r"image 5 item 0: 'category_id' must")):
+        with pytest.raises(ConfigError, match=match):
+            li.read_modanet(_write(tmp_path, "m.json", snaps), mapper, tsv)
+    # through a drop: the documented configuration error, naming the drop, the file and the entry
+    (tmp_path / "d/street").mkdir(parents=True)
+    bad = {**coco, "annotations": [{"id": 7, "image_id": 1, "category_id": [0]}]}
+    _write(tmp_path, "f.json", bad)
+    drop = {"name": "d", "path": "d", "subfolders": {"street": "real_streetlook:query"},
+            "annotations": [{"kind": "deepfashion2", "path": "f.json", "image_name": "street/{file_name}"}]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"drops": [drop]}))
+    with pytest.raises(ConfigError, match=r"drop 'd': .*f.json: annotations\[0\] \(id 7\): 'category_id'"):
+        li.check_drop(load_config(tmp_path / "c.yaml").drops[0], Taxonomy.load())
+
+
+def test_an_image_id_given_to_two_files_is_refused(tmp_path, mapper):
+    # a later images[] entry silently replaced the earlier one: its photo lost its label, the other took it
+    coco = {"images": [{"id": 264, "file_name": "000264.jpg"}, {"id": 265, "file_name": "000265.jpg"},
+                       {"id": "264", "file_name": "000264.jpg"}],  # the same image twice (id as a string): fine
+            "categories": [{"id": 1, "name": "short sleeve top"}],
+            "annotations": [{"id": 1, "image_id": 264, "category_id": 1, "bbox": [0, 0, 5, 5]}]}
+    assert [g.file_name for g in li.read_deepfashion2(_write(tmp_path, "d.json", coco), mapper).garments] == [
+        "000264.jpg"]
+    coco["images"].append({"id": 264, "file_name": "000266.jpg"})
+    with pytest.raises(ConfigError,
+                       match=r"d.json: images\[3\] \('000266.jpg'\) and images\[0\] \('000264.jpg'\) both have id 264"):
+        li.read_deepfashion2(_write(tmp_path, "d.json", coco), mapper)
+
+
 def test_hostile_modanet_files(tmp_path, mapper):
     tsv = _write(tmp_path, "c.tsv", "category_id\tcategory\n0\tbag\n1\tcoat/jacket/suit/blazers/cardigan/sweater/"
                                     "Jumpsuits/Rompers/vest\n")

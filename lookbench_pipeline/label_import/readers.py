@@ -145,20 +145,39 @@ def _size(im: dict) -> tuple[int, int] | None:
         else None
 
 
+def _is_id(v: Any) -> bool:
+    """An id (as :func:`_number` reads it) is a number or a string: a list or an object is no id (and no key)."""
+    return isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool))
+
+
 def _coco(path: Path, data: Any, what: str) -> tuple[dict[Any, dict], list[dict]]:
-    """``(images by id, annotations)`` of a COCO-style file. Raises ConfigError naming the file and entry."""
+    """``(images by id, annotations)`` of a COCO-style file. Raises ConfigError naming the file and entry (no
+    ``id`` / ``image_id`` / ``category_id``, one that is no number or string, an image id given to two files)."""
     if not (isinstance(data, dict) and isinstance(data.get("images"), list)
             and isinstance(data.get("annotations"), list)):
         raise ConfigError(f"{path}: not a COCO-style {what} file (an object with 'images' and 'annotations' lists)")
-    images = {}
+    images: dict[Any, dict] = {}
+    first: dict[Any, int] = {}
     for i, im in enumerate(data["images"]):
         if not isinstance(im, dict) or "id" not in im:
             raise ConfigError(f"{path}: images[{i}] has no 'id'")
-        images[_number(im["id"])] = im
+        iid = _number(im["id"])
+        if not _is_id(iid):
+            raise ConfigError(f"{path}: images[{i}]: 'id' must be a number or a string, not {im['id']!r:.80}")
+        if iid in images:
+            if images[iid].get("file_name") != im.get("file_name"):  # a later entry would move the labels
+                raise ConfigError(f"{path}: images[{i}] ({im.get('file_name')!r}) and images[{first[iid]}] "
+                                  f"({images[iid].get('file_name')!r}) both have id {iid!r}")
+            continue  # the same image twice: the first entry says it
+        images[iid], first[iid] = im, i
     for j, a in enumerate(data["annotations"]):
         if not isinstance(a, dict) or "image_id" not in a or "category_id" not in a:
             raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id') if isinstance(a, dict) else None}) needs "
                               "'image_id' and 'category_id'")
+        for key in ("image_id", "category_id"):
+            if not _is_id(_number(a[key])):
+                raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id')}): {key!r} must be a number or a "
+                                  f"string, not {a[key]!r:.80}")
     return images, data["annotations"]
 
 
@@ -414,12 +433,17 @@ def read_modanet(path: Path, mapper: LabelMapper, categories: Path) -> Annotatio
     rows: list[tuple[str, Any, str | None, dict, tuple[int, int] | None, bool]] = []
     if isinstance(data, list):
         for i, snap in enumerate(data):
-            if not isinstance(snap, dict) or "image_id" not in snap or not isinstance(snap.get("items"), list):
-                raise ConfigError(f"{path}: [{i}] is not a ModaNet snap ({{image_id, items: [...]}})")
+            if not isinstance(snap, dict) or not _is_id(_number(snap.get("image_id"))) \
+                    or not isinstance(snap.get("items"), list):
+                raise ConfigError(f"{path}: [{i}] is not a ModaNet snap ({{image_id, items: [...]}}; the id a number "
+                                  "or a string)")
             fname = Path(str(snap["snap_url"])).name if snap.get("snap_url") else None
             for k, it in enumerate(snap["items"]):
                 if not isinstance(it, dict) or "category_id" not in it:
                     raise ConfigError(f"{path}: image {snap['image_id']} item {k} has no 'category_id'")
+                if not _is_id(_number(it["category_id"])):
+                    raise ConfigError(f"{path}: image {snap['image_id']} item {k}: 'category_id' must be a number or "
+                                      f"a string, not {it['category_id']!r:.80}")
                 rows.append((f"{snap['image_id']}.{k}", _number(snap["image_id"]), fname, it, None, True))
     else:
         images, anns = _coco(path, data, "ModaNet")
