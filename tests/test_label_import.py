@@ -266,6 +266,25 @@ def test_an_image_id_given_to_two_files_is_refused(tmp_path, mapper):
         li.read_deepfashion2(_write(tmp_path, "d.json", coco), mapper)
 
 
+def test_an_image_size_that_is_no_size_is_unknown(tmp_path, mapper):
+    # an infinite width was OverflowError out of int(); a bool was a 1-pixel image
+    sizes = ("1e999", "Infinity", "-Infinity", "NaN", "-768", "0", "0.5", "true", '"wide"', "null", "[768]")
+    entries = ",".join(
+        f'{{"file_name": "{i}.jpg", "category_name": "TOPS", "image": [{{"image_path": "cloth", "image_width": {w}, '
+        f'"image_height": 1024, "bbox": {{"left": 0.1, "top": 0.1, "width": 0.5, "height": 0.5}}}}]}}'
+        for i, w in enumerate(sizes + ('"768"', "768.0")))
+    af = li.read_vitonhd(_write(tmp_path, "v.json", f'{{"data": [{entries}]}}'), mapper)
+    assert [(g.size, g.box, g.reason) for g in af.garments[:len(sizes)]] == [(None, None, None)] * len(sizes)
+    assert all(_unmapped(g) == {("bbox", "cloth"): "no_box"} for g in af.garments[:len(sizes)])
+    assert [(g.size, g.box) for g in af.garments[len(sizes):]] == [((768, 1024), [76.8, 102.4, 460.8, 614.4])] * 2
+    for w in sizes:  # a COCO file: the size is unknown, the box is the annotation's own
+        text = ('{"images": [{"id": 1, "file_name": "1.jpg", "width": %s, "height": 100}], "categories": [{"id": 1, '
+                '"name": "short sleeve top"}], "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": '
+                '[1, 2, 3, 4]}]}' % w)
+        [g] = li.read_deepfashion2(_write(tmp_path, "d.json", text), mapper).garments
+        assert (g.size, g.box, g.reason, g.category) == (None, [1.0, 2.0, 4.0, 6.0], None, "top"), w
+
+
 def test_hostile_modanet_files(tmp_path, mapper):
     tsv = _write(tmp_path, "c.tsv", "category_id\tcategory\n0\tbag\n1\tcoat/jacket/suit/blazers/cardigan/sweater/"
                                     "Jumpsuits/Rompers/vest\n")

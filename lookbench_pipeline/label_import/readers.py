@@ -140,9 +140,12 @@ def _coco_box(a: dict) -> list[float] | None:
 
 
 def _size(im: dict) -> tuple[int, int] | None:
-    w, h = _number(im.get("width")), _number(im.get("height"))
-    return (int(w), int(h)) if isinstance(w, (int, float)) and isinstance(h, (int, float)) and w > 0 and h > 0 \
-        else None
+    """``(width, height)`` of an image entry; None unless both are finite numbers (or strings of them) of at least
+    one pixel (not a bool, infinity, NaN, zero or a negative number)."""
+    wh = _number(im.get("width")), _number(im.get("height"))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 1 for v in wh):
+        return None
+    return int(wh[0]), int(wh[1])
 
 
 def _is_id(v: Any) -> bool:
