@@ -285,6 +285,69 @@ def test_an_image_size_that_is_no_size_is_unknown(tmp_path, mapper):
         assert (g.size, g.box, g.reason, g.category) == (None, [1.0, 2.0, 4.0, 6.0], None, "top"), w
 
 
+def test_a_box_is_clipped_to_its_image_and_one_outside_it_never_labels_the_photo(tmp_path, mapper):
+    # VITON-HD's x1 was never clamped (left 1.5: [1152, .., 768, ..], x1 > x2, "labelled"); a COCO box wholly outside
+    # its photo was the largest garment and became the photo's label
+    def viton(**bbox):
+        b = {"left": 0.1, "top": 0.1, "width": 0.5, "height": 0.5, **bbox}
+        return {"image_path": "cloth", "image_width": 768, "image_height": 1024, "bbox": b}
+    af = li.read_vitonhd(_write(tmp_path, "v.json", {"data": [
+        {"file_name": f"{i}.jpg", "category_name": "TOPS", "image": [im]} for i, im in enumerate(
+            [viton(left=1.5), viton(top=-3), viton(top=-0.05), viton(left=0.9), viton(width=0)])]}), mapper)
+    right, above, top_cut, right_cut, empty = af.garments
+    for g in (right, above):
+        assert (g.reason, g.box, g.category) == ("box_outside_image", None, "top")
+        assert _unmapped(g) == {("bbox", "cloth"): "box_outside_image"}
+    assert top_cut.reason is None and top_cut.box == [76.8, 0.0, 460.8, 460.8]  # clipped to the image
+    assert right_cut.reason is None and right_cut.box == [691.2, 102.4, 768.0, 614.4]
+    assert (empty.reason, empty.box, _unmapped(empty)) == (None, None, {("bbox", "cloth"): "no_box"})
+    c = af.counts()
+    assert (c["mapped"], c["unmapped"], c["unmapped.box_outside_image"]) == (3, 2, 2)
+    rows = [li.photo_label([g], af.annotator, "2.0.0") for g in af.garments]
+    assert [r["status"] for r in rows] == ["rejected", "rejected", "labelled", "labelled", "labelled"]
+    assert rows[0]["reason"] == "import:vitonhd:box_outside_image"
+
+    onto = _write(tmp_path, "onto.json", {"categories": [{"id": 0, "name": "dress"}], "attributes": []})
+    fp = li.read_fashionpedia(_write(tmp_path, "f.json", {
+        "images": [{"id": 1, "file_name": "1.jpg", "width": 618, "height": 1000}],
+        "categories": [{"id": 0, "name": "dress", "supercategory": "wholebody"},
+                       {"id": 1, "name": "shoe", "supercategory": "lowerbody"},
+                       {"id": 2, "name": "pocket", "supercategory": "garment parts"}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 0, "bbox": [50, 186, 360, 512]},
+            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [700, 1100, 5000, 5000]},  # wholly outside: larger
+            {"id": 3, "image_id": 1, "category_id": 1, "bbox": [600, 900, 100, 200]},  # partly: clipped
+            {"id": 4, "image_id": 1, "category_id": 2, "bbox": [-90, 0, 80, 80]},  # a part wholly outside
+            {"id": 5, "image_id": 1, "category_id": 1, "segmentation": [[1, 2, "Infinity", 4, 5, 6]]},  # no box
+            {"id": 6, "image_id": 1, "category_id": 1, "segmentation": {"size": [0, 9], "counts": [0, 3]}},
+        ]}), mapper, onto)
+    dress, outside, cut, part, nan, rle = fp.garments
+    assert (outside.reason, outside.box) == ("box_outside_image", None)
+    assert _unmapped(outside) == {("bbox", "[700, 1100, 5700, 6100] on 618x1000"): "box_outside_image"}
+    assert (cut.reason, cut.category, cut.box) == (None, "shoes", [600.0, 900.0, 618.0, 1000.0])
+    assert (part.part, part.reason, part.attached_to) == (True, "box_outside_image", None)
+    assert (nan.reason, nan.box, rle.reason, rle.box) == (None, None, None, None)
+    c = fp.counts()
+    assert (c["mapped"], c["unmapped"], c["unmapped.box_outside_image"]) == (4, 2, 2)
+    row = li.photo_label(fp.garments, fp.annotator, "2.0.0")
+    assert (row["category"], row["box"]) == ("dress", [50.0, 186.0, 410.0, 698.0])  # not the shoe outside it
+    assert [g["entry"] for g in row["garments"]] == ["f.json#1", "f.json#3", "f.json#5", "f.json#6"]
+    assert {"name": "part", "value": "pocket", "reason": "box_outside_image"} in row["unmapped"]
+    assert {"name": "bbox", "value": "[700, 1100, 5700, 6100] on 618x1000", "reason": "box_outside_image"} in row[
+        "unmapped"]
+
+    coco = {"images": [{"id": 1, "file_name": "1.jpg", "width": 100, "height": 100}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [100, 0, 5, 5]},
+                            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [90, 90, 50, 50]}]}
+    df = li.read_deepfashion2(_write(tmp_path, "d.json", {**coco, "categories": [{"id": 1, "name": "skirt"}]}), mapper)
+    mn = li.read_modanet(_write(tmp_path, "m.json", coco), mapper, _write(tmp_path, "c.tsv", "0\tskirt\n"))
+    for af in (df, mn):
+        assert [(g.reason, g.box) for g in af.garments] == [("box_outside_image", None),
+                                                             (None, [90.0, 90.0, 100.0, 100.0])]
+        assert _unmapped(af.garments[0]) == {("bbox", "[100, 0, 105, 5] on 100x100"): "box_outside_image"}
+        _reconciles(af.counts())
+
+
 def test_hostile_modanet_files(tmp_path, mapper):
     tsv = _write(tmp_path, "c.tsv", "category_id\tcategory\n0\tbag\n1\tcoat/jacket/suit/blazers/cardigan/sweater/"
                                     "Jumpsuits/Rompers/vest\n")
