@@ -222,6 +222,19 @@ def test_bad_annotation_input_is_named(tmp_path):
         build_yolo_dataset([AnnotationSource(tmp_path / "z.json", tmp_path / "nowhere")], tmp_path / "ds")
 
 
+def test_an_annotation_file_may_start_with_a_byte_order_mark(tmp_path):
+    # as the label import and the items sheets: an editor's UTF-8 BOM was "not a readable JSON annotation file"
+    (tmp_path / "annos").mkdir()
+    (tmp_path / "a.json").write_text("\ufeff" + json.dumps({
+        "images": [{"id": 1, "file_name": "1.jpg"}], "categories": [{"id": 1, "name": "dress"}],
+        "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [0, 0, 5, 5]}]}), encoding="utf-8")
+    (tmp_path / "annos/000001.json").write_text("\ufeff" + json.dumps(
+        {"item1": {"category_id": 1, "bounding_box": [0, 0, 5, 5]}}), encoding="utf-8")
+    for src in (AnnotationSource(tmp_path / "a.json", tmp_path), AnnotationSource(tmp_path / "annos", tmp_path)):
+        images, rejected, _ = read_annotations(src)
+        assert len(images) == 1 and rejected == []
+
+
 def _two_dresses(tmp_path) -> AnnotationSource:
     for n in (1, 2):
         Image.new("RGB", (80, 60), (200, 30 * n, 0)).save(tmp_path / f"{n}.jpg")

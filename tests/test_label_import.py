@@ -218,6 +218,136 @@ def test_hostile_coco_files(tmp_path, mapper):
     assert poncho.reason == "unknown_category" and _unmapped(poncho) == {("category", "poncho"): "unknown_category"}
 
 
+def test_an_id_that_is_no_number_or_string_is_refused_naming_the_entry(tmp_path, mapper):
+    # a list or an object where an id belongs was "TypeError: unhashable type" out of `lookbench build` (exit 1)
+    onto = _write(tmp_path, "onto.json", {"categories": [{"id": 0, "name": "dress"}], "attributes": []})
+    coco = {"images": [{"id": 1, "file_name": "1.jpg"}], "categories": [{"id": 0, "name": "dress"}],
+            "annotations": [{"id": 7, "image_id": 1, "category_id": 0}]}
+    for where, value, match in (
+            ("category_id", [24], r"annotations\[0\] \(id 7\): 'category_id' must be a number or a string, not \[24\]"),
+            ("image_id", {"id": 1}, r"annotations\[0\] \(id 7\): 'image_id' must be a number"),
+            ("image_id", "[1]", r"annotations\[0\] \(id 7\): 'image_id' must be a number"),  # a list as a string
+            ("image_id", True, r"'image_id' must be a number"),
+            ("id", [9813], r"images\[0\]: 'id' must be a number or a string, not \[9813\]")):
+        bad = json.loads(json.dumps(coco))
+        (bad["images"][0] if where == "id" else bad["annotations"][0])[where] = value
+        f = _write(tmp_path, "f.json", bad)
+        for read in (lambda: li.read_fashionpedia(f, mapper, onto), lambda: li.read_deepfashion2(f, mapper),
+                     lambda: li.read_modanet(f, mapper, _write(tmp_path, "c.tsv", "0\tdress\n"))):
+            with pytest.raises(ConfigError, match=match):
+                read()
+    tsv = _write(tmp_path, "c.tsv", "0\tbag\n")
+    for snaps, match in (([{"image_id": [5], "items": []}], r"\[0\] is not a ModaNet snap"),
+                         ([{"image_id": 5, "items": [{"category_id": {}}]}], r"image 5 item 0: 'category_id' must")):
+        with pytest.raises(ConfigError, match=match):
+            li.read_modanet(_write(tmp_path, "m.json", snaps), mapper, tsv)
+    # through a drop: the documented configuration error, naming the drop, the file and the entry
+    (tmp_path / "d/street").mkdir(parents=True)
+    bad = {**coco, "annotations": [{"id": 7, "image_id": 1, "category_id": [0]}]}
+    _write(tmp_path, "f.json", bad)
+    drop = {"name": "d", "path": "d", "subfolders": {"street": "real_streetlook:query"},
+            "annotations": [{"kind": "deepfashion2", "path": "f.json", "image_name": "street/{file_name}"}]}
+    (tmp_path / "c.yaml").write_text(yaml.safe_dump({"drops": [drop]}))
+    with pytest.raises(ConfigError, match=r"drop 'd': .*f.json: annotations\[0\] \(id 7\): 'category_id'"):
+        li.check_drop(load_config(tmp_path / "c.yaml").drops[0], Taxonomy.load())
+
+
+def test_an_image_id_given_to_two_files_is_refused(tmp_path, mapper):
+    # a later images[] entry silently replaced the earlier one: its photo lost its label, the other took it
+    coco = {"images": [{"id": 264, "file_name": "000264.jpg"}, {"id": 265, "file_name": "000265.jpg"},
+                       {"id": "264", "file_name": "000264.jpg"}],  # the same image twice (id as a string): fine
+            "categories": [{"id": 1, "name": "short sleeve top"}],
+            "annotations": [{"id": 1, "image_id": 264, "category_id": 1, "bbox": [0, 0, 5, 5]}]}
+    assert [g.file_name for g in li.read_deepfashion2(_write(tmp_path, "d.json", coco), mapper).garments] == [
+        "000264.jpg"]
+    coco["images"].append({"id": 264, "file_name": "000266.jpg"})
+    with pytest.raises(ConfigError,
+                       match=r"d.json: images\[3\] \('000266.jpg'\) and images\[0\] \('000264.jpg'\) both have id 264"):
+        li.read_deepfashion2(_write(tmp_path, "d.json", coco), mapper)
+
+
+def test_an_image_size_that_is_no_size_is_unknown(tmp_path, mapper):
+    # an infinite width was OverflowError out of int(); a bool was a 1-pixel image
+    sizes = ("1e999", "Infinity", "-Infinity", "NaN", "-768", "0", "0.5", "true", '"wide"', "null", "[768]")
+    entries = ",".join(
+        f'{{"file_name": "{i}.jpg", "category_name": "TOPS", "image": [{{"image_path": "cloth", "image_width": {w}, '
+        f'"image_height": 1024, "bbox": {{"left": 0.1, "top": 0.1, "width": 0.5, "height": 0.5}}}}]}}'
+        for i, w in enumerate(sizes + ('"768"', "768.0")))
+    af = li.read_vitonhd(_write(tmp_path, "v.json", f'{{"data": [{entries}]}}'), mapper)
+    assert [(g.size, g.box, g.reason) for g in af.garments[:len(sizes)]] == [(None, None, None)] * len(sizes)
+    assert all(_unmapped(g) == {("bbox", "cloth"): "no_box"} for g in af.garments[:len(sizes)])
+    assert [(g.size, g.box) for g in af.garments[len(sizes):]] == [((768, 1024), [76.8, 102.4, 460.8, 614.4])] * 2
+    for w in sizes:  # a COCO file: the size is unknown, the box is the annotation's own
+        text = ('{"images": [{"id": 1, "file_name": "1.jpg", "width": %s, "height": 100}], "categories": [{"id": 1, '
+                '"name": "short sleeve top"}], "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": '
+                '[1, 2, 3, 4]}]}' % w)
+        [g] = li.read_deepfashion2(_write(tmp_path, "d.json", text), mapper).garments
+        assert (g.size, g.box, g.reason, g.category) == (None, [1.0, 2.0, 4.0, 6.0], None, "top"), w
+
+
+def test_a_box_is_clipped_to_its_image_and_one_outside_it_never_labels_the_photo(tmp_path, mapper):
+    # VITON-HD's x1 was never clamped (left 1.5: [1152, .., 768, ..], x1 > x2, "labelled"); a COCO box wholly outside
+    # its photo was the largest garment and became the photo's label
+    def viton(**bbox):
+        b = {"left": 0.1, "top": 0.1, "width": 0.5, "height": 0.5, **bbox}
+        return {"image_path": "cloth", "image_width": 768, "image_height": 1024, "bbox": b}
+    af = li.read_vitonhd(_write(tmp_path, "v.json", {"data": [
+        {"file_name": f"{i}.jpg", "category_name": "TOPS", "image": [im]} for i, im in enumerate(
+            [viton(left=1.5), viton(top=-3), viton(top=-0.05), viton(left=0.9), viton(width=0)])]}), mapper)
+    right, above, top_cut, right_cut, empty = af.garments
+    for g in (right, above):
+        assert (g.reason, g.box, g.category) == ("box_outside_image", None, "top")
+        assert _unmapped(g) == {("bbox", "cloth"): "box_outside_image"}
+    assert top_cut.reason is None and top_cut.box == [76.8, 0.0, 460.8, 460.8]  # clipped to the image
+    assert right_cut.reason is None and right_cut.box == [691.2, 102.4, 768.0, 614.4]
+    assert (empty.reason, empty.box, _unmapped(empty)) == (None, None, {("bbox", "cloth"): "no_box"})
+    c = af.counts()
+    assert (c["mapped"], c["unmapped"], c["unmapped.box_outside_image"]) == (3, 2, 2)
+    rows = [li.photo_label([g], af.annotator, "2.0.0") for g in af.garments]
+    assert [r["status"] for r in rows] == ["rejected", "rejected", "labelled", "labelled", "labelled"]
+    assert rows[0]["reason"] == "import:vitonhd:box_outside_image"
+
+    onto = _write(tmp_path, "onto.json", {"categories": [{"id": 0, "name": "dress"}], "attributes": []})
+    fp = li.read_fashionpedia(_write(tmp_path, "f.json", {
+        "images": [{"id": 1, "file_name": "1.jpg", "width": 618, "height": 1000}],
+        "categories": [{"id": 0, "name": "dress", "supercategory": "wholebody"},
+                       {"id": 1, "name": "shoe", "supercategory": "lowerbody"},
+                       {"id": 2, "name": "pocket", "supercategory": "garment parts"}],
+        "annotations": [
+            {"id": 1, "image_id": 1, "category_id": 0, "bbox": [50, 186, 360, 512]},
+            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [700, 1100, 5000, 5000]},  # wholly outside: larger
+            {"id": 3, "image_id": 1, "category_id": 1, "bbox": [600, 900, 100, 200]},  # partly: clipped
+            {"id": 4, "image_id": 1, "category_id": 2, "bbox": [-90, 0, 80, 80]},  # a part wholly outside
+            {"id": 5, "image_id": 1, "category_id": 1, "segmentation": [[1, 2, "Infinity", 4, 5, 6]]},  # no box
+            {"id": 6, "image_id": 1, "category_id": 1, "segmentation": {"size": [0, 9], "counts": [0, 3]}},
+        ]}), mapper, onto)
+    dress, outside, cut, part, nan, rle = fp.garments
+    assert (outside.reason, outside.box) == ("box_outside_image", None)
+    assert _unmapped(outside) == {("bbox", "[700, 1100, 5700, 6100] on 618x1000"): "box_outside_image"}
+    assert (cut.reason, cut.category, cut.box) == (None, "shoes", [600.0, 900.0, 618.0, 1000.0])
+    assert (part.part, part.reason, part.attached_to) == (True, "box_outside_image", None)
+    assert (nan.reason, nan.box, rle.reason, rle.box) == (None, None, None, None)
+    c = fp.counts()
+    assert (c["mapped"], c["unmapped"], c["unmapped.box_outside_image"]) == (4, 2, 2)
+    row = li.photo_label(fp.garments, fp.annotator, "2.0.0")
+    assert (row["category"], row["box"]) == ("dress", [50.0, 186.0, 410.0, 698.0])  # not the shoe outside it
+    assert [g["entry"] for g in row["garments"]] == ["f.json#1", "f.json#3", "f.json#5", "f.json#6"]
+    assert {"name": "part", "value": "pocket", "reason": "box_outside_image"} in row["unmapped"]
+    assert {"name": "bbox", "value": "[700, 1100, 5700, 6100] on 618x1000", "reason": "box_outside_image"} in row[
+        "unmapped"]
+
+    coco = {"images": [{"id": 1, "file_name": "1.jpg", "width": 100, "height": 100}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [100, 0, 5, 5]},
+                            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [90, 90, 50, 50]}]}
+    df = li.read_deepfashion2(_write(tmp_path, "d.json", {**coco, "categories": [{"id": 1, "name": "skirt"}]}), mapper)
+    mn = li.read_modanet(_write(tmp_path, "m.json", coco), mapper, _write(tmp_path, "c.tsv", "0\tskirt\n"))
+    for af in (df, mn):
+        assert [(g.reason, g.box) for g in af.garments] == [("box_outside_image", None),
+                                                             (None, [90.0, 90.0, 100.0, 100.0])]
+        assert _unmapped(af.garments[0]) == {("bbox", "[100, 0, 105, 5] on 100x100"): "box_outside_image"}
+        _reconciles(af.counts())
+
+
 def test_hostile_modanet_files(tmp_path, mapper):
     tsv = _write(tmp_path, "c.tsv", "category_id\tcategory\n0\tbag\n1\tcoat/jacket/suit/blazers/cardigan/sweater/"
                                     "Jumpsuits/Rompers/vest\n")
@@ -234,6 +364,23 @@ def test_hostile_modanet_files(tmp_path, mapper):
         ("bag", "bag", None), ("coat/jacket/suit/blazers/cardigan/sweater/Jumpsuits/Rompers/vest", None,
                                "ambiguous_category"), ("0", None, "unknown_category"), ("x", None, "unknown_category")]
     _reconciles(mn.counts())
+
+
+def test_a_byte_order_mark_is_not_part_of_the_file(tmp_path, mapper):
+    # an editor's UTF-8 BOM: accepted as the item sheets accept it, in the JSON files and in categories.tsv (where
+    # it made the first line a header that was skipped: category 0 lost without a word)
+    bom = "\ufeff"
+    v = _write(tmp_path, "v.json", bom + json.dumps({"data": [{"file_name": "a.jpg", "category_name": "TOPS"}]}))
+    assert [g.category for g in li.read_vitonhd(v, mapper).garments] == ["top"]
+    d = _write(tmp_path, "d.json", bom + json.dumps({"images": [{"id": 1, "file_name": "1.jpg"}],
+                                                     "categories": [{"id": 1, "name": "short sleeve top"}],
+                                                     "annotations": [{"id": 1, "image_id": 1, "category_id": 1}]}))
+    assert [g.category for g in li.read_deepfashion2(d, mapper).garments] == ["top"]
+    tsv = _write(tmp_path, "c.tsv", bom + "0\tbag\n")
+    assert li.read_modanet_categories(tsv) == {0: "bag"}
+    mn = li.read_modanet(_write(tmp_path, "m.json", bom + json.dumps([{"image_id": 5, "items": [{"category_id": 1}]}])),
+                         mapper, tsv)
+    assert [g.category for g in mn.garments] == ["bag"]
 
 
 # ------------------------------------------------------------------------------------------ name templates

@@ -135,7 +135,7 @@ def read_annotations(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[
         data: Any = None
     else:
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark: as the label import
         except (OSError, ValueError) as exc:
             raise DetectorError(f"{path}: not a readable JSON annotation file: {exc}") from exc
         if fmt == "auto":
@@ -219,7 +219,7 @@ def _read_deepfashion2(src: AnnotationSource) -> tuple[list[AnnotatedImage], lis
     out, rejected = [], []
     for f in sorted(folder.glob("*.json")):
         try:
-            d = json.loads(f.read_text(encoding="utf-8"))
+            d = json.loads(f.read_text(encoding="utf-8-sig"))
         except (OSError, ValueError) as exc:
             raise DetectorError(f"{f}: not a readable DeepFashion2 annotation file: {exc}") from exc
         bs = []

@@ -18,14 +18,17 @@ Annotation files (a drop's ``annotations:``, :class:`~lookbench_pipeline.config.
 How a source label becomes a taxonomy value, and what each data set's categories and tags are:
 ``lookbench_pipeline/data/label_sources.yaml`` (:class:`LabelMapper`). Nothing is guessed: a value the taxonomy
 does not have, or that the garment's category does not allow, is kept in the label's ``unmapped`` list with the
-reason (``no_taxonomy_value``, ``not_allowed_for_category``, ``conflicting_values``, ``unknown_tag``...); an
-entry whose category does not map is counted unmapped with its reason (``unknown_category``,
-``ambiguous_category``, ``not_in_taxonomy``, ``unknown_image``, ``part_without_garment``).
+reason (``no_taxonomy_value``, ``not_allowed_for_category``, ``conflicting_values``, ``unknown_tag``, ``no_box``...);
+an entry whose category does not map is counted unmapped with its reason (``unknown_category``,
+``ambiguous_category``, ``not_in_taxonomy``, ``unknown_image``, ``part_without_garment``), and so is one whose box
+lies wholly outside its image (``box_outside_image``: it never labels the photo).
 
 An entry describes a photo of the drop when one of the source's ``image_name`` templates (``str.format`` with
 ``{file_name}``, ``{stem}``, ``{image_id}``; relative to the drop folder) names a file of the drop. Per source:
 ``entries = mapped + unmapped + no_photo``. Boxes are ``[x1, y1, x2, y2]`` in the pixels of the photo as the data
-set annotated it. A photo described by several garments (a street photo) is labelled with its largest garment
+set annotated it, clipped to the image where the file gives its size. A malformed file is a ConfigError naming the
+file and the entry (an id that is no number or string, a COCO image id given to two files...); a UTF-8 byte-order
+mark is allowed. A photo described by several garments (a street photo) is labelled with its largest garment
 (box area), every mapped garment kept in the ``garments`` column with its box.
 
 Precedence (docs/ANNOTATION.md): imported labels (``import:<kind>``) > the shop's facets (``facets:schema.org``,

@@ -28,7 +28,8 @@ class Garment:
     """One entry of an annotation file (a garment, or a Fashionpedia garment part).
 
     ``reason`` is None when the entry maps (a garment to a category, a part to a garment, ``attached_to``); else
-    why not. ``box``: ``[x1, y1, x2, y2]`` pixels on the annotated image of ``size`` ``(width, height)``."""
+    why not. ``box``: ``[x1, y1, x2, y2]`` pixels on the annotated image of ``size`` ``(width, height)``, clipped
+    to it when the size is known (a box wholly outside it: no box, ``reason`` ``box_outside_image``)."""
 
     entry: str
     file_name: str | None
@@ -96,7 +97,8 @@ def _load_json(path: Path) -> Any:
         key = (str(path.resolve()), file_stamp(st))
         if key not in _JSON_CACHE:
             _JSON_CACHE.clear()
-            _JSON_CACHE[key] = json.loads(path.read_bytes().decode("utf-8"))
+            # utf-8-sig: a byte-order mark (some editors write one) is not part of the JSON, as in an item sheet
+            _JSON_CACHE[key] = json.loads(path.read_bytes().decode("utf-8-sig"))
         return _JSON_CACHE[key]
     except OSError as exc:
         raise ConfigError(f"{path}: cannot read the annotation file ({exc})") from exc
@@ -133,31 +135,77 @@ def _coco_box(a: dict) -> list[float] | None:
     if box is None:
         try:
             box = segmentation_box(a.get("segmentation"))
-        except (TypeError, ValueError, KeyError, IndexError):
+        except (TypeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError):
             box = None
-    return box
+    return box if box is not None and all(math.isfinite(v) for v in box) else None
+
+
+def _fit(box: list[float] | None, size: tuple[int, int] | None) -> tuple[list[float] | None, bool]:
+    """``(box, outside)``: ``box`` clipped to its image of ``size`` (when known). An empty box (no width or height)
+    is no box; ``outside`` (and no box) when nothing of it lies in the image (wholly outside, or inverted by it)."""
+    if box is None or box[2] <= box[0] or box[3] <= box[1]:
+        return None, False
+    if size is None:
+        return box, False
+    x1, y1, x2, y2 = max(0.0, box[0]), max(0.0, box[1]), min(float(size[0]), box[2]), min(float(size[1]), box[3])
+    if x2 <= x1 or y2 <= y1:
+        return None, True
+    return [x1, y1, x2, y2], False
+
+
+def _outside(g: Garment, value: str) -> None:
+    """``g``'s box lies outside its image: the entry is unmapped ``box_outside_image`` (a box that misses its
+    image says the entry does not describe it), recorded in its ``unmapped`` as ``bbox``: ``value``."""
+    g.reason = g.reason or "box_outside_image"
+    g.unmapped.append({"name": "bbox", "value": value, "reason": "box_outside_image"})
+
+
+def _box_text(box: list[float], size: tuple[int, int] | None) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in box) + "]" + (f" on {size[0]}x{size[1]}" if size else "")
 
 
 def _size(im: dict) -> tuple[int, int] | None:
-    w, h = _number(im.get("width")), _number(im.get("height"))
-    return (int(w), int(h)) if isinstance(w, (int, float)) and isinstance(h, (int, float)) and w > 0 and h > 0 \
-        else None
+    """``(width, height)`` of an image entry; None unless both are finite numbers (or strings of them) of at least
+    one pixel (not a bool, infinity, NaN, zero or a negative number)."""
+    wh = _number(im.get("width")), _number(im.get("height"))
+    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 1 for v in wh):
+        return None
+    return int(wh[0]), int(wh[1])
+
+
+def _is_id(v: Any) -> bool:
+    """An id (as :func:`_number` reads it) is a number or a string: a list or an object is no id (and no key)."""
+    return isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool))
 
 
 def _coco(path: Path, data: Any, what: str) -> tuple[dict[Any, dict], list[dict]]:
-    """``(images by id, annotations)`` of a COCO-style file. Raises ConfigError naming the file and entry."""
+    """``(images by id, annotations)`` of a COCO-style file. Raises ConfigError naming the file and entry (no
+    ``id`` / ``image_id`` / ``category_id``, one that is no number or string, an image id given to two files)."""
     if not (isinstance(data, dict) and isinstance(data.get("images"), list)
             and isinstance(data.get("annotations"), list)):
         raise ConfigError(f"{path}: not a COCO-style {what} file (an object with 'images' and 'annotations' lists)")
-    images = {}
+    images: dict[Any, dict] = {}
+    first: dict[Any, int] = {}
     for i, im in enumerate(data["images"]):
         if not isinstance(im, dict) or "id" not in im:
             raise ConfigError(f"{path}: images[{i}] has no 'id'")
-        images[_number(im["id"])] = im
+        iid = _number(im["id"])
+        if not _is_id(iid):
+            raise ConfigError(f"{path}: images[{i}]: 'id' must be a number or a string, not {im['id']!r:.80}")
+        if iid in images:
+            if images[iid].get("file_name") != im.get("file_name"):  # a later entry would move the labels
+                raise ConfigError(f"{path}: images[{i}] ({im.get('file_name')!r}) and images[{first[iid]}] "
+                                  f"({images[iid].get('file_name')!r}) both have id {iid!r}")
+            continue  # the same image twice: the first entry says it
+        images[iid], first[iid] = im, i
     for j, a in enumerate(data["annotations"]):
         if not isinstance(a, dict) or "image_id" not in a or "category_id" not in a:
             raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id') if isinstance(a, dict) else None}) needs "
                               "'image_id' and 'category_id'")
+        for key in ("image_id", "category_id"):
+            if not _is_id(_number(a[key])):
+                raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id')}): {key!r} must be a number or a "
+                                  f"string, not {a[key]!r:.80}")
     return images, data["annotations"]
 
 
@@ -235,15 +283,18 @@ def read_vitonhd(path: Path, mapper: LabelMapper, view: str = "cloth") -> Annota
                     g.unmapped.append({"name": name, "value": raw, "reason": why})
                 elif g.attributes.setdefault(a, v) != v:
                     g.unmapped.append({"name": name, "value": raw, "reason": "conflicting_values"})
-        g.box, g.size = _vitonhd_box(e.get("image"), view)
-        if e.get("image") is not None and g.box is None:
+        g.box, g.size, outside = _vitonhd_box(e.get("image"), view)
+        if outside:
+            _outside(g, view)
+        elif e.get("image") is not None and g.box is None:
             g.unmapped.append({"name": "bbox", "value": view, "reason": "no_box"})
         out.append(g)
     return AnnotationFile("vitonhd", path, out)
 
 
-def _vitonhd_box(images: Any, view: str) -> tuple[list[float] | None, tuple[int, int] | None]:
-    """The box (pixels) of the ``view`` image: its ``bbox`` is fractions of ``image_width`` × ``image_height``."""
+def _vitonhd_box(images: Any, view: str) -> tuple[list[float] | None, tuple[int, int] | None, bool]:
+    """``(box, size, outside)`` of the ``view`` image: its ``bbox`` is fractions of ``image_width`` ×
+    ``image_height``, the box pixels, clipped to the image (:func:`_fit`)."""
     for im in images if isinstance(images, list) else []:
         if not isinstance(im, dict) or im.get("image_path") != view:
             continue
@@ -253,15 +304,12 @@ def _vitonhd_box(images: Any, view: str) -> tuple[list[float] | None, tuple[int,
         if size is None or not isinstance(b, dict) or not all(
                 isinstance(b.get(k), (int, float)) and not isinstance(b.get(k), bool) and math.isfinite(b[k])
                 for k in keys):
-            return None, size
+            return None, size, False
         w, h = size
         x1, y1 = b["left"] * w, b["top"] * h
-        x2, y2 = x1 + b["width"] * w, y1 + b["height"] * h
-        if b["width"] <= 0 or b["height"] <= 0:
-            return None, size
-        return [round(max(0.0, x1), 2), round(max(0.0, y1), 2), round(min(float(w), x2), 2),
-                round(min(float(h), y2), 2)], size
-    return None, None
+        box, outside = _fit([x1, y1, x1 + b["width"] * w, y1 + b["height"] * h], size)
+        return ([round(v, 2) for v in box] if box else None), size, outside
+    return None, None, False
 
 
 def read_fashionpedia(path: Path, mapper: LabelMapper, ontology: Path) -> AnnotationFile:
@@ -292,6 +340,8 @@ def read_fashionpedia(path: Path, mapper: LabelMapper, ontology: Path) -> Annota
         g = Garment(entry=f"{path.name}#{aid}", file_name=im.get("file_name") if im else None,
                     image_id=_number(a["image_id"]), source_category=cat["name"] if cat else str(a["category_id"]),
                     box=_coco_box(a), size=_size(im) if im else None)
+        raw = g.box
+        g.box, outside = _fit(raw, g.size)
         ids = _number(a.get("attribute_ids") or [])
         if not isinstance(ids, list) or not all(isinstance(i, int) and not isinstance(i, bool) for i in ids):
             raise ConfigError(f"{path}: annotation {aid}: 'attribute_ids' must be a list of integer ids")
@@ -303,6 +353,10 @@ def read_fashionpedia(path: Path, mapper: LabelMapper, ontology: Path) -> Annota
             g.unmapped.append({"name": "category", "value": g.source_category, "reason": "unknown_category"})
         elif cat.get("supercategory") in PART_SUPERCATEGORIES:
             g.part = True
+            if outside:  # recorded as the part's reason (photo_label: name "part")
+                g.reason = "box_outside_image"
+        elif outside:
+            _outside(g, _box_text(raw, g.size))
         else:
             g.category = mapper.fashionpedia_category(cat["name"])
             if g.category is None:
@@ -376,8 +430,12 @@ def read_deepfashion2(path: Path, mapper: LabelMapper) -> AnnotationFile:
         g = Garment(entry=f"{path.name}#{a.get('id', j)}", file_name=im.get("file_name") if im else None,
                     image_id=_number(a["image_id"]), source_category=cat["name"] if cat else str(a["category_id"]),
                     box=_coco_box(a), size=_size(im) if im else None)
+        raw = g.box
+        g.box, outside = _fit(raw, g.size)
         if im is None:
             g.reason = "unknown_image"
+        elif outside:
+            _outside(g, _box_text(raw, g.size))
         else:
             _mapped_category(mapper, "deepfashion2", g, cat["name"] if cat else None)
         out.append(g)
@@ -387,7 +445,7 @@ def read_deepfashion2(path: Path, mapper: LabelMapper) -> AnnotationFile:
 def read_modanet_categories(path: Path) -> dict[int, str]:
     """``categories.tsv`` (``id<TAB>name`` with a header line): id -> name. Raises ConfigError."""
     try:
-        rows = list(csv.reader(path.read_text(encoding="utf-8").splitlines(), delimiter="\t"))
+        rows = list(csv.reader(path.read_text(encoding="utf-8-sig").splitlines(), delimiter="\t"))
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{path}: cannot read the ModaNet categories ({exc})") from exc
     out = {}
@@ -413,12 +471,17 @@ def read_modanet(path: Path, mapper: LabelMapper, categories: Path) -> Annotatio
     rows: list[tuple[str, Any, str | None, dict, tuple[int, int] | None, bool]] = []
     if isinstance(data, list):
         for i, snap in enumerate(data):
-            if not isinstance(snap, dict) or "image_id" not in snap or not isinstance(snap.get("items"), list):
-                raise ConfigError(f"{path}: [{i}] is not a ModaNet snap ({{image_id, items: [...]}})")
+            if not isinstance(snap, dict) or not _is_id(_number(snap.get("image_id"))) \
+                    or not isinstance(snap.get("items"), list):
+                raise ConfigError(f"{path}: [{i}] is not a ModaNet snap ({{image_id, items: [...]}}; the id a number "
+                                  "or a string)")
             fname = Path(str(snap["snap_url"])).name if snap.get("snap_url") else None
             for k, it in enumerate(snap["items"]):
                 if not isinstance(it, dict) or "category_id" not in it:
                     raise ConfigError(f"{path}: image {snap['image_id']} item {k} has no 'category_id'")
+                if not _is_id(_number(it["category_id"])):
+                    raise ConfigError(f"{path}: image {snap['image_id']} item {k}: 'category_id' must be a number or "
+                                      f"a string, not {it['category_id']!r:.80}")
                 rows.append((f"{snap['image_id']}.{k}", _number(snap["image_id"]), fname, it, None, True))
     else:
         images, anns = _coco(path, data, "ModaNet")
@@ -430,10 +493,14 @@ def read_modanet(path: Path, mapper: LabelMapper, categories: Path) -> Annotatio
     for entry, iid, fname, it, size, known in rows:
         cid = _number(it["category_id"])
         name = names.get(cid - offset) if isinstance(cid, int) and not isinstance(cid, bool) else None
+        raw = _coco_box(it)
+        box, outside = _fit(raw, size)
         g = Garment(entry=f"{path.name}#{entry}", file_name=fname, image_id=iid, source_category=name or str(cid),
-                    box=_coco_box(it), size=size)
+                    box=box, size=size)
         if not known:
             g.reason = "unknown_image"
+        elif outside:
+            _outside(g, _box_text(raw, size))
         else:
             _mapped_category(mapper, "modanet", g, name)
         out.append(g)
