@@ -5,13 +5,17 @@ DeepFashion2 converted to COCO), ModaNet's per-photo snaps and DeepFashion2's pe
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..coco import number as _num
+from ..coco import rle_counts, segmentation_box
 from .core import DetectorError
+
+__all__ = ["DEEPFASHION2_CATEGORIES", "MODANET_CATEGORIES", "AnnotatedImage", "AnnotationSource", "read_annotations",
+           "rle_counts", "segmentation_box"]
 
 
 @dataclass
@@ -56,62 +60,6 @@ class AnnotatedImage:
     size: tuple[int, int] | None
     boxes: list[tuple[str, list[float]]]
     ident: str = ""
-
-
-def _num(v: Any) -> Any:
-    """Numbers that some conversions store as strings (``"[103, 80, 601, 669]"``) back to numbers."""
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
-def rle_counts(s: str) -> list[int]:
-    """Decode a COCO compressed RLE string (pycocotools ``rleFrString``: 5 bits per character, offset 48,
-    continuation bit 0x20, sign bit 0x10, counts after the second stored as differences)."""
-    counts: list[int] = []
-    p = 0
-    while p < len(s):
-        x, k, more = 0, 0, True
-        while more:
-            c = ord(s[p]) - 48
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(counts) > 2:
-            x += counts[-2]
-        counts.append(x)
-    return counts
-
-
-def segmentation_box(seg: Any) -> list[float] | None:
-    """``[x1, y1, x2, y2]`` of a COCO segmentation: polygons (lists of x, y), or RLE (``{"size": [h, w],
-    "counts": [...] or "..."}``, column-major runs starting with background, as pycocotools ``toBbox``)."""
-    seg = _num(seg)
-    if isinstance(seg, list) and seg:
-        xs = [float(v) for poly in seg for v in _num(poly)[0::2]]
-        ys = [float(v) for poly in seg for v in _num(poly)[1::2]]
-        return [min(xs), min(ys), max(xs), max(ys)] if xs and ys else None
-    if isinstance(seg, dict) and "counts" in seg and "size" in seg:
-        h = int(seg["size"][0])
-        counts = rle_counts(seg["counts"]) if isinstance(seg["counts"], str) else [int(c) for c in seg["counts"]]
-        pos, x1, y1, x2, y2 = 0, math.inf, math.inf, -1, -1
-        for j, n in enumerate(counts):
-            if j % 2 == 1 and n > 0:  # a run of foreground pixels, indices pos .. pos + n - 1
-                first, last = pos, pos + n - 1
-                x1, x2 = min(x1, first // h), max(x2, last // h)
-                if first // h == last // h:
-                    y1, y2 = min(y1, first % h), max(y2, last % h)
-                else:  # the run wraps from one column's bottom to a later column's top: every row is covered
-                    y1, y2 = 0, h - 1
-            pos += n
-        return [float(x1), float(y1), float(x2 + 1), float(y2 + 1)] if x2 >= 0 else None
-    return None
 
 
 def _image_file(src: AnnotationSource, file_name: str | None, image_id: Any) -> Path:
