@@ -74,6 +74,7 @@ def test_old_module_paths_still_import_with_a_deprecation_warning(old, new):
 TESTED_IN = {
     # library modules whose tests are not in a file named after them (tests/test_<module>[_*].py): where they are
     "annotate": ["test_taxonomy_annotate.py"],
+    "coco": ["test_detect_units.py", "test_label_import.py"],
     "drops": ["test_backfill.py", "test_config_and_errors.py", "test_label_import.py"],
     "early_interrupt": ["test_console.py"],
     "foreground": ["test_dedup_foreground.py"],

@@ -3,6 +3,7 @@
 
 import json
 import math
+import re
 import shutil
 from pathlib import Path
 
@@ -208,6 +209,9 @@ def test_bad_annotation_input_is_named(tmp_path):
     (tmp_path / "x.json").write_text("{not json")
     with pytest.raises(DetectorError, match="not a readable JSON"):
         read_annotations(AnnotationSource(tmp_path / "x.json", tmp_path))
+    (tmp_path / "x.json").write_text("[" * 100000 + "]" * 100000)  # nested too deep: was a RecursionError
+    with pytest.raises(DetectorError, match="not a readable JSON"):
+        read_annotations(AnnotationSource(tmp_path / "x.json", tmp_path))
     (tmp_path / "y.json").write_text(json.dumps({"foo": 1}))
     with pytest.raises(DetectorError, match="not a COCO-style file"):
         read_annotations(AnnotationSource(tmp_path / "y.json", tmp_path))
@@ -233,6 +237,145 @@ def test_an_annotation_file_may_start_with_a_byte_order_mark(tmp_path):
     for src in (AnnotationSource(tmp_path / "a.json", tmp_path), AnnotationSource(tmp_path / "annos", tmp_path)):
         images, rejected, _ = read_annotations(src)
         assert len(images) == 1 and rejected == []
+
+
+def _coco_file(tmp_path, name="a.json", **changes) -> AnnotationSource:
+    """One 100 x 80 image with a 20 x 20 dress box; ``changes``: a function per list to change the file."""
+    data = {"images": [{"id": 1, "file_name": "1.jpg", "width": 100, "height": 80}],
+            "annotations": [{"id": 1, "image_id": 1, "category_id": 1, "bbox": [10, 10, 20, 20]}],
+            "categories": [{"id": 1, "name": "dress"}]}
+    for key, change in changes.items():
+        change(data[key]) if key in data else change(data)
+    (tmp_path / name).write_text(json.dumps(data))
+    return AnnotationSource(tmp_path / name, tmp_path)
+
+
+def _reconciles(path, images, rejected):
+    """Every annotation of the file is a kept box or a rejection row."""
+    data = json.loads(Path(path).read_text())
+    entries = len(data["annotations"]) if isinstance(data, dict) else sum(len(s.get("items") or []) for s in data)
+    assert entries == sum(len(i.boxes) for i in images) + len(rejected), (entries, images, rejected)
+
+
+@pytest.mark.parametrize("change,match", [
+    # a list or an object is no id (it was a TypeError, unhashable): the file and the entry are named
+    (dict(images=lambda ims: ims[0].update(id=[1])), r"images\[0\]: 'id' must be a number or a string, not \[1\]"),
+    (dict(annotations=lambda anns: anns[0].update(image_id={"a": 1})),
+     r"annotations\[0\] \(id 1\): 'image_id' must be a number or a string, not \{'a': 1\}"),
+    (dict(annotations=lambda anns: anns[0].update(category_id=[1])),
+     r"annotations\[0\] \(id 1\): 'category_id' must be a number or a string"),
+    # a later entry of the same id silently won (its file took the first one's labels)
+    (dict(images=lambda ims: ims.append({"id": 1, "file_name": "other.jpg"})),
+     r"images\[1\] \('other.jpg'\) and images\[0\] \('1.jpg'\) both have id 1"),
+    # a category without an id or a name was a KeyError
+    (dict(categories=lambda cs: cs.append({"name": "hat"})), r"categories\[1\] needs an integer 'id' and a 'name'"),
+    (dict(categories=lambda cs: cs.append({"id": 2})), r"categories\[1\] needs an integer 'id' and a 'name'"),
+    (dict(categories=lambda cs: cs.append([2, "hat"])), r"categories\[1\] needs an integer 'id' and a 'name'"),
+    (dict(images=lambda ims: ims.append(5)), r"images\[1\] has no 'id'"),
+    (dict(annotations=lambda anns: anns.append("x")), r"annotations\[1\] \(id None\) needs 'image_id' and"),
+    (dict(annotations=lambda anns: anns.append({"id": 2, "image_id": 1})), r"annotations\[1\] \(id 2\) needs"),
+    (dict(top=lambda d: d.update(images={"1": {}})), r"not a COCO-style annotation file"),
+    (dict(top=lambda d: d.update(categories={"1": "dress"})), r"no 'categories' list"),
+])
+def test_a_structurally_broken_coco_file_is_refused_naming_the_file_and_entry(tmp_path, change, match):
+    src = _coco_file(tmp_path, **change)
+    with pytest.raises(DetectorError, match=re.escape(str(src.annotations)) + ": " + match):
+        read_annotations(src)
+
+
+def test_hostile_coco_values_are_recorded_never_an_exception(tmp_path):
+    """As the label import reads them (lookbench_pipeline.coco): a box that is no four finite numbers is no box
+    (float() raised), a size that is no size unknown (int() raised on inf / NaN / a word), a box clipped to its
+    image and one wholly outside it rejected ``box_outside_image`` (it was kept as given); counts reconcile."""
+    anns = [{"id": 1, "image_id": 1, "category_id": 1, "bbox": ["a", 1, 2, 3]},
+            {"id": 2, "image_id": 1, "category_id": 1, "bbox": [None, 1, 2, 3]},
+            {"id": 3, "image_id": 1, "category_id": 1, "bbox": [1e999, 1, 2, 3]},
+            {"id": 4, "image_id": 1, "category_id": 1, "bbox": [1, 1, 0, 3]},
+            {"id": 5, "image_id": 1, "category_id": 1, "segmentation": {"size": "x", "counts": [1]}},
+            {"id": 6, "image_id": 1, "category_id": 1, "bbox": [500, 500, 20, 20]},
+            {"id": 7, "image_id": 1, "category_id": 1, "bbox": [90, 70, 20, 20]},
+            {"id": 8, "image_id": "1", "category_id": "1", "bbox": "[10, 10, 20, 20]"},
+            {"id": 9, "image_id": 2, "category_id": 1, "bbox": [500, 500, 20, 20]},  # size unknown: kept
+            {"id": 10, "image_id": 3, "category_id": 1, "bbox": [1, 1, 2, 2]},
+            {"id": 11, "image_id": 1, "category_id": 7, "bbox": [1, 1, 2, 2]},
+            {"id": 12, "image_id": 1, "category_id": 1, "bbox": [1, 1, 2, 2], "iscrowd": 1}]
+    sizes = [1e999, float("nan"), "wide", True, 0, -5, None]
+    src = _coco_file(tmp_path, images=lambda ims: ims.extend(
+        [{"id": 1, "file_name": "1.jpg", "width": 100, "height": 80}]  # the same image twice: read once
+        + [{"id": 2 + k, "file_name": f"{2 + k}.jpg", "width": w, "height": 50} for k, w in enumerate(sizes)]),
+        annotations=lambda a: a.extend(anns))
+    images, rejected, order = read_annotations(src)
+    assert order == ["dress"] and len(images) == 1 + len(sizes)
+    one = next(i for i in images if i.ident == "1")
+    assert one.size == (100, 80) and one.path == tmp_path / "1.jpg"
+    assert one.boxes == [("dress", [10.0, 10.0, 30.0, 30.0]), ("dress", [90.0, 70.0, 100.0, 80.0]),
+                         ("dress", [10.0, 10.0, 30.0, 30.0])]
+    assert all(i.size is None for i in images if i.ident != "1")
+    assert next(i for i in images if i.ident == "2").boxes == [("dress", [500.0, 500.0, 520.0, 520.0])]
+    assert {r["id"]: r["reason"] for r in rejected} == {
+        1: "no_box", 2: "no_box", 3: "no_box", 4: "no_box", 5: "no_box", 6: "box_outside_image",
+        11: "unknown_category", 12: "crowd"}
+    _reconciles(src.annotations, images, rejected)
+
+
+def test_a_box_outside_its_image_is_rejected_in_the_data_set_counts(tmp_path):
+    src = _two_dresses(tmp_path)
+    data = json.loads(src.annotations.read_text())
+    for im in data["images"]:
+        im.update(width=80, height=60)
+    data["annotations"].append({"id": 3, "image_id": 2, "category_id": 1, "bbox": [200, 10, 40, 30]})
+    src.annotations.write_text(json.dumps(data))
+    ds = build_yolo_dataset([src], tmp_path / "ds", None, val_fraction=0.5)
+    assert ds.counts["boxes"] == 2 and ds.counts["rejected_by_reason"] == {"box_outside_image": 1}
+    assert [r["id"] for r in ds.rejected] == [3]
+
+
+def test_hostile_modanet_snaps_and_deepfashion2_files(tmp_path):
+    snaps = [{"image_id": 5, "items": [{"category_id": 6, "bbox": [1, 1, 10, 10]},
+                                       {"category_id": 6, "bbox": ["a", 1, 10, 10]},
+                                       {"category_id": "6", "bbox": [1, 1, 1e999, 10]},
+                                       {"category_id": 6, "bbox": [1, 1, 10, 10], "iscrowd": "1"},
+                                       {"category_id": 99, "bbox": [1, 1, 10, 10]}]},
+             {"image_id": "6", "snap_url": ["x"]}]
+    (tmp_path / "s.json").write_text(json.dumps(snaps))
+    src = AnnotationSource(tmp_path / "s.json", tmp_path, "{image_id}.jpg")
+    images, rejected, _ = read_annotations(src)
+    assert [(i.ident, i.boxes) for i in images] == [("5", [("dress", [1.0, 1.0, 11.0, 11.0])]), ("6", [])]
+    assert [r["reason"] for r in rejected] == ["no_box", "no_box", "crowd", "unknown_category"]
+    _reconciles(src.annotations, images, rejected)
+    for bad, match in (([{"image_id": [5], "items": []}], r"\[0\] is not a ModaNet snap"),
+                       ([{"image_id": 5, "items": {"a": 1}}], r"\[0\] is not a ModaNet snap"),
+                       ([{"image_id": 5, "items": []}, {"image_id": "5", "items": []}],
+                        r"\[1\] and \[0\] both describe image '5'"),
+                       ([{"image_id": 5, "items": [{"category_id": [6]}]}],
+                        r"image 5 item 0: no 'category_id' that is a number or a string"),
+                       ([{"image_id": 5, "items": ["top"]}], r"image 5 item 0: no 'category_id'")):
+        (tmp_path / "s.json").write_text(json.dumps(bad))
+        with pytest.raises(DetectorError, match=match):
+            read_annotations(AnnotationSource(tmp_path / "s.json", tmp_path, "{image_id}.jpg", "modanet-snaps"))
+    (tmp_path / "annos").mkdir()
+    (tmp_path / "annos/000001.json").write_text(json.dumps({
+        "item1": {"category_id": 1, "bounding_box": ["a", 0, 5, 5]}, "item2": {"category_id": 1,
+                                                                            "bounding_box": [5, 5, 1, 1]},
+        "item3": {"category_id": 1, "bounding_box": "[1, 2, 5, 6]"}}))
+    images, rejected, _ = read_annotations(AnnotationSource(tmp_path / "annos", tmp_path))
+    assert images[0].boxes == [("short sleeve top", [1.0, 2.0, 5.0, 6.0])]
+    assert [(r["id"], r["reason"]) for r in rejected] == [("item1", "no_box"), ("item2", "no_box")]
+    for bad, match in (([1, 2], "not a DeepFashion2 annotation file"), ({"item1": "top"}, "item1: not an item"),
+                       ({"item1": {"category_id": [1]}}, "item1: not an item with a 'category_id'")):
+        (tmp_path / "annos/000001.json").write_text(json.dumps(bad))
+        with pytest.raises(DetectorError, match=match):
+            read_annotations(AnnotationSource(tmp_path / "annos", tmp_path))
+
+
+def test_detector_train_reports_a_broken_annotation_file_in_one_line(tmp_path, capsys):
+    from lookbench_pipeline.cli import main
+
+    src = _coco_file(tmp_path, images=lambda ims: ims[0].update(id=[1]))
+    rc = main(["detector", "train", "--annotations", str(src.annotations), "--images", str(tmp_path), "--out",
+               str(tmp_path / "out")])
+    err = capsys.readouterr().err
+    assert rc == 1 and err == f"error: {src.annotations}: images[0]: 'id' must be a number or a string, not [1]\n"
 
 
 def _two_dresses(tmp_path) -> AnnotationSource:

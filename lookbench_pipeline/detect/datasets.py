@@ -5,13 +5,17 @@ DeepFashion2 converted to COCO), ModaNet's per-photo snaps and DeepFashion2's pe
 from __future__ import annotations
 
 import json
-import math
 import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..coco import (annotation_box, coco_index, corners, fit_box, image_size, is_id, named_list, number, rle_counts,
+                    segmentation_box)
 from .core import DetectorError
+
+__all__ = ["DEEPFASHION2_CATEGORIES", "MODANET_CATEGORIES", "AnnotatedImage", "AnnotationSource", "read_annotations",
+           "rle_counts", "segmentation_box"]
 
 
 @dataclass
@@ -58,62 +62,6 @@ class AnnotatedImage:
     ident: str = ""
 
 
-def _num(v: Any) -> Any:
-    """Numbers that some conversions store as strings (``"[103, 80, 601, 669]"``) back to numbers."""
-    if isinstance(v, str):
-        try:
-            return json.loads(v)
-        except ValueError:
-            return v
-    return v
-
-
-def rle_counts(s: str) -> list[int]:
-    """Decode a COCO compressed RLE string (pycocotools ``rleFrString``: 5 bits per character, offset 48,
-    continuation bit 0x20, sign bit 0x10, counts after the second stored as differences)."""
-    counts: list[int] = []
-    p = 0
-    while p < len(s):
-        x, k, more = 0, 0, True
-        while more:
-            c = ord(s[p]) - 48
-            x |= (c & 0x1F) << (5 * k)
-            more = bool(c & 0x20)
-            p += 1
-            k += 1
-            if not more and (c & 0x10):
-                x |= -1 << (5 * k)
-        if len(counts) > 2:
-            x += counts[-2]
-        counts.append(x)
-    return counts
-
-
-def segmentation_box(seg: Any) -> list[float] | None:
-    """``[x1, y1, x2, y2]`` of a COCO segmentation: polygons (lists of x, y), or RLE (``{"size": [h, w],
-    "counts": [...] or "..."}``, column-major runs starting with background, as pycocotools ``toBbox``)."""
-    seg = _num(seg)
-    if isinstance(seg, list) and seg:
-        xs = [float(v) for poly in seg for v in _num(poly)[0::2]]
-        ys = [float(v) for poly in seg for v in _num(poly)[1::2]]
-        return [min(xs), min(ys), max(xs), max(ys)] if xs and ys else None
-    if isinstance(seg, dict) and "counts" in seg and "size" in seg:
-        h = int(seg["size"][0])
-        counts = rle_counts(seg["counts"]) if isinstance(seg["counts"], str) else [int(c) for c in seg["counts"]]
-        pos, x1, y1, x2, y2 = 0, math.inf, math.inf, -1, -1
-        for j, n in enumerate(counts):
-            if j % 2 == 1 and n > 0:  # a run of foreground pixels, indices pos .. pos + n - 1
-                first, last = pos, pos + n - 1
-                x1, x2 = min(x1, first // h), max(x2, last // h)
-                if first // h == last // h:
-                    y1, y2 = min(y1, first % h), max(y2, last % h)
-                else:  # the run wraps from one column's bottom to a later column's top: every row is covered
-                    y1, y2 = 0, h - 1
-            pos += n
-        return [float(x1), float(y1), float(x2 + 1), float(y2 + 1)] if x2 >= 0 else None
-    return None
-
-
 def _image_file(src: AnnotationSource, file_name: str | None, image_id: Any) -> Path:
     fname = file_name or ""
     name = src.image_name.format(file_name=fname, stem=Path(fname).stem, image_id=image_id)
@@ -122,11 +70,17 @@ def _image_file(src: AnnotationSource, file_name: str | None, image_id: Any) -> 
 
 def read_annotations(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
     """Read one annotation source. Returns ``(images, rejected, category_order)``: the images with their boxes,
-    the annotations that could not be used (``{"source", "id", "reason"}``: ``crowd``, ``no_box``,
-    ``unknown_category``, ``unknown_image``), and the category names in the file's id order.
+    the annotations that could not be used (``{"source", "id", "reason"}``: ``crowd``, ``no_box`` (no box of four
+    finite numbers with a width and a height), ``box_outside_image`` (wholly outside its image of known size; a box
+    partly outside is clipped to it), ``unknown_category``, ``unknown_image``), and the category names in the
+    file's id order. Every annotation is a box or a rejection. A COCO-style file is checked as the label import
+    checks one (:mod:`lookbench_pipeline.coco`); an image size that is not two finite numbers of at least one pixel
+    is unknown.
 
     Raises:
-        DetectorError: the file cannot be read or its format is not recognised.
+        DetectorError: the file cannot be read, its format is not recognised, or it is structurally broken (naming
+            the file and the entry: an id that is no number or string, an image id given to two files, a category
+            without an integer ``id`` and a ``name``, a ModaNet snap or DeepFashion2 item of the wrong shape).
     """
     path = Path(src.annotations)
     fmt = src.format
@@ -136,7 +90,7 @@ def read_annotations(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[
     else:
         try:
             data = json.loads(path.read_text(encoding="utf-8-sig"))  # a byte-order mark: as the label import
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: nested too deep for json
             raise DetectorError(f"{path}: not a readable JSON annotation file: {exc}") from exc
         if fmt == "auto":
             if isinstance(data, dict) and "annotations" in data and "images" in data:
@@ -155,53 +109,69 @@ def read_annotations(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[
     raise DetectorError(f"{path}: unknown annotation format {fmt!r} (coco, modanet-snaps, deepfashion2, auto)")
 
 
-def _xywh(b: Any) -> list[float] | None:
-    b = _num(b)
-    if isinstance(b, list) and len(b) == 4:
-        x, y, w, h = (float(v) for v in b)
-        return [x, y, x + w, y + h]
-    return None
-
-
-def _read_coco(src: AnnotationSource, data: dict) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
-    name = str(src.annotations)
-    cats = {c["id"]: str(c["name"]) for c in data.get("categories") or []}
+def _read_coco(src: AnnotationSource, data: Any) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    """A COCO-style file, checked as the label import checks one (:mod:`lookbench_pipeline.coco`): a file that is
+    not one, an id that is no number or string, an image id given to two files, a category without an integer
+    ``id`` and a ``name`` raise DetectorError naming the file and entry; an image size that is no size is unknown;
+    a box is clipped to its image of known size, one wholly outside it rejected ``box_outside_image``."""
+    path = Path(src.annotations)
+    name = str(path)
+    imgs, anns = coco_index(path, data, "annotation", DetectorError)
+    listed = named_list(path, data, "categories", DetectorError) if data.get("categories") is not None else {}
+    cats = {k: c["name"] for k, c in listed.items()}
     order = [cats[k] for k in sorted(cats)]
-    imgs = {im["id"]: im for im in data["images"]}
+    sizes = {k: image_size(im) for k, im in imgs.items()}
     boxes: dict[Any, list] = {k: [] for k in imgs}
     rejected = []
-    for a in data["annotations"]:
-        aid = a.get("id")
-        if a.get("image_id") not in imgs:
+    for a in anns:
+        aid, iid, cid = a.get("id"), number(a["image_id"]), number(a["category_id"])
+        if iid not in imgs:
             rejected.append({"source": name, "id": aid, "reason": "unknown_image"})
-        elif _num(a.get("iscrowd", 0)):
+        elif number(a.get("iscrowd", 0)):
             rejected.append({"source": name, "id": aid, "reason": "crowd"})
-        elif a.get("category_id") not in cats:
+        elif cid not in cats:
             rejected.append({"source": name, "id": aid, "reason": "unknown_category"})
         else:
-            box = _xywh(a.get("bbox")) or segmentation_box(a.get("segmentation"))
+            box, outside = fit_box(annotation_box(a), sizes[iid])
             if box is None:
-                rejected.append({"source": name, "id": aid, "reason": "no_box"})
+                rejected.append({"source": name, "id": aid, "reason": "box_outside_image" if outside else "no_box"})
             else:
-                boxes[a["image_id"]].append((cats[a["category_id"]], box))
+                boxes[iid].append((cats[cid], box))
     out = []
     for iid, im in imgs.items():
-        size = (int(im["width"]), int(im["height"])) if im.get("width") and im.get("height") else None
-        out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, im.get("file_name"), iid), size, boxes[iid],
-                                  str(iid)))
+        raw = im["id"]  # as the file spells it: the image's name and key ({image_id}) do not change
+        out.append(AnnotatedImage(f"{name}#{raw}", _image_file(src, im.get("file_name"), raw), sizes[iid],
+                                  boxes[iid], str(raw)))
     return out, rejected, order
 
 
-def _read_modanet_snaps(src: AnnotationSource, data: list) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
-    name = str(src.annotations)
+def _read_modanet_snaps(src: AnnotationSource, data: Any) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    """ModaNet snaps. A snap that is not ``{image_id, items: [...]}`` (the id a number or a string), an image id
+    given twice, an item that is not an object or whose ``category_id`` is no number or string raise
+    DetectorError naming the file and entry."""
+    path = Path(src.annotations)
+    name = str(path)
+    if not isinstance(data, list):
+        raise DetectorError(f"{path}: not a ModaNet snaps file (a list of {{image_id, items: [...]}})")
     out, rejected = [], []
-    for snap in data:
+    seen: dict[Any, int] = {}
+    for i, snap in enumerate(data):
+        items = snap.get("items") if isinstance(snap, dict) else None
+        if not isinstance(snap, dict) or not is_id(number(snap.get("image_id"))) \
+                or not isinstance(items if items is not None else [], list):
+            raise DetectorError(f"{path}: [{i}] is not a ModaNet snap ({{image_id, items: [...]}}; the id a number "
+                                "or a string)")
         iid = snap["image_id"]
+        if number(iid) in seen:
+            raise DetectorError(f"{path}: [{i}] and [{seen[number(iid)]}] both describe image {iid!r}")
+        seen[number(iid)] = i
         bs = []
-        for j, it in enumerate(snap.get("items") or []):
-            cid = it.get("category_id")
-            box = _xywh(it.get("bbox")) or segmentation_box(it.get("segmentation"))
-            if _num(it.get("iscrowd", 0)):
+        for j, it in enumerate(items or []):
+            if not isinstance(it, dict) or not is_id(number(it.get("category_id"))):
+                raise DetectorError(f"{path}: image {iid!r} item {j}: no 'category_id' that is a number or a string")
+            cid = number(it["category_id"])
+            box, _ = fit_box(annotation_box(it), None)
+            if number(it.get("iscrowd", 0)):
                 rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "crowd"})
             elif cid not in MODANET_CATEGORIES:
                 rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "unknown_category"})
@@ -209,29 +179,36 @@ def _read_modanet_snaps(src: AnnotationSource, data: list) -> tuple[list[Annotat
                 rejected.append({"source": name, "id": f"{iid}#{j}", "reason": "no_box"})
             else:
                 bs.append((MODANET_CATEGORIES[cid], box))
-        fname = Path(snap["snap_url"]).name if snap.get("snap_url") else None
+        fname = Path(str(snap["snap_url"])).name if snap.get("snap_url") else None
         out.append(AnnotatedImage(f"{name}#{iid}", _image_file(src, fname, iid), None, bs, str(iid)))
     return out, rejected, [MODANET_CATEGORIES[k] for k in sorted(MODANET_CATEGORIES)]
 
 
 def _read_deepfashion2(src: AnnotationSource) -> tuple[list[AnnotatedImage], list[dict], list[str]]:
+    """DeepFashion2's per-image files. One that is no JSON object, an ``item<N>`` that is not an object or whose
+    ``category_id`` is given but no number or string raise DetectorError naming the file and item; a
+    ``bounding_box`` that is not four finite numbers ``[x1, y1, x2, y2]`` with a width and a height is ``no_box``."""
     folder = Path(src.annotations)
     out, rejected = [], []
     for f in sorted(folder.glob("*.json")):
         try:
             d = json.loads(f.read_text(encoding="utf-8-sig"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             raise DetectorError(f"{f}: not a readable DeepFashion2 annotation file: {exc}") from exc
+        if not isinstance(d, dict):
+            raise DetectorError(f"{f}: not a DeepFashion2 annotation file (an object with item1, item2, ...)")
         bs = []
         for k in sorted((k for k in d if re.fullmatch(r"item\d+", k)), key=lambda k: int(k[4:])):
             it = d[k]
-            cid = it.get("category_id")
-            box = _num(it.get("bounding_box"))
+            cid = number(it.get("category_id")) if isinstance(it, dict) else None
+            if not isinstance(it, dict) or not (cid is None or is_id(cid)):
+                raise DetectorError(f"{f}: {k}: not an item with a 'category_id' that is a number or a string")
+            box, _ = fit_box(corners(it.get("bounding_box")), None)
             if cid not in DEEPFASHION2_CATEGORIES:
                 rejected.append({"source": str(f), "id": k, "reason": "unknown_category"})
-            elif not (isinstance(box, list) and len(box) == 4):
+            elif box is None:
                 rejected.append({"source": str(f), "id": k, "reason": "no_box"})
             else:
-                bs.append((DEEPFASHION2_CATEGORIES[cid], [float(v) for v in box]))
+                bs.append((DEEPFASHION2_CATEGORIES[cid], box))
         out.append(AnnotatedImage(f"{folder}#{f.stem}", _image_file(src, f"{f.stem}.jpg", f.stem), None, bs, f.stem))
     return out, rejected, [DEEPFASHION2_CATEGORIES[k] for k in sorted(DEEPFASHION2_CATEGORIES)]

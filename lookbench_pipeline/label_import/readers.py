@@ -12,6 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..coco import annotation_box as _coco_box
+from ..coco import coco_index, fit_box as _fit, image_size as _size, is_id as _is_id, named_list
+from ..coco import number as _number
 from ..config import ConfigError
 from ..memo import file_stamp
 from .mapper import KINDS, LabelMapper, _given, _norm, annotator_of
@@ -108,51 +111,6 @@ def _load_json(path: Path) -> Any:
         raise ConfigError(f"{path}: not valid JSON ({exc})") from exc
 
 
-def _number(v: Any) -> Any:
-    """Numbers some conversions store as strings (``"[103, 80, 601, 669]"``, ``"0"``) back to numbers."""
-    from ..detect.datasets import _num
-
-    return _num(v)
-
-
-def _xyxy(v: Any) -> list[float] | None:
-    """A COCO ``[x, y, width, height]`` as ``[x1, y1, x2, y2]``; None unless four finite numbers, width and height
-    above 0."""
-    v = _number(v)
-    if not (isinstance(v, list) and len(v) == 4 and all(isinstance(x, (int, float)) and not isinstance(x, bool)
-                                                        for x in v)):
-        return None
-    x, y, w, h = (float(t) for t in v)
-    if not all(math.isfinite(t) for t in (x, y, w, h)) or w <= 0 or h <= 0:
-        return None
-    return [x, y, x + w, y + h]
-
-
-def _coco_box(a: dict) -> list[float] | None:
-    from ..detect.datasets import segmentation_box
-
-    box = _xyxy(a.get("bbox"))
-    if box is None:
-        try:
-            box = segmentation_box(a.get("segmentation"))
-        except (TypeError, ValueError, KeyError, IndexError, OverflowError, ZeroDivisionError):
-            box = None
-    return box if box is not None and all(math.isfinite(v) for v in box) else None
-
-
-def _fit(box: list[float] | None, size: tuple[int, int] | None) -> tuple[list[float] | None, bool]:
-    """``(box, outside)``: ``box`` clipped to its image of ``size`` (when known). An empty box (no width or height)
-    is no box; ``outside`` (and no box) when nothing of it lies in the image (wholly outside, or inverted by it)."""
-    if box is None or box[2] <= box[0] or box[3] <= box[1]:
-        return None, False
-    if size is None:
-        return box, False
-    x1, y1, x2, y2 = max(0.0, box[0]), max(0.0, box[1]), min(float(size[0]), box[2]), min(float(size[1]), box[3])
-    if x2 <= x1 or y2 <= y1:
-        return None, True
-    return [x1, y1, x2, y2], False
-
-
 def _outside(g: Garment, value: str) -> None:
     """``g``'s box lies outside its image: the entry is unmapped ``box_outside_image`` (a box that misses its
     image says the entry does not describe it), recorded in its ``unmapped`` as ``bbox``: ``value``."""
@@ -160,66 +118,18 @@ def _outside(g: Garment, value: str) -> None:
     g.unmapped.append({"name": "bbox", "value": value, "reason": "box_outside_image"})
 
 
-def _box_text(box: list[float], size: tuple[int, int] | None) -> str:
-    return "[" + ", ".join(f"{v:g}" for v in box) + "]" + (f" on {size[0]}x{size[1]}" if size else "")
-
-
-def _size(im: dict) -> tuple[int, int] | None:
-    """``(width, height)`` of an image entry; None unless both are finite numbers (or strings of them) of at least
-    one pixel (not a bool, infinity, NaN, zero or a negative number)."""
-    wh = _number(im.get("width")), _number(im.get("height"))
-    if not all(isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v) and v >= 1 for v in wh):
-        return None
-    return int(wh[0]), int(wh[1])
-
-
-def _is_id(v: Any) -> bool:
-    """An id (as :func:`_number` reads it) is a number or a string: a list or an object is no id (and no key)."""
-    return isinstance(v, str) or (isinstance(v, (int, float)) and not isinstance(v, bool))
-
-
 def _coco(path: Path, data: Any, what: str) -> tuple[dict[Any, dict], list[dict]]:
-    """``(images by id, annotations)`` of a COCO-style file. Raises ConfigError naming the file and entry (no
-    ``id`` / ``image_id`` / ``category_id``, one that is no number or string, an image id given to two files)."""
-    if not (isinstance(data, dict) and isinstance(data.get("images"), list)
-            and isinstance(data.get("annotations"), list)):
-        raise ConfigError(f"{path}: not a COCO-style {what} file (an object with 'images' and 'annotations' lists)")
-    images: dict[Any, dict] = {}
-    first: dict[Any, int] = {}
-    for i, im in enumerate(data["images"]):
-        if not isinstance(im, dict) or "id" not in im:
-            raise ConfigError(f"{path}: images[{i}] has no 'id'")
-        iid = _number(im["id"])
-        if not _is_id(iid):
-            raise ConfigError(f"{path}: images[{i}]: 'id' must be a number or a string, not {im['id']!r:.80}")
-        if iid in images:
-            if images[iid].get("file_name") != im.get("file_name"):  # a later entry would move the labels
-                raise ConfigError(f"{path}: images[{i}] ({im.get('file_name')!r}) and images[{first[iid]}] "
-                                  f"({images[iid].get('file_name')!r}) both have id {iid!r}")
-            continue  # the same image twice: the first entry says it
-        images[iid], first[iid] = im, i
-    for j, a in enumerate(data["annotations"]):
-        if not isinstance(a, dict) or "image_id" not in a or "category_id" not in a:
-            raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id') if isinstance(a, dict) else None}) needs "
-                              "'image_id' and 'category_id'")
-        for key in ("image_id", "category_id"):
-            if not _is_id(_number(a[key])):
-                raise ConfigError(f"{path}: annotations[{j}] (id {a.get('id')}): {key!r} must be a number or a "
-                                  f"string, not {a[key]!r:.80}")
-    return images, data["annotations"]
+    """``(images by id, annotations)`` of a COCO-style file (:func:`lookbench_pipeline.coco.coco_index`). Raises
+    ConfigError naming the file and entry."""
+    return coco_index(path, data, what, ConfigError)
 
 
 def _named_list(path: Path, data: Any, key: str) -> dict[Any, dict]:
-    items = data.get(key) if isinstance(data, dict) else None
-    if not isinstance(items, list):
-        raise ConfigError(f"{path}: no '{key}' list")
-    out = {}
-    for i, c in enumerate(items):
-        cid = _number(c.get("id")) if isinstance(c, dict) else None
-        if not isinstance(cid, int) or isinstance(cid, bool) or not isinstance(c.get("name"), str):
-            raise ConfigError(f"{path}: {key}[{i}] needs an integer 'id' and a 'name'")
-        out[cid] = c
-    return out
+    return named_list(path, data, key, ConfigError)
+
+
+def _box_text(box: list[float], size: tuple[int, int] | None) -> str:
+    return "[" + ", ".join(f"{v:g}" for v in box) + "]" + (f" on {size[0]}x{size[1]}" if size else "")
 
 
 def read_vitonhd(path: Path, mapper: LabelMapper, view: str = "cloth") -> AnnotationFile:
