@@ -263,8 +263,8 @@ def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
 def test_the_warc_reader_keeps_no_item_of_an_error_page_and_agrees_with_the_crawl_log(crawled, tmp_path):
     """A 404 page that still carries a product's JSON-LD gives no product in the live crawl, and the WARC reader
     (``extract_from_warc``) gives none either: its record is the rejection ``http_404``, the live row; every
-    non-2xx non-3xx HTML response record is one rejection, and a redirect's own record (a hop, not a page, which
-    the live crawl gives no row) gives nothing."""
+    non-2xx non-3xx HTML response record is one rejection, and a redirect's own record (a hop, not a page: the
+    live crawl's row for it is ``redirected``, no rejection) gives nothing."""
     from warcio.archiveiterator import ArchiveIterator
 
     from lookbench_pipeline.config import SiteConfig
