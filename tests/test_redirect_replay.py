@@ -515,7 +515,8 @@ def _shop_spider(tmp_path: Path, done: set[str] | None = None):
     return spider
 
 
-def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000Z"):
+def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000Z", location="/b",
+                          dont_filter=False):
     """``/a`` answers 302 to ``/b`` (fetched at ``fetched_at``); the scope middleware follows it or refuses it
     (``engine``'s duplicate filter says whether ``/b`` was requested already), Scrapy's RedirectMiddleware builds
     the request of ``/b``, and ``/b`` answers a product page: the spider's items, in order."""
@@ -528,8 +529,8 @@ def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000
 
     mw = _scope_mw({}, engine=engine)
     src = Request("http://s.example/a", callback=spider.parse_page, errback=spider.on_error,
-                  meta={"lookbench_fetched_at": fetched_at})
-    resp = Response(src.url, status=302, headers={"Location": "/b"}, request=src)
+                  meta={"lookbench_fetched_at": fetched_at}, dont_filter=dont_filter)
+    resp = Response(src.url, status=302, headers={"Location": location}, request=src)
     try:
         mw.process_response(src, resp)
     except RedirectRefused as exc:
@@ -582,6 +583,13 @@ def test_a_resumed_crawl_does_not_log_a_finished_redirect_again(tmp_path):
     spider = _shop_spider(tmp_path, done={resume_key("http://s.example/a")})
     items = _redirect_then_target(None, spider)
     assert [(it["url"], it["outcome"]) for it in items if it["kind"] == "page"] == [("http://s.example/b", "product")]
+
+
+def test_a_start_url_that_redirects_to_itself_is_one_row(tmp_path):
+    """A start URL (``dont_filter``) that sets a cookie and redirects to itself is followed back: the URL has its
+    page's row only, not a ``redirected`` row besides."""
+    items = _redirect_then_target(None, _shop_spider(tmp_path), location="/a", dont_filter=True)
+    assert [(it["url"], it["outcome"]) for it in items if it["kind"] == "page"] == [("http://s.example/a", "product")]
 
 
 def test_the_scope_middleware_records_the_hops_it_lets_through():

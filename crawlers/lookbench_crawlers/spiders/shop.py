@@ -167,9 +167,9 @@ class ShopSpider(scrapy.Spider):
         """Shopify's public JSON: a page of /products.json (paginated until empty) or one product's .json."""
         import json
 
-        yield from self._redirect_rows(response.meta)
-
         from lookbench_pipeline.extract import shopify_products
+
+        yield from self._redirect_rows(response.meta, response.url)
 
         try:
             doc = json.loads(response.text)
@@ -256,10 +256,7 @@ class ShopSpider(scrapy.Spider):
         """The row of a URL that answered a redirect within the site (outcome ``redirected``, its 3xx status, no
         reason), naming the target in ``redirect_to``, stamped with the redirect's fetch time (its WARC record's
         date, so a replay stamps the same); None when the URL has its row already (fetched twice: one row)."""
-        try:
-            key = canonical(url)
-        except ValueError:  # a host IDNA refuses: as written
-            key = url
+        key = _key(url)
         if key in self.redirects_logged:
             return None
         self.redirects_logged.add(key)
@@ -269,25 +266,26 @@ class ShopSpider(scrapy.Spider):
             row["crawled_at"] = fetched_at
         return row
 
-    def _redirect_rows(self, meta):
+    def _redirect_rows(self, meta, url):
         """The rows of the redirects followed to reach a request (``middlewares.REDIRECT_HOPS``: written by the
         callback or errback of the request they led to, once), each a ``redirected`` row. A hop an earlier
-        attempt of the crawl finished has its row in the feed already. The redirects a request that is not
-        followed (``redirect:duplicate``) gets the same row from :meth:`on_error`, so the log does not depend on
-        whether the target was requested before or after the redirect arrived."""
+        attempt of the crawl finished has its row in the feed already. A redirect not followed because its target
+        was requested already (``redirect:duplicate``) gets the same row from :meth:`on_error`, so the log does not
+        depend on whether the target was requested before or after the redirect arrived. A hop of ``url`` itself (a
+        start URL that sets a cookie and redirects to itself) is not logged: that URL has its own row."""
         hops = meta.get(REDIRECT_HOPS)
         if not hops or meta.get("lookbench_redirects_logged"):
             return
         meta["lookbench_redirects_logged"] = True
         for hop in hops:
-            if hop.get("finished") or self.finished(hop["url"]):
-                continue
+            if hop.get("finished") or self.finished(hop["url"]) or _key(hop["url"]) == _key(url):
+                continue  # logged by an earlier attempt, or the URL the chain came back to: its own row
             row = self._redirected(hop["url"], hop["status"], hop["to"], hop.get("fetched_at"))
             if row is not None:
                 yield row
 
     def parse_sitemap(self, response):
-        yield from self._redirect_rows(response.meta)
+        yield from self._redirect_rows(response.meta, response.url)
         body = response.body
         if response.url.endswith("/robots.txt"):
             for u in sitemap_urls_from_robots(response.text, base_url=response.url):
@@ -364,7 +362,7 @@ class ShopSpider(scrapy.Spider):
             yield row
 
     def parse_page(self, response):
-        yield from self._redirect_rows(response.meta)  # before the resume's check: the target may be finished
+        yield from self._redirect_rows(response.meta, response.url)  # before the resume's check: it may be finished
         if self._seen(response):  # finished by an earlier attempt: its items are in the feed; only its links count
             yield from self._follow(response)
             return
@@ -437,7 +435,7 @@ class ShopSpider(scrapy.Spider):
 
     def on_error(self, failure):
         request = failure.request
-        yield from self._redirect_rows(request.meta)  # the redirects that led here (their target failed)
+        yield from self._redirect_rows(request.meta, request.url)  # the redirects that led here (it failed)
         if request.meta.get("lookbench_finished") or self.finished(request.url):
             return  # an earlier attempt logged this page already
         yield from self._refused_subresources(request.meta, request.url)
@@ -524,6 +522,15 @@ def page_text(response):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
 
+
+
+def _key(url):
+    """A URL's identity among the crawl's redirect rows: the duplicate filter's canonical form, else as written (a
+    host IDNA refuses)."""
+    try:
+        return canonical(url)
+    except ValueError:
+        return url
 
 
 def resume_key(url):
