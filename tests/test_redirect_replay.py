@@ -461,9 +461,10 @@ def test_the_scope_middleware_bounds_an_images_redirect_chain():
 
 
 def test_the_scope_middleware_names_a_redirect_to_a_page_already_requested():
-    """A redirect to a page the scheduler's duplicate filter has seen is ``redirect:duplicate``, naming it (asked
-    without recording: a target not seen stays requestable once); not for a ``dont_filter`` request (Scrapy does
-    not drop its redirect), nor for an image download (which never passes the scheduler)."""
+    """A redirect to a page the scheduler's duplicate filter has seen is not followed, ``redirect:duplicate`` (the
+    spider logs it ``redirected``, as a followed one), naming it (asked without recording: a target not seen stays
+    requestable once); not for a ``dont_filter`` request (Scrapy does not drop its redirect), nor for an image
+    download (which never passes the scheduler)."""
     from types import SimpleNamespace
 
     from scrapy.http import Request
