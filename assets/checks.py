@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn,
                      AssetChecksDefinition, MetadataValue, asset_check)
 
-from lookbench_pipeline import quality, schemas
+from lookbench_pipeline import crawl_tables, quality, schemas
 from lookbench_pipeline.config import ChecksConfig
 from lookbench_pipeline.releases import Candidate
 
@@ -96,12 +96,11 @@ def weekly_products_in_range(context: AssetCheckExecutionContext, lookbench: Loo
 
 
 @_check("weekly_crawl_log", "page_rejection_rate", "Rejected pages / pages handled is at most "
-        "checks.max_page_rejection_rate.", crawl_partitions)
+        "checks.max_page_rejection_rate (a redirected URL is no page: counted in neither).", crawl_partitions)
 def page_rejection_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
     cfg = lookbench.load().checks
-    outcomes = value.column("outcome").to_pylist()
-    rate, reasons = quality.status_rate(value, "rejected", "outcome")
-    return _result(context, cfg, rate <= cfg.max_page_rejection_rate, WARN, rate=rate, pages=len(outcomes),
+    rate, pages, reasons = crawl_tables.page_rejection_rate(value)
+    return _result(context, cfg, rate <= cfg.max_page_rejection_rate, WARN, rate=rate, pages=pages,
                    max=cfg.max_page_rejection_rate, rejected_by_reason=reasons)
 
 

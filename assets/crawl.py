@@ -6,7 +6,7 @@ from dagster import (AssetDep, AssetExecutionContext, AssetOut, Config, Failure,
                      Output, multi_asset)
 
 from lookbench_pipeline.accumulate import window_catalog
-from lookbench_pipeline.crawl_tables import CrawlTables
+from lookbench_pipeline.crawl_tables import CrawlTables, page_tally
 from lookbench_pipeline.pipeline import CrawlWeekError, stage_crawl_week
 
 from .common import observed, reasons, summary, table_metadata
@@ -27,17 +27,19 @@ class CrawlConfig(Config):
 
 
 def crawl_headline(c: dict) -> str:
-    """A weekly crawl's counts on one line: pages (kept + rejected, by reason), the URLs the site's ``max_pages``
-    cut (when it did: each a rejected page ``max_pages_reached``, or only counted beyond the rows the spider
-    writes; "at least N" when the spider stopped remembering cut URLs), products, looks, image URLs (downloaded +
+    """A weekly crawl's counts on one line: pages (kept + redirected + rejected, by reason:
+    ``crawl_tables.page_tally``), the URLs the site's ``max_pages`` cut (when it did: each a rejected page
+    ``max_pages_reached``, or only counted beyond the rows the spider writes; "at least N" when the spider stopped
+    remembering cut URLs), products, looks, image URLs (downloaded +
     refused, each refused one with its reason in ``image_downloads``); for a finished crawl of the week read back,
     that it was; for a crawl in which the site never answered (``unreachable``), that it was and why."""
-    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
+    t = page_tally(c)
     urls, got = c.get("image_urls", 0), c.get("image_urls_downloaded", 0)
     cut = c.get("max_pages_cut")
     at_least = "at least " if c.get("max_pages_cut_at_least") else ""  # beyond the URLs the spider remembers
     limit = f", max_pages cut the crawl ({at_least}{cut} URLs not fetched)" if cut else ""
-    line = (f"pages {c.get('pages', 0)} (kept {c.get('pages', 0) - rejected}, rejected {rejected}"
+    redirected = f", redirected {t['redirected']}" if t["redirected"] else ""
+    line = (f"pages {t['rows']} (kept {t['kept']}{redirected}, rejected {t['rejected']}"
             f"{reasons(c, 'pages.rejected.')}){limit}, "
             f"products {c.get('products', 0)} (new {c.get('products_new', 0)}, gone "
             f"{c.get('products_disappeared', 0)}), looks {c.get('looks', 0)}, image URLs {urls} "
@@ -82,8 +84,8 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     except CrawlWeekError as exc:
         raise Failure(description=str(exc)) from None
     c = res.counts[site]
-    pages = max(1, c.get("pages", 0))
-    rejected_pages = sum(v for k, v in c.items() if k.startswith("pages.rejected"))
+    tally = page_tally(c)  # a redirected URL is no page: not in the rejection rate (nor the check's)
+    rejected_pages = tally["rejected"]
     context.log.info(summary(f"{site} {week}", crawl_headline(c), c))
     yield Output(res.products, "weekly_products", metadata={
         **table_metadata(res.products, {"products_new": c.get("products_new"),
@@ -95,7 +97,7 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
                                                                                        "first_seen_at"]))
     yield Output(res.crawl_log, "weekly_crawl_log", metadata=table_metadata(
         res.crawl_log, {"pages": c.get("pages", 0), "rejected_pages": rejected_pages,
-                        "page_rejection_rate": round(rejected_pages / pages, 4),
+                        "page_rejection_rate": round(rejected_pages / max(1, tally["pages"]), 4),
                         "outcomes": {k: v for k, v in c.items() if k.startswith("pages.")}},
         ["url", "status", "outcome", "reason"]))
     n_img = max(1, c.get("image_urls", 0))

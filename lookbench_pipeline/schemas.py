@@ -125,7 +125,7 @@ CRAWL_LOG = pa.schema(
         ("site", pa.string()),
         ("url", pa.string()),
         ("status", pa.int32()),  # HTTP status, 0 when no response
-        ("outcome", pa.string()),  # product | look | listing | sitemap | rejected | subresource_refused
+        ("outcome", pa.string()),  # product | look | listing | sitemap | redirected | rejected | subresource_refused
         ("reason", pa.string()),  # why rejected (no_structured_data, http_404, robots_disallowed...)
         ("crawled_at", TS),
     ]

@@ -139,14 +139,15 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     carries a product's JSON-LD, a 500) gives no item, only that rejection record (``kind`` page, ``status`` the
     record's, ``outcome`` rejected, ``reason`` ``http_<status>``, ``n_items`` 0), the live crawl's and the replay's
     row for the page. A redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``) is a hop, not a
-    page, and gives nothing: the live crawl writes no row for it either (a followed redirect's row is its target's,
-    a refused one is ``redirect:<why>`` in the crawl log), whatever its Content-Type. So the counts are: the 2xx
+    page, and gives nothing, whatever its Content-Type: no item, and no rejection (the live crawl's row for a
+    followed redirect is ``redirected``, neither kept nor rejected, and its target has its own row; a refused one
+    is ``redirect:<why>`` in the crawl log, which this reader does not rebuild). So the counts are: the 2xx
     HTML records are the pages read (each gives its items, nothing when opted out, or its ``extraction_error``
     rejection), every other non-3xx HTML record is one ``http_<status>`` rejection, and a 3xx record is neither."""
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
-    # a redirect's own record (3xx) is a hop, not a page: the spider never parses one, nor logs a row for it
+    # a redirect's own record (3xx) is a hop, not a page: the spider never parses one (its row, if any, is no item)
     html = lambda r: "html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
     for rec, body in response_records(paths, html):
         url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)

@@ -52,6 +52,26 @@ def test_rates_and_counts():
                                                                                "with a reason"]
 
 
+def test_the_page_rejection_rate_counts_no_redirect():
+    """A ``redirected`` crawl-log row (a URL that redirected within the site: its target has its own row) is no
+    page: ``weekly_crawl_log/page_rejection_rate`` counts it neither as a rejection nor among the pages, so a site
+    whose alias URLs redirect to its pages is neither flagged nor made to look better for it."""
+    from dagster import build_asset_check_context
+
+    from assets.checks import page_rejection_rate
+
+    rows = [{"site": "s", "url": f"/alias/{i}", "status": 301, "outcome": "redirected", "reason": None}
+            for i in range(6)]
+    rows += [{"site": "s", "url": "/p/1", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/p/2", "status": 200, "outcome": "look", "reason": None},
+             {"site": "s", "url": "/gone", "status": 404, "outcome": "rejected", "reason": "http_404"}]
+    table = schemas.from_rows(rows, schemas.CRAWL_LOG)
+    result = page_rejection_rate(build_asset_check_context(), LookbenchConfig(), table)
+    md = {k: v.value for k, v in result.metadata.items()}
+    assert result.passed and md["pages"] == 3 and md["rate"] == pytest.approx(1 / 3)
+    assert md["rejected_by_reason"] == {"http_404": 1}
+
+
 def test_check_thresholds_are_validated(tmp_path):
     p = tmp_path / "p.yaml"
     p.write_text(yaml.safe_dump({"checks": {"max_contamination_rte": 0.1}}))

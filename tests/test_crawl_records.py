@@ -71,10 +71,14 @@ def _one_product_shop(images: list[str], files: dict[str, bytes]):
 
 
 def _reconciles(cat) -> None:
-    c = cat.counts
-    rejected = sum(v for k, v in c.items() if k.startswith("pages.rejected."))
+    """Every row is counted once: rows = kept + redirected + rejected, each as many as the log has."""
+    from lookbench_pipeline.crawl_tables import page_tally
+
+    c, t = cat.counts, page_tally(cat.counts)
+    outcomes = cat.crawl_log.to_pandas().outcome
     assert c["pages"] == cat.crawl_log.num_rows == sum(v for k, v in c.items() if k.startswith("pages.")) \
-        and rejected == cat.crawl_log.to_pandas().outcome.eq("rejected").sum()
+        and t["rejected"] == outcomes.eq("rejected").sum() and t["redirected"] == outcomes.eq("redirected").sum()
+    assert t["rows"] == t["kept"] + t["redirected"] + t["rejected"] and t["pages"] == t["rows"] - t["redirected"]
 
 
 def test_the_pages_max_pages_cuts_are_recorded_and_the_crawl_line_says_so(tmp_path):
@@ -604,7 +608,7 @@ def test_a_redirect_out_of_the_sites_scope_is_a_row(tmp_path):
     """Sitemap pages that redirect to another host, to a private address's host, to javascript: and to a URL that
     does not parse are each a rejected row redirect:<why> with the redirect's status (Scrapy's offsite filter
     dropped the redirected request at scheduling, without errback nor row); a redirect within the site is
-    followed."""
+    followed, its row ``redirected``."""
     import threading
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -647,5 +651,8 @@ def test_a_redirect_out_of_the_sites_scope_is_a_row(tmp_path):
             if r["outcome"] == "rejected"}
     assert rows == {"r1": (302, "redirect:host_not_allowed"), "r2": (302, "redirect:host_not_allowed"),
                     "r3": (302, "redirect:not_http"), "r4": (302, "redirect:malformed")}, rows
+    redirected = [(r["url"].rsplit("/", 1)[-1], r["status"], r["reason"]) for r in cat.crawl_log.to_pylist()
+                  if r["outcome"] == "redirected"]
+    assert redirected == [("r5", 302, None)], "the redirect within the site is followed: its own row, no rejection"
     assert cat.products["sku"].to_pylist() == ["C1"]
     _reconciles(cat)

@@ -382,7 +382,8 @@ def test_a_page_whose_extraction_raises_is_a_rejection_in_the_warc_reader(tmp_pa
 def test_the_warc_reader_takes_no_item_from_an_error_page_or_a_redirect(tmp_path):
     """A 404 "product not found" page archived with a product's JSON-LD and a 500 give no item: each is the
     rejection the spider's row is for an HTTP error (``http_<status>``, the status an int); a redirect's own record,
-    with or without an HTML Content-Type, is a hop, not a page, and gives nothing (the live crawl writes it no row);
+    with or without an HTML Content-Type, is a hop, not a page, and gives nothing (the live crawl's row for a
+    followed one is ``redirected``, no rejection);
     the 200 page's product is kept."""
     from warcio.statusandheaders import StatusAndHeaders
     from warcio.warcwriter import WARCWriter

@@ -3,10 +3,14 @@ record of its own (its status, its ``Location``), as web archives store redirect
 answers the same URL with the same redirect. So a replayed crawl gives the crawl log, items and image downloads
 of the live one for a redirect within the site, one out of the site's scope (row ``redirect:host_not_allowed``
 with the 3xx status), a sitemap that redirects, a redirect loop and a chain longer than Scrapy follows (each a
-row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), a redirect to a page the
-crawl has already (``redirect:duplicate``: Scrapy's duplicate filter would drop it without a row), an image that
-redirects in a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not
-``ignored``), and an error page that still carries a product (``http_404``, no product, in the WARC reader too)."""
+row, ``redirect:loop`` / ``redirect:too_many``, never a page that vanishes from the log), an image that redirects in
+a loop or too long a chain (its download row ``redirect:loop`` / ``redirect:too_many``, not ``ignored``), and an
+error page that still carries a product (``http_404``, no product, in the WARC reader too).
+
+Every redirect within the site that the crawl follows is a row of its own, outcome ``redirected`` (no page: neither
+kept nor rejected, not in the rejection rate), its 3xx status, the target named in the feed's ``redirect_to``; so is
+a redirect to a page the crawl requested already (which Scrapy's duplicate filter would drop without a row): the
+same row whichever came first, so the live crawl and its replay, or two crawls of the site, log it alike."""
 
 from __future__ import annotations
 
@@ -33,7 +37,7 @@ def _product(i: int, images: list[str]) -> bytes:
             f"<body><h1>Coat {i}</h1></body></html>").encode()
 
 
-PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh", "/gone"]
+PAGES = ["/a", "/b", "/out", "/loop1", "/self", "/chain/0", "/p/1.html", "/refresh", "/gone", "/old"]
 
 
 def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
@@ -45,6 +49,8 @@ def _routes(base: str) -> dict[str, tuple[int, bytes | str, str]]:
         "/sitemap.xml": (301, "/sitemap-new.xml", ""),  # the sitemap moved
         "/sitemap-new.xml": (200, urlset, "application/xml"),
         "/a": (302, f"{base}/b", ""),  # within the site, to a page the sitemap lists too
+        "/old": (301, "/p/new.html", ""),  # within the site, to a page nothing else names: followed
+        "/p/new.html": (200, _product(5, []), "text/html"),
         "/b": (200, _product(2, ["/img/old.jpg"]), "text/html"),
         "/img/old.jpg": (301, "/img/new.jpg", ""),  # an image that moved
         "/img/new.jpg": (200, solid_jpeg(), "image/jpeg"),
@@ -116,7 +122,7 @@ def crawled(tmp_path_factory):
     warc = tmp / "live" / "crawl" / "crawl.warc.gz"
     replay_out = replay_site(site, [warc], "", tmp / "replay", "test-bot")
     replay = merge_catalog(replay_out, tmp / "replay-state")
-    return server, live, replay, warc
+    return server, live, replay, warc, {"live": live_out.feed, "replay": replay_out.feed}
 
 
 def _rows(cat) -> list[dict]:
@@ -127,40 +133,102 @@ def _path(url: str) -> str:
     return "/" + url.split("/", 3)[-1]
 
 
+def _redirected_rows(feed: Path) -> dict[str, dict]:
+    """The feed's ``redirected`` rows by path: their status, target (as a path) and fetch time."""
+    items = [json.loads(line) for line in feed.read_text().splitlines()]
+    return {_path(it["url"]): {"status": it["status"], "to": _path(it["redirect_to"]), "at": it["crawled_at"],
+                               "reason": it["reason"]}
+            for it in items if it["kind"] == "page" and it["outcome"] == "redirected"}
+
+
 def test_the_live_crawl_logs_each_redirect(crawled):
-    _, live, _, _ = crawled
+    _, live, _, _, _ = crawled
     rows = {_path(r["url"]): (r["status"], r["outcome"], r["reason"]) for r in _rows(live)}
     assert rows == {
+        "/sitemap.xml": (301, "redirected", None),  # followed: its own row, and its target's
         "/sitemap-new.xml": (200, "sitemap", None),
-        "/a": (302, "rejected", "redirect:duplicate"),  # /b, listed too, is crawled once: its own row
+        "/a": (302, "redirected", None),  # to /b, listed too, requested already: the same kind of row
         "/b": (200, "product", None),
+        "/old": (301, "redirected", None),  # followed to a page nothing else names
+        "/p/new.html": (200, "product", None),
         "/gone": (404, "rejected", "http_404"),
         "/out": (307, "rejected", "redirect:host_not_allowed"),
+        "/loop1": (302, "redirected", None),  # followed, to the hop that closes the loop
         "/loop2": (302, "rejected", "redirect:loop"),
         "/self": (308, "rejected", "redirect:loop"),
+        **{f"/chain/{i}": (302, "redirected", None) for i in range(20)},
         "/chain/20": (302, "rejected", "redirect:too_many"),
         "/p/1.html": (200, "product", None),
-        "/p/3.html": (200, "product", None),
+        "/p/3.html": (200, "product", None),  # reached by a meta refresh: /refresh, no 3xx, has no row
     }, rows
-    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
+    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3", "C5"]
     downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
     assert downloads == {"/img/old.jpg": None, "/img/new.jpg": None, "/img/loop1": "redirect:loop",
                          "/img/chain/0": "redirect:too_many"}
 
 
 def test_a_redirect_to_a_page_the_crawl_has_is_a_row_naming_it_and_the_page_is_fetched_once(crawled):
-    server, _, _, warc = crawled
+    server, _, _, warc, _ = crawled
     base = f"http://127.0.0.1:{server.port}"
     feed = [json.loads(line) for line in (warc.parent / "items.jsonl").read_text().splitlines()]
     [row] = [it for it in feed if it["kind"] == "page" and it["url"] == f"{base}/a"]
-    assert (row["reason"], row["redirect_to"]) == ("redirect:duplicate", f"{base}/b")
+    assert (row["outcome"], row["reason"], row["redirect_to"]) == ("redirected", None, f"{base}/b")
     assert server.hits.count("/b") == 1 and server.hits.count("/a") == 1
+
+
+def test_every_followed_redirect_is_a_row_naming_its_target_which_has_its_own_row(crawled):
+    """A followed redirect (to a new page, a moved sitemap, the hops of a chain or a loop) and one to a page the
+    crawl requested already are the same kind of row: ``redirected``, its 3xx status, no reason, its target in
+    ``redirect_to``, stamped with the redirect's own fetch time (its WARC record's date). Each target has its own
+    row; a page reached through a redirect is fetched once."""
+    from warcio.archiveiterator import ArchiveIterator
+
+    server, live, _, warc, feeds = crawled
+    redirected = _redirected_rows(feeds["live"])
+    assert redirected["/old"] | {"at": None} == {"status": 301, "to": "/p/new.html", "at": None, "reason": None}
+    assert redirected["/a"]["to"] == "/b" and redirected["/sitemap.xml"]["to"] == "/sitemap-new.xml"
+    assert redirected["/loop1"]["to"] == "/loop2" and redirected["/chain/19"]["to"] == "/chain/20"
+    logged = {_path(r["url"]) for r in _rows(live)}
+    assert {r["to"] for r in redirected.values()} <= logged, "every target has its own row"
+    assert {p for p, r in redirected.items() if r["reason"]} == set()
+    with open(warc, "rb") as fh:
+        dates = {_path(r.rec_headers.get_header("WARC-Target-URI")): r.rec_headers.get_header("WARC-Date")
+                 for r in ArchiveIterator(fh) if r.rec_type == "response"}
+    assert {p: r["at"] for p, r in redirected.items()} == {p: dates[p] for p in redirected}
+    assert server.hits.count("/p/new.html") == 1 and server.hits.count("/old") == 1
+
+
+def test_the_replay_gives_the_live_crawls_redirect_rows(crawled):
+    """The replay of the live crawl's WARC writes the same ``redirected`` rows, targets and times."""
+    feeds = crawled[-1]
+    assert _redirected_rows(feeds["replay"]) == _redirected_rows(feeds["live"])
+    assert len(_redirected_rows(feeds["live"])) == 24
+
+
+def test_redirect_rows_are_no_rejections_and_the_counts_reconcile(crawled):
+    """``redirected`` rows are neither kept nor rejected: rows = kept + redirected + rejected (the crawl's counts
+    and its log agree), and the page rejection rate (the asset check's measure) is of the other rows only."""
+    from assets.crawl import crawl_headline
+    from lookbench_pipeline.crawl_tables import page_rejection_rate, page_tally
+
+    _, live, _, _, _ = crawled
+    outcomes = Counter(live.crawl_log.column("outcome").to_pylist())
+    t = page_tally(live.counts)
+    assert t == {"rows": live.crawl_log.num_rows, "pages": 10, "kept": 5, "redirected": 24,
+                 "rejected": 5}
+    assert t["rows"] == t["kept"] + t["redirected"] + t["rejected"]
+    assert (t["redirected"], t["rejected"]) == (outcomes["redirected"], outcomes["rejected"])
+    assert live.counts["pages.redirected"] == 24
+    rate, pages, reasons = page_rejection_rate(live.crawl_log)
+    assert (rate, pages) == (5 / 10, 10)  # counted as pages, the 24 redirects would dilute it to 5 / 34
+    assert "redirect:duplicate" not in reasons and sum(reasons.values()) == 5
+    assert "pages 34 (kept 5, redirected 24, rejected 5 (" in crawl_headline(live.counts)
 
 
 def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
     from warcio.archiveiterator import ArchiveIterator
 
-    server, _, _, warc = crawled
+    server, _, _, warc, _ = crawled
     with open(warc, "rb") as fh:
         recs = [(_path(r.rec_headers.get_header("WARC-Target-URI")), r.http_headers.get_statuscode(),
                  r.http_headers.get_header("Location")) for r in ArchiveIterator(fh) if r.rec_type == "response"]
@@ -183,7 +251,7 @@ def test_every_redirect_is_a_response_record_with_its_status_and_location(crawle
 
 
 def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
-    _, live, replay, _ = crawled
+    _, live, replay, _, _ = crawled
     assert _rows(replay) == _rows(live)
     assert replay.products.equals(live.products)
     assert replay.looks.equals(live.looks)
@@ -195,19 +263,19 @@ def test_the_replay_gives_the_live_crawls_rows_items_and_downloads(crawled):
 def test_the_warc_reader_keeps_no_item_of_an_error_page_and_agrees_with_the_crawl_log(crawled, tmp_path):
     """A 404 page that still carries a product's JSON-LD gives no product in the live crawl, and the WARC reader
     (``extract_from_warc``) gives none either: its record is the rejection ``http_404``, the live row; every
-    non-2xx non-3xx HTML response record is one rejection, and a redirect's own record (a hop, not a page, which
-    the live crawl gives no row) gives nothing."""
+    non-2xx non-3xx HTML response record is one rejection, and a redirect's own record (a hop, not a page: the
+    live crawl's row for it is ``redirected``, no rejection) gives nothing."""
     from warcio.archiveiterator import ArchiveIterator
 
     from lookbench_pipeline.config import SiteConfig
     from lookbench_pipeline.warc import extract_from_warc
 
-    _, live, _, warc = crawled
+    _, live, _, warc, _ = crawled
     site = tmp_path / "site.yaml"
     site.write_text("name: s\nstart_urls: [https://s.test/]\n")
     records = extract_from_warc([warc], SiteConfig.from_yaml(site))
-    assert sorted(r["sku"] for r in records if r["kind"] == "product") == ["C1", "C2", "C3"]
-    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3"]
+    assert sorted(r["sku"] for r in records if r["kind"] == "product") == ["C1", "C2", "C3", "C5"]
+    assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3", "C5"]
     rejected = {_path(r["url"]): (r["status"], r["reason"]) for r in records if r["kind"] == "page"}
     logged = {_path(r["url"]): (r["status"], r["reason"]) for r in _rows(live)}
     assert rejected["/gone"] == logged["/gone"] == (404, "http_404")
@@ -393,9 +461,10 @@ def test_the_scope_middleware_bounds_an_images_redirect_chain():
 
 
 def test_the_scope_middleware_names_a_redirect_to_a_page_already_requested():
-    """A redirect to a page the scheduler's duplicate filter has seen is ``redirect:duplicate``, naming it (asked
-    without recording: a target not seen stays requestable once); not for a ``dont_filter`` request (Scrapy does
-    not drop its redirect), nor for an image download (which never passes the scheduler)."""
+    """A redirect to a page the scheduler's duplicate filter has seen is not followed, ``redirect:duplicate`` (the
+    spider logs it ``redirected``, as a followed one), naming it (asked without recording: a target not seen stays
+    requestable once); not for a ``dont_filter`` request (Scrapy does not drop its redirect), nor for an image
+    download (which never passes the scheduler)."""
     from types import SimpleNamespace
 
     from scrapy.http import Request
@@ -434,3 +503,117 @@ def test_a_followed_redirect_does_not_hand_a_finished_mark_to_its_target():
     assert mw.process_response(src, resp) is resp
     followed = RedirectMiddleware.from_crawler(get_crawler()).process_response(src, resp)
     assert followed.url == "http://s.example/b" and "lookbench_finished" not in followed.meta
+
+
+def _shop_spider(tmp_path: Path, done: set[str] | None = None):
+    from lookbench_crawlers.spiders.shop import ShopSpider
+
+    site = tmp_path / "site.yaml"
+    site.write_text(yaml.safe_dump({"name": "s", "kind": "web", "start_urls": ["http://s.example/"]}))
+    spider = ShopSpider(site_config=str(site))
+    if done is not None:
+        spider.done = done
+    return spider
+
+
+def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000Z", location="/b",
+                          dont_filter=False):
+    """``/a`` answers 302 to ``/b`` (fetched at ``fetched_at``); the scope middleware follows it or refuses it
+    (``engine``'s duplicate filter says whether ``/b`` was requested already), Scrapy's RedirectMiddleware builds
+    the request of ``/b``, and ``/b`` answers a product page: the spider's items, in order."""
+    from scrapy.downloadermiddlewares.redirect import RedirectMiddleware
+    from scrapy.http import HtmlResponse, Request, Response
+    from scrapy.utils.test import get_crawler
+    from twisted.python.failure import Failure
+
+    from lookbench_crawlers.middlewares import RedirectRefused
+
+    mw = _scope_mw({}, engine=engine)
+    src = Request("http://s.example/a", callback=spider.parse_page, errback=spider.on_error,
+                  meta={"lookbench_fetched_at": fetched_at}, dont_filter=dont_filter)
+    resp = Response(src.url, status=302, headers={"Location": location}, request=src)
+    try:
+        mw.process_response(src, resp)
+    except RedirectRefused as exc:
+        failure = Failure(exc)
+        failure.request = src  # as Scrapy's errback gets it
+        return list(spider.on_error(failure))
+    target = RedirectMiddleware.from_crawler(get_crawler()).process_response(src, resp)
+    page = HtmlResponse(target.url, status=200, body=_product(2, []), request=target,
+                        headers={"Content-Type": "text/html"})
+    return list(spider.parse_page(page))
+
+
+def test_a_redirect_is_the_same_row_whether_its_target_was_requested_before_or_after_it(tmp_path):
+    """The timing the crawl log used to depend on: a redirect whose target the crawl had requested already was
+    refused (``redirect:duplicate``), one that came first was followed and had no row. Now both write the same row
+    for the redirect (``redirected``, its status, target and fetch time), and the target's own row comes from
+    whichever request fetched it."""
+    from types import SimpleNamespace
+
+    from scrapy.http import Request
+    from scrapy.utils.test import get_crawler
+
+    from lookbench_crawlers.middlewares import CrawlDupeFilter
+
+    def engine(seen: bool):
+        df = CrawlDupeFilter.from_crawler(get_crawler())
+        if seen:
+            df.request_seen(Request("http://s.example/b"))
+        return SimpleNamespace(_slot=SimpleNamespace(scheduler=SimpleNamespace(df=df)))
+
+    def pages(items):
+        return [dict(it) for it in items if it["kind"] == "page"]
+
+    followed = pages(_redirect_then_target(engine(False), _shop_spider(tmp_path)))
+    duplicate = pages(_redirect_then_target(engine(True), _shop_spider(tmp_path)))
+    row = {"kind": "page", "site": "s", "url": "http://s.example/a", "status": 302, "outcome": "redirected",
+           "reason": None, "n_items": 0, "redirect_to": "http://s.example/b",
+           "crawled_at": "2026-01-05T10:00:00.000000Z"}
+    assert duplicate == [row]
+    assert followed[0] == row and [(r["url"], r["outcome"]) for r in followed[1:]] == [
+        ("http://s.example/b", "product")]
+
+
+def test_a_resumed_crawl_does_not_log_a_finished_redirect_again(tmp_path):
+    """On a resume, a redirect an earlier attempt logged (its row is in the feed: the URL is finished) and that is
+    followed again, from the crawl's own WARC, to a target that attempt did not finish, gets no second row; the
+    target does get its own."""
+    from lookbench_crawlers.spiders.shop import resume_key
+
+    spider = _shop_spider(tmp_path, done={resume_key("http://s.example/a")})
+    items = _redirect_then_target(None, spider)
+    assert [(it["url"], it["outcome"]) for it in items if it["kind"] == "page"] == [("http://s.example/b", "product")]
+
+
+def test_a_start_url_that_redirects_to_itself_is_one_row(tmp_path):
+    """A start URL (``dont_filter``) that sets a cookie and redirects to itself is followed back: the URL has its
+    page's row only, not a ``redirected`` row besides."""
+    items = _redirect_then_target(None, _shop_spider(tmp_path), location="/a", dont_filter=True)
+    assert [(it["url"], it["outcome"]) for it in items if it["kind"] == "page"] == [("http://s.example/a", "product")]
+
+
+def test_the_scope_middleware_records_the_hops_it_lets_through():
+    """A followed page redirect is recorded in the request's meta (``REDIRECT_HOPS``: the spider writes its row),
+    each hop appended to a new list (Scrapy's copy of the meta is shallow); not an image download's, nor a replayed
+    hop that has no record of its own (``UNRECORDED_HOP``: a meta refresh, which the live crawl wrote no row)."""
+    from scrapy.http import Request, Response
+
+    from lookbench_crawlers.middlewares import REDIRECT_HOPS, UNRECORDED_HOP
+
+    mw = _scope_mw({})
+    first = [{"url": "http://s.example/z", "status": 301, "to": "http://s.example/a", "fetched_at": None,
+              "finished": False}]
+    req = Request("http://s.example/a", meta={REDIRECT_HOPS: first, "lookbench_fetched_at": "T1",
+                                              "lookbench_finished": True})
+    mw.process_response(req, Response(req.url, status=307, headers={"Location": "/b?x=1"}, request=req))
+    assert req.meta[REDIRECT_HOPS] == [*first, {"url": "http://s.example/a", "status": 307,
+                                                "to": "http://s.example/b?x=1", "fetched_at": "T1",
+                                                "finished": True}]
+    assert len(first) == 1
+    img = Request("http://s.example/i", meta={"lookbench_media": True})
+    mw.process_response(img, Response(img.url, status=302, headers={"Location": "/j"}, request=img))
+    hop = Request("http://s.example/refresh")
+    mw.process_response(hop, Response(hop.url, status=302, headers={"Location": "/p"}, request=hop,
+                                      flags=["replayed", UNRECORDED_HOP]))
+    assert REDIRECT_HOPS not in img.meta and REDIRECT_HOPS not in hop.meta

@@ -222,14 +222,22 @@ class RedirectRefused(IgnoreRequest):
     def __init__(self, reason, url, target, status=0):
         super().__init__(f"{reason}: {url} -> {target}")
         self.reason = reason
-        self.target = target  # where it led (the row of redirect:duplicate names it: redirect_to)
+        self.target = target  # where it led
         self.status = status  # the redirect's own HTTP status, for the page's row
 
 
 REDIRECT_STATUSES = (301, 302, 303, 307, 308)
 REDIRECT_LOOP = "redirect:loop"  # back to a URL of its own chain
 REDIRECT_TOO_MANY = "redirect:too_many"  # beyond REDIRECT_MAX_TIMES hops
-REDIRECT_DUPLICATE = "redirect:duplicate"  # to a page the crawl requested already (its own row), named in redirect_to
+REDIRECT_DUPLICATE = "redirect:duplicate"  # to a page the crawl requested already: not followed, not a rejection
+# (the spider's row is outcome "redirected", as a followed redirect's, naming the page in redirect_to)
+REDIRECT_HOPS = "lookbench_redirects"
+"""``request.meta`` key: the redirects followed to reach the request, in order, one ``{url, status, to, fetched_at,
+finished}`` each (``RedirectScopeMiddleware``); the spider writes each its row (outcome ``redirected``)."""
+UNRECORDED_HOP = "unrecorded_hop"
+"""Flag of a replayed redirect that has no record of its own (``replay.WarcReplayMiddleware`` answering a hop of
+``WARC-LookBench-Redirect-From``: a meta refresh, an archive of before redirects were records): the live crawl
+wrote it no row, so it is followed without one."""
 
 
 class RedirectScopeMiddleware:
@@ -240,11 +248,14 @@ class RedirectScopeMiddleware:
     would build the redirected request and its offsite filter drop it at scheduling, without errback nor row.
     So is a redirect back to a URL of its own chain (``redirect:loop``: Scrapy's duplicate filter would drop the
     request silently; a request with ``dont_filter``, a start URL, is followed back, as Scrapy does: a page that
-    sets a cookie and redirects to itself), one to a page the crawl requested already (``redirect:duplicate``: the
-    duplicate filter, asked without recording, :class:`CrawlDupeFilter`, would drop the redirected request silently
-    and the URL would have no row; the target is crawled once, under its own row, and this row names it in the
-    feed's ``redirect_to``) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``: Scrapy's IgnoreRequest
-    would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
+    sets a cookie and redirects to itself) and one beyond ``REDIRECT_MAX_TIMES`` hops (``redirect:too_many``:
+    Scrapy's IgnoreRequest would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
+    A page's redirect that is followed is recorded in the request's meta (``REDIRECT_HOPS``, which Scrapy's
+    RedirectMiddleware copies into the target's request): the spider writes the source URL its own row, outcome
+    ``redirected`` (neither kept nor rejected), naming the target in the feed's ``redirect_to``. One to a page the
+    crawl requested already is not followed (``redirect:duplicate``: the duplicate filter, asked without recording,
+    :class:`CrawlDupeFilter`, would drop the redirected request silently), and the spider writes it the same row:
+    whether a redirect's target was requested before or after it arrived does not change the log.
     An image download (``lookbench_media``) is bounded the same way, its scope left to the address policy (images
     may live on the site's ``image_hosts``): its download row reads ``redirect:loop`` / ``redirect:too_many``, not
     Scrapy's ``ignored`` after 20 hops. Requests with ``dont_redirect`` are left to Scrapy."""
@@ -274,10 +285,15 @@ class RedirectScopeMiddleware:
             reason = self._chain_refusal(request, target)
         if reason:
             raise RedirectRefused(f"redirect:{reason}", request.url, target or location, response.status)
-        # followed: Scrapy's RedirectMiddleware copies this request's meta into the target's request. A resumed
-        # crawl's mark of a finished page (``lookbench_finished``: answered from the crawl's own WARC, no item) is
-        # the source's, not the target's: a target the earlier attempt never finished must be crawled, not skipped.
-        request.meta.pop("lookbench_finished", None)
+        # followed: Scrapy's RedirectMiddleware copies this request's meta into the target's request, the hop with
+        # it (a new list: the copy is shallow). A resumed crawl's mark of a finished page (``lookbench_finished``:
+        # answered from the crawl's own WARC, no item) is the source's, not the target's: a target the earlier
+        # attempt never finished must be crawled, not skipped; the hop keeps it (its row is in the feed already).
+        finished = bool(request.meta.pop("lookbench_finished", None))
+        if not media and UNRECORDED_HOP not in response.flags:
+            hop = {"url": request.url, "status": response.status, "to": target,
+                   "fetched_at": request.meta.get("lookbench_fetched_at"), "finished": finished}
+            request.meta[REDIRECT_HOPS] = [*(request.meta.get(REDIRECT_HOPS) or []), hop]
         return response
 
     def _chain_refusal(self, request, target):
@@ -325,7 +341,8 @@ from scrapy.dupefilters import RFPDupeFilter  # noqa: E402
 class CrawlDupeFilter(RFPDupeFilter):
     """Scrapy's duplicate filter (``DUPEFILTER_CLASS``), which can also be asked whether it would drop a request
     without recording it (:meth:`seen`): ``RedirectScopeMiddleware`` asks it about a redirect's target, so that a
-    redirect to a page the crawl has already is a row (``redirect:duplicate``), not a request dropped silently."""
+    redirect to a page the crawl has already is a row (``redirected``, as a followed one), not a request dropped
+    silently."""
 
     def seen(self, request):
         fps = getattr(self, "_fingerprints", None)

@@ -37,6 +37,7 @@ from scrapy.http import Response
 from scrapy.responsetypes import responsetypes
 from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 
+from lookbench_crawlers.middlewares import UNRECORDED_HOP
 from lookbench_pipeline.crawl import rebase_url
 from lookbench_pipeline.extract.images import join_url
 from lookbench_pipeline.warc import read_response_at, response_offsets
@@ -193,7 +194,9 @@ class WarcReplayMiddleware:
         if key in self.redirects:  # an archive of before redirects were records: the hop its page recorded
             code, location = self.redirects[key]
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
-            return Response(url=url, status=code, headers={"Location": location}, request=request, flags=flags)
+            # no record of its own (a meta refresh, an old archive): the live crawl wrote it no row, nor does this
+            return Response(url=url, status=code, headers={"Location": location}, request=request,
+                            flags=[*flags, UNRECORDED_HOP])
         if self.resume:
             # finished without a response record: none should be (a response is archived before the spider sees
             # it, and a page whose fetch got no response is not finished); fetching it now would archive a page

@@ -51,7 +51,8 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.replay.WarcReplayMiddleware": 950,
 }
 # Scrapy's duplicate filter, which a redirect's target can be checked against without recording it: a redirect to a
-# page the crawl has already is the row redirect:duplicate (middlewares.RedirectScopeMiddleware), not a silent drop
+# page the crawl has already is not followed but logged, the row "redirected" a followed one gets
+# (middlewares.RedirectScopeMiddleware, reason redirect:duplicate inside the crawler), not a silent drop
 DUPEFILTER_CLASS = "lookbench_crawlers.middlewares.CrawlDupeFilter"
 # crawled_at of an item = the fetch time of its page (also the WARC-Date of the archived response)
 SPIDER_MIDDLEWARES = {"lookbench_crawlers.replay.FetchTimeMiddleware": 950}

@@ -26,11 +26,12 @@ from lookbench_crawlers import render_guard
 from lookbench_crawlers.fetch_errors import fetch_error_reason
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_reason, url_hash
-from lookbench_crawlers.middlewares import REDIRECT_DUPLICATE, refusal_reason
+from lookbench_crawlers.middlewares import REDIRECT_DUPLICATE, REDIRECT_HOPS, refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.crawl import MAX_PAGES_REACHED, finished_urls, read_feed, rebase_url
 from lookbench_pipeline.crawl import resume_key as _resume_key
+from lookbench_pipeline.crawl_tables import REDIRECTED
 from lookbench_pipeline.extract import canonical, decode_html, extract_look, extract_products
 from lookbench_pipeline.optout import NOIMAGEINDEX, NOINDEX, agent_token, html_optout
 
@@ -61,6 +62,7 @@ class ShopSpider(scrapy.Spider):
         self.limit_logged = False
         self.cut = set()  # canonical URLs the max_pages limit cut that have their row (MAX_PAGES_CUT_ROWS at most)
         self.cut_hashes = set()  # 64-bit hashes of the cut URLs beyond the rows (MAX_PAGES_CUT_TRACKED at most)
+        self.redirects_logged = set()  # canonical URLs that have their row ``redirected``: one each
         if not site_config:
             raise ValueError("the shop spider needs -a site_config=<path to the site's YAML file>")
         self.site = SiteConfig.from_yaml(site_config)
@@ -167,6 +169,8 @@ class ShopSpider(scrapy.Spider):
 
         from lookbench_pipeline.extract import shopify_products
 
+        yield from self._redirect_rows(response.meta, response.url)
+
         try:
             doc = json.loads(response.text)
         except (ValueError, AttributeError):
@@ -248,7 +252,40 @@ class ShopSpider(scrapy.Spider):
         return PageItem(kind="page", site=self.site.name, url=url, status=status, outcome=outcome, reason=reason,
                         n_items=n_items)
 
+    def _redirected(self, url, status, target, fetched_at):
+        """The row of a URL that answered a redirect within the site (outcome ``redirected``, its 3xx status, no
+        reason), naming the target in ``redirect_to``, stamped with the redirect's fetch time (its WARC record's
+        date, so a replay stamps the same); None when the URL has its row already (fetched twice: one row)."""
+        key = _key(url)
+        if key in self.redirects_logged:
+            return None
+        self.redirects_logged.add(key)
+        row = self._page(url, status, REDIRECTED)
+        row["redirect_to"] = target
+        if fetched_at:
+            row["crawled_at"] = fetched_at
+        return row
+
+    def _redirect_rows(self, meta, url):
+        """The rows of the redirects followed to reach a request (``middlewares.REDIRECT_HOPS``: written by the
+        callback or errback of the request they led to, once), each a ``redirected`` row. A hop an earlier
+        attempt of the crawl finished has its row in the feed already. A redirect not followed because its target
+        was requested already (``redirect:duplicate``) gets the same row from :meth:`on_error`, so the log does not
+        depend on whether the target was requested before or after the redirect arrived. A hop of ``url`` itself (a
+        start URL that sets a cookie and redirects to itself) is not logged: that URL has its own row."""
+        hops = meta.get(REDIRECT_HOPS)
+        if not hops or meta.get("lookbench_redirects_logged"):
+            return
+        meta["lookbench_redirects_logged"] = True
+        for hop in hops:
+            if hop.get("finished") or self.finished(hop["url"]) or _key(hop["url"]) == _key(url):
+                continue  # logged by an earlier attempt, or the URL the chain came back to: its own row
+            row = self._redirected(hop["url"], hop["status"], hop["to"], hop.get("fetched_at"))
+            if row is not None:
+                yield row
+
     def parse_sitemap(self, response):
+        yield from self._redirect_rows(response.meta, response.url)
         body = response.body
         if response.url.endswith("/robots.txt"):
             for u in sitemap_urls_from_robots(response.text, base_url=response.url):
@@ -325,6 +362,7 @@ class ShopSpider(scrapy.Spider):
             yield row
 
     def parse_page(self, response):
+        yield from self._redirect_rows(response.meta, response.url)  # before the resume's check: it may be finished
         if self._seen(response):  # finished by an earlier attempt: its items are in the feed; only its links count
             yield from self._follow(response)
             return
@@ -397,6 +435,7 @@ class ShopSpider(scrapy.Spider):
 
     def on_error(self, failure):
         request = failure.request
+        yield from self._redirect_rows(request.meta, request.url)  # the redirects that led here (it failed)
         if request.meta.get("lookbench_finished") or self.finished(request.url):
             return  # an earlier attempt logged this page already
         yield from self._refused_subresources(request.meta, request.url)
@@ -419,13 +458,19 @@ class ShopSpider(scrapy.Spider):
             else:  # no response: a stable reason (fetch_errors), the exception's class counted in the stats
                 reason = fetch_error_reason(exc)
                 self.crawler.stats.inc_value(f"lookbench/fetch_errors/{reason}/{type(exc).__name__}")
+        fetched_at = request.meta.get("lookbench_fetched_at") if status else None
+        if reason == REDIRECT_DUPLICATE:
+            # a redirect to a page the crawl requested already: the row a followed redirect gets (not a rejection;
+            # the target has its own row, named in the feed's redirect_to: the crawl log has no detail column)
+            row = self._redirected(request.url, status, exc.target, fetched_at)
+            if row is not None:
+                yield row
+            return
         row = self._page(request.url, status, "rejected", reason)
-        if reason == REDIRECT_DUPLICATE:  # the crawl log has no detail column: the feed's row names the target
-            row["redirect_to"] = exc.target
-        if status and request.meta.get("lookbench_fetched_at"):
+        if fetched_at:
             # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
             # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
-            row["crawled_at"] = request.meta["lookbench_fetched_at"]
+            row["crawled_at"] = fetched_at
         yield row
 
 
@@ -477,6 +522,15 @@ def page_text(response):
         return response.body.decode(response.encoding or "utf-8", errors="replace")
     return decode_html(response.body, response.headers.get(b"Content-Type", b"").decode("latin-1") or None)[0]
 
+
+
+def _key(url):
+    """A URL's identity among the crawl's redirect rows: the duplicate filter's canonical form, else as written (a
+    host IDNA refuses)."""
+    try:
+        return canonical(url)
+    except ValueError:
+        return url
 
 
 def resume_key(url):
