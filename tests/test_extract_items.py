@@ -190,6 +190,11 @@ def test_labelled_identifier_separators_and_capitals():
     assert ident("<p>Product Code \u2013 7712-001</p>") == "7712-001"
     assert ident("<p>Product Code - XL</p><p>Item-1234 sold</p>") is None
     assert ident("<p>SKU: 12</p>") is None
+    # English article / style labels (H&M's "Art. No.", US shops' "Style #"); the bare words are no label
+    assert ident("<p>Article number: CH-2211-GRY</p>") == "CH-2211-GRY"
+    assert ident("<dt>Art. No.:</dt><dd>0713995001</dd>") == "0713995001"
+    assert ident("<p>Style No. AB12345</p>") == ident("<p>Style # AB12345</p>") == "AB12345"
+    assert ident("<p>Article: our 2024 collection</p><p>Style: Casual 12345</p>") is None
 
 
 def test_template_junk_and_prose_refused():
