@@ -4,9 +4,10 @@ Normalisation (applied before anything looks at pixels: hash, detector, crops, e
 
 1. the pixel count is checked against ``max_pixels`` from the header, before decoding (decompression bombs);
 2. the whole file is decoded; a truncated file is rejected, never loaded half grey (a JPEG's scan data is also
-   checked by libjpeg-turbo, strict: data cut short before an end-of-image marker is refused, see
-   :func:`_check_jpeg_scan`; a GIF's or PNG's blocks are walked to the end, later frames included, and a file
-   Pillow fails on is ``truncated`` when its own structure says it goes on, see :func:`_ends_early`);
+   checked by libjpeg-turbo, strict, or where it cannot tell by probing Pillow's decoder: data cut short before
+   an end-of-image marker is refused, see :func:`_check_jpeg_scan`; a GIF's or PNG's blocks are walked to the
+   end, later frames included, and a file Pillow fails on is ``truncated`` when its own structure says it goes
+   on, see :func:`_ends_early`);
 3. EXIF orientation is applied (``ImageOps.exif_transpose``);
 4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
 5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
@@ -254,8 +255,10 @@ def _check_jpeg_scan(data: bytes) -> None:
     libjpeg-turbo (``simplejpeg``, strict) re-reads the scan at 1/8 scale: every entropy-coded byte is decoded
     again, which costs about as much as the intake's own reduced decode, so it runs only where
     :func:`_scan_may_be_cut` cannot rule a cut out. Warnings that do not lose pixels ("extraneous bytes before
-    marker", an unknown JFIF revision…) are accepted, as libjpeg accepts them; a file libjpeg-turbo cannot set up
-    at all (an unusual sampling layout that Pillow's libjpeg decoded) is left to Pillow's verdict.
+    marker", an unknown JFIF revision…) are accepted, as libjpeg accepts them. Where libjpeg-turbo cannot tell
+    (it cannot set the file up — an unusual sampling layout such as 4 x 2 luma that Pillow's libjpeg decodes —, or
+    strict mode stopped at such a harmless warning before the end of the scan), :func:`_scan_ends_early` asks
+    Pillow's decoder instead.
 
     Raises:
         ImageRejected: ``truncated`` for data that ends early, ``decode_error`` for a corrupt entropy code.
@@ -272,6 +275,79 @@ def _check_jpeg_scan(data: bytes) -> None:
             raise ImageRejected(Reject.TRUNCATED, f"{msg}: libjpeg would fill the rest with grey") from exc
         if any(k in low for k in _JPEG_CORRUPT):
             raise ImageRejected(Reject.DECODE_ERROR, msg) from exc
+        if _scan_ends_early(data):
+            raise ImageRejected(Reject.TRUNCATED, f"the scan data ends before the frame does (libjpeg-turbo: {msg}; "
+                                "Pillow would fill the rest with grey)") from exc
+
+
+_SCAN_PROBE = bytes((i * 167 + 61) % 255 for i in range(512))
+"""Entropy-coded bytes :func:`_scan_ends_early` puts before the end-of-image marker: a fixed pseudo-random run
+(never 0xFF, so no marker and no stuffing) of 4,096 bits, which any Huffman or arithmetic decoder turns into
+coefficients other than the all-zero blocks libjpeg fills a cut scan with."""
+
+
+def _eoi_offset(data: bytes) -> int | None:
+    """Where the end-of-image marker that ends the (last) scan starts: marker segments are skipped by their length
+    fields (ITU-T T.81 B.1.1.4), each scan's entropy-coded data up to its first marker other than a stuffed
+    0xFF00, a fill byte or a restart marker (B.1.1.5), and bytes between segments up to the next 0xFF, as libjpeg
+    skips them. None when the structure does not lead to one."""
+    n, pos = len(data), 2
+    while pos + 2 <= n:
+        if data[pos] != 0xFF:  # extraneous bytes before a marker, which libjpeg skips (with a warning)
+            pos = data.find(b"\xff", pos)
+            if pos < 0 or pos + 2 > n:
+                return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+        elif marker == 0xD9:
+            return pos
+        elif marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+            pos += 2
+        elif pos + 4 > n:
+            return None
+        else:
+            pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+            if marker == 0xDA:  # start of scan: the entropy-coded data follows its header
+                while True:
+                    pos = data.find(b"\xff", pos)
+                    if pos < 0 or pos + 1 >= n:
+                        return None
+                    if data[pos + 1] in (0x00, 0xFF) or 0xD0 <= data[pos + 1] <= 0xD7:
+                        pos += 1
+                        continue
+                    break
+    return None
+
+
+def _scan_ends_early(data: bytes) -> bool:
+    """Whether the last scan's entropy-coded data stops before the frame it belongs to is complete, told by
+    Pillow's libjpeg, which has no word for it (it fills the missing blocks with zero coefficients, mid-grey).
+
+    The file is decoded twice (at a 1/4 DCT reduction): as it is, and with :data:`_SCAN_PROBE` put between the
+    scan's last byte and its end-of-image marker. In a whole scan the decoder has every block before it reaches
+    the probe, which it then skips as "extraneous bytes before marker", so both decodes are identical, pixel for
+    pixel; in a scan cut short the decoder reads the probe as the missing blocks' data and the picture changes.
+    (Only a picture whose missing blocks would decode to the same pixels as the probe — a flat mid-grey one
+    whose codes hold no other value — is not told apart, and loses nothing.) Files whose structure does not lead
+    to an end-of-image marker, or that Pillow cannot decode once probed, are not called cut here."""
+    end = _eoi_offset(data)
+    if end is None:
+        return False
+    while data[end - 1] == 0xFF:  # fill bytes (or a cut's last byte, a lone 0xFF) stay with the marker
+        end -= 1
+
+    def pixels(b: bytes) -> bytes:
+        im = Image.open(io.BytesIO(b), formats=("JPEG",))
+        im.draft(im.mode, (max(1, im.width // 4), max(1, im.height // 4)))
+        im.load()
+        return im.tobytes()
+
+    try:
+        return pixels(data) != pixels(data[:end] + _SCAN_PROBE + data[end:])
+    except Exception as exc:  # the probed file failing where the original decoded is no evidence of a cut
+        log.debug("JPEG scan probe failed: %r", exc)
+        return False
 
 
 _SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
