@@ -25,6 +25,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -65,6 +66,7 @@ class Reject:
     NOT_REGULAR = "not_a_regular_file"  # a FIFO, a socket, a device: never opened (a FIFO's open would block)
     EMPTY = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
+    UNSUPPORTED_FORMAT = "unsupported_format"  # a format Pillow identifies (ICO, TGA, EPS…) the intake does not open
     TRUNCATED = "truncated"
     DECOMPRESSION_BOMB = "decompression_bomb"
     TOO_SMALL = "too_small"
@@ -96,8 +98,20 @@ class ImageRejected(Exception):
 _SRGB = ImageCms.createProfile("sRGB")
 Image.init()
 ALLOWED_FORMATS = tuple(f for f in ("JPEG", "PNG", "GIF", "WEBP", "AVIF", "TIFF", "BMP") if f in Image.OPEN)
-"""Formats the intake opens; anything else (EPS, which Pillow hands to Ghostscript, PSD, ICO…) is
-``not_an_image``."""
+"""Formats the intake opens; another format that Pillow identifies from its header (EPS, which Pillow hands to
+Ghostscript to decode, PSD, ICO, TGA…) is ``unsupported_format`` (the format in the detail), never decoded; bytes
+that no format of Pillow's identifies are ``not_an_image``."""
+_OTHER_FORMATS = tuple(f for f in Image.OPEN if f not in ALLOWED_FORMATS)
+
+
+def _other_format(data: bytes) -> str | None:
+    """The format, not one the intake opens, that Pillow identifies ``data`` as from its header (``Image.open``
+    reads the header only: nothing is decoded, no Ghostscript is run), else None."""
+    try:
+        with Image.open(io.BytesIO(data), formats=_OTHER_FORMATS) as im:
+            return im.format
+    except Exception:  # unidentified, a broken header, a decompression bomb: not an image the intake can name
+        return None
 
 
 def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
@@ -126,11 +140,12 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             resizes to a pixel budget decodes no more pixels than it needs). Ignored when ``work_side`` is given.
 
     Raises:
-        ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
-            ``decode_error`` or ``too_small`` (a side below ``cfg.min_side_px`` pixels). Bytes that carry an
-            allowed format's signature (JPEG, PNG, GIF, TIFF, WebP, AVIF) but whose header Pillow cannot read are a
-            broken image, ``truncated`` when the file ends inside the header, else ``decode_error``; only bytes
-            with no such signature are ``not_an_image``.
+        ImageRejected: with reason ``empty_file``, ``not_an_image``, ``unsupported_format``,
+            ``decompression_bomb``, ``truncated``, ``decode_error`` or ``too_small`` (a side below
+            ``cfg.min_side_px`` pixels). Bytes that carry an allowed format's signature (JPEG, PNG, GIF, TIFF, WebP,
+            AVIF) but whose header Pillow cannot read are a broken image, ``truncated`` when the file ends inside
+            the header, else ``decode_error``; bytes of another format Pillow identifies (ICO, TGA, EPS…) are
+            ``unsupported_format``; only bytes that none identifies are ``not_an_image``.
     """
     cfg = cfg or ImageConfig()
     if not data:
@@ -145,7 +160,11 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             raise ImageRejected(Reject.TRUNCATED, f"{claimed} signature, but the file ends inside its header") from exc
         if claimed:  # the bytes say JPEG, PNG… but Pillow cannot read their header: a broken image, not a non-image
             raise ImageRejected(Reject.DECODE_ERROR, f"{claimed} signature, but the header cannot be read") from exc
-        raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
+        other = _other_format(data)
+        if other:
+            raise ImageRejected(Reject.UNSUPPORTED_FORMAT, f"{other} (the intake opens {', '.join(ALLOWED_FORMATS)})"
+                                ) from exc
+        raise ImageRejected(Reject.NOT_AN_IMAGE, "no image format identifies it") from exc
     except OSError as exc:  # a JPEG cut inside its header: "Truncated File Read"
         raise _broken(data, _signature_format(data), exc) from exc
     except Exception as exc:
@@ -694,9 +713,24 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+DETAIL_CHARS = 300
+"""The most characters of a rejection's ``detail`` kept in ``image_refs``."""
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _detail(text: str | None) -> str | None:
+    """A rejection's detail as ``image_refs`` keeps it: None when empty, object addresses (``<... at 0x7f...>``,
+    which differ from run to run) left out, at most :data:`DETAIL_CHARS` characters."""
+    if not text:
+        return None
+    text = _ADDRESS.sub("", text)
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
+
+
 @dataclass
 class IntakeResult:
-    """Rows of ``image_refs`` (one per reference) and ``images`` (one per distinct accepted sha256)."""
+    """Rows of ``image_refs`` (one per reference; a rejected one has its ``reason`` and, in words, its ``detail``)
+    and ``images`` (one per distinct accepted sha256)."""
 
     refs: list[dict]
     images: list[dict]
@@ -726,22 +760,22 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
     for ref in refs:
         by_source.setdefault(ref.source, []).append(ref)
 
-    def one(source: str) -> tuple[str, str | None, str | None, dict | None]:
+    def one(source: str) -> tuple[str, str | None, str | None, dict | None, str | None]:
         try:
             data = fetch(source)
         except ImageRejected as exc:
-            return source, exc.reason, None, None
+            return source, exc.reason, None, None, _detail(exc.detail)
         except Exception as exc:  # a fetcher's own failure is this reference's rejection, not the batch's end
             log.warning("intake: %s could not be fetched: %r", source, exc)
-            return source, Reject.FETCH_ERROR, None, None
+            return source, Reject.FETCH_ERROR, None, None, _detail(f"{type(exc).__name__}: {exc}")
         sha = hashlib.sha256(data).hexdigest()
         try:
             dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
         except ImageRejected as exc:
-            return source, exc.reason, sha, None
+            return source, exc.reason, sha, None, _detail(exc.detail)
         except Exception as exc:  # never let one file end the batch
             log.warning("intake: %s failed to decode: %r", source, exc)
-            return source, Reject.DECODE_ERROR, sha, None
+            return source, Reject.DECODE_ERROR, sha, None, _detail(f"{type(exc).__name__}: {exc}")
         if not store.exists(original_key(sha)):
             store.put_bytes(original_key(sha), data)
         info = {
@@ -751,7 +785,7 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             "color_signature": color_signature(dec.rgb), "fg_signature": foreground_signature(dec.rgb),
             "block_codes": block_codes(dec.rgb),
         }
-        return source, None, sha, info
+        return source, None, sha, info, None
 
     results: dict[str, tuple] = {}
     sources = list(by_source)
@@ -763,11 +797,11 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
 
     ref_rows, images = [], {}
     for ref in refs:
-        _, reason, sha, info = results[ref.source]
+        _, reason, sha, info, detail = results[ref.source]
         ref_rows.append({
             "ref_id": ref.ref_id, "owner_type": ref.owner_type, "owner_id": ref.owner_id,
             "position": ref.position, "source": ref.source, "site": ref.site,
-            "status": "rejected" if reason else "accepted", "reason": reason,
+            "status": "rejected" if reason else "accepted", "reason": reason, "detail": detail,
             "image_sha256": sha, "first_seen_at": ref.first_seen_at,
         })
         if info:

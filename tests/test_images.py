@@ -289,6 +289,47 @@ def test_rejections_named():
     assert e.value.reason == Reject.DECOMPRESSION_BOMB
 
 
+@pytest.mark.parametrize("fmt", ["ICO", "TGA", "EPS", "PPM"])
+def test_a_format_pillow_knows_but_the_intake_does_not_open_is_named(fmt):
+    """ICO, TGA, EPS… are images, of a format the intake does not open: ``unsupported_format`` with the format,
+    never decoded (EPS would go to Ghostscript); bytes no format identifies stay ``not_an_image``."""
+    data = _bytes(Image.new("RGB", (64, 64), (200, 10, 10)), fmt)
+    with pytest.raises(ImageRejected) as e:
+        decode(data)
+    assert e.value.reason == Reject.UNSUPPORTED_FORMAT and e.value.detail.startswith(f"{fmt} (the intake opens JPEG")
+    for junk in (b"junk", b"<html>not an image</html>" * 8, b"%PDF-1.4 not an image\n" * 4):
+        with pytest.raises(ImageRejected) as e:
+            decode(junk)
+        assert e.value.reason == Reject.NOT_AN_IMAGE and e.value.detail == "no image format identifies it"
+
+
+def test_image_refs_keep_each_rejection_in_words(tmp_path):
+    """``image_refs`` keeps a rejection's detail next to its reason: the pixel count of a bomb, the format of an
+    unsupported image, the path of a missing file; the same every run (no object address), null when accepted."""
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline import schemas
+
+    files = {"ok.png": _bytes(Image.effect_noise((64, 64), 40).convert("RGB")),
+             "wide.png": _bytes(Image.new("L", (650, 10))), "icon.ico": _bytes(Image.new("RGB", (32, 32)), "ICO"),
+             "junk.jpg": b"junk"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    now = datetime.now(timezone.utc)
+    refs = [ImageRef("drop", name, 0, str(tmp_path / name), "t", now) for name in [*files, "gone.png"]]
+    runs = [take_in(refs, SourceReader(), LocalStore(tmp_path / "s"), ImageConfig(max_pixels=5_000, min_side_px=8))
+            for _ in range(2)]
+    assert runs[0].refs == runs[1].refs
+    got = {r["owner_id"]: (r["reason"], r["detail"]) for r in runs[0].refs}
+    assert got == {"ok.png": (None, None), "wide.png": (Reject.DECOMPRESSION_BOMB, "650x10 > 5000 pixels"),
+                   "icon.ico": (Reject.UNSUPPORTED_FORMAT, got["icon.ico"][1]),
+                   "junk.jpg": (Reject.NOT_AN_IMAGE, "no image format identifies it"),
+                   "gone.png": (Reject.NOT_FOUND, str(tmp_path / "gone.png"))}
+    assert got["icon.ico"][1].startswith("ICO (")
+    table = schemas.from_rows(runs[0].refs, schemas.IMAGE_REFS)
+    assert table.schema == schemas.IMAGE_REFS and table["detail"].null_count == 1
+
+
 def test_uniform_images_flagged():
     assert "uniform" in decode(_bytes(Image.new("RGB", (64, 64), (200, 10, 10)))).flags
 
