@@ -4,9 +4,10 @@ Normalisation (applied before anything looks at pixels: hash, detector, crops, e
 
 1. the pixel count is checked against ``max_pixels`` from the header, before decoding (decompression bombs);
 2. the whole file is decoded; a truncated file is rejected, never loaded half grey (a JPEG's scan data is also
-   checked by libjpeg-turbo, strict: data cut short before an end-of-image marker is refused, see
-   :func:`_check_jpeg_scan`; a GIF's or PNG's blocks are walked to the end, later frames included, and a file
-   Pillow fails on is ``truncated`` when its own structure says it goes on, see :func:`_ends_early`);
+   checked by libjpeg-turbo, strict, or where it cannot tell by probing Pillow's decoder: data cut short before
+   an end-of-image marker is refused, see :func:`_check_jpeg_scan`; a GIF's or PNG's blocks are walked to the
+   end, later frames included, and a file Pillow fails on is ``truncated`` when its own structure says it goes
+   on, see :func:`_ends_early`);
 3. EXIF orientation is applied (``ImageOps.exif_transpose``);
 4. CMYK / ICC-tagged images are converted to sRGB through their profile (LittleCMS via ``PIL.ImageCms``);
 5. 16-bit images are scaled to 8 bits (``>> 8``), not clipped;
@@ -24,6 +25,7 @@ import hashlib
 import io
 import logging
 import os
+import re
 import stat
 from collections.abc import Callable, Iterable
 from concurrent.futures import ThreadPoolExecutor
@@ -64,6 +66,7 @@ class Reject:
     NOT_REGULAR = "not_a_regular_file"  # a FIFO, a socket, a device: never opened (a FIFO's open would block)
     EMPTY = "empty_file"
     NOT_AN_IMAGE = "not_an_image"
+    UNSUPPORTED_FORMAT = "unsupported_format"  # a format Pillow identifies (ICO, TGA, EPS…) the intake does not open
     TRUNCATED = "truncated"
     DECOMPRESSION_BOMB = "decompression_bomb"
     TOO_SMALL = "too_small"
@@ -95,8 +98,20 @@ class ImageRejected(Exception):
 _SRGB = ImageCms.createProfile("sRGB")
 Image.init()
 ALLOWED_FORMATS = tuple(f for f in ("JPEG", "PNG", "GIF", "WEBP", "AVIF", "TIFF", "BMP") if f in Image.OPEN)
-"""Formats the intake opens; anything else (EPS, which Pillow hands to Ghostscript, PSD, ICO…) is
-``not_an_image``."""
+"""Formats the intake opens; another format that Pillow identifies from its header (EPS, which Pillow hands to
+Ghostscript to decode, PSD, ICO, TGA…) is ``unsupported_format`` (the format in the detail), never decoded; bytes
+that no format of Pillow's identifies are ``not_an_image``."""
+_OTHER_FORMATS = tuple(f for f in Image.OPEN if f not in ALLOWED_FORMATS)
+
+
+def _other_format(data: bytes) -> str | None:
+    """The format, not one the intake opens, that Pillow identifies ``data`` as from its header (``Image.open``
+    reads the header only: nothing is decoded, no Ghostscript is run), else None."""
+    try:
+        with Image.open(io.BytesIO(data), formats=_OTHER_FORMATS) as im:
+            return im.format
+    except Exception:  # unidentified, a broken header, a decompression bomb: not an image the intake can name
+        return None
 
 
 def decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None = None,
@@ -125,11 +140,12 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             resizes to a pixel budget decodes no more pixels than it needs). Ignored when ``work_side`` is given.
 
     Raises:
-        ImageRejected: with reason ``empty_file``, ``not_an_image``, ``decompression_bomb``, ``truncated``,
-            ``decode_error`` or ``too_small`` (a side below ``cfg.min_side_px`` pixels). Bytes that carry an
-            allowed format's signature (JPEG, PNG, GIF, TIFF, WebP, AVIF) but whose header Pillow cannot read are a
-            broken image, ``truncated`` when the file ends inside the header, else ``decode_error``; only bytes
-            with no such signature are ``not_an_image``.
+        ImageRejected: with reason ``empty_file``, ``not_an_image``, ``unsupported_format``,
+            ``decompression_bomb``, ``truncated``, ``decode_error`` or ``too_small`` (a side below
+            ``cfg.min_side_px`` pixels). Bytes that carry an allowed format's signature (JPEG, PNG, GIF, TIFF, WebP,
+            AVIF) but whose header Pillow cannot read are a broken image, ``truncated`` when the file ends inside
+            the header, else ``decode_error``; bytes of another format Pillow identifies (ICO, TGA, EPS…) are
+            ``unsupported_format``; only bytes that none identifies are ``not_an_image``.
     """
     cfg = cfg or ImageConfig()
     if not data:
@@ -144,7 +160,11 @@ def _decode(data: bytes, cfg: ImageConfig | None = None, work_side: int | None =
             raise ImageRejected(Reject.TRUNCATED, f"{claimed} signature, but the file ends inside its header") from exc
         if claimed:  # the bytes say JPEG, PNG… but Pillow cannot read their header: a broken image, not a non-image
             raise ImageRejected(Reject.DECODE_ERROR, f"{claimed} signature, but the header cannot be read") from exc
-        raise ImageRejected(Reject.NOT_AN_IMAGE, str(exc)) from exc
+        other = _other_format(data)
+        if other:
+            raise ImageRejected(Reject.UNSUPPORTED_FORMAT, f"{other} (the intake opens {', '.join(ALLOWED_FORMATS)})"
+                                ) from exc
+        raise ImageRejected(Reject.NOT_AN_IMAGE, "no image format identifies it") from exc
     except OSError as exc:  # a JPEG cut inside its header: "Truncated File Read"
         raise _broken(data, _signature_format(data), exc) from exc
     except Exception as exc:
@@ -254,8 +274,10 @@ def _check_jpeg_scan(data: bytes) -> None:
     libjpeg-turbo (``simplejpeg``, strict) re-reads the scan at 1/8 scale: every entropy-coded byte is decoded
     again, which costs about as much as the intake's own reduced decode, so it runs only where
     :func:`_scan_may_be_cut` cannot rule a cut out. Warnings that do not lose pixels ("extraneous bytes before
-    marker", an unknown JFIF revision…) are accepted, as libjpeg accepts them; a file libjpeg-turbo cannot set up
-    at all (an unusual sampling layout that Pillow's libjpeg decoded) is left to Pillow's verdict.
+    marker", an unknown JFIF revision…) are accepted, as libjpeg accepts them. Where libjpeg-turbo cannot tell
+    (it cannot set the file up — an unusual sampling layout such as 4 x 2 luma that Pillow's libjpeg decodes —, or
+    strict mode stopped at such a harmless warning before the end of the scan), :func:`_scan_ends_early` asks
+    Pillow's decoder instead.
 
     Raises:
         ImageRejected: ``truncated`` for data that ends early, ``decode_error`` for a corrupt entropy code.
@@ -272,6 +294,79 @@ def _check_jpeg_scan(data: bytes) -> None:
             raise ImageRejected(Reject.TRUNCATED, f"{msg}: libjpeg would fill the rest with grey") from exc
         if any(k in low for k in _JPEG_CORRUPT):
             raise ImageRejected(Reject.DECODE_ERROR, msg) from exc
+        if _scan_ends_early(data):
+            raise ImageRejected(Reject.TRUNCATED, f"the scan data ends before the frame does (libjpeg-turbo: {msg}; "
+                                "Pillow would fill the rest with grey)") from exc
+
+
+_SCAN_PROBE = bytes((i * 167 + 61) % 255 for i in range(512))
+"""Entropy-coded bytes :func:`_scan_ends_early` puts before the end-of-image marker: a fixed pseudo-random run
+(never 0xFF, so no marker and no stuffing) of 4,096 bits, which any Huffman or arithmetic decoder turns into
+coefficients other than the all-zero blocks libjpeg fills a cut scan with."""
+
+
+def _eoi_offset(data: bytes) -> int | None:
+    """Where the end-of-image marker that ends the (last) scan starts: marker segments are skipped by their length
+    fields (ITU-T T.81 B.1.1.4), each scan's entropy-coded data up to its first marker other than a stuffed
+    0xFF00, a fill byte or a restart marker (B.1.1.5), and bytes between segments up to the next 0xFF, as libjpeg
+    skips them. None when the structure does not lead to one."""
+    n, pos = len(data), 2
+    while pos + 2 <= n:
+        if data[pos] != 0xFF:  # extraneous bytes before a marker, which libjpeg skips (with a warning)
+            pos = data.find(b"\xff", pos)
+            if pos < 0 or pos + 2 > n:
+                return None
+        marker = data[pos + 1]
+        if marker == 0xFF:  # fill byte
+            pos += 1
+        elif marker == 0xD9:
+            return pos
+        elif marker in (0x01, 0xD8) or 0xD0 <= marker <= 0xD7:  # no length field
+            pos += 2
+        elif pos + 4 > n:
+            return None
+        else:
+            pos += 2 + int.from_bytes(data[pos + 2:pos + 4], "big")
+            if marker == 0xDA:  # start of scan: the entropy-coded data follows its header
+                while True:
+                    pos = data.find(b"\xff", pos)
+                    if pos < 0 or pos + 1 >= n:
+                        return None
+                    if data[pos + 1] in (0x00, 0xFF) or 0xD0 <= data[pos + 1] <= 0xD7:
+                        pos += 1
+                        continue
+                    break
+    return None
+
+
+def _scan_ends_early(data: bytes) -> bool:
+    """Whether the last scan's entropy-coded data stops before the frame it belongs to is complete, told by
+    Pillow's libjpeg, which has no word for it (it fills the missing blocks with zero coefficients, mid-grey).
+
+    The file is decoded twice (at a 1/4 DCT reduction): as it is, and with :data:`_SCAN_PROBE` put between the
+    scan's last byte and its end-of-image marker. In a whole scan the decoder has every block before it reaches
+    the probe, which it then skips as "extraneous bytes before marker", so both decodes are identical, pixel for
+    pixel; in a scan cut short the decoder reads the probe as the missing blocks' data and the picture changes.
+    (Only a picture whose missing blocks would decode to the same pixels as the probe — a flat mid-grey one
+    whose codes hold no other value — is not told apart, and loses nothing.) Files whose structure does not lead
+    to an end-of-image marker, or that Pillow cannot decode once probed, are not called cut here."""
+    end = _eoi_offset(data)
+    if end is None:
+        return False
+    while data[end - 1] == 0xFF:  # fill bytes (or a cut's last byte, a lone 0xFF) stay with the marker
+        end -= 1
+
+    def pixels(b: bytes) -> bytes:
+        im = Image.open(io.BytesIO(b), formats=("JPEG",))
+        im.draft(im.mode, (max(1, im.width // 4), max(1, im.height // 4)))
+        im.load()
+        return im.tobytes()
+
+    try:
+        return pixels(data) != pixels(data[:end] + _SCAN_PROBE + data[end:])
+    except Exception as exc:  # the probed file failing where the original decoded is no evidence of a cut
+        log.debug("JPEG scan probe failed: %r", exc)
+        return False
 
 
 _SIGNATURES = ((b"\xff\xd8\xff", "JPEG"), (b"\x89PNG\r\n\x1a\n", "PNG"), (b"GIF87a", "GIF"), (b"GIF89a", "GIF"),
@@ -618,9 +713,24 @@ def _file_kind(mode: int) -> str:
     return "not a regular file"
 
 
+DETAIL_CHARS = 300
+"""The most characters of a rejection's ``detail`` kept in ``image_refs``."""
+_ADDRESS = re.compile(r" at 0x[0-9a-fA-F]+")
+
+
+def _detail(text: str | None) -> str | None:
+    """A rejection's detail as ``image_refs`` keeps it: None when empty, object addresses (``<... at 0x7f...>``,
+    which differ from run to run) left out, at most :data:`DETAIL_CHARS` characters."""
+    if not text:
+        return None
+    text = _ADDRESS.sub("", text)
+    return text if len(text) <= DETAIL_CHARS else text[:DETAIL_CHARS - 1] + "…"
+
+
 @dataclass
 class IntakeResult:
-    """Rows of ``image_refs`` (one per reference) and ``images`` (one per distinct accepted sha256)."""
+    """Rows of ``image_refs`` (one per reference; a rejected one has its ``reason`` and, in words, its ``detail``)
+    and ``images`` (one per distinct accepted sha256)."""
 
     refs: list[dict]
     images: list[dict]
@@ -650,22 +760,22 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
     for ref in refs:
         by_source.setdefault(ref.source, []).append(ref)
 
-    def one(source: str) -> tuple[str, str | None, str | None, dict | None]:
+    def one(source: str) -> tuple[str, str | None, str | None, dict | None, str | None]:
         try:
             data = fetch(source)
         except ImageRejected as exc:
-            return source, exc.reason, None, None
+            return source, exc.reason, None, None, _detail(exc.detail)
         except Exception as exc:  # a fetcher's own failure is this reference's rejection, not the batch's end
             log.warning("intake: %s could not be fetched: %r", source, exc)
-            return source, Reject.FETCH_ERROR, None, None
+            return source, Reject.FETCH_ERROR, None, None, _detail(f"{type(exc).__name__}: {exc}")
         sha = hashlib.sha256(data).hexdigest()
         try:
             dec = decode(data, cfg, work_side=PHASH_WORK_SIDE)
         except ImageRejected as exc:
-            return source, exc.reason, sha, None
+            return source, exc.reason, sha, None, _detail(exc.detail)
         except Exception as exc:  # never let one file end the batch
             log.warning("intake: %s failed to decode: %r", source, exc)
-            return source, Reject.DECODE_ERROR, sha, None
+            return source, Reject.DECODE_ERROR, sha, None, _detail(f"{type(exc).__name__}: {exc}")
         if not store.exists(original_key(sha)):
             store.put_bytes(original_key(sha), data)
         info = {
@@ -675,7 +785,7 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
             "color_signature": color_signature(dec.rgb), "fg_signature": foreground_signature(dec.rgb),
             "block_codes": block_codes(dec.rgb),
         }
-        return source, None, sha, info
+        return source, None, sha, info, None
 
     results: dict[str, tuple] = {}
     sources = list(by_source)
@@ -687,11 +797,11 @@ def take_in(refs: list[ImageRef], fetch: Callable[[str], bytes], store: ObjectSt
 
     ref_rows, images = [], {}
     for ref in refs:
-        _, reason, sha, info = results[ref.source]
+        _, reason, sha, info, detail = results[ref.source]
         ref_rows.append({
             "ref_id": ref.ref_id, "owner_type": ref.owner_type, "owner_id": ref.owner_id,
             "position": ref.position, "source": ref.source, "site": ref.site,
-            "status": "rejected" if reason else "accepted", "reason": reason,
+            "status": "rejected" if reason else "accepted", "reason": reason, "detail": detail,
             "image_sha256": sha, "first_seen_at": ref.first_seen_at,
         })
         if info:

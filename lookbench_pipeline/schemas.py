@@ -150,6 +150,7 @@ IMAGE_REFS = pa.schema(
         ("site", pa.string()),
         ("status", pa.string()),  # accepted | rejected
         ("reason", pa.string()),  # rejection reason (see lookbench_pipeline.images.Reject), null when accepted
+        ("detail", pa.string()),  # the rejection in words ("65000x1000 > 64000000 pixels", "ICO (...)"), or null
         ("image_sha256", pa.string()),  # of the original bytes; null when nothing was fetched
         ("first_seen_at", TS),
     ]

@@ -97,8 +97,8 @@ def test_sixteen_bit_dark_and_32_bit_grey():
     px = np.asarray(decode(b.getvalue(), ).rgb)[..., 0]
     assert px.max() <= 2, "16-bit values are scaled by the bit depth (300 >> 8 == 1)"
     with pytest.raises(ImageRejected) as e:
-        decode(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n")
-    assert e.value.reason == Reject.NOT_AN_IMAGE
+        decode(b"%!PS-Adobe-3.0 EPSF-3.0\n%%BoundingBox: 0 0 10 10\n")  # never handed to Ghostscript
+    assert e.value.reason == Reject.UNSUPPORTED_FORMAT and e.value.detail.startswith("EPS")
 
 
 def test_many_identical_hashes_cluster_in_linear_checks(monkeypatch):

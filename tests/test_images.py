@@ -185,6 +185,93 @@ def test_jpeg_scan_cut_before_an_end_marker_is_truncated_not_grey():
     assert e.value.reason == Reject.TRUNCATED
     padded = full[:-2] + b"\x00\x00\x00" + full[-2:]  # "3 extraneous bytes before marker 0xd9"
     assert np.array_equal(np.asarray(decode(padded).rgb), np.asarray(decode(full).rgb))
+    dht = full.index(b"\xff\xc4")  # "3 extraneous bytes before marker 0xc4": libjpeg-turbo's strict mode stops
+    junk = full[:dht] + b"\x00\x00\x00" + full[dht:]  # there, before the scan, so Pillow is asked about it
+    assert np.array_equal(np.asarray(decode(junk).rgb), np.asarray(decode(full).rgb))
+    with pytest.raises(ImageRejected) as e:
+        decode(junk[:(sos + len(junk)) // 2] + b"\xff\xd9")
+    assert e.value.reason == Reject.TRUNCATED and "grey" in e.value.detail
+
+
+def _jpeg_luma_4x2(luma: np.ndarray) -> bytes:
+    """A baseline JPEG of 8 x 8 blocks each of one grey level (``luma``: one value a block, rows of blocks a
+    multiple of 2, columns of 4) with the luma sampling 4 x 2 (chroma 1 x 1, flat), a layout libjpeg-turbo's
+    TurboJPEG API cannot set up but libjpeg decodes; flat blocks need only DC codes (ITU-T T.81 F.1.2.1)."""
+    rows, cols = luma.shape
+    dc_bits = [0, 1, 5, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0]  # the example luminance DC table of T.81 K.3
+    codes, code, k = {}, 0, 0
+    for length, count in enumerate(dc_bits, 1):
+        for _ in range(count):
+            codes[k], code, k = (code, length), code + 1, k + 1
+        code <<= 1
+    bits: list[str] = []
+
+    def block(diff: int) -> None:
+        cat = abs(diff).bit_length()
+        c, n = codes[cat]
+        bits.append(format(c, f"0{n}b"))
+        if cat:
+            bits.append(format(diff if diff > 0 else diff + (1 << cat) - 1, f"0{cat}b"))
+        bits.append("0")  # end of block: the AC table's one code
+
+    pred = 0
+    for my in range(rows // 2):
+        for mx in range(cols // 4):
+            for y in range(2):
+                for x in range(4):
+                    v = int(luma[my * 2 + y, mx * 4 + x]) - 128  # quantized by 8: the DC of a flat block is 8 v
+                    block(v - pred)
+                    pred = v
+            block(0)  # Cb, Cr: flat, no colour
+            block(0)
+    s = "".join(bits)
+    s += "1" * (-len(s) % 8)
+    scan = bytes(int(s[i:i + 8], 2) for i in range(0, len(s), 8)).replace(b"\xff", b"\xff\x00")
+
+    def seg(marker: int, body: bytes) -> bytes:
+        return bytes([0xFF, marker]) + (len(body) + 2).to_bytes(2, "big") + body
+
+    h, w = rows * 8, cols * 8
+    sof = bytes([8]) + h.to_bytes(2, "big") + w.to_bytes(2, "big") + bytes([3, 1, 0x42, 0, 2, 0x11, 0, 3, 0x11, 0])
+    dht = (bytes([0x00]) + bytes(dc_bits) + bytes(range(12))
+           + bytes([0x10]) + bytes([1] + [0] * 15) + bytes([0x00]))
+    sos = bytes([3, 1, 0x00, 2, 0x00, 3, 0x00, 0, 63, 0])
+    return (b"\xff\xd8" + seg(0xDB, bytes([0]) + bytes([8] * 64)) + seg(0xC0, sof) + seg(0xC4, dht)
+            + seg(0xDA, sos) + scan + b"\xff\xd9")
+
+
+def test_jpeg_scan_cut_is_truncated_where_libjpeg_turbo_cannot_check_it():
+    """A JPEG whose sampling libjpeg-turbo's TurboJPEG API cannot set up (luma 4 x 2) is decoded by Pillow's
+    libjpeg, which fills a scan cut before an end marker with mid-grey without a word: the intake still tells the
+    cut (by Pillow's decode changing when more scan data is put before the marker), and accepts the whole file."""
+    import simplejpeg
+
+    luma = np.random.default_rng(1).integers(30, 220, (16, 32))
+    luma[-1, -1] = 220  # the last pixel clear of grey in the whole file
+    full = _jpeg_luma_4x2(luma)
+    with pytest.raises(ValueError, match="subsampling"):
+        simplejpeg.decode_jpeg_header(full)
+    got = np.asarray(decode(full).rgb)[::8, ::8, 0].astype(int)
+    assert np.abs(got - luma).max() <= 1, "the test's encoder is sound"
+    for work_side in (None, 128):
+        assert decode(full, work_side=work_side).flags == []
+    sos = full.index(b"\xff\xda")
+    for cut in (sos + 20, (sos + len(full)) // 2, len(full) - 30):
+        for work_side in (None, 128):
+            with pytest.raises(ImageRejected) as e:
+                decode(full[:cut] + b"\xff\xd9", work_side=work_side)
+            assert e.value.reason == Reject.TRUNCATED and "grey" in e.value.detail
+
+
+def test_real_jpeg_with_4x2_luma_cut_is_truncated(realdata):
+    """The real file that found the gap: a studio photo with 4 x 2 luma sampling, cut and closed with an end
+    marker, once decoded half grey without a flag."""
+    data = (realdata / "images/studio/idmvton_09164_00.jpg").read_bytes()
+    assert decode(data, work_side=128).flags == []
+    for frac in (0.5, 0.8, 0.97):
+        with pytest.raises(ImageRejected) as e:
+            decode(data[:int(len(data) * frac)] + b"\xff\xd9", work_side=128)
+        assert e.value.reason == Reject.TRUNCATED
 
 
 def test_rejections_named():
@@ -200,6 +287,47 @@ def test_rejections_named():
     with pytest.raises(ImageRejected) as e:
         decode(_bytes(Image.new("L", (300, 300))), ImageConfig(max_pixels=10_000))
     assert e.value.reason == Reject.DECOMPRESSION_BOMB
+
+
+@pytest.mark.parametrize("fmt", ["ICO", "TGA", "EPS", "PPM"])
+def test_a_format_pillow_knows_but_the_intake_does_not_open_is_named(fmt):
+    """ICO, TGA, EPS… are images, of a format the intake does not open: ``unsupported_format`` with the format,
+    never decoded (EPS would go to Ghostscript); bytes no format identifies stay ``not_an_image``."""
+    data = _bytes(Image.new("RGB", (64, 64), (200, 10, 10)), fmt)
+    with pytest.raises(ImageRejected) as e:
+        decode(data)
+    assert e.value.reason == Reject.UNSUPPORTED_FORMAT and e.value.detail.startswith(f"{fmt} (the intake opens JPEG")
+    for junk in (b"junk", b"<html>not an image</html>" * 8, b"%PDF-1.4 not an image\n" * 4):
+        with pytest.raises(ImageRejected) as e:
+            decode(junk)
+        assert e.value.reason == Reject.NOT_AN_IMAGE and e.value.detail == "no image format identifies it"
+
+
+def test_image_refs_keep_each_rejection_in_words(tmp_path):
+    """``image_refs`` keeps a rejection's detail next to its reason: the pixel count of a bomb, the format of an
+    unsupported image, the path of a missing file; the same every run (no object address), null when accepted."""
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline import schemas
+
+    files = {"ok.png": _bytes(Image.effect_noise((64, 64), 40).convert("RGB")),
+             "wide.png": _bytes(Image.new("L", (650, 10))), "icon.ico": _bytes(Image.new("RGB", (32, 32)), "ICO"),
+             "junk.jpg": b"junk"}
+    for name, data in files.items():
+        (tmp_path / name).write_bytes(data)
+    now = datetime.now(timezone.utc)
+    refs = [ImageRef("drop", name, 0, str(tmp_path / name), "t", now) for name in [*files, "gone.png"]]
+    runs = [take_in(refs, SourceReader(), LocalStore(tmp_path / "s"), ImageConfig(max_pixels=5_000, min_side_px=8))
+            for _ in range(2)]
+    assert runs[0].refs == runs[1].refs
+    got = {r["owner_id"]: (r["reason"], r["detail"]) for r in runs[0].refs}
+    assert got == {"ok.png": (None, None), "wide.png": (Reject.DECOMPRESSION_BOMB, "650x10 > 5000 pixels"),
+                   "icon.ico": (Reject.UNSUPPORTED_FORMAT, got["icon.ico"][1]),
+                   "junk.jpg": (Reject.NOT_AN_IMAGE, "no image format identifies it"),
+                   "gone.png": (Reject.NOT_FOUND, str(tmp_path / "gone.png"))}
+    assert got["icon.ico"][1].startswith("ICO (")
+    table = schemas.from_rows(runs[0].refs, schemas.IMAGE_REFS)
+    assert table.schema == schemas.IMAGE_REFS and table["detail"].null_count == 1
 
 
 def test_uniform_images_flagged():

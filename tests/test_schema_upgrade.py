@@ -11,7 +11,8 @@ from lookbench_pipeline import schemas
 
 def test_an_old_partition_gets_the_new_columns_as_nulls(tmp_path):
     for asset, schema, added in [("products", schemas.PRODUCTS, ["variant_id"]),
-                                 ("images", schemas.IMAGES, ["fg_signature", "block_codes"])]:
+                                 ("images", schemas.IMAGES, ["fg_signature", "block_codes"]),
+                                 ("image_refs", schemas.IMAGE_REFS, ["detail"])]:
         rows = schemas.from_rows([{}], schema).drop_columns(added)  # one row of an earlier version
         p = stored_path(tmp_path, asset, "demo|2026-W27").with_suffix(".parquet")
         p.parent.mkdir(parents=True, exist_ok=True)

@@ -394,6 +394,96 @@ def test_all_faults_mixed_with_retries(tax):
     assert all(lb.requests >= 5 for lb in labels if lb.status == "failed")
 
 
+def _completion(content) -> dict:
+    return {"id": "x", "object": "chat.completion", "created": 1, "model": MODEL,
+            "choices": [{"index": 0, "finish_reason": "stop", "message": {"role": "assistant", "content": content}}]}
+
+
+# Replies no schema-constrained server should send, each of which once escaped ``annotate_images`` as an exception
+# and lost the batch: (the raw response body, the reason recorded).
+HOSTILE = {
+    "nested_past_recursion_limit": (json.dumps(_completion('{"category":' + "[" * 100_000 + "]" * 100_000 + "}")),
+                                    "invalid_json"),
+    "int_past_digit_limit": (json.dumps(_completion('{"category":' + "7" * 5000 + "}")), "invalid_json"),
+    "choices_not_a_list": (json.dumps({**_completion(""), "choices": "nope"}), "bad_response"),
+    "content_an_object": (json.dumps(_completion({"category": "top"})), "bad_response"),
+    "content_a_list": (json.dumps(_completion(["top"])), "bad_response"),
+    "body_nested_past_recursion_limit": ('{"id":"x","choices":' + "[" * 100_000 + "]" * 100_000 + "}",
+                                         "bad_response"),
+}
+
+
+class _HostileServer:
+    """An OpenAI-compatible server answering schema-valid answers (:func:`default_answer`), except that the first
+    ``hostile`` requests of ``question`` (``category`` or ``judge``, told by the schema's title) get ``body`` as the
+    raw response."""
+
+    def __init__(self, question: str, body: str, hostile: int = 1):
+        import threading
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        outer, lock = self, threading.Lock()
+        target = "_judge_v" if question == "judge" else "lookbench_category_v"
+        self.left, self.sent = hostile, 0
+
+        class H(BaseHTTPRequestHandler):
+            def log_message(self, *a):
+                pass
+
+            def reply(self, data: bytes) -> None:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def do_GET(self):
+                self.reply(json.dumps({"object": "list", "data": [{"id": MODEL, "object": "model"}]}).encode())
+
+            def do_POST(self):
+                req = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
+                schema = req["response_format"]["json_schema"]["schema"]
+                with lock:
+                    outer.sent += 1
+                    hit = outer.left > 0 and target in schema["title"]
+                    outer.left -= hit
+                if hit:
+                    self.reply(body.encode())
+                else:
+                    content = json.dumps(default_answer(schema, req))
+                    self.reply(json.dumps(_completion(content)).encode())
+
+        self.srv = ThreadingHTTPServer(("127.0.0.1", 0), H)
+        self.url = f"http://127.0.0.1:{self.srv.server_address[1]}/v1"
+        threading.Thread(target=self.srv.serve_forever, daemon=True).start()
+
+    def __enter__(self) -> "_HostileServer":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.srv.shutdown()
+        self.srv.server_close()
+
+
+@pytest.mark.parametrize("question", ["category", "judge"])
+@pytest.mark.parametrize("shape", sorted(HOSTILE))
+def test_hostile_replies_fail_one_item_not_the_batch(tax, shape, question):
+    """A reply that cannot be parsed or validated however it is malformed (nesting past the recursion limit, an
+    integer past Python's digit limit, a response whose ``choices`` is not a list, a ``content`` that is not a
+    string) fails its item with a reason, on the category question as on the judge's; the other items are
+    labelled and the counts reconcile."""
+    body, reason = HOSTILE[shape]
+    with _HostileServer(question, body) as srv:
+        judge = VlmJudge(srv.url, MODEL) if question == "judge" else None
+        labels = annotator(srv.url, tax, max_retries=0, judge=judge, concurrency=1).annotate_images(
+            items(3, category=None))
+        sent = srv.sent
+    c = summarize(labels)
+    assert c["items"] == 3 == c["labelled"] + c["rejected"] + c["failed"] and c["failed"] == 1
+    assert [lb.reason for lb in labels if lb.status == "failed"] == [f"{question}:{reason}"]
+    assert c["labelled"] + c["rejected"] == 2 and c["requests"] == sent
+
+
 def test_http_400_is_not_retried(tax):
     with ScriptedOpenAI(MODEL, faults={"http_400": 1.0}) as srv:
         labels = annotator(srv.url, tax, max_retries=5).annotate_images(items(3))

@@ -9,6 +9,7 @@ import asyncio
 import json
 import logging
 import random
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -66,6 +67,10 @@ def _timeout_reason(exc: BaseException) -> str:
     connection) to a connect timeout, so the cause chain is what tells them apart (:func:`..endpoint_errors.classify`).
     """
     return "timeout" if classify(exc) == "timeout" else "connection_error"
+
+
+_FINISH_REASON = re.compile(r"[a-z0-9_]{1,32}")
+"""A ``finish_reason`` that goes into a failure reason as is (``finish_reason_<r>``); any other is ``bad_response``."""
 
 
 def _root_url(endpoint: str) -> str:
@@ -195,7 +200,7 @@ class _Client:
             except oa.APIStatusError as exc:
                 reason = f"http_{exc.status_code}"
                 retry = exc.status_code >= 500 or exc.status_code in (408, 409, 429)
-            except (oa.APIError, ValueError, TypeError, KeyError) as exc:  # an unparseable 200 body
+            except (oa.APIError, ValueError, TypeError, KeyError, RecursionError) as exc:  # an unparseable 200 body
                 reason = "bad_response"
                 log.debug("bad response body: %r", exc)
             else:
@@ -210,19 +215,39 @@ class _Client:
 
     @staticmethod
     def _check(resp: Any, validator: Any) -> tuple[str | None, dict | None]:
+        """The schema-valid answer in a parsed response, else why not; total: a response of any shape (the client
+        builds it without validation, so ``choices`` may be a string, ``content`` an object...) and any reply text
+        (nested past the recursion limit, an integer past Python's digit limit...) gives a reason, never raises.
+
+        ``bad_response``: the response object is malformed (``choices`` not a list of choices, ``content`` not a
+        string, an odd ``finish_reason``); ``invalid_json``: the reply text does not parse; ``schema_invalid``: it
+        parses but does not validate.
+        """
         choices = getattr(resp, "choices", None)
         if not choices:
             return "empty_response", None
+        if not isinstance(choices, list):
+            return "bad_response", None
         choice = choices[0]
-        if choice.finish_reason != "stop":
-            return f"finish_reason_{choice.finish_reason}", None
-        content = choice.message.content if choice.message else None
+        finish = getattr(choice, "finish_reason", None)
+        if not isinstance(finish, str) or not _FINISH_REASON.fullmatch(finish):
+            return "bad_response", None
+        if finish != "stop":
+            return f"finish_reason_{finish}", None
+        message = getattr(choice, "message", None)
+        content = getattr(message, "content", None) if message is not None else None
+        if content is not None and not isinstance(content, str):
+            return "bad_response", None
         if not content:
             return "empty_response", None
         try:
             value = json.loads(content)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # JSONDecodeError, an int over sys.get_int_max_str_digits(), nesting
             return "invalid_json", None
-        if not isinstance(value, dict) or next(validator.iter_errors(value), None) is not None:
+        if not isinstance(value, dict):
             return "schema_invalid", None
-        return None, value
+        try:
+            valid = next(validator.iter_errors(value), None) is None
+        except (RecursionError, ValueError, TypeError):  # an error message's repr of a deeply nested value
+            valid = False
+        return (None, value) if valid else ("schema_invalid", None)
