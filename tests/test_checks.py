@@ -156,3 +156,31 @@ def test_an_interrupted_step_says_to_run_the_command_again():
         _check(result)
     assert str(exc.value) == ("step crawl was interrupted: run the same command again to go on (a crawl continues "
                               "where it stopped)")
+
+
+def test_a_release_without_queries_says_why():
+    """A shop with no looks: ``release_candidate/has_queries`` fails with why — the crawl found no look (the site's
+    look_rules matched nothing), no drop supplies query images — and every rejection by kind and reason."""
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline.releases.build import why_no_queries
+    from lookbench_pipeline.releases.candidate import ReleaseTables
+    from lookbench_pipeline.windows import Window
+
+    t0 = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    rel = ReleaseTables("v", Window(t0, t0), {}, rejected=[
+        {"candidate": "product_image", "id": f"r{i}", "reason": "not_labelled", "source": None} for i in range(3)]
+        + [{"candidate": "query", "id": "q", "reason": "no_positive_in_gallery", "source": None}])
+    why = why_no_queries(rel, looks=schemas.empty(schemas.LOOKS), drop_items=schemas.empty(schemas.DROP_ITEMS),
+                         look_rules={"shop": ("img.look-image::attr(src)", "a.look-product::attr(href)")})
+    assert "found 0 looks" in why and "img.look-image::attr(src) / a.look-product::attr(href)" in why
+    assert "no image drop supplies query images" in why
+    assert "product_image 3 (not_labelled 3), query 1 (no_positive_in_gallery 1)" in why
+    looks = schemas.from_rows([{"look_id": "l", "site": "shop", "url": "u", "image_url": "i",
+                                "product_urls": ["a", "b"], "product_ids": ["a"],
+                                "crawled_at": t0, "first_seen_at": t0}], schemas.LOOKS)
+    rel.rejected = [{"candidate": "look_item", "id": "l#a", "reason": "not_labelled", "source": None},
+                    {"candidate": "look_item", "id": "l#u0", "reason": "linked_product_not_crawled", "source": None}]
+    why = why_no_queries(rel, looks=looks, drop_items=schemas.empty(schemas.DROP_ITEMS))
+    assert "looks 1" in why and "0 looks" not in why
+    assert "look_item 2 (linked_product_not_crawled 1, not_labelled 1)" in why
