@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import SiteConfig
-from .crawl_tables import CrawlTables
+from .crawl_tables import MAX_PAGES_REACHED, CrawlTables
 from .extract import canonical, path_key, product_key
 from .layout import DataLayout, site_state_dir
 
@@ -236,7 +236,6 @@ def repair_feed_tail(feed: Path) -> int:
 
 
 SUBRESOURCE_REFUSED = "subresource_refused"  # a rendered page's refused sub-request: a crawl-log row, not a page
-MAX_PAGES_REACHED = "max_pages_reached"  # a page URL the site's max_pages cut: a rejected row, never fetched
 
 
 def resume_key(url: str) -> str:

@@ -68,8 +68,37 @@ def test_the_page_rejection_rate_counts_no_redirect():
     table = schemas.from_rows(rows, schemas.CRAWL_LOG)
     result = page_rejection_rate(build_asset_check_context(), LookbenchConfig(), table)
     md = {k: v.value for k, v in result.metadata.items()}
-    assert result.passed and md["pages"] == 3 and md["rate"] == pytest.approx(1 / 3)
-    assert md["rejected_by_reason"] == {"http_404": 1}
+    assert result.passed and md["fetched"] == 3 and md["rate"] == pytest.approx(1 / 3)
+    assert md["failed_by_reason"] == {"http_404": 1}
+    assert (md["pages"], md["kept"], md["redirected"], md["rejected"]) == (9, 2, 6, 1)  # as the crawl line
+
+
+def test_the_page_rejection_rate_counts_no_url_the_page_cap_cut():
+    """``max_pages: 2`` on a site of many URLs: the rows ``max_pages_reached`` (never fetched: the site's own cap) are
+    no failure of the site, so ``weekly_crawl_log/page_rejection_rate`` leaves them out of both terms (it warned
+    rate≈0.99 for 39 failed of 51 fetched); its metadata names the crawl line's numbers (pages = every row, kept,
+    redirected, rejected) and the cut ones apart."""
+    from dagster import build_asset_check_context
+
+    from assets.checks import page_rejection_rate
+    from assets.crawl import crawl_headline
+    from lookbench_pipeline.crawl_tables import log_counts
+
+    rows = [{"site": "s", "url": f"/cut/{i}", "status": 0, "outcome": "rejected", "reason": "max_pages_reached"}
+            for i in range(100)]
+    rows += [{"site": "s", "url": "/alias", "status": 301, "outcome": "redirected", "reason": None},
+             {"site": "s", "url": "/p/1", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/p/2", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/p/3", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/gone", "status": 404, "outcome": "rejected", "reason": "http_404"}]
+    table = schemas.from_rows(rows, schemas.CRAWL_LOG)
+    result = page_rejection_rate(build_asset_check_context(), LookbenchConfig(), table)
+    md = {k: v.value for k, v in result.metadata.items()}
+    assert md["rate"] == pytest.approx(1 / 4) and (md["failed"], md["fetched"]) == (1, 4) and result.passed
+    assert md["not_fetched_max_pages"] == 100 and md["failed_by_reason"] == {"http_404": 1}
+    line = crawl_headline(log_counts(table))
+    assert line.startswith("pages 105 (kept 3, redirected 1, rejected 101 (")
+    assert (md["pages"], md["kept"], md["redirected"], md["rejected"]) == (105, 3, 1, 101)
 
 
 def test_check_thresholds_are_validated(tmp_path):
