@@ -213,3 +213,24 @@ def test_a_release_without_queries_says_why():
     why = why_no_queries(rel, looks=looks, drop_items=schemas.empty(schemas.DROP_ITEMS))
     assert "looks 1" in why and "0 looks" not in why
     assert "look_item 2 (linked_product_not_crawled 1, not_labelled 1)" in why
+
+
+def test_the_release_candidate_of_a_shop_without_looks_fails_has_queries_saying_why(demo_config, monkeypatch):
+    """The asset: a window with no look, no drop and no product with a second picture fails ``has_queries`` with
+    the explanation in its metadata (what ``lookbench build`` prints) and description."""
+    from dagster import build_asset_context
+
+    from assets.release import release_candidate
+
+    monkeypatch.chdir(demo_config.parent)
+    empty = {name: schemas.empty(schemas.TABLES[name]) for name in (
+        "products", "looks", "drop_items", "image_refs", "images", "image_clusters", "annotations", "contamination",
+        "negatives", "generated_checks", "detections")}
+    key = release_partitions.get_last_partition_key()
+    with build_asset_context(partition_key=key) as ctx:
+        results = list(release_candidate(ctx, lookbench=LookbenchConfig(config_path=str(demo_config)),
+                                         detector={}, **empty))
+    [hq] = [r for r in results if getattr(r, "check_name", None) == "has_queries"]
+    why = hq.metadata["why"].value if hasattr(hq.metadata["why"], "value") else hq.metadata["why"]
+    assert not hq.passed and "found 0 looks" in why and "demo: img.look-image::attr(src)" in why
+    assert hq.description == why
