@@ -8,9 +8,17 @@ from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, Asset
 from lookbench_pipeline.pipeline import stage_attributes
 from lookbench_pipeline.vlm import acceptance_check
 
-from .common import observed, summary, table_metadata
+from .common import observed, reasons, summary, table_metadata
 from .partitions import by_window, release_partitions
 from .resources import LookbenchConfig
+
+
+def annotations_headline(c: dict) -> str:
+    """The labels' counts: items = labelled + rejected + failed, the rejected and failed ones by reason
+    (``annotate.label_counts``: ``rejected.<reason>``, ``failed.<reason>``), and the annotator."""
+    g = c.get
+    return (f"items {g('items', 0)}: labelled {g('labelled', 0)}, rejected {g('rejected', 0)}"
+            f"{reasons(c, 'rejected.')}, failed {g('failed', 0)}{reasons(c, 'failed.')} ({g('annotator')})")
 
 
 @asset(partitions_def=release_partitions, group_name="attributes", compute_kind="python", pool="vllm",
@@ -27,9 +35,7 @@ def annotations(context: AssetExecutionContext, lookbench: LookbenchConfig, prod
                 drop_items: pa.Table, image_refs: pa.Table):
     cfg = lookbench.load()
     table, counts = stage_attributes(cfg, products, drop_items, image_refs, lookbench.store())
-    g = counts.get
-    context.log.info(summary("annotations", f"items {g('items', 0)}: labelled {g('labelled', 0)}, rejected "
-                             f"{g('rejected', 0)}, failed {g('failed', 0)} ({g('annotator')})",
+    context.log.info(summary("annotations", annotations_headline(counts),
                              {k: v for k, v in counts.items() if not isinstance(v, dict)}))
     yield Output(table, metadata=table_metadata(table, counts, ["item_id", "status", "reason", "category",
                                                                 "annotator"]))

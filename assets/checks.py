@@ -95,13 +95,18 @@ def weekly_products_in_range(context: AssetCheckExecutionContext, lookbench: Loo
     return _result(context, cfg, b.holds(value.num_rows), ERROR, products=value.num_rows, min=b.min, max=b.max)
 
 
-@_check("weekly_crawl_log", "page_rejection_rate", "Rejected pages / pages handled is at most "
-        "checks.max_page_rejection_rate (a redirected URL is no page: counted in neither).", crawl_partitions)
+@_check("weekly_crawl_log", "page_rejection_rate", "Failed pages / pages fetched is at most "
+        "checks.max_page_rejection_rate (a redirected URL is no page, a URL the site's max_pages cut was not "
+        "fetched: counted in neither).", crawl_partitions)
 def page_rejection_rate(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, value: pa.Table):
     cfg = lookbench.load().checks
-    rate, pages, reasons = crawl_tables.page_rejection_rate(value)
-    return _result(context, cfg, rate <= cfg.max_page_rejection_rate, WARN, rate=rate, pages=pages,
-                   max=cfg.max_page_rejection_rate, rejected_by_reason=reasons)
+    rate, _, reasons = crawl_tables.page_rejection_rate(value)
+    t = crawl_tables.page_tally(crawl_tables.log_counts(value))
+    # pages, kept, redirected, rejected as the crawl's line says them: "pages <rows> (kept, redirected, rejected)"
+    return _result(context, cfg, rate <= cfg.max_page_rejection_rate, WARN, rate=rate,
+                   max=cfg.max_page_rejection_rate, failed=t["failed"], fetched=t["fetched"], pages=t["rows"],
+                   kept=t["kept"], redirected=t["redirected"], rejected=t["rejected"],
+                   not_fetched_max_pages=t["not_fetched"], failed_by_reason=reasons)
 
 
 @_check("weekly_image_downloads", "download_failure_rate", "Image URLs not downloaded / image URLs is at most "

@@ -84,7 +84,8 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
     except CrawlWeekError as exc:
         raise Failure(description=str(exc)) from None
     c = res.counts[site]
-    tally = page_tally(c)  # a redirected URL is no page: not in the rejection rate (nor the check's)
+    # a redirected URL is no page, a URL max_pages cut was not fetched: not in the rejection rate (nor the check's)
+    tally = page_tally(c)
     rejected_pages = tally["rejected"]
     context.log.info(summary(f"{site} {week}", crawl_headline(c), c))
     yield Output(res.products, "weekly_products", metadata={
@@ -97,7 +98,7 @@ def crawl(context: AssetExecutionContext, lookbench: LookbenchConfig, config: Cr
                                                                                        "first_seen_at"]))
     yield Output(res.crawl_log, "weekly_crawl_log", metadata=table_metadata(
         res.crawl_log, {"pages": c.get("pages", 0), "rejected_pages": rejected_pages,
-                        "page_rejection_rate": round(rejected_pages / max(1, tally["pages"]), 4),
+                        "page_rejection_rate": round(tally["failed"] / max(1, tally["fetched"]), 4),
                         "outcomes": {k: v for k, v in c.items() if k.startswith("pages.")}},
         ["url", "status", "outcome", "reason"]))
     n_img = max(1, c.get("image_urls", 0))

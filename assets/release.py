@@ -6,7 +6,7 @@ import pyarrow as pa
 from dagster import (AssetCheckResult, AssetCheckSeverity, AssetCheckSpec, AssetExecutionContext, AssetIn, Failure,
                      MetadataValue, Output, asset)
 
-from lookbench_pipeline.pipeline import stage_candidate, stage_publish
+from lookbench_pipeline.pipeline import candidate_no_queries_why, stage_candidate, stage_publish
 from lookbench_pipeline.releases import Candidate, ReleaseExistsError, check_candidate, read_candidate
 from lookbench_pipeline.releases.publish import EmptyReleaseError
 
@@ -47,11 +47,11 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
                       detector: dict):
     cfg = lookbench.load()
     window, version = window_and_version(context.partition_key)
-    cand = stage_candidate(cfg, version, window, {
-        "products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
-        "images": images, "clusters": image_clusters, "annotations": annotations,
-        "contamination": contamination, "noise": negatives,
-        "generated_checks": generated_checks, "detections": detections}, lookbench.store(), detector)
+    tables = {"products": products, "looks": looks, "drop_items": drop_items, "image_refs": image_refs,
+              "images": images, "clusters": image_clusters, "annotations": annotations,
+              "contamination": contamination, "noise": negatives,
+              "generated_checks": generated_checks, "detections": detections}
+    cand = stage_candidate(cfg, version, window, tables, lookbench.store(), detector)
     c = cand.counts
     context.log.info(summary(version, release_headline(c), c))
     yield Output(cand.to_dict(), metadata={
@@ -64,7 +64,10 @@ def release_candidate(context: AssetExecutionContext, lookbench: LookbenchConfig
     # Blocking checks: a failed one stops `release` (the publish step) in the same run.
     for name, (passed, details) in check_candidate(
             cand.tables, overlap_allowed=cfg.checks.query_gallery_overlap_allowed).items():
+        if name == "has_queries" and not passed:  # why: no looks found, none drop-supplied, all rejected...
+            details = {**details, "why": candidate_no_queries_why(cfg, cand, tables)}
         yield AssetCheckResult(check_name=name, passed=passed, severity=AssetCheckSeverity.ERROR,
+                               description=details.get("why") if not passed else None,
                                metadata={k: MetadataValue.json(v) if isinstance(v, (dict, list)) else v
                                          for k, v in details.items()})
 

@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import SiteConfig
-from .crawl_tables import CrawlTables
+from .crawl_tables import MAX_PAGES_REACHED, CrawlTables
 from .extract import canonical, path_key, product_key
 from .layout import DataLayout, site_state_dir
 
@@ -236,7 +236,6 @@ def repair_feed_tail(feed: Path) -> int:
 
 
 SUBRESOURCE_REFUSED = "subresource_refused"  # a rendered page's refused sub-request: a crawl-log row, not a page
-MAX_PAGES_REACHED = "max_pages_reached"  # a page URL the site's max_pages cut: a rejected row, never fetched
 
 
 def resume_key(url: str) -> str:
@@ -633,6 +632,21 @@ LocalServer = Callable[[SiteConfig, Path], AbstractContextManager[str]]
 Catalog = CrawlTables  # the name this module used before CrawlTables had one owner
 
 
+def _new_items(out: CrawlOutput, items: dict[str, dict], prev: dict[str, dict]) -> int:
+    """How many of a crawl's ``items`` (id -> row) no earlier crawl saw: not in the state before (``prev``). A
+    finished crawl read back (``out.reused``) finds its own items in the state already (its first merge put them
+    there): an item is new then when it was first seen by this crawl (``first_seen_at`` not before the crawl's
+    earliest item), so the crawl read back counts what it counted when it finished, as ``products_disappeared``
+    does."""
+    if not out.reused:
+        return sum(1 for k in items if k not in prev)
+    times = [_ts(it["crawled_at"]) for it in out.items if it.get("crawled_at")]
+    if not times:
+        return 0
+    start = min(times)
+    return sum(1 for k, v in items.items() if k not in prev or v["first_seen_at"] >= start)
+
+
 def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
 
@@ -734,7 +748,7 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     links_by = Counter(how for lid in looks for how in resolved_by[lid])  # the looks kept (a page seen twice: once)
     counts = {"pages": len(pages), "product_items": len(out.of_kind("product")), "products": len(products),
               "product_items_merged": merged, "products_told_apart_by_title": len(told_apart),
-              "products_new": sum(1 for k in products if k not in prev_p),
+              "products_new": _new_items(out, products, prev_p),
               "products_disappeared": sum(1 for v in gone_p.values() if v["disappeared_at"] == now),
               "looks": len(looks), "looks_unresolved_products": sum(
                   len(lk["product_urls"]) - len(lk["product_ids"]) for lk in looks.values()),

@@ -27,28 +27,53 @@ has its own row, and the feed's ``redirect_to`` names it. A redirect that is ref
 ``redirect:too_many``, ``redirect:host_not_allowed``…) is a rejection."""
 
 
+MAX_PAGES_REACHED = "max_pages_reached"  # a page URL the site's max_pages cut: a rejected row, never fetched
+NOT_FETCHED = (MAX_PAGES_REACHED,)
+"""The reasons of ``rejected`` crawl-log rows that are no failure of the site: URLs our own limits kept from being
+fetched. Only the site's configured page cap (``max_pages``) is one. A URL whose download budget ran out
+(``download_timeout``) was fetched, and the site was too slow: a failure; so is a refusal of the egress policy or
+of the site's robots.txt (the site's links or rules, not our cap). Such rows stay ``rejected`` in the log and on the
+crawl's line (with their reason); the page rejection rate leaves them out of both its terms (:func:`page_tally`)."""
+
+
 def page_tally(counts: dict[str, Any]) -> dict[str, int]:
     """A crawl's crawl-log rows by kind, from its counts (``crawl.merge_catalog``: ``pages`` and ``pages.<outcome>``
-    / ``pages.rejected.<reason>``): ``rows`` = ``kept`` + ``redirected`` + ``rejected``; ``pages`` = the rows less
-    the redirects (``kept`` + ``rejected``), what a rejection rate is of. ``kept`` is every other outcome (product,
-    look, listing, sitemap, subresource_refused)."""
+    / ``pages.rejected.<reason>``), named as the crawl's line names them: ``rows`` = ``kept`` + ``redirected`` +
+    ``rejected`` (the line's ``pages N``); ``pages`` = the rows less the redirects (``kept`` + ``rejected``).
+    ``kept`` is every other outcome (product, look, listing, sitemap, subresource_refused).
+
+    The page rejection rate is ``failed`` / ``fetched``: ``not_fetched`` (the rejected rows of a reason in
+    :data:`NOT_FETCHED`, URLs the site's ``max_pages`` cut) counts in neither, ``failed`` = ``rejected`` -
+    ``not_fetched`` and ``fetched`` = ``kept`` + ``failed``."""
     rows = int(counts.get("pages", 0) or 0)
     rejected = sum(v for k, v in counts.items() if k.startswith(f"pages.{REJECTED}."))
     redirected = int(counts.get(f"pages.{REDIRECTED}", 0) or 0)
-    return {"rows": rows, "pages": rows - redirected, "kept": rows - redirected - rejected,
-            "redirected": redirected, "rejected": rejected}
+    not_fetched = sum(int(counts.get(f"pages.{REJECTED}.{r}", 0) or 0) for r in NOT_FETCHED)
+    kept = rows - redirected - rejected
+    return {"rows": rows, "pages": rows - redirected, "kept": kept, "redirected": redirected, "rejected": rejected,
+            "not_fetched": not_fetched, "failed": rejected - not_fetched, "fetched": kept + rejected - not_fetched}
+
+
+def log_counts(crawl_log: pa.Table) -> dict[str, int]:
+    """A crawl log's (``schemas.CRAWL_LOG``) rows counted as a crawl's counts name them (``pages``,
+    ``pages.<outcome>``, ``pages.rejected.<reason>``): what :func:`page_tally` takes."""
+    from collections import Counter
+
+    keys = Counter(f"pages.{o}" if o != REJECTED else f"pages.{REJECTED}.{r or ''}"
+                   for o, r in zip(crawl_log.column("outcome").to_pylist(), crawl_log.column("reason").to_pylist()))
+    return {"pages": crawl_log.num_rows, **dict(sorted(keys.items()))}
 
 
 def page_rejection_rate(crawl_log: pa.Table) -> tuple[float, int, dict[str, int]]:
-    """Rejected rows / page rows of a crawl log (``schemas.CRAWL_LOG``), the number of page rows and the rejected
-    ones by reason. A ``redirected`` row is no page and counts in neither: a site whose alias URLs redirect to its
-    pages is no worse for it."""
-    from collections import Counter
-
-    rows = [r for r in crawl_log.select(["outcome", "reason"]).to_pylist() if r["outcome"] != REDIRECTED]
-    bad = [r for r in rows if r["outcome"] == REJECTED]
-    rate = len(bad) / len(rows) if rows else 0.0
-    return rate, len(rows), dict(sorted(Counter(r["reason"] or "" for r in bad).items()))
+    """The page rejection rate of a crawl log (``schemas.CRAWL_LOG``): failed rows / fetched rows
+    (:func:`page_tally`), the number of fetched rows and the failed ones by reason. A ``redirected`` row is no page
+    and counts in neither: a site whose alias URLs redirect to its pages is no worse for it; nor does a URL the
+    site's ``max_pages`` cut (:data:`NOT_FETCHED`): a capped crawl of a healthy site is no failing one."""
+    t = page_tally(log_counts(crawl_log))
+    pre = f"pages.{REJECTED}."
+    failed = {k.removeprefix(pre): v for k, v in log_counts(crawl_log).items()
+              if k.startswith(pre) and k.removeprefix(pre) not in NOT_FETCHED}
+    return (t["failed"] / t["fetched"] if t["fetched"] else 0.0), t["fetched"], failed
 
 
 @dataclass(kw_only=True)

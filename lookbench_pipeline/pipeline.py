@@ -25,7 +25,7 @@ from .detect.street import STREET_SUBSETS, DetectResult  # noqa: F401 (STREET_SU
 from .images import ImageRef, SourceReader, take_in
 from .provenance import (aigen_summary, annotation_provenance, code_version, negatives_provenance,  # noqa: F401
                          provenance, publish_provenance)
-from .releases.build import build
+from .releases.build import build, why_no_queries
 from .releases.candidate import Candidate, ReleaseTables, make_candidate
 from .releases.publish import publish
 from .store import ObjectStore, configured_store
@@ -506,6 +506,15 @@ def stage_candidate(cfg: PipelineConfig, version: str, window: Window, tables: d
                           negatives=negatives_provenance(cfg, tables["noise"]),
                           annotation=annotation_provenance(tables["annotations"]),
                           aigen=manifest_summary(cfg, tables["generated_checks"]), detector=detector)
+
+
+def candidate_no_queries_why(cfg: PipelineConfig, cand: Candidate, tables: dict[str, pa.Table]) -> str:
+    """Why the candidate :func:`stage_candidate` built from ``tables`` has no query row (the failed
+    ``has_queries`` check's explanation: :func:`releases.build.why_no_queries`, with the sites' look rules)."""
+    rules = {s.name: (s.look_rules.image, s.look_rules.products) for s in cfg.site_configs()}
+    return why_no_queries(cand.tables, looks=tables["looks"], drop_items=tables["drop_items"],
+                          generated_checks=tables.get("generated_checks"), products=tables.get("products"),
+                          look_rules=rules)
 
 
 def stage_publish(cfg: PipelineConfig, rel: ReleaseTables, store: ObjectStore, annotators: list[str],

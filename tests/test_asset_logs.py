@@ -51,3 +51,17 @@ def test_the_contamination_materialisation_carries_its_images_and_rate(demo_conf
     md = {k: getattr(v, "value", v) for k, v in md.items()}
     assert (md["images"], md["contaminated_images"], md["contamination_rate"]) == (40, 2, 0.05)
     assert md["index_size"] == 1 and md["dagster/row_count"] == 3
+
+
+def test_the_annotations_line_gives_the_rejection_reasons():
+    """README: a stage's line gives what was rejected by reason where the stage has them; the annotations line said
+    ``rejected 2`` while the table had ``no_category_match`` twice."""
+    from assets.attributes import annotations_headline
+    from lookbench_pipeline.annotate import label_counts
+
+    rows = [{"status": "labelled", "reason": None, "category": "dress"}] * 10
+    rows += [{"status": "rejected", "reason": "no_category_match", "category": None}] * 2
+    rows += [{"status": "failed", "reason": "endpoint_error", "category": None}]
+    line = annotations_headline({**label_counts(rows), "annotator": "catalog-text/1"})
+    assert line == ("items 13: labelled 10, rejected 2 (no_category_match 2), failed 1 (endpoint_error 1) "
+                    "(catalog-text/1)"), line

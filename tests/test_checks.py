@@ -68,8 +68,37 @@ def test_the_page_rejection_rate_counts_no_redirect():
     table = schemas.from_rows(rows, schemas.CRAWL_LOG)
     result = page_rejection_rate(build_asset_check_context(), LookbenchConfig(), table)
     md = {k: v.value for k, v in result.metadata.items()}
-    assert result.passed and md["pages"] == 3 and md["rate"] == pytest.approx(1 / 3)
-    assert md["rejected_by_reason"] == {"http_404": 1}
+    assert result.passed and md["fetched"] == 3 and md["rate"] == pytest.approx(1 / 3)
+    assert md["failed_by_reason"] == {"http_404": 1}
+    assert (md["pages"], md["kept"], md["redirected"], md["rejected"]) == (9, 2, 6, 1)  # as the crawl line
+
+
+def test_the_page_rejection_rate_counts_no_url_the_page_cap_cut():
+    """``max_pages: 2`` on a site of many URLs: the rows ``max_pages_reached`` (never fetched: the site's own cap) are
+    no failure of the site, so ``weekly_crawl_log/page_rejection_rate`` leaves them out of both terms (it warned
+    rate≈0.99 for 39 failed of 51 fetched); its metadata names the crawl line's numbers (pages = every row, kept,
+    redirected, rejected) and the cut ones apart."""
+    from dagster import build_asset_check_context
+
+    from assets.checks import page_rejection_rate
+    from assets.crawl import crawl_headline
+    from lookbench_pipeline.crawl_tables import log_counts
+
+    rows = [{"site": "s", "url": f"/cut/{i}", "status": 0, "outcome": "rejected", "reason": "max_pages_reached"}
+            for i in range(100)]
+    rows += [{"site": "s", "url": "/alias", "status": 301, "outcome": "redirected", "reason": None},
+             {"site": "s", "url": "/p/1", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/p/2", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/p/3", "status": 200, "outcome": "product", "reason": None},
+             {"site": "s", "url": "/gone", "status": 404, "outcome": "rejected", "reason": "http_404"}]
+    table = schemas.from_rows(rows, schemas.CRAWL_LOG)
+    result = page_rejection_rate(build_asset_check_context(), LookbenchConfig(), table)
+    md = {k: v.value for k, v in result.metadata.items()}
+    assert md["rate"] == pytest.approx(1 / 4) and (md["failed"], md["fetched"]) == (1, 4) and result.passed
+    assert md["not_fetched_max_pages"] == 100 and md["failed_by_reason"] == {"http_404": 1}
+    line = crawl_headline(log_counts(table))
+    assert line.startswith("pages 105 (kept 3, redirected 1, rejected 101 (")
+    assert (md["pages"], md["kept"], md["redirected"], md["rejected"]) == (105, 3, 1, 101)
 
 
 def test_check_thresholds_are_validated(tmp_path):
@@ -156,3 +185,52 @@ def test_an_interrupted_step_says_to_run_the_command_again():
         _check(result)
     assert str(exc.value) == ("step crawl was interrupted: run the same command again to go on (a crawl continues "
                               "where it stopped)")
+
+
+def test_a_release_without_queries_says_why():
+    """A shop with no looks: ``release_candidate/has_queries`` fails with why — the crawl found no look (the site's
+    look_rules matched nothing), no drop supplies query images — and every rejection by kind and reason."""
+    from datetime import datetime, timezone
+
+    from lookbench_pipeline.releases.build import why_no_queries
+    from lookbench_pipeline.releases.candidate import ReleaseTables
+    from lookbench_pipeline.windows import Window
+
+    t0 = datetime(2026, 1, 5, tzinfo=timezone.utc)
+    rel = ReleaseTables("v", Window(t0, t0), {}, rejected=[
+        {"candidate": "product_image", "id": f"r{i}", "reason": "not_labelled", "source": None} for i in range(3)]
+        + [{"candidate": "query", "id": "q", "reason": "no_positive_in_gallery", "source": None}])
+    why = why_no_queries(rel, looks=schemas.empty(schemas.LOOKS), drop_items=schemas.empty(schemas.DROP_ITEMS),
+                         look_rules={"shop": ("img.look-image::attr(src)", "a.look-product::attr(href)")})
+    assert "found 0 looks" in why and "img.look-image::attr(src) / a.look-product::attr(href)" in why
+    assert "no image drop supplies query images" in why
+    assert "product_image 3 (not_labelled 3), query 1 (no_positive_in_gallery 1)" in why
+    looks = schemas.from_rows([{"look_id": "l", "site": "shop", "url": "u", "image_url": "i",
+                                "product_urls": ["a", "b"], "product_ids": ["a"],
+                                "crawled_at": t0, "first_seen_at": t0}], schemas.LOOKS)
+    rel.rejected = [{"candidate": "look_item", "id": "l#a", "reason": "not_labelled", "source": None},
+                    {"candidate": "look_item", "id": "l#u0", "reason": "linked_product_not_crawled", "source": None}]
+    why = why_no_queries(rel, looks=looks, drop_items=schemas.empty(schemas.DROP_ITEMS))
+    assert "looks 1" in why and "0 looks" not in why
+    assert "look_item 2 (linked_product_not_crawled 1, not_labelled 1)" in why
+
+
+def test_the_release_candidate_of_a_shop_without_looks_fails_has_queries_saying_why(demo_config, monkeypatch):
+    """The asset: a window with no look, no drop and no product with a second picture fails ``has_queries`` with
+    the explanation in its metadata (what ``lookbench build`` prints) and description."""
+    from dagster import build_asset_context
+
+    from assets.release import release_candidate
+
+    monkeypatch.chdir(demo_config.parent)
+    empty = {name: schemas.empty(schemas.TABLES[name]) for name in (
+        "products", "looks", "drop_items", "image_refs", "images", "image_clusters", "annotations", "contamination",
+        "negatives", "generated_checks", "detections")}
+    key = release_partitions.get_last_partition_key()
+    with build_asset_context(partition_key=key) as ctx:
+        results = list(release_candidate(ctx, lookbench=LookbenchConfig(config_path=str(demo_config)),
+                                         detector={}, **empty))
+    [hq] = [r for r in results if getattr(r, "check_name", None) == "has_queries"]
+    why = hq.metadata["why"].value if hasattr(hq.metadata["why"], "value") else hq.metadata["why"]
+    assert not hq.passed and "found 0 looks" in why and "demo: img.look-image::attr(src)" in why
+    assert hq.description == why

@@ -89,3 +89,26 @@ def test_a_look_link_naming_the_reference_the_colours_share_resolves_to_the_page
     # the page was crawled without the query: the shared reference names the page's product, an id its colour
     assert resolve_look_link("shop", PAGE + "?ref=7901/312", on_page) == ("p611", "named_in_link")
     assert resolve_look_link("shop", PAGE + "?v=84994776-800", on_page) == ("p800", "named_in_link")
+
+
+def test_a_crawl_read_back_counts_its_new_and_gone_products_as_it_did(tmp_path):
+    """A build's crawl line said ``products 2 (new 1, gone 1)``; the unchanged rerun reads back that same finished
+    crawl and said ``new 0`` (its own products were in the state already): the same crawl read back twice prints
+    the same counts."""
+    def crawl(when, titles, reused=False):
+        feed = tmp_path / when / "items.jsonl"
+        feed.parent.mkdir(parents=True, exist_ok=True)
+        items = [{**_item(0, t, f"https://c.test/{t}.jpg", url=f"http://127.0.0.1:8123/p/{t}.html"),
+                  "crawled_at": when} for t in titles]
+        items += [{"kind": "page", "site": "shop", "url": f"http://127.0.0.1:8123/p/{t}.html", "status": 200,
+                   "outcome": "product", "reason": None, "crawled_at": when} for t in titles]
+        out = CrawlOutput(site="shop", feed=feed, log_file=feed.with_name("scrapy.log"),
+                          base_url="http://127.0.0.1:8123", items=items, reused=reused)
+        c = merge_catalog(out, tmp_path / "state").counts
+        return c["products"], c["products_new"], c["products_disappeared"]
+
+    assert crawl("2026-07-06T10:00:00+00:00", ["a", "b"]) == (2, 2, 0)
+    week2 = "2026-07-13T10:00:00+00:00"
+    assert crawl(week2, ["b", "c"]) == (2, 1, 1)  # c new, a gone
+    assert crawl(week2, ["b", "c"], reused=True) == (2, 1, 1)  # read back: as it was
+    assert crawl(week2, ["b", "c"], reused=True) == (2, 1, 1)

@@ -215,7 +215,7 @@ def test_redirect_rows_are_no_rejections_and_the_counts_reconcile(crawled):
     outcomes = Counter(live.crawl_log.column("outcome").to_pylist())
     t = page_tally(live.counts)
     assert t == {"rows": live.crawl_log.num_rows, "pages": 10, "kept": 5, "redirected": 24,
-                 "rejected": 5}
+                 "rejected": 5, "not_fetched": 0, "failed": 5, "fetched": 10}
     assert t["rows"] == t["kept"] + t["redirected"] + t["rejected"]
     assert (t["redirected"], t["rejected"]) == (outcomes["redirected"], outcomes["rejected"])
     assert live.counts["pages.redirected"] == 24

@@ -408,6 +408,47 @@ def build(
     return ReleaseTables(version=version, window=window, files=files, rejected=lad.rejected, counts=counts)
 
 
+def _by_reason(reasons: Counter) -> str:
+    return ", ".join(f"{r} {n}" for r, n in sorted(reasons.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
+def why_no_queries(rel: ReleaseTables, *, looks: pa.Table, drop_items: pa.Table,
+                   generated_checks: pa.Table | None = None, products: pa.Table | None = None,
+                   look_rules: dict[str, tuple[str, str]] | None = None) -> str:
+    """Why ``rel`` has no query row, in one line, for the failed ``has_queries`` check: each source of queries
+    (see the module docstring) and what became of its candidates, so that the engineer of a new shop knows what
+    to fix.
+
+    * the window's looks: none found (the sites' ``look_rules``, from ``look_rules``: ``{site: (image rule,
+      products rule)}``, matched nothing on the crawled pages), or how many and their items' rejections by reason;
+    * the image drops' query images (``drop_items`` rows of role ``query``) and the AI-generated images;
+    * the crawled products (a studio-flat query is a product's second distinct picture);
+    * every rejection of the build by candidate kind and reason (``rel.rejected``).
+    """
+    parts = []
+    if looks.num_rows == 0:
+        rules = "; ".join(f"{s}: {img} / {prods}" for s, (img, prods) in sorted((look_rules or {}).items()))
+        parts.append("the window's crawl found 0 looks (the sites' look_rules matched no look image and product "
+                     f"links on the crawled pages{': ' + rules if rules else ''})")
+    else:
+        parts.append(f"looks {looks.num_rows}")
+    n_drop_q = sum(1 for r in drop_items.column("role").to_pylist() if r == "query") if drop_items.num_rows else 0
+    parts.append(f"image drops supply {n_drop_q} query images" if n_drop_q else "no image drop supplies query images")
+    n_gen = generated_checks.num_rows if generated_checks is not None else 0
+    parts.append(f"AI-generated images {n_gen}")
+    if products is not None:
+        parts.append(f"products {products.num_rows} (a studio query is a product's 2nd distinct picture)")
+    by_kind: dict[str, Counter] = {}
+    for r in rel.rejected:
+        by_kind.setdefault(r["candidate"], Counter())[r["reason"]] += 1
+    if by_kind:
+        parts.append("rejected " + ", ".join(f"{k} {sum(c.values())} ({_by_reason(c)})"
+                                             for k, c in sorted(by_kind.items())))
+    else:
+        parts.append("rejected 0")
+    return "no query rows: " + "; ".join(parts)
+
+
 def noise_rows(negatives: pa.Table) -> list[dict]:
     """One row per distinct distractor of a ``negatives`` table (first occurrence), sorted by sha256: what the
     release's ``noise`` gallery holds."""
