@@ -177,3 +177,22 @@ def test_a_500_that_recovers_is_retried_after_waiting_behind_slow_pages(tmp_path
     assert {i["sku"] for i in items if i["kind"] == "product"} == {"FLAKY-1"}
     assert {(rows[p]["outcome"], rows[p]["reason"]) for p in ("slow-1", "slow-2")} == {("rejected",
                                                                                         "download_timeout")}
+
+
+def test_an_image_whose_attempts_ran_out_after_a_500_is_http_500():
+    """The image pipeline reads a failure as a page's row does: a timeout after an earlier 500 is http_500, an
+    expected outcome (ImageNotStored: one INFO line, no traceback); without the 500 it is download_timeout."""
+    from types import SimpleNamespace
+
+    from twisted.internet.error import TimeoutError as TxTimeout
+    from twisted.python.failure import Failure
+
+    from lookbench_crawlers.pipelines import ImageDownloadPipeline, ImageNotStored, _failure_reason
+
+    pipe = ImageDownloadPipeline.__new__(ImageDownloadPipeline)
+    info = SimpleNamespace(spider=None)
+    for meta, want in (({"lookbench_last_status": 500}, "http_500"), ({}, "download_timeout")):
+        req = Request("http://shop.example/img/1.jpg", meta=meta)
+        with pytest.raises(ImageNotStored) as e:
+            pipe.media_failed(Failure(TxTimeout()), req, info)
+        assert e.value.reason == want and _failure_reason(Failure(e.value), req.url) == want
