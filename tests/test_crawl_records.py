@@ -656,3 +656,26 @@ def test_a_redirect_out_of_the_sites_scope_is_a_row(tmp_path):
     assert redirected == [("r5", 302, None)], "the redirect within the site is followed: its own row, no rejection"
     assert cat.products["sku"].to_pylist() == ["C1"]
     _reconciles(cat)
+
+
+def test_a_missing_image_is_one_log_line_not_an_error(tmp_path):
+    """Images that answer 404 (or come empty) are expected outcomes their rows record: the crawl's scrapy.log has
+    no ERROR and no traceback for them, one line each at most, and the rows keep their reasons."""
+    resolve = _one_product_shop(["/img/ok.jpg", "/img/gone.jpg", "/img/empty.jpg"],
+                                {"/img/ok.jpg": solid_jpeg(), "/img/empty.jpg": b""})
+
+    @contextmanager
+    def server(_site, _work):
+        with serve.serving(resolve) as srv:
+            yield srv.base_url
+
+    out = crawl_site(_site(tmp_path, sitemap_urls=["{{BASE}}/sitemap.xml"]), tmp_path / "run", "test-bot",
+                     local_server=server)
+    cat = merge_catalog(out, tmp_path / "state")
+    reason = {d["url"].split("/", 3)[-1]: d["reason"] for d in cat.downloads.to_pylist()}
+    assert reason == {"img/ok.jpg": None, "img/gone.jpg": "http_404", "img/empty.jpg": "empty_file"}
+    log = out.log_file.read_text()
+    assert " ERROR" not in log and "Traceback" not in log and "FileException" not in log, log
+    assert "log_count/ERROR" not in json.dumps(cat.counts["scrapy"])
+    for name in ("gone.jpg", "empty.jpg"):
+        assert sum(name in line for line in log.splitlines() if "INFO" in line or "WARNING" in line) <= 1, log

@@ -71,7 +71,8 @@ def test_a_start_or_sitemap_url_is_http_for_every_kind(tmp_path, kind, field, ur
 
 def test_valid_urls_load(tmp_path):
     site = SiteConfig.from_yaml(_site(tmp_path, start_urls=["https://shop.example/", "HTTP://Shop.Example:8080/a?b#c"],
-                                      sitemap_urls=["https://shop.example/sitemap.xml"]))
+                                      sitemap_urls=["https://shop.example/sitemap.xml"],
+                                      allowed_ports=[80, 443, 8080]))  # a port the site does not allow: an error
     assert site.start_urls[1] == "HTTP://Shop.Example:8080/a?b#c", "kept as written"
     replay = SiteConfig.from_yaml(_replay(tmp_path, start_urls=["{{BASE}}", "{{BASE}}/"],
                                           sitemap_urls=["{{BASE}}/sitemap.xml"]))
@@ -288,3 +289,30 @@ def test_host_entries_are_hosts(tmp_path, field, entry, why):
         SiteConfig.from_yaml(p)
     p = _site(tmp_path, **{field: ["Shop.Example", "cdn.shop.example:8443", "10.1.2.3"]})
     assert getattr(SiteConfig.from_yaml(p), field) == ["shop.example", "cdn.shop.example:8443", "10.1.2.3"]
+
+
+def test_a_start_or_sitemap_url_on_a_port_the_site_does_not_allow_is_a_configuration_error(tmp_path, capsys):
+    """``start_urls: [http://shop-b.example/listing.html]`` with ``allowed_ports: [18731]``: the crawl could only
+    refuse it (port_not_allowed), so the build stops before any run, naming the field and the port; the same for a
+    sitemap. A {{BASE}} URL (its port is the local server's), a port of an allowed_addresses pair, and with
+    allow_private_addresses an IP literal or localhost (their own pairs are allowed) are no error."""
+    from lookbench_pipeline.cli.main import main
+
+    site = _site(tmp_path, start_urls=["http://shop-b.example/listing.html"], allowed_ports=[18731])
+    assert main(["build", "--config", str(_pipeline(tmp_path, site))]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"configuration error: {site}: start_urls[0] 'http://shop-b.example/listing.html': "
+                          "port 80 is not in allowed_ports [18731]"), err
+    assert "Traceback" not in err and not (tmp_path / "data").exists()
+    site = _site(tmp_path, sitemap_urls=["https://shop-b.example:18731/s.xml", "https://shop-b.example/s.xml"],
+                 allowed_ports=[18731])
+    with pytest.raises(ConfigError, match=r"sitemap_urls\[1\] .*port 443 is not in allowed_ports \[18731\]"):
+        SiteConfig.from_yaml(site)
+    with pytest.raises(ConfigError, match=r"start_urls\[0\] .*port 8080 is not in allowed_ports \[80, 443\]"):
+        SiteConfig.from_yaml(_site(tmp_path, start_urls=["http://shop-b.example:8080/"]))
+    for ok in ({"start_urls": ["http://shop-b.example:8080/"], "allowed_addresses": ["10.1.2.3:8080"]},
+               {"start_urls": ["http://10.1.2.3:8080/"], "allowed_addresses": ["10.1.2.3"]},
+               {"start_urls": ["http://127.0.0.1:8123/", "http://localhost:8124/"], "allow_private_addresses": True},
+               {"kind": "demo", "start_urls": ["{{BASE}}/"], "allowed_ports": [18731]},
+               {"start_urls": ["https://shop-b.example/"]}):
+        SiteConfig.from_yaml(_site(tmp_path, **ok))

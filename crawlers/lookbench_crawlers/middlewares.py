@@ -84,12 +84,13 @@ class AddressPolicyMiddleware:
 
 
 class DownloadTimeout(IgnoreRequest):
-    """One URL used up its download budget (reason ``download_timeout``)."""
+    """One URL used up its download budget: reason ``download_timeout``, or ``http_<status>`` when an earlier
+    attempt got an answer (a 500 whose retry the budget refused: the row names what the server said)."""
 
-    reason = "download_timeout"
-
-    def __init__(self, url, budget_s):
+    def __init__(self, url, budget_s, status=0):
         super().__init__(f"download_timeout: {url} took {budget_s:g} s over all its attempts")
+        self.status = status or 0
+        self.reason = f"http_{status}" if status else "download_timeout"
 
 
 def _is_timeout(exc):
@@ -98,13 +99,25 @@ def _is_timeout(exc):
     return any(c.__name__ in ("TimeoutError", "TCPTimedOutError") for c in type(exc).__mro__)
 
 
+def last_answer(request):
+    """The status of the last error answer (4xx/5xx) an earlier attempt of ``request`` got (a 500 before the retry
+    that timed out), else 0: the row of a URL whose attempts ran out names it (``http_500``), not the timeout."""
+    status = request.meta.get("lookbench_last_status") if request is not None else None
+    return status if isinstance(status, int) else 0
+
+
 class DownloadBudgetMiddleware:
     """Bounds the time one URL may hold a download slot over all its attempts and redirects to
-    ``LOOKBENCH_DOWNLOAD_BUDGET`` seconds (the site's ``download_budget_s``): the first attempt fixes a deadline
-    (``request.meta["lookbench_deadline"]``, carried by Scrapy's retry and redirect copies), each attempt's
-    ``download_timeout`` is what is left of it (at most ``DOWNLOAD_TIMEOUT``), and once it is spent the request
-    fails with :class:`DownloadTimeout` instead of being retried. So a server that trickles bytes (slow loris)
-    costs a slot ``download_budget_s`` at most, and the page or image gets a ``download_timeout`` row."""
+    ``LOOKBENCH_DOWNLOAD_BUDGET`` seconds (the site's ``download_budget_s``). Only the time attempts spend
+    downloading counts (``request.meta["lookbench_spent_s"]``, carried by Scrapy's retry and redirect copies): an
+    attempt is charged from the start of its transfer (its response's headers less its ``download_latency``)
+    until its response or exception; one that got no headers, from when it was handed to the downloader, at most
+    its own timeout. The waits in the scheduler and in the download slot's queue (AutoThrottle's delay) between
+    attempts do not count, so a 500's retry is sent however long it waited. Each attempt's ``download_timeout`` is
+    what is left of the budget (at most ``DOWNLOAD_TIMEOUT``); once it is spent the request fails with
+    :class:`DownloadTimeout` instead of being retried. So a server that trickles bytes (slow loris) costs a slot
+    ``download_budget_s`` at most, and the page or image gets a ``download_timeout`` row, or ``http_<status>``
+    when an earlier attempt got an error answer (:func:`last_answer`)."""
 
     MIN_ATTEMPT_S = 1.0  # a retry with less time than this left is not started
 
@@ -115,22 +128,59 @@ class DownloadBudgetMiddleware:
 
     @classmethod
     def from_crawler(cls, crawler):
+        from scrapy import signals
+
         s = crawler.settings
-        return cls(s.getfloat("LOOKBENCH_DOWNLOAD_BUDGET", 30.0), s.getfloat("DOWNLOAD_TIMEOUT", 180.0))
+        mw = cls(s.getfloat("LOOKBENCH_DOWNLOAD_BUDGET", 30.0), s.getfloat("DOWNLOAD_TIMEOUT", 180.0))
+        crawler.signals.connect(mw.headers_received, signal=signals.headers_received)
+        crawler.signals.connect(mw.response_downloaded, signal=signals.response_downloaded)
+        crawler.signals.connect(mw.request_left_downloader, signal=signals.request_left_downloader)
+        return mw
+
+    def left(self, request):
+        return self.budget_s - request.meta.get("lookbench_spent_s", 0.0)
 
     def process_request(self, request, spider=None):
-        deadline = request.meta.setdefault("lookbench_deadline", self.clock() + self.budget_s)
-        left = deadline - self.clock()
+        left = self.left(request)
         if left < self.MIN_ATTEMPT_S and request.meta.get("lookbench_attempted"):
-            raise DownloadTimeout(request.url, self.budget_s)
+            raise DownloadTimeout(request.url, self.budget_s, last_answer(request))
         request.meta["lookbench_attempted"] = True
         request.meta["download_timeout"] = max(0.001, min(self.attempt_s, left))
+        request.meta["lookbench_handed_at"] = self.clock()
+        request.meta.pop("lookbench_transfer_at", None)
         return None
 
+    def headers_received(self, request=None, **kwargs):
+        """The attempt's transfer began ``download_latency`` before its headers came (Scrapy's HTTP handler)."""
+        latency = request.meta.get("download_latency") if request is not None else None
+        if "lookbench_handed_at" in getattr(request, "meta", {}) and isinstance(latency, (int, float)):
+            request.meta["lookbench_transfer_at"] = self.clock() - latency
+
+    def response_downloaded(self, response=None, request=None, **kwargs):
+        if request is None or response is None:
+            return
+        if response.status >= 400:
+            request.meta["lookbench_last_status"] = response.status
+        else:  # a redirect leads to another URL, whose own answers count
+            request.meta.pop("lookbench_last_status", None)
+
+    def request_left_downloader(self, request=None, **kwargs):
+        """Charge the attempt that just ended (before any middleware sees its response or exception)."""
+        meta = getattr(request, "meta", None)
+        handed = meta.pop("lookbench_handed_at", None) if meta is not None else None
+        if handed is None:
+            return
+        now, transfer = self.clock(), meta.pop("lookbench_transfer_at", None)
+        if transfer is not None:
+            spent = now - max(transfer, handed)
+        else:
+            spent = min(now - handed, meta.get("download_timeout") or self.attempt_s)
+        meta["lookbench_spent_s"] = meta.get("lookbench_spent_s", 0.0) + max(0.0, spent)
+
     def process_exception(self, request, exception, spider=None):
-        deadline = request.meta.get("lookbench_deadline")
-        if deadline is not None and _is_timeout(exception) and deadline - self.clock() < self.MIN_ATTEMPT_S:
-            raise DownloadTimeout(request.url, self.budget_s) from exception
+        if "lookbench_attempted" in request.meta and _is_timeout(exception) and \
+                self.left(request) < self.MIN_ATTEMPT_S:
+            raise DownloadTimeout(request.url, self.budget_s, last_answer(request)) from exception
         return None
 
 

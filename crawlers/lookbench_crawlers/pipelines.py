@@ -21,6 +21,7 @@ class StampAndValidatePipeline:
 
 
 import hashlib  # noqa: E402
+import logging  # noqa: E402
 from urllib.parse import urlsplit  # noqa: E402
 
 from scrapy.pipelines.files import FilesPipeline  # noqa: E402
@@ -145,7 +146,25 @@ def _page_of(item):
     return item.get("from_page") or item.get("url") or ""
 
 
+logger = logging.getLogger(__name__)
+
+
 class ImageRefused(Exception):
+    def __init__(self, reason):
+        super().__init__(reason)
+        self.reason = reason
+
+
+try:  # a media failure of this class is expected: Scrapy logs it without a traceback (its filtered requests')
+    from scrapy.pipelines.media import _MediaRequestFiltered as _ExpectedMediaFailure
+except ImportError:  # pragma: no cover - a Scrapy without it logs the failure at ERROR, as any other
+    from scrapy.pipelines.media import FileException as _ExpectedMediaFailure
+
+
+class ImageNotStored(_ExpectedMediaFailure):
+    """An image download that ended in a known reason (``http_404``, an egress refusal, ``download_timeout``…):
+    an expected outcome, recorded as the image's row; logged as one INFO line, no traceback."""
+
     def __init__(self, reason):
         super().__init__(reason)
         self.reason = reason
@@ -179,12 +198,30 @@ class ImageDownloadPipeline(FilesPipeline):
             box["over"] = True
 
     def media_failed(self, failure, request, info):
+        """A failed image download whose reason is known (a refused answer, an egress refusal, a fetch error of
+        the stable vocabulary) is an expected outcome the image's row records: one INFO line, no traceback
+        (:class:`ImageNotStored`). Anything else (``fetch_error:other:…``, a failure storing the file) goes to
+        Scrapy's handling, logged at ERROR with its traceback. A fetch that got no response after an earlier
+        attempt's error answer (a 500, then a timeout) is that answer, ``http_<status>``, as a page's row."""
         from twisted.internet.defer import CancelledError
 
+        from scrapy.utils.request import referer_str
+
+        from lookbench_crawlers.middlewares import last_answer
+
+        exc = failure.value
         if (request.meta.get("lookbench_size") or {}).get("over") and any(
-                isinstance(e, CancelledError) for e in _chain(failure.value)):
-            raise ImageRefused(TOO_LARGE) from failure.value
-        return super().media_failed(failure, request, info)
+                isinstance(e, CancelledError) for e in _chain(exc)):
+            reason = TOO_LARGE
+        else:
+            reason = _failure_reason(failure, request.url)
+            if last_answer(request) and (reason == DOWNLOAD_TIMEOUT or reason.startswith(f"{FETCH_ERROR}:")):
+                reason = f"http_{last_answer(request)}"  # no response this time; the server's last answer
+        if reason.startswith(f"{FETCH_ERROR}:other") or reason == FETCH_ERROR:
+            return super().media_failed(failure, request, info)
+        logger.info("Image not stored (%s): %s referred in <%s>", reason, request, referer_str(request),
+                    extra={"spider": info.spider})
+        raise ImageNotStored(reason) from exc
 
     def get_media_requests(self, item, info):
         import scrapy
@@ -241,6 +278,8 @@ class ImageDownloadPipeline(FilesPipeline):
     async def media_downloaded(self, response, request, info, *, item=None):
         if response.status != 200:
             raise ImageRefused(f"http_{response.status}")
+        if not response.body:  # Scrapy's own check would log a warning too: the row says it (empty_file)
+            raise ImageRefused(EMPTY_FILE)
         # X-Robots-Tag: noimageindex / noai / none forbid using the image (Google's and the AI-opt-out meanings);
         # a value may be scoped to a user agent ("googlebot: noimageindex"), which we honour as well.
         tags = ",".join(v.decode("latin-1") for v in response.headers.getlist("X-Robots-Tag")).lower()

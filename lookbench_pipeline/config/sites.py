@@ -240,6 +240,41 @@ class SiteConfig(_Strict):
                              f"sitemap of every page) and/or start_urls: ['{BASE}/']")
         return self
 
+    @model_validator(mode="after")
+    def _ports_reachable(self) -> "SiteConfig":
+        """Each start and sitemap URL is on a port the egress policy lets the crawl reach: its written port, else
+        80 or 443 by its scheme, is in ``allowed_ports``, or is an ``allowed_addresses`` pair's, or the URL's host
+        is an IP literal named there without a port, or (with ``allow_private_addresses``) an IP literal or
+        ``localhost``, whose own pair the crawl allows (``crawl.egress_allowances``). Else the crawl could only
+        refuse it (``port_not_allowed``): a configuration error. A ``{{BASE}}`` URL's port is the local server's,
+        known when it is served, and always allowed. Another host than the others' is no error: the spider adds
+        every start and sitemap host to the allowed hosts."""
+        import ipaddress
+        from urllib.parse import urlsplit
+
+        from ..egress import EgressPolicy, is_ip, reached_address
+
+        pairs = EgressPolicy.from_strings(allowed=self.allowed_addresses).allowed
+        for field in ("start_urls", "sitemap_urls"):
+            for i, url in enumerate(getattr(self, field)):
+                if url.startswith(BASE):
+                    continue
+                parts = urlsplit(url)
+                host = (parts.hostname or "").lower()
+                port = parts.port or {"http": 80, "https": 443}[parts.scheme.lower()]
+                if port in self.allowed_ports or any(p == port for _, p in pairs):
+                    continue
+                if is_ip(host):
+                    key = str(reached_address(ipaddress.ip_address(host)))
+                    if (key, None) in pairs or self.allow_private_addresses:
+                        continue
+                elif host == "localhost" and self.allow_private_addresses:
+                    continue
+                raise ValueError(f"{field}[{i}] {url!r}: port {port} is not in allowed_ports "
+                                 f"{list(self.allowed_ports)}, so the crawl would refuse it (port_not_allowed): add "
+                                 f"{port} to allowed_ports, or fix the URL")
+        return self
+
     @property
     def recorded_origin(self) -> str | None:
         if self.public_origin:

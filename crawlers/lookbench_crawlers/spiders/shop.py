@@ -26,7 +26,7 @@ from lookbench_crawlers import render_guard
 from lookbench_crawlers.fetch_errors import fetch_error_reason
 from lookbench_crawlers.items import LookItem, PageItem, ProductItem
 from lookbench_crawlers.pipelines import MALFORMED_URL, fetchable, unfetchable_reason, url_hash
-from lookbench_crawlers.middlewares import REDIRECT_DUPLICATE, REDIRECT_HOPS, refusal_reason
+from lookbench_crawlers.middlewares import REDIRECT_DUPLICATE, REDIRECT_HOPS, last_answer, refusal_reason
 from lookbench_crawlers.render_guard import SUBRESOURCE_REFUSED
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.crawl import MAX_PAGES_REACHED, finished_urls, read_feed, rebase_url
@@ -458,6 +458,9 @@ class ShopSpider(scrapy.Spider):
             else:  # no response: a stable reason (fetch_errors), the exception's class counted in the stats
                 reason = fetch_error_reason(exc)
                 self.crawler.stats.inc_value(f"lookbench/fetch_errors/{reason}/{type(exc).__name__}")
+                if last_answer(request):  # the retries ran out after an error answer: the row names that answer
+                    status = last_answer(request)
+                    reason = f"http_{status}"
         fetched_at = request.meta.get("lookbench_fetched_at") if status else None
         if reason == REDIRECT_DUPLICATE:
             # a redirect to a page the crawl requested already: the row a followed redirect gets (not a rejection;
