@@ -8,8 +8,9 @@ their page was fetched.
 * :class:`WarcReplayMiddleware` (downloader middleware, on only when the setting ``LOOKBENCH_REPLAY_WARC`` names
   WARC files): answers every request from the archive: the recorded response for a URL the archive has (a
   redirect is one, its 3xx status and headers as received, its ``Location`` moved to the origin served now when it
-  named an earlier one), a redirect for a URL the recorded crawl was redirected from without a record of its own
-  (``WARC-LookBench-Redirect-From``: a meta refresh, an archive of before redirects were records), else ``404``
+  named an earlier one; a page left by a meta refresh is one too, its 200 page), a redirect for a URL the recorded
+  crawl was redirected from without a record of its own (``WARC-LookBench-Redirect-From``: an archive of before
+  redirects and meta refreshes were records), else ``404``
   with ``X-LookBench-Replay: not-archived``. It sits last before the download handler, so robots.txt, the host
   allow-list, redirects and decompression act on replayed responses as they did on the live ones. A URL archived
   more than once (a crawl resumed after a kill fetches again a page whose items the kill lost) is answered with
@@ -194,7 +195,8 @@ class WarcReplayMiddleware:
         if key in self.redirects:  # an archive of before redirects were records: the hop its page recorded
             code, location = self.redirects[key]
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
-            # no record of its own (a meta refresh, an old archive): the live crawl wrote it no row, nor does this
+            # no record of its own (an archive of before redirects and meta refreshes were records): the live crawl
+            # wrote it no row, nor does this
             return Response(url=url, status=code, headers={"Location": location}, request=request,
                             flags=[*flags, UNRECORDED_HOP])
         if self.resume:
