@@ -41,7 +41,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from lookbench_crawlers.middlewares import UNRECORDED_HOP
 from lookbench_pipeline.crawl import rebase_url
 from lookbench_pipeline.extract.images import join_url
-from lookbench_pipeline.warc import read_response_at, response_offsets
+from lookbench_pipeline.warc import is_retried, read_response_at, response_offsets
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
 
@@ -95,11 +95,13 @@ def read_archive(paths, origins=(), want_url=None):
     memory holds no body), and ``{url: (status, target)}`` of every redirect the recorded crawl met (its 3xx
     record, else a hop of ``WARC-LookBench-Redirect-From``), their URLs on the last of ``origins``
     (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
-    attempt. ``want_url(url)``: only those URLs' responses (all when None). A torn last record ends a file
-    without an error."""
+    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them. ``want_url(url)``: only those
+    URLs' responses (all when None). A torn last record ends a file without an error."""
     origins = [o.rstrip("/") for o in origins if o]
     responses, redirects, rank = {}, {}, {}
     for rec, path, offset in response_offsets(paths):
+        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): never the URL's answer
+            continue
         raw = rec.rec_headers.get_header("WARC-Target-URI") or ""
         url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
         if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):

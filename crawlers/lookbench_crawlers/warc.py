@@ -6,7 +6,9 @@ image pipeline get it (decompressed), and :class:`WarcRedirectArchiveMiddleware`
 ``response`` record of its own with its status and headers, as web archives store redirects, so a replay answers
 the URL with the same redirect and the crawl's rows follow (a page reached through it, ``redirect:<why>``). A
 page left by a ``<meta http-equiv="refresh">`` is archived by ``middlewares.MetaRefreshScopeMiddleware`` (580) as
-the spider would have had it, marked ``WARC-LookBench-Meta-Refresh`` (the target).
+the spider would have had it, marked ``WARC-LookBench-Meta-Refresh`` (the target), and an attempt Scrapy's
+RetryMiddleware retries by :class:`WarcRetryArchiveMiddleware` (550), marked ``WARC-LookBench-Retried``: every
+exchange is a record, and a replay answers a URL with the attempt that was not retried.
 
 A request record and a response record per response, appended as independent gzip members, so a crawl killed
 mid-way leaves a readable file up to the last whole record. Responses served from the HTTP cache after a
@@ -31,8 +33,11 @@ import io
 import threading
 from datetime import datetime, timezone
 
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+
+from lookbench_pipeline.warc import RETRIED_HEADER
 
 
 ARCHIVED = "warc_archived"
@@ -120,3 +125,26 @@ class WarcRedirectArchiveMiddleware(WarcArchiveMiddleware):
             return response
         response.flags.append(ARCHIVED)
         return self.archive(request, response)
+
+
+class WarcRetryArchiveMiddleware(RetryMiddleware):
+    """Scrapy's RetryMiddleware (550, which it replaces), each attempt it retries archived: a 503 the next attempt
+    replaces never reaches :class:`WarcArchiveMiddleware` (60), yet it is an exchange the crawl made. Its record
+    carries ``WARC-LookBench-Retried`` (the attempt's number, 1 first), and neither a replay
+    (``replay.read_archive``) nor the WARC reader (``extract_from_warc``) takes it for the URL's answer, which is
+    the last attempt's record, unmarked, as before: the replay answers the final response at once (the retries are
+    not replayed, the rows and items are the same). An attempt that is not retried (a success, the last of the
+    retries) is archived by :class:`WarcArchiveMiddleware` as every response is."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        o = super().from_crawler(crawler)
+        o.archiver = WarcArchiveMiddleware.from_crawler(crawler)
+        return o
+
+    def process_response(self, request, response, spider=None):
+        result = super().process_response(request, response)
+        if result is not response and ARCHIVED not in response.flags:  # retried: the next attempt replaces it
+            response.flags.append(ARCHIVED)
+            self.archiver.archive(request, response, {RETRIED_HEADER: str(request.meta.get("retry_times", 0) + 1)})
+        return result
