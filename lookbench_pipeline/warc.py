@@ -18,6 +18,18 @@ from .extract import decode_html, extract_look, extract_products
 
 log = logging.getLogger(__name__)
 
+META_REFRESH_HEADER = "WARC-LookBench-Meta-Refresh"
+"""Record header of a page the crawl left by a ``<meta http-equiv="refresh">`` it followed (its value: the target):
+a hop like a 3xx's record, not a page (``lookbench_crawlers.middlewares.MetaRefreshScopeMiddleware``)."""
+RETRIED_HEADER = "WARC-LookBench-Retried"
+"""Record header of a response Scrapy's RetryMiddleware retried (a 503 before the 200; its value: the attempt's
+number, 1 first): a record of the exchange, never the URL's answer (``lookbench_crawlers.warc``)."""
+
+
+def is_retried(rec: Any) -> bool:
+    """Whether a response record is an attempt that was retried (:data:`RETRIED_HEADER`): no replay answers it."""
+    return bool(rec.rec_headers.get_header(RETRIED_HEADER))
+
 
 def response_records(paths: Iterable[str | Path],
                      want: Callable[[Any], bool] | None = None) -> Iterator[tuple[Any, bytes]]:
@@ -138,17 +150,21 @@ def extract_from_warc(paths: Iterable[Path], site: SiteConfig, agent: str = "loo
     errback, whose row is ``http_<status>``), so an archived error page (a 404 "product not found" that still
     carries a product's JSON-LD, a 500) gives no item, only that rejection record (``kind`` page, ``status`` the
     record's, ``outcome`` rejected, ``reason`` ``http_<status>``, ``n_items`` 0), the live crawl's and the replay's
-    row for the page. A redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``) is a hop, not a
-    page, and gives nothing, whatever its Content-Type: no item, and no rejection (the live crawl's row for a
-    followed redirect is ``redirected``, neither kept nor rejected, and its target has its own row; a refused one
-    is ``redirect:<why>`` in the crawl log, which this reader does not rebuild). So the counts are: the 2xx
-    HTML records are the pages read (each gives its items, nothing when opted out, or its ``extraction_error``
-    rejection), every other non-3xx HTML record is one ``http_<status>`` rejection, and a 3xx record is neither."""
+    row for the page. A redirect's own record (3xx, archived by ``WarcRedirectArchiveMiddleware``, or a page left by
+    a meta refresh, :data:`META_REFRESH_HEADER`) is a hop, not a page, and gives nothing, whatever its Content-Type:
+    no item, and no rejection (the live crawl's row for a followed redirect is ``redirected``, neither kept nor
+    rejected, and its target has its own row; a refused one is ``redirect:<why>`` in the crawl log, which this
+    reader does not rebuild); nor does an attempt that was retried (:data:`RETRIED_HEADER`: the URL's row is its
+    last attempt's). So the counts are: the 2xx HTML records are the pages read (each gives its items, nothing
+    when opted out, or its ``extraction_error`` rejection), every other HTML record that is no hop nor retried is
+    one ``http_<status>`` rejection, and a hop or a retried attempt is neither."""
     from .optout import NOIMAGEINDEX, NOINDEX, html_optout
 
     out = []
-    # a redirect's own record (3xx) is a hop, not a page: the spider never parses one (its row, if any, is no item)
-    html = lambda r: "html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
+    # a redirect's own record (3xx, a meta refresh) is a hop, not a page: the spider never parses one (its row, if
+    # any, is no item); a retried attempt is not the URL's answer
+    html = lambda r: ("html" in _content_type(r).lower() and not _is_redirect(r)  # noqa: E731
+                      and not r.rec_headers.get_header(META_REFRESH_HEADER) and not is_retried(r))
     for rec, body in response_records(paths, html):
         url, ctype = rec.rec_headers.get_header("WARC-Target-URI"), _content_type(rec)
         status = _status(rec)

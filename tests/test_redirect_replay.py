@@ -159,7 +159,8 @@ def test_the_live_crawl_logs_each_redirect(crawled):
         **{f"/chain/{i}": (302, "redirected", None) for i in range(20)},
         "/chain/20": (302, "rejected", "redirect:too_many"),
         "/p/1.html": (200, "product", None),
-        "/p/3.html": (200, "product", None),  # reached by a meta refresh: /refresh, no 3xx, has no row
+        "/refresh": (200, "redirected", None),  # a meta refresh (a 200 page) is a redirect too, followed
+        "/p/3.html": (200, "product", None),
     }, rows
     assert sorted(live.products["sku"].to_pylist()) == ["C1", "C2", "C3", "C5"]
     downloads = {_path(d["url"]): d["reason"] for d in live.downloads.to_pylist()}
@@ -202,7 +203,7 @@ def test_the_replay_gives_the_live_crawls_redirect_rows(crawled):
     """The replay of the live crawl's WARC writes the same ``redirected`` rows, targets and times."""
     feeds = crawled[-1]
     assert _redirected_rows(feeds["replay"]) == _redirected_rows(feeds["live"])
-    assert len(_redirected_rows(feeds["live"])) == 24
+    assert len(_redirected_rows(feeds["live"])) == 25
 
 
 def test_redirect_rows_are_no_rejections_and_the_counts_reconcile(crawled):
@@ -214,15 +215,15 @@ def test_redirect_rows_are_no_rejections_and_the_counts_reconcile(crawled):
     _, live, _, _, _ = crawled
     outcomes = Counter(live.crawl_log.column("outcome").to_pylist())
     t = page_tally(live.counts)
-    assert t == {"rows": live.crawl_log.num_rows, "pages": 10, "kept": 5, "redirected": 24,
+    assert t == {"rows": live.crawl_log.num_rows, "pages": 10, "kept": 5, "redirected": 25,
                  "rejected": 5, "not_fetched": 0, "failed": 5, "fetched": 10}
     assert t["rows"] == t["kept"] + t["redirected"] + t["rejected"]
     assert (t["redirected"], t["rejected"]) == (outcomes["redirected"], outcomes["rejected"])
-    assert live.counts["pages.redirected"] == 24
+    assert live.counts["pages.redirected"] == 25
     rate, pages, reasons = page_rejection_rate(live.crawl_log)
-    assert (rate, pages) == (5 / 10, 10)  # counted as pages, the 24 redirects would dilute it to 5 / 34
+    assert (rate, pages) == (5 / 10, 10)  # counted as pages, the 25 redirects would dilute it to 5 / 35
     assert "redirect:duplicate" not in reasons and sum(reasons.values()) == 5
-    assert "pages 34 (kept 5, redirected 24, rejected 5 (" in crawl_headline(live.counts)
+    assert "pages 35 (kept 5, redirected 25, rejected 5 (" in crawl_headline(live.counts)
 
 
 def test_every_redirect_is_a_response_record_with_its_status_and_location(crawled):
@@ -240,9 +241,15 @@ def test_every_redirect_is_a_response_record_with_its_status_and_location(crawle
     assert redirects["/img/old.jpg"] == (301, "/img/new.jpg")
     assert redirects["/self"] == (308, "/self")
     assert {f"/chain/{i}" for i in range(21)} <= set(redirects)
-    # each fetch archived once (an image fetched twice, directly and through a redirect, twice); a meta refresh
-    # page (200) is no record of its own: its target's record names it as a hop, one token ("meta-refresh|url")
-    assert Counter(p for p, _, _ in recs) == Counter(h for h in server.hits if h != "/refresh")
+    # each fetch archived once (an image fetched twice, directly and through a redirect, twice), a meta refresh's
+    # page (200) too, as it was received (its record names the target); its target's record names it as a hop,
+    # one token ("meta-refresh|url")
+    assert Counter(p for p, _, _ in recs) == Counter(server.hits)
+    with open(warc, "rb") as fh:
+        refreshes = {_path(r.rec_headers.get_header("WARC-Target-URI")): (r.http_headers.get_statuscode(),
+                     r.rec_headers.get_header("WARC-LookBench-Meta-Refresh")) for r in ArchiveIterator(fh)
+                     if r.rec_type == "response" and r.rec_headers.get_header("WARC-LookBench-Meta-Refresh")}
+    assert refreshes == {"/refresh": ("200", f"{base}/p/3.html")}
     with open(warc, "rb") as fh:
         hops = {_path(r.rec_headers.get_header("WARC-Target-URI")): r.rec_headers.get_header(
             "WARC-LookBench-Redirect-From") for r in ArchiveIterator(fh) if r.rec_type == "response"}

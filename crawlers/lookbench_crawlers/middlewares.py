@@ -286,8 +286,10 @@ REDIRECT_HOPS = "lookbench_redirects"
 finished}`` each (``RedirectScopeMiddleware``); the spider writes each its row (outcome ``redirected``)."""
 UNRECORDED_HOP = "unrecorded_hop"
 """Flag of a replayed redirect that has no record of its own (``replay.WarcReplayMiddleware`` answering a hop of
-``WARC-LookBench-Redirect-From``: a meta refresh, an archive of before redirects were records): the live crawl
-wrote it no row, so it is followed without one."""
+``WARC-LookBench-Redirect-From``: an archive of before redirects and meta refreshes were records, whose meta
+refresh is answered as a 302): the live crawl wrote it no row, so it is followed without one. A crawl archives
+every redirect and meta refresh now (``warc.WarcRedirectArchiveMiddleware``, :class:`MetaRefreshScopeMiddleware`),
+so only such an old archive's replay meets it."""
 
 
 class RedirectScopeMiddleware:
@@ -324,12 +326,18 @@ class RedirectScopeMiddleware:
             return response
         from lookbench_pipeline.extract.images import join_url
 
-        media = request.meta.get("lookbench_media")
-        check = None if media else getattr(spider, "scope_refusal", None)
         location = response.headers[b"Location"].decode("latin-1").strip()
         target = join_url(response.url, location)
-        if target is None and media:
+        if target is None and request.meta.get("lookbench_media"):
             return response  # an image's unreadable Location: Scrapy's to handle, as before
+        self.follow(request, response, target, location, spider)
+        return response
+
+    def follow(self, request, response, target, location, spider=None):
+        """Refuses (``RedirectRefused``) or records (``REDIRECT_HOPS``) the redirect ``response`` to ``request``
+        makes to ``target`` (None: unreadable ``location``); also :class:`MetaRefreshScopeMiddleware`'s check."""
+        media = request.meta.get("lookbench_media")
+        check = None if media else getattr(spider or getattr(self.crawler, "spider", None), "scope_refusal", None)
         reason = "malformed" if target is None else (check(target) if check else None)
         if not reason:
             reason = self._chain_refusal(request, target)
@@ -344,7 +352,6 @@ class RedirectScopeMiddleware:
             hop = {"url": request.url, "status": response.status, "to": target,
                    "fetched_at": request.meta.get("lookbench_fetched_at"), "finished": finished}
             request.meta[REDIRECT_HOPS] = [*(request.meta.get(REDIRECT_HOPS) or []), hop]
-        return response
 
     def _chain_refusal(self, request, target):
         """``loop`` when ``target`` is a URL the chain already requested (the duplicate filter's canonical form),
@@ -383,6 +390,54 @@ class RedirectScopeMiddleware:
             return bool(seen(request.replace(url=target)))
         except ValueError:  # a target Scrapy's Request refuses: Scrapy's redirect would fail on it too
             return False
+
+
+from scrapy.downloadermiddlewares.redirect import MetaRefreshMiddleware  # noqa: E402
+
+
+class MetaRefreshScopeMiddleware(MetaRefreshMiddleware):
+    """Scrapy's MetaRefreshMiddleware (580, which it replaces): a ``<meta http-equiv="refresh">`` that it follows
+    (an HTML page, a delay under ``METAREFRESH_MAXDELAY``, an http(s) target) is a redirect as a 3xx is. The page's
+    response, which the next request replaces before :class:`lookbench_crawlers.warc.WarcArchiveMiddleware` (60)
+    would see it, is archived here (decompressed, as the spider would have had it), its record marked
+    ``WARC-LookBench-Meta-Refresh`` (the target), so a replay answers the URL with the same page and this
+    middleware does the same again. Then :meth:`RedirectScopeMiddleware.follow` refuses it (another host, a loop,
+    beyond ``REDIRECT_MAX_TIMES``, a page the crawl requested already: the row ``redirect:<why>``, the page's
+    status) or records the hop, whose row is ``redirected`` (the page's status, the target in ``redirect_to``)."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        from lookbench_crawlers.warc import WarcArchiveMiddleware
+
+        o = super().from_crawler(crawler)
+        o.scope = RedirectScopeMiddleware(crawler)
+        o.archiver = WarcArchiveMiddleware.from_crawler(crawler)
+        o._response = None
+        return o
+
+    def process_response(self, request, response, spider=None):
+        self._response = response  # for _redirect, which Scrapy calls only for a refresh it follows (synchronously)
+        try:
+            return super().process_response(request, response)
+        finally:
+            self._response = None
+
+    def _redirect(self, redirected, request, reason):
+        from lookbench_crawlers.warc import ARCHIVED
+        from lookbench_pipeline.warc import META_REFRESH_HEADER
+
+        response = self._response
+        if response is not None:
+            if ARCHIVED not in response.flags:
+                response.flags.append(ARCHIVED)
+                self.archiver.archive(request, response, {META_REFRESH_HEADER: redirected.url})
+            self.scope.follow(request, response, redirected.url, redirected.url)
+            # the target's request was built from this one's meta before the hop was recorded: the hop is handed on,
+            # a resume's finished mark is not (RedirectScopeMiddleware.follow)
+            redirected.meta.pop("lookbench_finished", None)
+            if request.meta.get(REDIRECT_HOPS):
+                redirected.meta[REDIRECT_HOPS] = request.meta[REDIRECT_HOPS]
+        return super()._redirect(redirected, request, reason)
 
 
 from scrapy.dupefilters import RFPDupeFilter  # noqa: E402

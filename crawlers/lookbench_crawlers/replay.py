@@ -8,8 +8,9 @@ their page was fetched.
 * :class:`WarcReplayMiddleware` (downloader middleware, on only when the setting ``LOOKBENCH_REPLAY_WARC`` names
   WARC files): answers every request from the archive: the recorded response for a URL the archive has (a
   redirect is one, its 3xx status and headers as received, its ``Location`` moved to the origin served now when it
-  named an earlier one), a redirect for a URL the recorded crawl was redirected from without a record of its own
-  (``WARC-LookBench-Redirect-From``: a meta refresh, an archive of before redirects were records), else ``404``
+  named an earlier one; a page left by a meta refresh is one too, its 200 page), a redirect for a URL the recorded
+  crawl was redirected from without a record of its own (``WARC-LookBench-Redirect-From``: an archive of before
+  redirects and meta refreshes were records), else ``404``
   with ``X-LookBench-Replay: not-archived``. It sits last before the download handler, so robots.txt, the host
   allow-list, redirects and decompression act on replayed responses as they did on the live ones. A URL archived
   more than once (a crawl resumed after a kill fetches again a page whose items the kill lost) is answered with
@@ -40,7 +41,7 @@ from scrapy.spidermiddlewares.base import BaseSpiderMiddleware
 from lookbench_crawlers.middlewares import UNRECORDED_HOP
 from lookbench_pipeline.crawl import rebase_url
 from lookbench_pipeline.extract.images import join_url
-from lookbench_pipeline.warc import read_response_at, response_offsets
+from lookbench_pipeline.warc import is_retried, read_response_at, response_offsets
 
 REDIRECT_HEADER = "WARC-LookBench-Redirect-From"
 
@@ -94,11 +95,13 @@ def read_archive(paths, origins=(), want_url=None):
     memory holds no body), and ``{url: (status, target)}`` of every redirect the recorded crawl met (its 3xx
     record, else a hop of ``WARC-LookBench-Redirect-From``), their URLs on the last of ``origins``
     (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
-    attempt. ``want_url(url)``: only those URLs' responses (all when None). A torn last record ends a file
-    without an error."""
+    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them. ``want_url(url)``: only those
+    URLs' responses (all when None). A torn last record ends a file without an error."""
     origins = [o.rstrip("/") for o in origins if o]
     responses, redirects, rank = {}, {}, {}
     for rec, path, offset in response_offsets(paths):
+        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): never the URL's answer
+            continue
         raw = rec.rec_headers.get_header("WARC-Target-URI") or ""
         url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
         if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):
@@ -194,7 +197,8 @@ class WarcReplayMiddleware:
         if key in self.redirects:  # an archive of before redirects were records: the hop its page recorded
             code, location = self.redirects[key]
             stats.inc_value("lookbench/resume/redirects" if self.resume else "lookbench/replay/redirects")
-            # no record of its own (a meta refresh, an old archive): the live crawl wrote it no row, nor does this
+            # no record of its own (an archive of before redirects and meta refreshes were records): the live crawl
+            # wrote it no row, nor does this
             return Response(url=url, status=code, headers={"Location": location}, request=request,
                             flags=[*flags, UNRECORDED_HOP])
         if self.resume:

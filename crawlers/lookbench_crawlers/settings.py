@@ -39,6 +39,12 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
+    # Scrapy's RetryMiddleware, each attempt it retries archived (marked retried: no replay answers it)
+    "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
+    "lookbench_crawlers.warc.WarcRetryArchiveMiddleware": 550,
+    # Scrapy's MetaRefreshMiddleware, a meta refresh archived and bounded as an HTTP redirect is (its row too)
+    "scrapy.downloadermiddlewares.redirect.MetaRefreshMiddleware": None,
+    "lookbench_crawlers.middlewares.MetaRefreshScopeMiddleware": 580,
     # after DownloadTimeoutMiddleware (350) sets an attempt's timeout, before RetryMiddleware (550) sees a timeout
     "lookbench_crawlers.middlewares.DownloadBudgetMiddleware": 560,
     # sees a redirect before RedirectMiddleware (600): one out of the site's scope is a row, not a silent drop

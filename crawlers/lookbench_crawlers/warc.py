@@ -4,7 +4,11 @@ Two downloader middlewares write them: :class:`WarcArchiveMiddleware` (60) every
 image pipeline get it (decompressed), and :class:`WarcRedirectArchiveMiddleware` (650) every redirect (3xx with a
 ``Location``) as received, before ``RedirectScopeMiddleware`` and Scrapy's RedirectMiddleware replace it: a
 ``response`` record of its own with its status and headers, as web archives store redirects, so a replay answers
-the URL with the same redirect and the crawl's rows follow (a page reached through it, ``redirect:<why>``).
+the URL with the same redirect and the crawl's rows follow (a page reached through it, ``redirect:<why>``). A
+page left by a ``<meta http-equiv="refresh">`` is archived by ``middlewares.MetaRefreshScopeMiddleware`` (580) as
+the spider would have had it, marked ``WARC-LookBench-Meta-Refresh`` (the target), and an attempt Scrapy's
+RetryMiddleware retries by :class:`WarcRetryArchiveMiddleware` (550), marked ``WARC-LookBench-Retried``: every
+exchange is a record, and a replay answers a URL with the attempt that was not retried.
 
 A request record and a response record per response, appended as independent gzip members, so a crawl killed
 mid-way leaves a readable file up to the last whole record. Responses served from the HTTP cache after a
@@ -15,7 +19,7 @@ Each response's fetch time (UTC, microseconds) is put in ``request.meta["lookben
 the record's ``WARC-Date`` (WARC/1.1): items from the page carry it as ``crawled_at``
 (``lookbench_crawlers.replay.FetchTimeMiddleware``), so a replay of the archive reproduces them. A response
 reached through redirects records the chain in ``WARC-LookBench-Redirect-From`` (``status|url`` hops, in order;
-a meta refresh, which is no 3xx and has no record of its own, is the hop ``meta-refresh|url``). A refused
+a meta refresh, which is no 3xx, is the hop ``meta-refresh|url``). A refused
 redirect's or an HTTP error's row is stamped with its response's fetch time too (``ShopSpider.on_error``).
 A replayed response keeps its archived time. With the setting ``LOOKBENCH_ATTEMPT`` (the attempt of a resumed
 crawl, 1 first) every record carries it as ``WARC-LookBench-Attempt``, so a replay takes a page's latest fetch.
@@ -29,8 +33,11 @@ import io
 import threading
 from datetime import datetime, timezone
 
+from scrapy.downloadermiddlewares.retry import RetryMiddleware
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.warcwriter import WARCWriter
+
+from lookbench_pipeline.warc import RETRIED_HEADER
 
 
 ARCHIVED = "warc_archived"
@@ -60,8 +67,9 @@ class WarcArchiveMiddleware:
             return response
         return self.archive(request, response)
 
-    def archive(self, request, response):
-        """Write ``response`` (and its request) to the crawl's WARC; returns the response."""
+    def archive(self, request, response, extra=None):
+        """Write ``response`` (and its request) to the crawl's WARC, ``extra`` record headers added to its response
+        record; returns the response."""
         fetched_at = request.meta.get("lookbench_archived_at") or \
             datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
         request.meta["lookbench_fetched_at"] = fetched_at
@@ -86,6 +94,7 @@ class WarcArchiveMiddleware:
                                           is_http_request=True))
         if hops:
             rec_headers["WARC-LookBench-Redirect-From"] = " ".join(hops)
+        rec_headers.update(extra or {})
         resp = writer.create_warc_record(
             response.url, "response", payload=io.BytesIO(response.body), warc_headers_dict=rec_headers,
             http_headers=StatusAndHeaders(status, headers, protocol="HTTP/1.1"))
@@ -116,3 +125,26 @@ class WarcRedirectArchiveMiddleware(WarcArchiveMiddleware):
             return response
         response.flags.append(ARCHIVED)
         return self.archive(request, response)
+
+
+class WarcRetryArchiveMiddleware(RetryMiddleware):
+    """Scrapy's RetryMiddleware (550, which it replaces), each attempt it retries archived: a 503 the next attempt
+    replaces never reaches :class:`WarcArchiveMiddleware` (60), yet it is an exchange the crawl made. Its record
+    carries ``WARC-LookBench-Retried`` (the attempt's number, 1 first), and neither a replay
+    (``replay.read_archive``) nor the WARC reader (``extract_from_warc``) takes it for the URL's answer, which is
+    the last attempt's record, unmarked, as before: the replay answers the final response at once (the retries are
+    not replayed, the rows and items are the same). An attempt that is not retried (a success, the last of the
+    retries) is archived by :class:`WarcArchiveMiddleware` as every response is."""
+
+    @classmethod
+    def from_crawler(cls, crawler):
+        o = super().from_crawler(crawler)
+        o.archiver = WarcArchiveMiddleware.from_crawler(crawler)
+        return o
+
+    def process_response(self, request, response, spider=None):
+        result = super().process_response(request, response)
+        if result is not response and ARCHIVED not in response.flags:  # retried: the next attempt replaces it
+            response.flags.append(ARCHIVED)
+            self.archiver.archive(request, response, {RETRIED_HEADER: str(request.meta.get("retry_times", 0) + 1)})
+        return result

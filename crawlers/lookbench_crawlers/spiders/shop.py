@@ -253,9 +253,10 @@ class ShopSpider(scrapy.Spider):
                         n_items=n_items)
 
     def _redirected(self, url, status, target, fetched_at):
-        """The row of a URL that answered a redirect within the site (outcome ``redirected``, its 3xx status, no
-        reason), naming the target in ``redirect_to``, stamped with the redirect's fetch time (its WARC record's
-        date, so a replay stamps the same); None when the URL has its row already (fetched twice: one row)."""
+        """The row of a URL that answered a redirect within the site (outcome ``redirected``, its 3xx status, or a
+        meta refresh page's, no reason), naming the target in ``redirect_to``, stamped with the redirect's fetch
+        time (its WARC record's date, so a replay stamps the same); None when the URL has its row already (fetched
+        twice: one row)."""
         key = _key(url)
         if key in self.redirects_logged:
             return None
