@@ -5,9 +5,8 @@ when a URL's attempts do run out after an error answer its row names that answer
 from __future__ import annotations
 
 import json
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import pytest
 import yaml
@@ -16,6 +15,8 @@ from scrapy.http import Response
 
 from lookbench_crawlers.middlewares import DownloadBudgetMiddleware, DownloadTimeout
 from lookbench_pipeline.crawl import run_spider
+
+import local_http
 
 
 class Clock:
@@ -149,11 +150,7 @@ def _server():
                 return
             return self._send(404, b"", "text/html")
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    srv.hits = []
-    srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = local_http.serve(Handler)
     return srv
 
 

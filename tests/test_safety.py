@@ -20,6 +20,8 @@ from lookbench_pipeline.releases import pull
 from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.safepath import UnsafePathError, check_key, resolve_inside
 
+import local_http
+
 V1 = "v20260301"
 
 
@@ -130,9 +132,8 @@ def _trickling_server(pages):
     """A 127.0.0.1 server that answers ``pages`` (path -> (body, content type)) at once and ``/slow*`` a byte every
     0.1 s out of a promised 100 kB (a slow loris), for at most 120 s (the loop is bounded) or until the client hangs
     up. ``.hits``: the paths requested."""
-    import threading
     import time
-    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from http.server import BaseHTTPRequestHandler
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -162,11 +163,7 @@ def _trickling_server(pages):
             self.end_headers()
             self.wfile.write(body or b"")
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    srv.hits = []
-    srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = local_http.serve(Handler)
     return srv
 
 

@@ -22,6 +22,8 @@ from lookbench_pipeline.releases import ReleaseIntegrityError
 from lookbench_pipeline.releases.publish import publish
 from lookbench_pipeline.store import HttpStore, LocalStore, StoreError
 
+import local_http
+
 V1, V2 = "v20260301", "v20260701"
 
 
@@ -62,11 +64,7 @@ def mirror(root: Path | None, special: dict[str, Answer] | None = None) -> Itera
             if not head:
                 self.wfile.write(body or b"")
 
-    srv = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    srv.daemon_threads = True
-    srv.hits = []
-    srv.base_url = f"http://127.0.0.1:{srv.server_address[1]}"
-    threading.Thread(target=srv.serve_forever, daemon=True).start()
+    srv = local_http.serve(Handler)
     try:
         yield srv
     finally:
