@@ -204,8 +204,8 @@ def main() -> None:
                                           [LegacySource(name="legacy", kind="folder", path=legacy)])
     print(f"\ncontamination: an index of the {index.num_rows} photos (a `folder` source), and one edited copy of each "
           "as the new images")
-    print("| edit | copies found as a leak of their own photo | kinds |")
-    print("|---|---|---|")
+    print("| edit | copies found as a leak of their own photo | kinds | copies matched to another photo |")
+    print("|---|---|---|---|")
     for how in EDITS:
         files = {f"edit/{n}": edited(b, how) for n, b in photos.items()}
         res = take_in([ImageRef("drop_item", n, 0, n, "bench", T0) for n in files], files.__getitem__, store,
@@ -219,7 +219,11 @@ def main() -> None:
         own = [r for r in found if r["matched_path"] == name_of[r["image_sha256"]].replace("/", "__")
                or (name_of[r["image_sha256"]] in twins and r["matched_path"].replace("__", "/") in twins)]
         kinds = ", ".join(f"{k} {v}" for k, v in sorted(Counter(r["kind"] for r in own).items()))
-        print(f"| {how} | {len({r['image_sha256'] for r in own})} of {len(name_of)} | {kinds} |")
+        ids = {id(r) for r in own}
+        wrong = [r for r in found if id(r) not in ids]  # a match to a photo that is not the copy's own
+        for r in wrong[:10]:
+            print("  wrong match:", name_of[r["image_sha256"]], "->", r["matched_path"], r["kind"], file=sys.stderr)
+        print(f"| {how} | {len({r['image_sha256'] for r in own})} of {len(name_of)} | {kinds} | {len(wrong)} |")
     print(f"\n{time.perf_counter() - t:.0f} s wall")
 
 

@@ -8,8 +8,9 @@ confirmed only when the images' colours also agree, twice: the 8 x 8 colour sign
 per-channel absolute differences <= ``max_color_diff`` levels of 255), and the foreground's colours
 (:func:`lookbench_pipeline.foreground.foreground_delta_e` <= ``max_foreground_delta_e`` ΔE*ab): on a packshot the
 background decides the first, so the red and the blue version of a small shirt on white pass it and only the
-second tells them apart. A re-encoded or resized copy passes both; a copy cropped by 5% or more, mirrored,
-rotated or turned greyscale does not (measured: ``benchmarks/dedup_realdata.py``, BENCHMARKS.md).
+second tells them apart. A re-encoded or resized copy passes both; a copy cropped by 5% or more, mirrored or
+turned greyscale mostly does not, nor does a rotated one (measured: ``benchmarks/dedup_realdata.py``,
+BENCHMARKS.md).
 
 A background-removed cut-out of a photograph and the photograph itself share the subject's pixels but not their
 pHash; :func:`cluster` also joins such pairs (:func:`lookbench_pipeline.foreground.cutout_candidates`, confirmed

@@ -195,6 +195,7 @@ def test_labelled_identifier_separators_and_capitals():
     assert ident("<dt>Art. No.:</dt><dd>0713995001</dd>") == "0713995001"
     assert ident("<p>Style No. AB12345</p>") == ident("<p>Style # AB12345</p>") == "AB12345"
     assert ident("<p>Article: our 2024 collection</p><p>Style: Casual 12345</p>") is None
+    assert ident("<p>Art Nouveau 12345 print</p><p>Style Notes: 12345</p><p>Style Nordic 20245</p>") is None
 
 
 def test_template_junk_and_prose_refused():
@@ -467,3 +468,14 @@ def test_colour_item_takes_its_colours_name_not_its_first_sizes():
     assert p["title"] == "Shirt S"
     [p] = extract_products(group([("Linen shirt RedS", "Red", "S")]), "https://shop.test/ls")
     assert p["title"] == "Linen shirt RedS"
+    # an item of one node: its size is cut only after punctuation, a bare space may precede the name's own number
+    [p] = extract_products(group([("Socks, pack of 3", "Grey", "3")]), "https://shop.test/ls")
+    assert p["title"] == "Socks, pack of 3"
+    [p] = extract_products(group([("Romper 86", "Grey", "86")]), "https://shop.test/ls")
+    assert p["title"] == "Romper 86"
+    # a size node without a name does not keep the others from naming the colour
+    nameless = _ld({"@context": "https://schema.org", "@type": "ProductGroup", "productGroupID": "T", "hasVariant": [
+        {"@type": "Product", "sku": f"T-{size}", "color": "Red", "size": size, "image": "https://c.test/t.jpg",
+         **({"name": f"Tee - {size}"} if size != "M" else {})} for size in ("XL", "L", "M")]})
+    [p] = extract_products(nameless, "https://shop.test/t")
+    assert p["title"] == "Tee"

@@ -453,3 +453,35 @@ def test_a_grey_png_colour_key_is_white(dtype, key, mode):
     rgb = np.asarray(dec.rgb)
     assert "had_alpha" in dec.flags and (rgb[0, 0] == 255).all(), "the keyed grey is transparent: white"
     assert (rgb[30, 30] < 10).all(), "the other pixels keep their grey"
+
+
+@pytest.mark.parametrize("label", ["rot13", "hex", "base64", "zlib", "unicode_escape", "raw_unicode_escape",
+                                   "utf-7", "idna", "punycode", "no-such-codec", "", "utf-16", "utf-32le"])
+def test_a_hostile_charset_declaration_never_raises_and_never_rewrites_the_text(label):
+    """decode_html, the one rule for page bytes, ignores charsets no browser decodes a page with: a codec that is no
+    text encoding raised LookupError (the page was lost as extraction_error), and ``unicode-escape`` would show the
+    extractor "A" where the page says "\\x41". A meta UTF-16 on an ASCII page means UTF-8 (the HTML standard)."""
+    from lookbench_pipeline.extract import decode_html
+
+    for body in (f'<meta charset="{label}"><p>\\x41 caf\xe9</p>'.encode("latin-1"),
+                 f'<meta charset="{label}"><p>\\x41 cafe</p>'.encode()):
+        for ct in (None, f"text/html; charset={label}"):
+            if ct and label.startswith("utf-"):
+                continue  # a UTF-16 / UTF-32 header is honoured, as browsers do
+            text, enc = decode_html(body, ct)
+            assert "\\x41 caf" in text and enc in ("utf-8", "cp1252"), (label, ct, text, enc)
+
+
+def test_decode_html_never_raises_on_random_bytes_and_declarations():
+    import random
+
+    from lookbench_pipeline.extract import decode_html
+
+    rng = random.Random(5)
+    labels = ["rot13", "hex", "utf-16", "utf-8", "latin1", "shift_jis", "gbk", "unicode_escape", "x", "utf-7", ""]
+    for _ in range(500):
+        junk = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 64)))
+        body = f'<meta charset="{rng.choice(labels)}">'.encode() + junk if rng.random() < 0.8 else junk
+        ct = f"text/html; charset={rng.choice(labels)}" if rng.random() < 0.5 else None
+        text, enc = decode_html(body, ct)
+        assert isinstance(text, str) and enc

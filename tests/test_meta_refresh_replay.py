@@ -208,7 +208,8 @@ def test_the_counts_reconcile(crawled):
     for cat in (live, replay):
         outcomes = Counter(cat.crawl_log.column("outcome").to_pylist())
         t = page_tally(cat.counts)
-        assert t == {"rows": 13, "pages": 9, "kept": 5, "redirected": 4, "rejected": 4}
+        assert t == {"rows": 13, "pages": 9, "kept": 5, "redirected": 4, "rejected": 4, "not_fetched": 0, "failed": 4,
+                     "fetched": 9}
         assert t["rows"] == cat.crawl_log.num_rows == t["kept"] + t["redirected"] + t["rejected"]
         assert (t["redirected"], t["rejected"]) == (outcomes["redirected"], outcomes["rejected"])
         rate, pages, reasons = page_rejection_rate(cat.crawl_log)

@@ -247,26 +247,32 @@ _TITLE_SIZE_SEP = " \t,/|-–—:(["
 
 
 def _colour_title(p: dict[str, Any], nodes: list[tuple]) -> None:
-    """Give an item made of size variants (``nodes``: each node's sku, identifiers, stated size and title) the name
-    of its colour instead of its first size's, in place (``title``): "Linen shirt Red S" and "Linen shirt Red M"
-    are the item "Linen shirt Red".
+    """Give an item made of size variants (``nodes``: each node's sku, identifiers, stated size and
+    title) the name of its colour instead of its first size's, in place (``title``): "Linen shirt Red S" and "Linen
+    shirt Red M" are the item "Linen shirt Red".
 
-    Each node's title with its own stated size cut off its end (after a space, comma, slash, dash, colon or an
-    opening bracket, whose closing bracket goes too) when that leaves one value for all nodes; else, for two or
-    more distinct titles, their longest common prefix ending at a word boundary when it keeps at least one word
-    and at least half of the shortest title. Otherwise the title is left as it is."""
-    titles = [n[3] for n in nodes if n[3]]
-    if not titles:
+    Over the nodes that have a title: each title with its own stated size cut off its end (after a space, comma,
+    slash, dash, colon or an opening bracket, whose closing bracket goes too; for an item of one node, not after a
+    bare space: "Pack of 3" with size "3" keeps its name, "Tee - Blue / XL" is "Tee - Blue") when that leaves one
+    value for all of them; else, for two or more distinct titles, their longest common prefix ending at a word boundary when it
+    keeps at least one word and at least half of the shortest title. Otherwise the title is left as it is."""
+    titled = [n for n in nodes if n[3]]
+    if not titled:
         return
+    # One node's size is cut only after punctuation ("Tee - Blue / XL"): after a space it may be the name's own
+    # number ("Pack of 3", size "3"; "Romper 86").
+    seps = _TITLE_SIZE_SEP if len(nodes) >= 2 else _TITLE_SIZE_SEP.replace(" ", "").replace("\t", "")
+    titles = [n[3] for n in titled]
     cut: list[str | None] = []
-    for _, _, size, title in nodes:
-        t = (title or "").rstrip()
+    for _, _, size, title in titled:
+        t = title.rstrip()
         size = (size or "").strip()
         if t.endswith((")", "]")) and size:
             t = t[:-1].rstrip()
-        if size and len(t) > len(size) and t[-len(size):].lower() == size.lower() and \
-                t[-len(size) - 1] in _TITLE_SIZE_SEP:
-            cut.append(t[:-len(size)].rstrip(_TITLE_SIZE_SEP) or None)
+        before = t[:-len(size)] if size and len(t) > len(size) and t[-len(size):].lower() == size.lower() else ""
+        last = before.rstrip()[-1:]  # the punctuation before the size, spaces around it or not
+        if before and (before[-1] in seps or (before[-1].isspace() and last and last in seps)):
+            cut.append(before.rstrip(_TITLE_SIZE_SEP) or None)
         else:
             cut.append(None)
     if all(cut) and len(set(cut)) == 1:

@@ -237,7 +237,30 @@ def _from_opengraph(items: list[dict]) -> dict[str, Any] | None:
 
 # What a server sends when nobody set a charset (RFC 2616 §3.7.1's default for text/*; w3lib resolves both names
 # to windows-1252): a page's own <meta charset> that disagrees with it is the more specific statement.
-_DEFAULT_HEADER_CHARSETS = frozenset({"cp1252", "iso-8859-1", "latin-1", "latin1"})
+_DEFAULT_HEADER_CHARSETS = frozenset({"cp1252", "iso8859-1", "iso-8859-1", "latin-1", "latin1"})
+# Text codecs Python knows that no browser decodes a page with: a page declaring one would show the extractor text
+# no visitor sees (``unicode-escape`` turns "\x41" into "A"). The WHATWG Encoding Standard drops UTF-7 too.
+_NOT_WEB_CODECS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "idna", "punycode", "undefined",
+                             "mbcs", "oem", "palmos"})
+
+
+def _web_codec(label: str | None) -> str | None:
+    """The Python text codec a declared charset ``label`` names (w3lib's WHATWG-style aliases: ``latin1`` →
+    ``cp1252``, ``gbk`` → ``gb18030``…), or None when it names none a browser would use: unknown, not a text
+    encoding (``rot13``, ``hex``, ``base64``, ``zlib``), or one of :data:`_NOT_WEB_CODECS`."""
+    import codecs
+
+    from w3lib.encoding import resolve_encoding
+
+    if not label:
+        return None
+    try:
+        info = codecs.lookup(resolve_encoding(label) or label)
+    except (LookupError, TypeError, ValueError):
+        return None
+    if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_WEB_CODECS:
+        return None
+    return info.name
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
@@ -246,45 +269,55 @@ def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]
     The one rule for page bytes, in the crawl (``lookbench_crawlers.spiders.shop``), in a WARC replay
     (``lookbench_pipeline.warc``) and for a saved page given to ``extract_products`` as bytes:
 
-    1. a byte-order mark, or an HTTP ``charset`` of the UTF-16 / UTF-32 family: that encoding (w3lib);
+    1. a byte-order mark, or an HTTP ``charset`` of the UTF-16 / UTF-32 family: that encoding;
     2. bytes that are not all ASCII and decode strictly as UTF-8: UTF-8, whatever is declared. Text in a legacy
        encoding with bytes above 0x7F is almost never valid UTF-8 (Dürst, "The Properties and Promises of
        UTF-8", 1997), while a stale declaration on UTF-8 bytes is common: a server's ISO-8859-1 default, a page
        saved or re-encoded with its old ``<meta charset>``;
     3. the declared charsets, the HTTP header's before the page's ``<meta charset>`` (HTML's order), except that
        a header of ISO-8859-1 / windows-1252 (the server default) yields to a ``<meta charset>`` that names
-       another: the first under which the bytes decode strictly wins;
-    4. otherwise w3lib's ``html_to_unicode`` (declared charset with replacement characters, or detection).
+       another: the first under which the bytes decode strictly wins. A ``<meta charset>`` of the UTF-16 / UTF-32
+       family means UTF-8 (the HTML standard: a page that can declare it in ASCII is not UTF-16);
+    4. otherwise the first declared charset, else UTF-8, with replacement characters.
 
-    Never raises for any ``body``; an unknown charset name is skipped.
+    Only the charsets a browser would use count (:func:`_web_codec`): an unknown name, a codec that is no text
+    encoding (``rot13``, ``base64``) or one no browser decodes with (``unicode-escape``, ``utf-7``) is ignored.
+    Never raises for any ``body`` and ``content_type``.
     """
-    from w3lib.encoding import (html_body_declared_encoding, html_to_unicode, http_content_type_encoding, read_bom,
-                                resolve_encoding)
+    from w3lib.encoding import html_body_declared_encoding, html_to_unicode, http_content_type_encoding, read_bom
 
-    header = http_content_type_encoding(content_type) if content_type else None
+    try:
+        header = _web_codec(http_content_type_encoding(content_type)) if content_type else None
+    except Exception:  # a header w3lib cannot parse declares nothing
+        header = None
     bom, _ = read_bom(body)
-    if bom or (header and header.replace("_", "-").startswith(("utf-16", "utf-32"))):
-        enc, text = html_to_unicode(content_type, body)
+    if bom:
+        enc, text = html_to_unicode(None, body)  # the byte-order mark decides, and is not part of the text
         return text, enc
+    if header and header.startswith(("utf-16", "utf-32")):
+        return body.decode(header, "replace"), header
     if not body.isascii():
         try:
             return body.decode("utf-8"), "utf-8"
         except UnicodeDecodeError:
             pass
-    meta = html_body_declared_encoding(body)
+    try:
+        meta = _web_codec(html_body_declared_encoding(body))
+    except Exception:  # a meta tag w3lib cannot parse declares nothing
+        meta = None
+    if meta and meta.startswith(("utf-16", "utf-32")):
+        meta = "utf-8"
     declared = [header, meta]
     if header in _DEFAULT_HEADER_CHARSETS and meta and meta != header:
         declared.reverse()
-    for name in dict.fromkeys(e for e in declared if e):
-        enc = resolve_encoding(name)
-        if not enc:
-            continue
+    declared = list(dict.fromkeys(e for e in declared if e))
+    for enc in declared:
         try:
             return body.decode(enc), enc
-        except (UnicodeDecodeError, LookupError):
+        except UnicodeDecodeError:
             continue
-    enc, text = html_to_unicode(content_type, body)
-    return text, enc
+    enc = declared[0] if declared else "utf-8"
+    return body.decode(enc, "replace"), enc
 
 
 def _from_rules(sel: Selector, rules: ProductRules, base: str = "") -> dict[str, Any] | None:

@@ -16,8 +16,8 @@ from .nodes import _NO_TEXT, _node_text
 # (4x faster on a page's text); a new label's first letter must be added to it.
 _ID_LABEL = re.compile(
     r"(?=[SAIPRCMVTN\u0410\u041a\u5546\uc0c1])"
-    r"(?:\bSKU|\bArt(?:ikel)?\.?[\s-]*Nr\.?|Artikelnummer|\bArt(?:icle)?\.?\s*(?:#|No\.?|[Nn]umber)|"
-    r"\bStyle\s*(?:#|No\.?|[Nn]umber|[Cc]ode)|Item\s*(?:#|No\.?|[Nn]umber)|Item\s+[Cc]ode|"
+    r"(?:\bSKU|\bArt(?:ikel)?\.?[\s-]*Nr\.?|Artikelnummer|\bArt(?:icle)?\.?\s*(?:#|No\.?|[Nn]umber)(?![A-Za-z])|"
+    r"\bStyle\s*(?:#|No\.?|[Nn]umber|[Cc]ode)(?![A-Za-z])|Item\s*(?:#|No\.?|[Nn]umber)|Item\s+[Cc]ode|"
     r"Product\s*(?:[Cc]ode|#|[Nn]o\.?|[Nn]umber|ID)|\bRef(?:erence|\.)|Référence|Referencia|Riferimento|"
     r"Codice(?:\s+articolo)?|Código|Cod\.|Model\s*(?:#|No\.?)|Varenummer|Artikelnr\.?|Tuotenumero|Numer\s+produktu|"
     r"Артикул|Код(?:\s+товара)?|商品編號|商品番号|상품번호)"
