@@ -432,9 +432,11 @@ class S3Store:
         got = 0
         try:
             while True:
-                try:
-                    kind, value = handed.get(timeout=max(bound.left(), 0))
+                try:  # waits of at most an hour: a huge announced length would overflow the queue's timeout
+                    kind, value = handed.get(timeout=min(max(bound.left(), 0), 3600))
                 except queue.Empty:
+                    if bound.left() > 0:
+                        continue
                     raise bound.expired() from None
                 if kind == "length":
                     bound.expect(None if size is None else size - start, value)
@@ -570,7 +572,7 @@ class _ReadDeadline:
         self.expected: int | None = None
         self.limit = deadline_s
         self.waited = 0.0  # seconds spent waiting for the server before the current wait began
-        self.since = time.monotonic()  # when the current wait began (None: the caller has the block)
+        self.since = time.monotonic()  # when the current wait began
 
     def expect(self, size: int | None, announced: int | None) -> None:
         """Set the limit from the expected bytes: ``size`` (the caller's), else ``announced`` (the answer's

@@ -291,6 +291,18 @@ def test_an_announced_size_over_the_limit_is_refused_before_the_body_by_both_sto
                               f"{LATEST_MAX_BYTES} bytes this file may have: refused")
 
 
+def test_a_huge_announced_size_without_a_limit_is_read_as_far_as_it_goes_on_s3():
+    """Without ``max_bytes`` the announced 10^15 bytes set the deadline (about a year): the waits for the next
+    block stay within what the queue takes (they overflowed its timeout), and the short body is an error."""
+    import lookbench_pipeline.store as st
+
+    with mirror(None, {"/bucket/lb/releases/latest": announcing(10**15)}) as srv:
+        s = st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1)
+        with pytest.raises(StoreError) as exc:
+            s.get_bytes("releases/latest")
+    assert "total bytes expected is 1000000000000000" in str(exc.value) and "out of range" not in str(exc.value)
+
+
 @pytest.mark.parametrize("kind", ["mirror", "s3"])
 def test_an_endless_small_read_is_refused_at_its_limit_by_both_stores(kind):
     from lookbench_pipeline.releases.reader import LATEST_KEY, read_small
