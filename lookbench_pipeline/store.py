@@ -279,12 +279,15 @@ class S3Store:
     5 MiB). ``max_attempts`` is botocore's retry budget per request (standard mode: 5xx, throttling and connection
     errors are retried with exponential backoff).
 
-    Reads are bounded as a mirror's are (:class:`HttpStore`): ``timeout_s`` seconds to connect and for each network
-    read (botocore's ``connect_timeout`` and ``read_timeout``), and an overall deadline per object read
-    (:meth:`get_bytes`, :meth:`read_range`) of ``deadline_s + expected bytes / min_bytes_per_s`` seconds (the
-    expected bytes: the caller's ``size``, else the answer's ``Content-Length``; the defaults:
-    :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), retries included, so a server that trickles bytes is
-    given up with a StoreError naming the object and the limit.
+    Reads are bounded as a mirror's are, by the same rule (:class:`_ReadDeadline`): ``timeout_s`` seconds to
+    connect and for each network read (botocore's ``connect_timeout`` and ``read_timeout``), and an overall
+    deadline per object read (:meth:`get_bytes`, :meth:`read_range`) of ``deadline_s + expected bytes /
+    min_bytes_per_s`` seconds (the expected bytes: the caller's ``size``, else the answer's ``Content-Length``,
+    else ``max_bytes``; the defaults: :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), retries included,
+    so a server that trickles bytes is given up with a StoreError naming the object and the limit. The deadline
+    counts the time spent waiting for the server, not the caller's own time between two blocks.
+    :meth:`get_bytes` takes ``max_bytes`` (the release readers pass small limits for ``manifest.json`` and
+    ``releases/latest``): an answer that announces more is refused before its body is read.
     """
 
     def __init__(
@@ -384,17 +387,18 @@ class S3Store:
         except Exception as exc:
             raise StoreError(f"upload of {key!r} to {self.url} failed: {exc}") from exc
 
-    def _bounded_read(self, key: str, start: int, chunk: int, size: int | None) -> Iterator[bytes]:
-        """The body of ``key`` from ``start`` on, in blocks of ``chunk`` bytes, within the overall deadline (see the
-        class). The GET and its reads run in a daemon thread, as a read blocked on a slow socket cannot be timed out
-        from outside; past the deadline the thread is left to finish its block or reach botocore's
-        ``read_timeout``, and then closes the answer (its connection released) without reading on. Raises
-        StoreError past the deadline, and what botocore raises."""
+    def _bounded_read(self, key: str, start: int, chunk: int, size: int | None, max_bytes: int | None = None
+                      ) -> Iterator[bytes]:
+        """The body of ``key`` from ``start`` on, in blocks of ``chunk`` bytes, within the overall deadline and
+        (``max_bytes``) the size limit (see the class; the rule: :class:`_ReadDeadline`). The GET and its reads run
+        in a daemon thread, as a read blocked on a slow socket cannot be timed out from outside; past the deadline
+        the thread is left to finish its block or reach botocore's ``read_timeout``, and then closes the answer
+        (its connection released) without reading on. Raises StoreError past the deadline, ObjectTooLarge over
+        ``max_bytes``, and what botocore raises."""
         import queue
         import threading
-        import time
 
-        t0 = time.monotonic()
+        bound = _ReadDeadline(f"{self.url}/{key}", self.deadline_s, self.min_bytes_per_s, max_bytes)
         handed: queue.Queue = queue.Queue(maxsize=2)
         stop = threading.Event()
 
@@ -425,22 +429,23 @@ class S3Store:
                     body.close()
 
         threading.Thread(target=read, name="lookbench-s3-get", daemon=True).start()
-        limit, expected = self.deadline_s, None  # until the answer: the deadline alone
+        got = 0
         try:
             while True:
-                try:
-                    kind, value = handed.get(timeout=max(t0 + limit - time.monotonic(), 0))
+                try:  # waits of at most an hour: a huge announced length would overflow the queue's timeout
+                    kind, value = handed.get(timeout=min(max(bound.left(), 0), 3600))
                 except queue.Empty:
-                    said = "no answer" if expected is None else "not complete"
-                    rate = "" if expected is None else (f" (the limit for {expected} bytes: {self.deadline_s:.0f} s "
-                                                        f"plus {self.min_bytes_per_s:.0f} bytes per second)")
-                    raise StoreError(f"{self.url}/{key}: {said} after {limit:.0f} s{rate}: the store is "
-                                     "too slow; try again later") from None
+                    if bound.left() > 0:
+                        continue
+                    raise bound.expired() from None
                 if kind == "length":
-                    expected = (size - start) if size is not None else (value or 0)
-                    limit = self.deadline_s + max(expected, 0) / self.min_bytes_per_s
+                    bound.expect(None if size is None else size - start, value)
                 elif kind == "block":
+                    got += len(value)
+                    bound.received(got)
+                    bound.handed()
                     yield value
+                    bound.resumed()
                 elif kind == "end":
                     return
                 else:
@@ -448,10 +453,12 @@ class S3Store:
         finally:
             stop.set()
 
-    def get_bytes(self, key: str) -> bytes:
-        """The whole object ``key``, within the deadline (see the class). Raises StoreError."""
+    def get_bytes(self, key: str, max_bytes: int | None = None) -> bytes:
+        """The whole object ``key``, within the deadline (see the class); ``max_bytes``: refuse one longer than
+        that many bytes (an announced ``Content-Length`` above it before reading the body, else once more has
+        arrived). Raises StoreError (ObjectTooLarge over ``max_bytes``)."""
         try:
-            return b"".join(self._bounded_read(key, 0, 1 << 20, None))
+            return b"".join(self._bounded_read(key, 0, 1 << 20, None, max_bytes))
         except StoreError:
             raise
         except self.client.exceptions.NoSuchKey as exc:
@@ -545,6 +552,73 @@ HTTP_MIN_BYTES_PER_S = 32 * 1024
 given up after ``HTTP_DEADLINE_S + n / HTTP_MIN_BYTES_PER_S`` seconds (a 2 GB gallery: about 17 hours)."""
 
 
+class _ReadDeadline:
+    """The bounds of one read from someone else's server, for :class:`HttpStore` and :class:`S3Store` alike (one
+    owner of the rule and its messages): the overall deadline, ``deadline_s + expected bytes / min_bytes_per_s``
+    seconds (until the answer's length is known: ``deadline_s`` alone), and the size limit ``max_bytes`` when the
+    caller gives one (an announced size above it is refused before any byte of the body is read).
+
+    The clock counts the time spent waiting for the server (the request, its headers, each block), not the
+    caller's own time between two blocks: a consumer that writes each block to a slow disk and hashes it is not
+    the server being slow. ``where`` names the object in the messages, ``server`` the kind of server (``mirror``,
+    ``store``), ``advice`` what to do past the deadline."""
+
+    def __init__(self, where: str, deadline_s: float, min_bytes_per_s: float, max_bytes: int | None = None,
+                 server: str = "store", advice: str = "try again later"):
+        import time
+
+        self.where, self.server, self.advice = where, server, advice
+        self.deadline_s, self.min_bytes_per_s, self.max_bytes = deadline_s, min_bytes_per_s, max_bytes
+        self.expected: int | None = None
+        self.limit = deadline_s
+        self.waited = 0.0  # seconds spent waiting for the server before the current wait began
+        self.since = time.monotonic()  # when the current wait began
+
+    def expect(self, size: int | None, announced: int | None) -> None:
+        """Set the limit from the expected bytes: ``size`` (the caller's), else ``announced`` (the answer's
+        length), else ``max_bytes``. Raises ObjectTooLarge when ``announced`` is above ``max_bytes``."""
+        if self.max_bytes is not None and announced is not None and announced > self.max_bytes:
+            raise ObjectTooLarge(f"{self.where}: the {self.server} announces {announced} bytes, more than the "
+                                 f"{self.max_bytes} bytes this file may have: refused")
+        self.expected = max(next((n for n in (size, announced, self.max_bytes) if n is not None), 0), 0)
+        self.limit = self.deadline_s + self.expected / self.min_bytes_per_s
+
+    def left(self) -> float:
+        """Seconds left of the deadline (negative: past it)."""
+        import time
+
+        return self.limit - self.waited - (time.monotonic() - self.since)
+
+    def received(self, got: int) -> None:
+        """Check the bytes received so far (``got``) as a block arrives. Raises StoreError past the deadline,
+        ObjectTooLarge above ``max_bytes``."""
+        if self.left() < 0:
+            raise self.expired()
+        if self.max_bytes is not None and got > self.max_bytes:
+            raise ObjectTooLarge(f"{self.where}: more than {self.max_bytes} bytes, the most this file may have: "
+                                 "refused (not a file of a release)")
+
+    def handed(self) -> None:
+        """The block goes to the caller: its time until it asks for the next is not counted."""
+        import time
+
+        self.waited += time.monotonic() - self.since
+
+    def resumed(self) -> None:
+        """The caller asks for the next block: waiting for the server again."""
+        import time
+
+        self.since = time.monotonic()
+
+    def expired(self) -> StoreError:
+        """The error past the deadline, naming the object and the limit."""
+        said = "no answer" if self.expected is None else "not complete"
+        rate = "" if self.expected is None else (f" (the limit for {self.expected} bytes: {self.deadline_s:.0f} s "
+                                                 f"plus {self.min_bytes_per_s:.0f} bytes per second)")
+        return StoreError(f"{self.where}: {said} after {self.limit:.0f} s{rate}: the {self.server} is too slow; "
+                          f"{self.advice}")
+
+
 def _warn(message: str) -> None:
     import warnings
 
@@ -591,10 +665,12 @@ class HttpStore:
     an overall deadline per request of ``deadline_s + expected bytes / min_bytes_per_s`` seconds (the expected
     bytes: ``size`` when the caller knows it, else the response's ``Content-Length``, else ``max_bytes``; the
     defaults: :data:`HTTP_DEADLINE_S`, :data:`HTTP_MIN_BYTES_PER_S`), so a server that trickles bytes is given up
-    with an error naming the URL and the limit (the deadline is checked as bytes arrive: a server that sends
-    nothing at all is given up after ``timeout_s``). :meth:`get_bytes` takes
-    ``max_bytes`` (the release readers pass small limits for ``manifest.json`` and ``releases/latest``), and
-    :meth:`read_range` ``size``. Redirects: see :func:`_mirror_session` (https to http refused, another host
+    with an error naming the URL and the limit (the rule: :class:`_ReadDeadline`, shared with :class:`S3Store`;
+    the deadline counts the time spent waiting for the server, not the caller's own time between two blocks, and
+    is checked as bytes arrive: a server that sends nothing at all is given up after ``timeout_s``).
+    :meth:`get_bytes` takes ``max_bytes`` (the release readers pass small limits for ``manifest.json`` and
+    ``releases/latest``; a ``Content-Length`` above it is refused before the body is read), and :meth:`read_range`
+    ``size``. Redirects: see :func:`_mirror_session` (https to http refused, another host
     followed with a warning: ``warn(message)``, an attribute, by default a ``UserWarning``; the CLI prints a
     ``warning:`` line).
     """
@@ -620,14 +696,14 @@ class HttpStore:
     def _stream(self, key: str, start: int, chunk: int, max_bytes: int | None, size: int | None
                 ) -> Iterator[bytes]:
         """The body of ``key`` from ``start`` on, in blocks of at most ``chunk`` bytes, within the deadline and
-        (``max_bytes``) the size limit. Raises StoreError."""
-        import time
-
+        (``max_bytes``) the size limit (the rule: :class:`_ReadDeadline`). Raises StoreError (ObjectTooLarge over
+        ``max_bytes``)."""
         import requests
         import urllib3
 
         url = f"{self.url}/{_check_key(key)}"
-        t0 = time.monotonic()
+        bound = _ReadDeadline(url, self.deadline_s, self.min_bytes_per_s, max_bytes, server="mirror",
+                              advice="try again later or another mirror")
         try:
             with self._answer(url, {"Range": f"bytes={start}-"} if start else {}) as r:
                 if r.status_code not in ((200, 206) if start else (200,)):
@@ -636,14 +712,9 @@ class HttpStore:
                     length = int(r.headers.get("Content-Length", ""))
                 except ValueError:
                     length = None
-                if max_bytes is not None and length is not None and length > max_bytes:
-                    raise ObjectTooLarge(f"{url}: the mirror announces {length} bytes, more than the {max_bytes} bytes "
-                                     "this file may have: refused")
                 # a 200 to a ranged request (a server that ignores Range) sends the whole body, not size - start
                 whole = r.status_code == 200
-                expected = next((n for n in (None if size is None else size - (0 if whole else start), length,
-                                             max_bytes) if n is not None), 0)
-                limit = self.deadline_s + max(expected, 0) / self.min_bytes_per_s
+                bound.expect(None if size is None else size - (0 if whole else start), length)
                 skip = start if (start and r.status_code == 200) else 0
                 got = 0
                 while True:
@@ -651,19 +722,15 @@ class HttpStore:
                     block = r.raw.read1(chunk, decode_content=True)
                     if not block:
                         break
-                    if time.monotonic() - t0 > limit:
-                        raise StoreError(f"{url}: not complete after {limit:.0f} s (the limit for {expected} bytes: "
-                                         f"{self.deadline_s:.0f} s plus {self.min_bytes_per_s:.0f} bytes per "
-                                         "second): the mirror is too slow; try again later or another mirror")
                     if skip:
                         cut = min(skip, len(block))
                         block, skip = block[cut:], skip - cut
                     got += len(block)
-                    if max_bytes is not None and got > max_bytes:
-                        raise ObjectTooLarge(f"{url}: more than {max_bytes} bytes, the most this file may have: "
-                                         "refused (not a file of a release)")
+                    bound.received(got)
                     if block:
+                        bound.handed()
                         yield block
+                        bound.resumed()
         except (requests.RequestException, urllib3.exceptions.HTTPError, OSError) as exc:
             raise StoreError(f"{url}: {type(exc).__name__}: {exc}") from exc
 

@@ -250,6 +250,111 @@ def test_an_s3_endpoint_that_does_not_answer_is_given_up_after_the_deadline(stor
         assert b"".join(blocks) == (store.root / other).read_bytes() and len(blocks[0]) == 7
 
 
+def announcing(length: int, body: bytes = b"v20260701") -> Answer:
+    """A 200 that announces ``length`` bytes, sends ``body`` and hangs up."""
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        h.close_connection = True
+        h.send_response(200)
+        h.send_header("Content-Length", str(length))
+        h.end_headers()
+        if h.command != "HEAD":
+            h.wfile.write(body)
+            h.wfile.flush()
+    return answer
+
+
+def both_stores(srv: ThreadingHTTPServer, kind: str):
+    """``(store, url of its objects)``: the test server read as a mirror, or as an unsigned S3 endpoint whose bucket
+    ``bucket`` holds the store under ``lb/`` (the paths served must then start with ``/bucket/lb``)."""
+    import lookbench_pipeline.store as st
+
+    if kind == "mirror":
+        return HttpStore(srv.base_url + "/bucket/lb"), srv.base_url + "/bucket/lb"
+    return st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1), "s3://bucket/lb"
+
+
+@pytest.mark.parametrize("kind,server", [("mirror", "mirror"), ("s3", "store")])
+def test_an_announced_size_over_the_limit_is_refused_before_the_body_by_both_stores(kind, server):
+    """A ``releases/latest`` (at most 1 KiB) whose answer announces 10^15 bytes is refused at once, naming the size
+    and the limit, in the same words for a mirror and an S3 endpoint (S3 trusted the ``Content-Length`` and gave
+    the read a deadline of about a year)."""
+    from lookbench_pipeline.releases.reader import LATEST_KEY, LATEST_MAX_BYTES, read_small
+    from lookbench_pipeline.store import ObjectTooLarge
+
+    with mirror(None, {f"/bucket/lb/{LATEST_KEY}": announcing(10**15)}) as srv:
+        s, where = both_stores(srv, kind)
+        t0 = time.monotonic()
+        with pytest.raises(ObjectTooLarge) as exc:
+            read_small(s, LATEST_KEY, LATEST_MAX_BYTES)
+        assert time.monotonic() - t0 < 5
+    assert str(exc.value) == (f"{where}/{LATEST_KEY}: the {server} announces {10**15} bytes, more than the "
+                              f"{LATEST_MAX_BYTES} bytes this file may have: refused")
+
+
+def test_a_huge_announced_size_without_a_limit_is_read_as_far_as_it_goes_on_s3():
+    """Without ``max_bytes`` the announced 10^15 bytes set the deadline (about a year): the waits for the next
+    block stay within what the queue takes (they overflowed its timeout), and the short body is an error."""
+    import lookbench_pipeline.store as st
+
+    with mirror(None, {"/bucket/lb/releases/latest": announcing(10**15)}) as srv:
+        s = st.S3Store("s3://bucket/lb", endpoint_url=srv.base_url, anonymous=True, max_attempts=1)
+        with pytest.raises(StoreError) as exc:
+            s.get_bytes("releases/latest")
+    assert "total bytes expected is 1000000000000000" in str(exc.value) and "out of range" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["mirror", "s3"])
+def test_an_endless_small_read_is_refused_at_its_limit_by_both_stores(kind):
+    from lookbench_pipeline.releases.reader import LATEST_KEY, read_small
+    from lookbench_pipeline.store import ObjectTooLarge
+
+    with mirror(None, {f"/bucket/lb/{LATEST_KEY}": endless}) as srv:
+        s, where = both_stores(srv, kind)
+        with pytest.raises(ObjectTooLarge) as exc:
+            read_small(s, LATEST_KEY, 1024)
+    assert str(exc.value) == (f"{where}/{LATEST_KEY}: more than 1024 bytes, the most this file may have: refused "
+                              "(not a file of a release)")
+
+
+def test_both_stores_word_the_deadline_alike(store, monkeypatch):
+    """A mirror and an S3 endpoint that trickle the same body are given up with the same message (the object, the
+    limit and its parts), but for the kind of server and the mirror's advice to try another."""
+    import lookbench_pipeline.store as st
+
+    monkeypatch.setattr(st, "HTTP_DEADLINE_S", 0.3)
+    key = f"releases/{V2}/manifest.json"
+    body = (store.root / key).read_bytes()[:40]
+    said = {}
+    with mirror(None, {f"/bucket/lb/{key}": trickle(body)}) as srv:
+        for kind in ("mirror", "s3"):
+            s, where = both_stores(srv, kind)
+            with pytest.raises(StoreError) as exc:
+                b"".join(s.read_range(key, size=len(body)))
+            assert str(exc.value).startswith(f"{where}/{key}: ")
+            said[kind] = str(exc.value).removeprefix(f"{where}/{key}: ")
+    assert said["s3"] == ("not complete after 0 s (the limit for 40 bytes: 0 s plus 32768 bytes per second): the "
+                          "store is too slow; try again later")
+    assert said["mirror"] == said["s3"].replace("the store", "the mirror") + " or another mirror"
+
+
+@pytest.mark.parametrize("kind", ["mirror", "s3"])
+def test_the_deadline_leaves_out_the_readers_own_time_between_blocks(store, tmp_path, kind):
+    """A fast server read by a slow consumer (it writes and hashes each block) is not given up: the deadline
+    counts the time spent waiting for the server, here well under it, not the consumer's 0.8 s between blocks."""
+    key = f"releases/{V2}/croissant.json"
+    data = (store.root / key).read_bytes()
+    (tmp_path / "bucket").mkdir()
+    (tmp_path / "bucket" / "lb").symlink_to(store.root, target_is_directory=True)
+    with mirror(tmp_path) as srv:
+        s, _ = both_stores(srv, kind)
+        s.deadline_s = 1
+        got = []
+        for block in s.read_range(key, chunk=len(data) // 4 + 1, size=len(data)):
+            got.append(block)
+            time.sleep(0.8)  # the consumer's time: past the whole deadline after 2 blocks
+    assert b"".join(got) == data and len(got) >= 4
+
+
 def test_the_shipped_deadline_grows_with_the_size():
     s = HttpStore("http://127.0.0.1:9")
     assert s.deadline_s >= 60 and 1024 <= s.min_bytes_per_s <= 1 << 20

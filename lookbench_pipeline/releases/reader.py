@@ -29,7 +29,7 @@ import yaml
 
 from ..safepath import UnsafePathError, check_key, check_version, resolve_inside, unwritable
 from ..schemas import RELEASE, RELEASE_REQUIRED
-from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, StoreError, _warn
+from ..store import HttpStore, LocalStore, ObjectStore, ObjectTooLarge, S3Store, StoreError, _warn
 
 SUBSETS = ["real_studio_flat", "aigen_studio", "real_streetlook", "aigen_streetlook"]
 STREET_SUBSETS = ("real_streetlook", "aigen_streetlook")
@@ -670,7 +670,7 @@ def read_small(store: ObjectStore, key: str, max_bytes: int) -> bytes:
         StoreError: the object has more than ``max_bytes`` bytes (the message names it and the limit), or cannot
             be read.
     """
-    if isinstance(store, HttpStore):
+    if isinstance(store, (HttpStore, S3Store)):  # an announced size over the limit is refused before the body
         return store.get_bytes(key, max_bytes=max_bytes)
     if isinstance(store, LocalStore):  # a file: its size is known before it is read
         try:
