@@ -19,6 +19,10 @@ ROOT = Path(__file__).resolve().parents[1]
 os.environ.pop("DAGSTER_HOME", None)
 os.environ["LOOKBENCH_DAGSTER_EPHEMERAL"] = "1"  # and CLI runs, which otherwise record in the checkout's instance
 REALDATA = ROOT.parent / "shared" / "realdata"
+# The Scrapy project is importable as `scrapy crawl` runs it from crawlers/ (`lookbench_crawlers`); one place for every
+# test module, whichever is collected first.
+if str(ROOT / "crawlers") not in sys.path:
+    sys.path.insert(0, str(ROOT / "crawlers"))
 
 # One demo detector per test session (trained once, about a minute on a CPU), shared by every build the tests run,
 # subprocesses included; LOOKBENCH_TEST_DETECTOR_CACHE keeps it across sessions (the cache is keyed by the training

@@ -5,7 +5,6 @@ a stub resolver (static host answers and a failing lookup): nothing is sent off 
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,6 @@ from lookbench_pipeline.crawl import egress_allowances, run_spider
 from lookbench_pipeline.egress import EgressPolicy
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "crawlers"))
 
 
 @pytest.mark.parametrize("ip,port,reason", [

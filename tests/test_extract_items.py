@@ -20,7 +20,6 @@ from lookbench_pipeline.pagetext import labelled_identifier, normalise_availabil
 from lookbench_pipeline.renditions import RenditionIndex, is_full_size, rendition
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "crawlers"))  # the Scrapy project, as `scrapy crawl` runs it from crawlers/
 
 
 def _ld(*blocks) -> str:

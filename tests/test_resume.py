@@ -21,7 +21,6 @@ from lookbench_pipeline.crawl import repair_feed_tail
 from lookbench_pipeline.warc import response_records, truncate_torn_tail
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "crawlers"))
 
 
 def _crawl_dir(data: Path) -> Path | None:

@@ -10,7 +10,6 @@ still downloading at the kill), and the attempt then fails as a killed one does 
 from __future__ import annotations
 
 import json
-import sys
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,6 @@ from lookbench_pipeline.demo import shop as demo_shop
 from lookbench_pipeline.pipeline import stage_crawl
 from lookbench_pipeline.store import configured_store
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "crawlers"))  # the spider's finished_pages
 WEEK = "2026-06-29"
 
 
