@@ -90,6 +90,40 @@ def test_a_budget_spent_downloading_names_the_last_answer():
     assert (e.value.reason, e.value.status) == ("download_timeout", 0)
 
 
+def test_a_headerless_attempt_is_charged_by_how_it_failed_not_by_its_wait_in_the_queue():
+    """Budget 8, each attempt handed over at t and failing at t + 7.9 (most of it waiting in its slot's queue):
+    a refused connection costs nothing, so its retries are sent and its row names the refusal, never the budget;
+    a timeout costs its whole download_timeout (the handler's timer starts with the transfer), wherever it
+    waited."""
+    from twisted.internet.error import ConnectionRefusedError as TxRefused, TimeoutError as TxTimeout
+
+    clock = Clock()
+    mw = DownloadBudgetMiddleware(8, 30, clock=clock)
+    req = Request("http://shop.example/refused")
+    for start in (0.0, 10.0, 20.0):  # the first attempt and Scrapy's two retries
+        req = req.copy()
+        _attempt(mw, clock, req, start, start + 7.9)
+        assert mw.process_exception(req, TxRefused()) is None, "left to RetryMiddleware"
+        assert req.meta.get("lookbench_spent_s", 0.0) == 0.0
+    assert mw.process_request(req.copy()) is None
+
+    mw = DownloadBudgetMiddleware(8, 3, clock=clock)  # attempts of at most 3 s
+    slow = Request("http://shop.example/slow")
+    _attempt(mw, clock, slow, 0.0, 7.9)  # 4.9 s in the queue, then its 3 s timeout
+    assert mw.process_exception(slow, TxTimeout()) is None, "5 s left: retried"
+    assert slow.meta["lookbench_spent_s"] == pytest.approx(3.0)
+    retry = slow.copy()
+    assert mw.process_request(retry) is None and retry.meta["download_timeout"] == pytest.approx(3.0)
+    clock.now = 30.0
+    mw.request_left_downloader(request=retry)
+    assert mw.process_exception(retry, TxTimeout()) is None
+    last = retry.copy()
+    _attempt(mw, clock, last, 40.0, 42.0)  # the 2 s left
+    with pytest.raises(DownloadTimeout) as e:
+        mw.process_exception(last, TxTimeout())
+    assert e.value.reason == "download_timeout"
+
+
 def test_a_redirect_clears_the_last_answer():
     """A 500, then a 301 on its retry: the redirect's target has had no answer of its own."""
     clock = Clock()

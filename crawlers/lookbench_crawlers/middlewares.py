@@ -111,9 +111,13 @@ class DownloadBudgetMiddleware:
     ``LOOKBENCH_DOWNLOAD_BUDGET`` seconds (the site's ``download_budget_s``). Only the time attempts spend
     downloading counts (``request.meta["lookbench_spent_s"]``, carried by Scrapy's retry and redirect copies): an
     attempt is charged from the start of its transfer (its response's headers less its ``download_latency``)
-    until its response or exception; one that got no headers, from when it was handed to the downloader, at most
-    its own timeout. The waits in the scheduler and in the download slot's queue (AutoThrottle's delay) between
-    attempts do not count, so a 500's retry is sent however long it waited. Each attempt's ``download_timeout`` is
+    until its response or exception; an answer whose handler sends no headers signal (a rendered page), from when
+    it was handed to the downloader, at most its own timeout; an attempt that timed out before any headers, its
+    whole ``download_timeout`` (the handler's timer starts with the transfer); one that failed otherwise before any
+    headers (refused, reset, DNS, TLS), nothing: it is bounded by Scrapy's retry count (``RETRY_TIMES``), not the
+    budget, and its row names that error, never ``download_timeout``. The waits in the scheduler and in the
+    download slot's queue (AutoThrottle's delay) do not count, so a 500's or a refused connection's retry is sent
+    however long it waited. Each attempt's ``download_timeout`` is
     what is left of the budget (at most ``DOWNLOAD_TIMEOUT``); once it is spent the request fails with
     :class:`DownloadTimeout` instead of being retried. So a server that trickles bytes (slow loris) costs a slot
     ``download_budget_s`` at most, and the page or image gets a ``download_timeout`` row, or ``http_<status>``
@@ -147,7 +151,8 @@ class DownloadBudgetMiddleware:
         request.meta["lookbench_attempted"] = True
         request.meta["download_timeout"] = max(0.001, min(self.attempt_s, left))
         request.meta["lookbench_handed_at"] = self.clock()
-        request.meta.pop("lookbench_transfer_at", None)
+        for key in ("lookbench_transfer_at", "lookbench_answered", "lookbench_unheaded"):
+            request.meta.pop(key, None)
         return None
 
     def headers_received(self, request=None, **kwargs):
@@ -159,6 +164,7 @@ class DownloadBudgetMiddleware:
     def response_downloaded(self, response=None, request=None, **kwargs):
         if request is None or response is None:
             return
+        request.meta["lookbench_answered"] = True
         if response.status >= 400:
             request.meta["lookbench_last_status"] = response.status
         else:  # a redirect leads to another URL, whose own answers count
@@ -172,14 +178,23 @@ class DownloadBudgetMiddleware:
             return
         now, transfer = self.clock(), meta.pop("lookbench_transfer_at", None)
         if transfer is not None:
-            spent = now - max(transfer, handed)
-        else:
-            spent = min(now - handed, meta.get("download_timeout") or self.attempt_s)
-        meta["lookbench_spent_s"] = meta.get("lookbench_spent_s", 0.0) + max(0.0, spent)
+            self._charge(meta, now - max(transfer, handed))
+        elif meta.pop("lookbench_answered", False):
+            self._charge(meta, min(now - handed, meta.get("download_timeout") or self.attempt_s))
+        else:  # no headers and no answer: charged by process_exception once the error is known
+            meta["lookbench_unheaded"] = True
+
+    @staticmethod
+    def _charge(meta, seconds):
+        meta["lookbench_spent_s"] = meta.get("lookbench_spent_s", 0.0) + max(0.0, seconds)
 
     def process_exception(self, request, exception, spider=None):
-        if "lookbench_attempted" in request.meta and _is_timeout(exception) and \
-                self.left(request) < self.MIN_ATTEMPT_S:
+        if "lookbench_attempted" not in request.meta:
+            return None
+        timeout = _is_timeout(exception)
+        if request.meta.pop("lookbench_unheaded", False) and timeout:
+            self._charge(request.meta, request.meta.get("download_timeout") or self.attempt_s)
+        if timeout and self.left(request) < self.MIN_ATTEMPT_S:
             raise DownloadTimeout(request.url, self.budget_s, last_answer(request)) from exception
         return None
 
