@@ -63,14 +63,25 @@ def xywh_box(v: Any) -> list[float] | None:
     return box if all(math.isfinite(t) for t in box) else None
 
 
+_RLE_MAX_CHARS = 13  # 64-bit counts, 5 bits a character (pycocotools maskApi.c rleFrString)
+
+
 def rle_counts(s: str) -> list[int]:
     """Decode a COCO compressed RLE string (pycocotools ``rleFrString``: 5 bits per character, offset 48,
-    continuation bit 0x20, sign bit 0x10, counts after the second stored as differences)."""
+    continuation bit 0x20, sign bit 0x10, counts after the second stored as differences).
+
+    Raises:
+        ValueError: a count of more than 13 characters (pycocotools holds counts in 64 bits: 13 × 5 bits), so a
+            hostile string of continuation characters costs linear time, not one ever longer integer per character.
+        IndexError: the string ends inside a count.
+    """
     counts: list[int] = []
     p = 0
     while p < len(s):
         x, k, more = 0, 0, True
         while more:
+            if k == _RLE_MAX_CHARS:
+                raise ValueError(f"RLE count at character {p - k} longer than {_RLE_MAX_CHARS} characters")
             c = ord(s[p]) - 48
             x |= (c & 0x1F) << (5 * k)
             more = bool(c & 0x20)
