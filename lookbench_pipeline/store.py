@@ -417,7 +417,7 @@ class S3Store:
                 answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
                                                 **({"Range": f"bytes={start}-"} if start else {}))
                 body = answer["Body"]
-                if hand(("length", answer.get("ContentLength"))):
+                if hand(("length", (answer.get("ContentLength"), answer.get("ContentRange")))):
                     for block in body.iter_chunks(chunk):
                         if not hand(("block", block)):
                             return
@@ -429,7 +429,7 @@ class S3Store:
                     body.close()
 
         threading.Thread(target=read, name="lookbench-s3-get", daemon=True).start()
-        got = 0
+        got = skip = 0
         try:
             while True:
                 try:  # waits of at most an hour: a huge announced length would overflow the queue's timeout
@@ -439,8 +439,18 @@ class S3Store:
                         continue
                     raise bound.expired() from None
                 if kind == "length":
-                    bound.expect(None if size is None else size - start, value)
+                    length, content_range = value
+                    # a store that ignores Range (some S3-compatible servers) answers the whole object: its first
+                    # ``start`` bytes are skipped, as the mirror's are, so a resumed file is not written twice over
+                    whole = bool(start) and not str(content_range or "").startswith(f"bytes {start}-")
+                    skip = start if whole else 0
+                    bound.expect(None if size is None else size - (0 if whole else start), length)
                 elif kind == "block":
+                    if skip:
+                        cut = min(skip, len(value))
+                        value, skip = value[cut:], skip - cut
+                        if not value:
+                            continue
                     got += len(value)
                     bound.received(got)
                     bound.handed()
@@ -469,8 +479,9 @@ class S3Store:
             raise self._error(f"download of {key!r} from", exc) from exc
 
     def read_range(self, key: str, start: int = 0, chunk: int = 1 << 20, size: int | None = None) -> Iterator[bytes]:
-        """The bytes of ``key`` from offset ``start`` on (a ranged GET), streamed in chunks (``size``, the expected
-        size, sets the deadline: see the class). Raises StoreError."""
+        """The bytes of ``key`` from offset ``start`` on (a ranged GET; a store that ignores ``Range`` answers the
+        whole object, whose first ``start`` bytes are skipped), streamed in chunks (``size``, the expected size,
+        sets the deadline: see the class). Raises StoreError."""
         try:
             yield from self._bounded_read(key, start, chunk, size)
         except StoreError:

@@ -846,6 +846,36 @@ def test_a_resume_answered_200_sets_the_deadline_by_the_whole_body():
         b"".join(s.read_range("releases/x", start=40, size=100))
 
 
+def ranged(body: bytes) -> Answer:
+    """A server that honours ``Range: bytes=N-`` (206 with ``Content-Range``), else answers 200 with ``body``."""
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        rng = h.headers.get("Range", "")
+        start = int(rng[len("bytes="):].rstrip("-")) if rng.startswith("bytes=") else 0
+        h.send_response(206 if start else 200)
+        if start:
+            h.send_header("Content-Range", f"bytes {start}-{len(body) - 1}/{len(body)}")
+        h.send_header("Content-Length", str(len(body) - start))
+        h.end_headers()
+        h.wfile.write(body[start:])
+    return answer
+
+
+@pytest.mark.parametrize("kind", ["mirror", "s3"])
+@pytest.mark.parametrize("honours_range", [True, False])
+def test_a_resumed_read_gets_the_bytes_after_its_offset_whether_or_not_the_server_honours_range(kind,
+                                                                                               honours_range):
+    """A resumed download asks for ``bytes=40-``: a server that honours it sends them (206); one that ignores it
+    (some static hosts and S3-compatible stores) sends the whole object (200), whose first 40 bytes both stores
+    skip, so the resumed file is not written twice over."""
+    body = bytes(range(256)) * 3
+    key = "releases/v20260701/x.parquet"
+    answer = ranged(body) if honours_range else announcing(len(body), body)
+    with mirror(None, {f"/bucket/lb/{key}": answer}) as srv:
+        s, _ = both_stores(srv, kind)
+        assert b"".join(s.read_range(key, start=40, chunk=64, size=len(body))) == body[40:]
+        assert b"".join(s.read_range(key, start=0, chunk=64, size=len(body))) == body
+
+
 def test_a_relative_file_url_says_how_to_write_one():
     from lookbench_pipeline.store import BadStoreURL, open_store
 
