@@ -27,7 +27,8 @@ number, 1 first): a record of the exchange, never the URL's answer (``lookbench_
 
 
 def is_retried(rec: Any) -> bool:
-    """Whether a response record is an attempt that was retried (:data:`RETRIED_HEADER`): no replay answers it."""
+    """Whether a response record is an attempt that was retried (:data:`RETRIED_HEADER`): a replay answers
+    it only when its URL has no other record, and the WARC reader never takes it."""
     return bool(rec.rec_headers.get_header(RETRIED_HEADER))
 
 

@@ -246,3 +246,28 @@ def test_the_warc_reader_takes_no_hop_nor_retried_attempt_for_a_page(crawled, tm
     assert rejected == [("/down", 503, "http_503")]
     assert [(_path(r["url"]), r["status"], r["reason"]) for r in _rows(live)
             if (r["reason"] or "").startswith("http_")] == rejected
+
+
+def test_a_url_whose_last_attempt_left_no_record_is_answered_by_its_last_retried_attempt(tmp_path):
+    """A 503, then a 500, both retried, then a timeout (no record): the live row read ``http_500`` (the download
+    budget's last answer), and the replay answers the URL with that 500, not a 404. A URL that recovered is answered
+    by its 200 whichever order the records lie in."""
+    from scrapy import Request
+    from scrapy.http import HtmlResponse
+
+    from lookbench_crawlers.replay import read_archive
+    from lookbench_crawlers.warc import WarcArchiveMiddleware
+    from lookbench_pipeline.warc import RETRIED_HEADER, read_response_at
+
+    warc = tmp_path / "crawl.warc.gz"
+    mw = WarcArchiveMiddleware(str(warc))
+    gone, back = "https://s.test/p/gone", "https://s.test/p/back"
+    for url, status, retried in ((gone, 503, "1"), (back, 200, None), (gone, 500, "2"), (back, 503, "1")):
+        req = Request(url)
+        mw.archive(req, HtmlResponse(url, status=status, body=f"<p>{status}</p>".encode(), request=req),
+                   {RETRIED_HEADER: retried} if retried else None)
+    responses, _ = read_archive([str(warc)])
+    assert read_response_at(*responses[gone][:2])[0] == 500
+    assert read_response_at(*responses[back][:2])[0] == 200
+    only_back, _ = read_archive([str(warc)], want_url=lambda u: u == back)
+    assert set(only_back) == {back}

@@ -95,14 +95,19 @@ def read_archive(paths, origins=(), want_url=None):
     memory holds no body), and ``{url: (status, target)}`` of every redirect the recorded crawl met (its 3xx
     record, else a hop of ``WARC-LookBench-Redirect-From``), their URLs on the last of ``origins``
     (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
-    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them. ``want_url(url)``: only those
-    URLs' responses (all when None). A torn last record ends a file without an error."""
+    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them, unless the URL has no other:
+    then the last retried one answers (a 500 whose retry timed out, so the download budget's row read ``http_500``:
+    the replay's reads it too, not a 404). ``want_url(url)``: only those URLs' responses (all when None). A torn last
+    record ends a file without an error."""
     origins = [o.rstrip("/") for o in origins if o]
-    responses, redirects, rank = {}, {}, {}
+    responses, redirects, rank, retried = {}, {}, {}, {}
     for rec, path, offset in response_offsets(paths):
-        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): never the URL's answer
-            continue
         raw = rec.rec_headers.get_header("WARC-Target-URI") or ""
+        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): the URL's answer only if it has none
+            url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
+            if (want_url is None or want_url(url)) and attempt >= retried.get(url, (-1,))[0]:
+                retried[url] = (attempt, (path, offset, rec.rec_headers.get_header("WARC-Date")))
+            continue
         url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
         if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):
             rank[url] = attempt
@@ -122,6 +127,8 @@ def read_archive(paths, origins=(), want_url=None):
             target = join_url(raw, location.strip())
             if target:
                 redirects[url] = (int(status), served_from(target, origins), attempt)
+    for url, (_, place) in retried.items():
+        responses.setdefault(url, place)
     return responses, {src: (code, target) for src, (code, target, _) in redirects.items()}
 
 
