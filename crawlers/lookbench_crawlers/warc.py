@@ -133,8 +133,8 @@ class WarcRetryArchiveMiddleware(RetryMiddleware):
     replaces never reaches :class:`WarcArchiveMiddleware` (60), yet it is an exchange the crawl made. Its record
     carries ``WARC-LookBench-Retried`` (the attempt's number, 1 first), and neither a replay
     (``replay.read_archive``, unless the URL has no other record) nor the WARC reader (``extract_from_warc``) takes
-    it for the URL's answer, which is the last attempt's record, unmarked, as before: the replay answers the final response at once (the retries are
-    not replayed, the rows and items are the same). An attempt that is not retried (a success, the last of the
+    it for the URL's answer, which is the last attempt's record, unmarked, as before: the replay answers the final
+    response at once (the retries are not replayed, the rows and items are the same). An attempt that is not retried (a success, the last of the
     retries) is archived by :class:`WarcArchiveMiddleware` as every response is."""
 
     @classmethod
