@@ -95,7 +95,8 @@ def test_a_headerless_attempt_is_charged_by_how_it_failed_not_by_its_wait_in_the
     a refused connection costs nothing, so its retries are sent and its row names the refusal, never the budget;
     a timeout costs its whole download_timeout (the handler's timer starts with the transfer), wherever it
     waited."""
-    from twisted.internet.error import ConnectionRefusedError as TxRefused, TimeoutError as TxTimeout
+    # what Scrapy 2.13+'s HTTP handler raises (it wraps Twisted's errors in its own)
+    from scrapy.exceptions import DownloadConnectionRefusedError as TxRefused, DownloadTimeoutError as TxTimeout
 
     clock = Clock()
     mw = DownloadBudgetMiddleware(8, 30, clock=clock)
@@ -122,6 +123,76 @@ def test_a_headerless_attempt_is_charged_by_how_it_failed_not_by_its_wait_in_the
     with pytest.raises(DownloadTimeout) as e:
         mw.process_exception(last, TxTimeout())
     assert e.value.reason == "download_timeout"
+
+
+@pytest.mark.parametrize("timeout", ["twisted", "scrapy", "playwright"])
+def test_every_kind_of_timeout_before_headers_is_charged(timeout):
+    """Twisted's TimeoutError (older Scrapy), Scrapy's DownloadTimeoutError (2.13+, what its handler raises) and a
+    Playwright navigation timeout are all timeouts; a navigation's timeout is the whole budget, so it is charged
+    what was left of it."""
+    from scrapy.exceptions import DownloadTimeoutError
+    from twisted.internet.error import TimeoutError as TxTimeout
+
+    class PlaywrightTimeout(Exception):
+        pass
+
+    PlaywrightTimeout.__name__ = "TimeoutError"
+    PlaywrightTimeout.__module__ = "playwright._impl._errors"
+    exc = {"twisted": TxTimeout(), "scrapy": DownloadTimeoutError("took longer than 3 s"),
+           "playwright": PlaywrightTimeout("Timeout 8000ms exceeded")}[timeout]
+    clock = Clock()
+    mw = DownloadBudgetMiddleware(8, 3, clock=clock)
+    req = Request("http://shop.example/p")
+    _attempt(mw, clock, req, 0.0, 5.0)
+    if timeout == "playwright":
+        with pytest.raises(DownloadTimeout):
+            mw.process_exception(req, exc)
+        assert req.meta["lookbench_spent_s"] == pytest.approx(8.0)
+    else:
+        assert mw.process_exception(req, exc) is None
+        assert req.meta["lookbench_spent_s"] == pytest.approx(3.0)
+
+
+def _never_answering_server():
+    """robots.txt answered; every other path accepted and held without a byte for 20 s. ``.hits``: the paths."""
+
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, *a):
+            pass
+
+        def do_GET(self):
+            self.server.hits.append(self.path)
+            if self.path == "/robots.txt":
+                body = b"User-agent: *\nAllow: /\n"
+                self.send_response(200)
+                self.send_header("Content-Type", "text/plain")
+                self.send_header("Content-Length", str(len(body)))
+                self.end_headers()
+                self.wfile.write(body)
+                return
+            time.sleep(20)
+
+    return local_http.serve(Handler)
+
+
+def test_a_page_that_never_answers_costs_one_attempt_of_the_budget(tmp_path):
+    """Budget 2 s: the page's first attempt times out after 2 s (Scrapy's DownloadTimeoutError), which spends the
+    budget, so it is not retried: one request, a download_timeout row (Scrapy's retries would have sent three)."""
+    srv = _never_answering_server()
+    try:
+        site = tmp_path / "site.yaml"
+        site.write_text(yaml.safe_dump({"name": "mute", "start_urls": ["{{BASE}}/p/mute"],
+                                        "allow_private_addresses": True, "follow_links": False,
+                                        "download_budget_s": 2}))
+        feed, _ = run_spider(site, srv.base_url, tmp_path / "crawl", "test-bot", timeout_s=300)
+    finally:
+        local_http.stop(srv)
+    rows = [json.loads(line) for line in feed.read_text().splitlines()]
+    rows = [r for r in rows if r["kind"] == "page"]
+    assert srv.hits.count("/p/mute") == 1, srv.hits
+    assert [(r["outcome"], r["reason"]) for r in rows] == [("rejected", "download_timeout")]
 
 
 def test_a_redirect_clears_the_last_answer():

@@ -94,9 +94,19 @@ class DownloadTimeout(IgnoreRequest):
 
 
 def _is_timeout(exc):
-    # Scrapy's HTTP handler raises twisted's TimeoutError (a whole attempt, headers and body); a TCP connect can
-    # time out too; Playwright's navigation raises its own TimeoutError
-    return any(c.__name__ in ("TimeoutError", "TCPTimedOutError") for c in type(exc).__mro__)
+    """Whether a failed attempt timed out, as the crawl log reads it (:mod:`lookbench_crawlers.fetch_errors`, the
+    one reading: Scrapy 2.13+'s ``DownloadTimeoutError``, Twisted's ``TimeoutError`` and ``TCPTimedOutError``,
+    Playwright's navigation ``TimeoutError``)."""
+    from lookbench_crawlers.fetch_errors import DOWNLOAD_TIMEOUT, fetch_error_reason
+
+    return fetch_error_reason(exc) == DOWNLOAD_TIMEOUT
+
+
+def _rendered(exc):
+    """Whether a failure came from a Playwright navigation (its timeout is the whole budget, not the attempt's)."""
+    from lookbench_crawlers.fetch_errors import causes
+
+    return any((type(e).__module__ or "").startswith("playwright") for e in causes(exc))
 
 
 def last_answer(request):
@@ -113,11 +123,14 @@ class DownloadBudgetMiddleware:
     attempt is charged from the start of its transfer (its response's headers less its ``download_latency``)
     until its response or exception; an answer whose handler sends no headers signal (a rendered page), from when
     it was handed to the downloader, at most its own timeout; an attempt that timed out before any headers, its
-    whole ``download_timeout`` (the handler's timer starts with the transfer); one that failed otherwise before any
-    headers (refused, reset, DNS, TLS), nothing: it is bounded by Scrapy's retry count (``RETRY_TIMES``), not the
-    budget, and its row names that error, never ``download_timeout``. The waits in the scheduler and in the
-    download slot's queue (AutoThrottle's delay) do not count, so a 500's or a refused connection's retry is sent
-    however long it waited. Each attempt's ``download_timeout`` is
+    whole ``download_timeout`` (Scrapy's HTTP handler times the attempt from its transfer's start), a rendered
+    page's navigation timeout the whole budget (``PLAYWRIGHT_DEFAULT_NAVIGATION_TIMEOUT`` is the budget); one that
+    failed otherwise before any headers (refused, reset, DNS, TLS), nothing: Scrapy has no signal for a transfer's
+    start, so its time in the slot's queue cannot be told from its time connecting; such attempts are bounded by
+    the retry count (``RETRY_TIMES``: a server that holds each connection until just before the timeout and then
+    resets it costs ``RETRY_TIMES + 1`` attempts), and the row names that error, never ``download_timeout``. The
+    waits in the scheduler and in the download slot's queue (AutoThrottle's delay) do not count, so a 500's or a
+    refused connection's retry is sent however long it waited. Each attempt's ``download_timeout`` is
     what is left of the budget (at most ``DOWNLOAD_TIMEOUT``); once it is spent the request fails with
     :class:`DownloadTimeout` instead of being retried. So a server that trickles bytes (slow loris) costs a slot
     ``download_budget_s`` at most, and the page or image gets a ``download_timeout`` row, or ``http_<status>``
@@ -193,7 +206,10 @@ class DownloadBudgetMiddleware:
             return None
         timeout = _is_timeout(exception)
         if request.meta.pop("lookbench_unheaded", False) and timeout:
-            self._charge(request.meta, request.meta.get("download_timeout") or self.attempt_s)
+            if _rendered(exception):
+                self._charge(request.meta, self.left(request))
+            else:
+                self._charge(request.meta, request.meta.get("download_timeout") or self.attempt_s)
         if timeout and self.left(request) < self.MIN_ATTEMPT_S:
             raise DownloadTimeout(request.url, self.budget_s, last_answer(request)) from exception
         return None
