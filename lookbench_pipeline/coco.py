@@ -63,7 +63,7 @@ def xywh_box(v: Any) -> list[float] | None:
     return box if all(math.isfinite(t) for t in box) else None
 
 
-_RLE_MAX_CHARS = 13  # 64-bit counts, 5 bits a character (pycocotools maskApi.c rleFrString)
+_RLE_MAX_CHARS = 7  # pycocotools' counts are 32-bit (maskApi.h `uint`): rleToString writes 7 characters at most
 
 
 def rle_counts(s: str) -> list[int]:
@@ -71,8 +71,9 @@ def rle_counts(s: str) -> list[int]:
     continuation bit 0x20, sign bit 0x10, counts after the second stored as differences).
 
     Raises:
-        ValueError: a count of more than 13 characters (pycocotools holds counts in 64 bits: 13 × 5 bits), so a
-            hostile string of continuation characters costs linear time, not one ever longer integer per character.
+        ValueError: a count of more than 7 characters (pycocotools' counts are 32-bit unsigned, and the difference
+            it stores after the second count needs 33 bits: ``rleToString`` writes at most 7 × 5 bits), so a hostile
+            string of continuation characters costs linear time, not one ever longer integer per character.
         IndexError: the string ends inside a count.
     """
     counts: list[int] = []

@@ -88,17 +88,18 @@ def test_segmentation_boxes_from_polygons_and_rle():
     assert segmentation_box({"size": [40, 30], "counts": _rle_string(counts)}) == [4.0, 7.0, 26.0, 31.0]
     wrap = [35, 10, 1155]  # a run from the bottom of column 0 into the top of column 1
     assert segmentation_box({"size": [40, 30], "counts": wrap}) == [0.0, 0.0, 2.0, 40.0]
-    big = [2**62 - 1, 1]  # the widest count pycocotools writes (13 characters) still decodes
+    big = [2**32 - 1, 1, 0, 2**32 - 1]  # the widest counts and differences pycocotools writes (7 characters)
+    assert max(len(_rle_string([c])) for c in (2**32 - 1, -(2**32 - 1))) == 7
     assert rle_counts(_rle_string(big)) == big
 
 
 def test_a_hostile_rle_string_is_refused_in_linear_time():
     """A count of 100,000 continuation characters would build an ever longer integer (quadratic time): refused at
-    the 14th character, and the annotation that carries it has no box (a recorded drop, not a hang)."""
+    the 8th character, and the annotation that carries it has no box (a recorded drop, not a hang)."""
     from lookbench_pipeline.coco import annotation_box
 
     hostile = "o" * 100_000 + "0"  # 'o' - 48 = 0x3F: continuation bit set
-    with pytest.raises(ValueError, match="longer than 13"):
+    with pytest.raises(ValueError, match="longer than 7"):
         rle_counts(hostile)
     assert annotation_box({"segmentation": {"size": [40, 30], "counts": hostile}}) is None
     with pytest.raises(IndexError):
