@@ -417,7 +417,8 @@ class S3Store:
                 answer = self.client.get_object(Bucket=self.bucket, Key=self._key(key),
                                                 **({"Range": f"bytes={start}-"} if start else {}))
                 body = answer["Body"]
-                if hand(("length", (answer.get("ContentLength"), answer.get("ContentRange")))):
+                status = (answer.get("ResponseMetadata") or {}).get("HTTPStatusCode")
+                if hand(("length", (answer.get("ContentLength"), status))):
                     for block in body.iter_chunks(chunk):
                         if not hand(("block", block)):
                             return
@@ -439,10 +440,10 @@ class S3Store:
                         continue
                     raise bound.expired() from None
                 if kind == "length":
-                    length, content_range = value
-                    # a store that ignores Range (some S3-compatible servers) answers the whole object: its first
-                    # ``start`` bytes are skipped, as the mirror's are, so a resumed file is not written twice over
-                    whole = bool(start) and not str(content_range or "").startswith(f"bytes {start}-")
+                    length, status = value
+                    # a store that ignores Range (some S3-compatible servers) answers 200 and the whole object: its
+                    # first ``start`` bytes are skipped, as the mirror's are, so a resumed file is not written twice
+                    whole = bool(start) and status == 200
                     skip = start if whole else 0
                     bound.expect(None if size is None else size - (0 if whole else start), length)
                 elif kind == "block":

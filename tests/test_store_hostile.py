@@ -860,16 +860,29 @@ def ranged(body: bytes) -> Answer:
     return answer
 
 
+def ranged_without_content_range(body: bytes) -> Answer:
+    """A 206 to ``Range: bytes=N-`` that names no ``Content-Range`` (the status alone says it is ranged)."""
+    def answer(h: BaseHTTPRequestHandler) -> None:
+        rng = h.headers.get("Range", "")
+        start = int(rng[len("bytes="):].rstrip("-")) if rng.startswith("bytes=") else 0
+        h.send_response(206 if start else 200)
+        h.send_header("Content-Length", str(len(body) - start))
+        h.end_headers()
+        h.wfile.write(body[start:])
+    return answer
+
+
 @pytest.mark.parametrize("kind", ["mirror", "s3"])
-@pytest.mark.parametrize("honours_range", [True, False])
+@pytest.mark.parametrize("honours_range", [True, False, "no Content-Range"])
 def test_a_resumed_read_gets_the_bytes_after_its_offset_whether_or_not_the_server_honours_range(kind,
                                                                                                honours_range):
     """A resumed download asks for ``bytes=40-``: a server that honours it sends them (206); one that ignores it
     (some static hosts and S3-compatible stores) sends the whole object (200), whose first 40 bytes both stores
-    skip, so the resumed file is not written twice over."""
+    skip, so the resumed file is not written twice over; a 206 is ranged whether or not it names its range."""
     body = bytes(range(256)) * 3
     key = "releases/v20260701/x.parquet"
-    answer = ranged(body) if honours_range else announcing(len(body), body)
+    answer = {True: ranged, False: lambda b: announcing(len(b), b),
+              "no Content-Range": ranged_without_content_range}[honours_range](body)
     with mirror(None, {f"/bucket/lb/{key}": answer}) as srv:
         s, _ = both_stores(srv, kind)
         assert b"".join(s.read_range(key, start=40, chunk=64, size=len(body))) == body[40:]
