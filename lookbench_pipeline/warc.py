@@ -23,7 +23,8 @@ META_REFRESH_HEADER = "WARC-LookBench-Meta-Refresh"
 a hop like a 3xx's record, not a page (``lookbench_crawlers.middlewares.MetaRefreshScopeMiddleware``)."""
 RETRIED_HEADER = "WARC-LookBench-Retried"
 """Record header of a response Scrapy's RetryMiddleware retried (a 503 before the 200; its value: the attempt's
-number, 1 first): a record of the exchange, never the URL's answer (``lookbench_crawlers.warc``)."""
+number, 1 first): a record of the exchange; the WARC reader never takes it for the URL's answer, a replay only when
+its crawl attempt left no other (``lookbench_crawlers.replay.read_archive``)."""
 
 
 def is_retried(rec: Any) -> bool:

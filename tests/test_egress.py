@@ -5,7 +5,6 @@ a stub resolver (static host answers and a failing lookup): nothing is sent off 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 import yaml
@@ -16,8 +15,6 @@ from lookbench_pipeline.demo import serve
 from lookbench_pipeline.config import SiteConfig
 from lookbench_pipeline.crawl import egress_allowances, run_spider
 from lookbench_pipeline.egress import EgressPolicy
-
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("ip,port,reason", [

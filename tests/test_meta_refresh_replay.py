@@ -271,3 +271,14 @@ def test_a_url_whose_last_attempt_left_no_record_is_answered_by_its_last_retried
     assert read_response_at(*responses[back][:2])[0] == 200
     only_back, _ = read_archive([str(warc)], want_url=lambda u: u == back)
     assert set(only_back) == {back}
+
+    # a resumed crawl (attempt 2) whose 503 was retried and whose retry timed out: its answer is the 503, not
+    # the 200 of attempt 1 (whose items the killed crawl lost), as the latest attempt's record wins
+    later = tmp_path / "resumed.warc.gz"
+    first, second = WarcArchiveMiddleware(str(later), "1"), WarcArchiveMiddleware(str(later), "2")
+    for mw, status, retried in ((first, 200, None), (second, 503, "1")):
+        req = Request(back)
+        mw.archive(req, HtmlResponse(back, status=status, body=b"<p></p>", request=req),
+                   {RETRIED_HEADER: retried} if retried else None)
+    responses, _ = read_archive([str(later)])
+    assert read_response_at(*responses[back][:2])[0] == 503

@@ -95,9 +95,9 @@ def read_archive(paths, origins=(), want_url=None):
     memory holds no body), and ``{url: (status, target)}`` of every redirect the recorded crawl met (its 3xx
     record, else a hop of ``WARC-LookBench-Redirect-From``), their URLs on the last of ``origins``
     (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
-    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them, unless the URL has no other:
-    then the last retried one answers (a 500 whose retry timed out, so the download budget's row read ``http_500``:
-    the replay's reads it too, not a 404). ``want_url(url)``: only those URLs' responses (all when None). A torn last
+    attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them, unless its attempt left no other
+    (a 500 whose retry timed out, so the live row read ``http_500``: the replay's reads it too, not a 404, nor an
+    earlier attempt's 200 the live crawl no longer had): then the last retried one answers. ``want_url(url)``: only those URLs' responses (all when None). A torn last
     record ends a file without an error."""
     origins = [o.rstrip("/") for o in origins if o]
     responses, redirects, rank, retried = {}, {}, {}, {}
@@ -127,8 +127,9 @@ def read_archive(paths, origins=(), want_url=None):
             target = join_url(raw, location.strip())
             if target:
                 redirects[url] = (int(status), served_from(target, origins), attempt)
-    for url, (_, place) in retried.items():
-        responses.setdefault(url, place)
+    for url, (attempt, place) in retried.items():  # the latest attempt's answer wins, a retried one too
+        if url not in rank or attempt > rank[url]:
+            responses[url] = place
     return responses, {src: (code, target) for src, (code, target, _) in redirects.items()}
 
 
