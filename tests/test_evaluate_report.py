@@ -47,8 +47,8 @@ def _row(data: bytes, subset: str, role: str, sid: str, p, first_seen: datetime,
 
 def publish_release(store, n: int = 16) -> dict:
     """Two subsets over the demo shop's generator: alternative shots as queries, packshots as the gallery;
-    queries first seen on the 1st of months 1..6 of 2026 in turn (street-look queries mirrored, so the subsets
-    share no image). Studio queries carry an attribute no gallery item has, with adversarial HTML in it."""
+    queries first seen on the 1st of months 1..6 of 2026 in turn (street-look queries upside down, so the subsets
+    share no image: a left-right mirror is a copy, which the contamination check finds as ``mirrored``). Studio queries carry an attribute no gallery item has, with adversarial HTML in it."""
     products, _ = demo_shop.plan(n, 0, 21)
     files = {}
     for subset, offset in (("real_studio_flat", 0), ("real_streetlook", 1)):
@@ -58,7 +58,7 @@ def publish_release(store, n: int = 16) -> dict:
             attrs = [{"name": "color", "value": p.color}, {"name": "pattern", "value": p.pattern}]
             shot = demo_shop.alt_shot(p)
             if offset:
-                shot = ImageOps.mirror(shot)
+                shot = ImageOps.flip(shot)
             else:
                 attrs.append({"name": "note", "value": "<b>red</b>"})
             # a sample_id names one image in the whole release (embeddings are keyed by it): the subsets' queries
