@@ -153,37 +153,13 @@ def test_every_kind_of_timeout_before_headers_is_charged(timeout):
         assert req.meta["lookbench_spent_s"] == pytest.approx(3.0)
 
 
-def _never_answering_server():
-    """robots.txt answered; every other path accepted and held without a byte for 20 s. ``.hits``: the paths."""
-
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
-
-        def log_message(self, *a):
-            pass
-
-        def do_GET(self):
-            self.server.hits.append(self.path)
-            if self.path == "/robots.txt":
-                body = b"User-agent: *\nAllow: /\n"
-                self.send_response(200)
-                self.send_header("Content-Type", "text/plain")
-                self.send_header("Content-Length", str(len(body)))
-                self.end_headers()
-                self.wfile.write(body)
-                return
-            time.sleep(20)
-
-    return local_http.serve(Handler)
-
-
 def test_a_page_that_never_answers_costs_one_attempt_of_the_budget(tmp_path):
     """Budget 2 s: the page's first attempt times out after 2 s (Scrapy's DownloadTimeoutError), which spends the
     budget, so it is not retried: one request, a download_timeout row (Scrapy's retries would have sent three)."""
-    srv = _never_answering_server()
+    srv = _server()
     try:
         site = tmp_path / "site.yaml"
-        site.write_text(yaml.safe_dump({"name": "mute", "start_urls": ["{{BASE}}/p/mute"],
+        site.write_text(yaml.safe_dump({"name": "mute", "start_urls": ["{{BASE}}/h/mute"],
                                         "allow_private_addresses": True, "follow_links": False,
                                         "download_budget_s": 2}))
         feed, _ = run_spider(site, srv.base_url, tmp_path / "crawl", "test-bot", timeout_s=300)
@@ -191,7 +167,7 @@ def test_a_page_that_never_answers_costs_one_attempt_of_the_budget(tmp_path):
         local_http.stop(srv)
     rows = [json.loads(line) for line in feed.read_text().splitlines()]
     rows = [r for r in rows if r["kind"] == "page"]
-    assert srv.hits.count("/p/mute") == 1, srv.hits
+    assert srv.hits.count("/h/mute") == 1, srv.hits
     assert [(r["outcome"], r["reason"]) for r in rows] == [("rejected", "download_timeout")]
 
 
@@ -208,8 +184,9 @@ def test_a_redirect_clears_the_last_answer():
 
 def _server():
     """``/h/flaky``: 500 on the first hit, a product page after; ``/h/slow*``: 200 headers, then a byte every 0.1 s
-    for at most 120 s; a sitemap listing slow-1, flaky, slow-2 (so whichever order the scheduler takes them,
-    flaky's first attempt waits behind a slow page in a slot of concurrency 1). ``.hits``: the paths requested."""
+    for at most 120 s; ``/h/mute``: no answer for 20 s; a sitemap listing slow-1, flaky, slow-2 (so whichever
+    order the scheduler takes them, flaky's first attempt waits behind a slow page in a slot of concurrency 1).
+    ``.hits``: the paths requested."""
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
@@ -240,6 +217,9 @@ def _server():
                                  "offers": {"@type": "Offer", "price": "10.00", "priceCurrency": "EUR"}})
                 body = f"<html><head><script type='application/ld+json'>{ld}</script></head><body></body></html>"
                 return self._send(200, body.encode(), "text/html; charset=utf-8")
+            if self.path == "/h/mute":  # accepted, and held without a byte for 20 s
+                time.sleep(20)
+                return
             if self.path.startswith("/h/slow"):
                 self.send_response(200)
                 self.send_header("Content-Type", "text/html")
