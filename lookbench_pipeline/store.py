@@ -447,11 +447,9 @@ class S3Store:
                     skip = start if whole else 0
                     bound.expect(None if size is None else size - (0 if whole else start), length)
                 elif kind == "block":
-                    if skip:
-                        cut = min(skip, len(value))
-                        value, skip = value[cut:], skip - cut
-                        if not value:
-                            continue
+                    value, skip = _skip_held(value, skip)
+                    if not value:
+                        continue
                     got += len(value)
                     bound.received(got)
                     bound.handed()
@@ -562,6 +560,13 @@ HTTP_DEADLINE_S = 120.0
 HTTP_MIN_BYTES_PER_S = 32 * 1024
 """The slowest transfer an http(s) mirror may keep up, in bytes per second: a request of ``n`` expected bytes is
 given up after ``HTTP_DEADLINE_S + n / HTTP_MIN_BYTES_PER_S`` seconds (a 2 GB gallery: about 17 hours)."""
+
+
+def _skip_held(block: bytes, skip: int) -> tuple[bytes, int]:
+    """``(block less its first skip bytes, what is left to skip)``: the bytes a resumed read already holds, from an
+    answer that ignored its ``Range`` and sent the whole object (mirror and S3 alike)."""
+    cut = min(skip, len(block))
+    return block[cut:], skip - cut
 
 
 class _ReadDeadline:
@@ -734,9 +739,7 @@ class HttpStore:
                     block = r.raw.read1(chunk, decode_content=True)
                     if not block:
                         break
-                    if skip:
-                        cut = min(skip, len(block))
-                        block, skip = block[cut:], skip - cut
+                    block, skip = _skip_held(block, skip)
                     got += len(block)
                     bound.received(got)
                     if block:
