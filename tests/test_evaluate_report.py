@@ -48,7 +48,8 @@ def _row(data: bytes, subset: str, role: str, sid: str, p, first_seen: datetime,
 def publish_release(store, n: int = 16) -> dict:
     """Two subsets over the demo shop's generator: alternative shots as queries, packshots as the gallery;
     queries first seen on the 1st of months 1..6 of 2026 in turn (street-look queries upside down, so the subsets
-    share no image: a left-right mirror is a copy, which the contamination check finds as ``mirrored``). Studio queries carry an attribute no gallery item has, with adversarial HTML in it."""
+    share no image: a left-right mirror is a copy, which the contamination check finds as ``mirrored``). Studio
+    queries carry an attribute no gallery item has, with adversarial HTML in it."""
     products, _ = demo_shop.plan(n, 0, 21)
     files = {}
     for subset, offset in (("real_studio_flat", 0), ("real_streetlook", 1)):

@@ -97,18 +97,17 @@ def read_archive(paths, origins=(), want_url=None):
     (:func:`served_from`). Of the records of one URL the latest attempt's wins, the first within an
     attempt; a response Scrapy retried (``WARC-LookBench-Retried``) is none of them, unless its attempt left no other
     (a 500 whose retry timed out, so the live row read ``http_500``: the replay's reads it too, not a 404, nor an
-    earlier attempt's 200 the live crawl no longer had): then the last retried one answers. ``want_url(url)``: only those URLs' responses (all when None). A torn last
-    record ends a file without an error."""
+    earlier attempt's 200 the live crawl no longer had): then the last retried one answers. ``want_url(url)``: only
+    those URLs' responses (all when None). A torn last record ends a file without an error."""
     origins = [o.rstrip("/") for o in origins if o]
     responses, redirects, rank, retried = {}, {}, {}, {}
     for rec, path, offset in response_offsets(paths):
         raw = rec.rec_headers.get_header("WARC-Target-URI") or ""
-        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): the URL's answer only if it has none
-            url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
+        url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
+        if is_retried(rec):  # an attempt Scrapy retried (a 503 before the 200): the answer only if its attempt has none
             if (want_url is None or want_url(url)) and attempt >= retried.get(url, (-1,))[0]:
                 retried[url] = (attempt, (path, offset, rec.rec_headers.get_header("WARC-Date")))
             continue
-        url, attempt = served_from(raw, origins), _attempt(rec, raw, origins)
         if (want_url is None or want_url(url)) and (url not in rank or attempt > rank[url]):
             rank[url] = attempt
             responses[url] = (path, offset, rec.rec_headers.get_header("WARC-Date"))

@@ -39,7 +39,8 @@ DOWNLOADER_MIDDLEWARES = {
     "lookbench_crawlers.middlewares.StrictRobotsTxtMiddleware": 100,
     "lookbench_crawlers.middlewares.AddressPolicyMiddleware": 50,
     "lookbench_crawlers.warc.WarcArchiveMiddleware": 60,
-    # Scrapy's RetryMiddleware, each attempt it retries archived (marked retried: a replay answers it only when its crawl attempt left no other answer)
+    # Scrapy's RetryMiddleware, each attempt it retries archived (marked retried: a replay answers it only when its
+    # crawl attempt left no other answer)
     "scrapy.downloadermiddlewares.retry.RetryMiddleware": None,
     "lookbench_crawlers.warc.WarcRetryArchiveMiddleware": 550,
     # Scrapy's MetaRefreshMiddleware, a meta refresh archived and bounded as an HTTP redirect is (its row too)

@@ -9,7 +9,7 @@ page left by a ``<meta http-equiv="refresh">`` is archived by ``middlewares.Meta
 the spider would have had it, marked ``WARC-LookBench-Meta-Refresh`` (the target), and an attempt Scrapy's
 RetryMiddleware retries by :class:`WarcRetryArchiveMiddleware` (550), marked ``WARC-LookBench-Retried``: every
 exchange is a record, and a replay answers a URL with the attempt that was not retried (with its last
-retried attempt when every answer it got was retried).
+retried one when that crawl attempt got no other answer).
 
 A request record and a response record per response, appended as independent gzip members, so a crawl killed
 mid-way leaves a readable file up to the last whole record. Responses served from the HTTP cache after a
@@ -132,10 +132,11 @@ class WarcRetryArchiveMiddleware(RetryMiddleware):
     """Scrapy's RetryMiddleware (550, which it replaces), each attempt it retries archived: a 503 the next attempt
     replaces never reaches :class:`WarcArchiveMiddleware` (60), yet it is an exchange the crawl made. Its record
     carries ``WARC-LookBench-Retried`` (the attempt's number, 1 first), and neither a replay
-    (``replay.read_archive``, unless the URL has no other record) nor the WARC reader (``extract_from_warc``) takes
-    it for the URL's answer, which is the last attempt's record, unmarked, as before: the replay answers the final
-    response at once (the retries are not replayed, the rows and items are the same). An attempt that is not retried (a success, the last of the
-    retries) is archived by :class:`WarcArchiveMiddleware` as every response is."""
+    (``replay.read_archive``, unless its crawl attempt left no other answer) nor the WARC reader
+    (``extract_from_warc``) takes it for the URL's answer, which is the last attempt's record, unmarked, as before:
+    the replay answers the final response at once (the retries are not replayed, the rows and items are the same).
+    An attempt that is not retried (a success, the last of the retries) is archived by
+    :class:`WarcArchiveMiddleware` as every response is."""
 
     @classmethod
     def from_crawler(cls, crawler):
