@@ -4,6 +4,7 @@ against brute force and FAISS (IndexBinaryFlat, IndexBinaryMultiHash) in the sam
     .venv/bin/python benchmarks/near_duplicates.py [--sizes 1000000 10000000] [--kinds uniform clustered]
         [--radius 8] [--sample 20000] [--peer-n 100000] [--queries 300] [--threads N] [--repeats 3]
     .venv/bin/python benchmarks/near_duplicates.py --phases [--sizes ...] [--kinds ...]
+    .venv/bin/python benchmarks/near_duplicates.py --accidental [--sizes ...] [--pictures 1000000]
 
 Code sets (lookbench_pipeline.testing.codes, seeded): ``uniform`` (random bits, 5% near copies of others, 1–6 bits)
 and ``clustered`` (pHash-like: biased, correlated bits calibrated on the real photos' pHashes, 30% near copies in
@@ -15,11 +16,19 @@ families, popular layouts). For each kind:
 3. each size in its own process (so that the peak RSS is that run's): ``--repeats`` searches (the median wall and CPU
    seconds reported, with the range: a 0.5 s run moves by 20% on a shared machine), peak RSS, pairs, and exactness
    on a sample: ``--queries`` random codes compared with all ``n`` codes in numpy, their pairs == ours;
-4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on the median wall and CPU times.
+4. the cost exponent between the sizes, ``log(t2 / t1) / log(n2 / n1)``, on the median wall and CPU times, and the
+   output-sensitive one, ``log(t2 / t1) / log((n2 + P2) / (n1 + P1))`` with ``P`` the pairs found: an exact search
+   reads every code and writes every pair, so its cost is at least linear in ``n + P``.
 
 ``--phases`` times the parts of one search instead (each size in its own process, one run each): the tables' joins
 at radius 0 with the plan chosen for ``--radius`` (the same candidate pairs compared, no hits: the comparisons
 alone), the joins at ``--radius``, and the sort and unpacking of the pairs found, with the exponent of each part.
+
+``--accidental`` counts the pairs distinct pictures make by chance, with no near copy among them: all pairs within
+``--radius`` among ``--pictures`` pictures drawn with copies off, their share ``p`` of all pairs, and the
+``p * m * (m - 1) / 2`` chance pairs it implies among the ``m`` distinct pictures of each size (70% of a clustered
+set, all of a uniform one): for a fixed picture distribution they grow with ``m`` squared. Clustered codes are
+measured with their layouts and without (``template_share=0``).
 
 FAISS is optional (``pip install faiss-cpu``, the ``faiss`` extra); without it the peers are skipped with a note.
 The machine's load average is printed before and after: on a shared machine the wall time is longer than CPU time /
@@ -143,6 +152,22 @@ def phases_child(kind: str, n: int, radius: int, threads: int | None) -> None:
     print(json.dumps(res))
 
 
+def accidental(a: argparse.Namespace) -> None:
+    """The chance pairs of ``a.pictures`` distinct pictures (copies off), and the pairs they imply per size."""
+    m = a.pictures
+    sets = {"uniform": (lambda: uniform_codes(m, near_share=0.0), 1.0),
+            "clustered": (lambda: clustered_codes(m, family_share=0.0), 0.7),
+            "clustered, no layouts": (lambda: clustered_codes(m, family_share=0.0, template_share=0.0), 0.7)}
+    for name, (make, distinct) in sets.items():
+        h = make()
+        hits = len(pairs_within(h, a.radius, threads=a.threads))
+        p = hits / (m * (m - 1) / 2)
+        implied = "; ".join(f"n={n:,} ({int(n * distinct):,} distinct): {p * (n * distinct) ** 2 / 2:,.0f}"
+                            for n in a.sizes)
+        print(f"[{name}] {hits:,} pairs within {a.radius} bits among {m:,} distinct pictures: p = {p:.3g} a pair; "
+              f"chance pairs implied: {implied}", flush=True)
+
+
 def phases(a: argparse.Namespace) -> None:
     for kind in a.kinds:
         rows = []
@@ -176,14 +201,17 @@ def main() -> None:
     ap.add_argument("--child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
     ap.add_argument("--phases", action="store_true", help="time the joins (radius 0 and --radius) and the sort apart")
     ap.add_argument("--phases-child", nargs=2, metavar=("KIND", "N"), help=argparse.SUPPRESS)
+    ap.add_argument("--accidental", action="store_true",
+                    help="the chance pairs of distinct pictures (no copies), measured on random pairs")
+    ap.add_argument("--pictures", type=int, default=1_000_000, help="distinct pictures drawn by --accidental")
     a = ap.parse_args()
     r = a.radius
     if a.phases_child:
         phases_child(a.phases_child[0], int(a.phases_child[1]), r, a.threads)
         return
-    if a.phases:
+    if a.phases or a.accidental:
         print(f"{os.cpu_count()} CPUs; load average at start {os.getloadavg()}; radius {r}")
-        phases(a)
+        phases(a) if a.phases else accidental(a)
         return
     if a.child:
         child(a.child[0], int(a.child[1]), r, a.queries, a.threads, a.repeats)
@@ -223,16 +251,22 @@ def main() -> None:
             out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
             res = json.loads(out.strip().splitlines()[-1])
             results[(kind, n)] = res
-            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.2f} s wall, {res['cpu_s']:.2f} s CPU (median of "
-                  f"{len(res['walls_s'])}: wall {min(res['walls_s']):.2f}-{max(res['walls_s']):.2f} s); "
-                  f"peak RSS {res['peak_rss_mb']:.0f} MB (the codes made: {res['rss_before_mb']:.0f} MB); tables (bits, tau) {res['tables']}; sample of "
+            print(f"[{kind}] n={n:,}: {res['pairs']:,} pairs in {res['wall_s']:.2f} s wall, {res['cpu_s']:.2f} s CPU "
+                  f"(median of {len(res['walls_s'])}: wall {min(res['walls_s']):.2f}-{max(res['walls_s']):.2f} s); "
+                  f"peak RSS {res['peak_rss_mb']:.0f} MB (the codes made: {res['rss_before_mb']:.0f} MB); "
+                  f"tables (bits, tau) {res['tables']}; sample of "
                   f"{res['sample_queries']} codes against all: {res['sample_pairs']} pairs, exact "
                   f"{res['sample_exact']}; load average {os.getloadavg()[0]:.1f}", flush=True)
         for n1, n2 in zip(a.sizes, a.sizes[1:]):
             r1, r2 = results[(kind, n1)], results[(kind, n2)]
             ew = math.log(r2["wall_s"] / r1["wall_s"]) / math.log(n2 / n1)
             ec = math.log(r2["cpu_s"] / r1["cpu_s"]) / math.log(n2 / n1)
-            print(f"[{kind}] cost exponent {n1:,} -> {n2:,}: {ew:.2f} (wall), {ec:.2f} (CPU)")
+            grow = math.log((n2 + r2["pairs"]) / (n1 + r1["pairs"]))
+            ow = math.log(r2["wall_s"] / r1["wall_s"]) / grow
+            oc = math.log(r2["cpu_s"] / r1["cpu_s"]) / grow
+            print(f"[{kind}] cost exponent {n1:,} -> {n2:,}: {ew:.2f} (wall), {ec:.2f} (CPU); against n + pairs "
+                  f"(output-sensitive): {ow:.2f} (wall), {oc:.2f} (CPU); pairs grew with exponent "
+                  f"{math.log(r2['pairs'] / max(1, r1['pairs'])) / math.log(n2 / n1):.2f}")
     print(f"load average at the end {os.getloadavg()}")
 
 

@@ -34,6 +34,18 @@ def test_clustered_codes_have_many_pairs_and_skewed_bits():
     assert len(got) > 3000
 
 
+def test_clustered_pictures_pair_by_chance_with_and_without_layouts():
+    """Distinct pictures (copies off) still pair by chance, layouts or not (the close tail of a pHash-like
+    distribution: BENCHMARKS.md, "Why a different clustered generator would not change this"); the layouts
+    (``template_share``) add to it, and the same seed draws the same pictures when the share is left at its default."""
+    with_layouts = clustered_codes(20_000, seed=4, family_share=0.0)
+    without = clustered_codes(20_000, seed=4, family_share=0.0, template_share=0.0)
+    assert np.array_equal(with_layouts, clustered_codes(20_000, seed=4, family_share=0.0, template_share=1 / 3))
+    n_with, n_without = len(pairs_within(with_layouts, 8)), len(pairs_within(without, 8))
+    assert 0 < n_without < n_with
+    assert len(pairs_within(uniform_codes(20_000, seed=4, near_share=0.0), 8)) == 0  # uniform bits: ~0.05 expected
+
+
 @pytest.mark.parametrize("n", [20_000])
 def test_every_plan_shape_is_exact_on_clustered_codes(n):
     """Plans the cost model picks at other sizes (4 tables of 16 bits at mixed thresholds; 3 wide tables; tables

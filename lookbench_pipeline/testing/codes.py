@@ -55,18 +55,17 @@ def uniform_codes(n: int, seed: int = 1, near_share: float = 0.05) -> np.ndarray
 
 
 def clustered_codes(n: int, seed: int = 1, latent: int = 12, templates: int = 50, family_share: float = 0.3,
-                    chunk: int = 250_000) -> np.ndarray:
+                    template_share: float = 1 / 3, chunk: int = 250_000) -> np.ndarray:
     """``n`` codes shaped like pHashes of packshots.
 
     Pictures: ``bit_k = [a_k . z + b_k + noise > 0]`` with ``z`` a ``latent``-dimensional Gaussian (what a picture
     looks like at low frequency), ``a_k`` random loadings and ``b_k`` a per-bit bias drawn so that some bits are
     less balanced (set in 19% to 82% of codes; the pHash's first, DC-like bit in 99%), and ``z`` drawn around one of
-    ``templates`` popular layouts for a third of the pictures. Calibrated on the pHashes of the real photos in
-    ``../shared/realdata/images`` (distinct pictures: mean distance 30.8 bits, 1st / 5th percentile 20 / 24, bits set
-    in 31% to 75% of codes, the first in all): here the mean is 29.8 bits, the percentiles 19 / 22 — a little more
-    clustered than those photos. Then ``family_share``
-    of the codes are near copies (:func:`near_copies`) of an earlier picture, in families of geometric size
-    (mean 3).
+    ``templates`` popular layouts for ``template_share`` of the pictures (a third by default). Calibrated on the
+    pHashes of the real photos in ``../shared/realdata/images`` (distinct pictures: mean distance 30.8 bits, 1st / 5th
+    percentile 20 / 24, bits set in 31% to 75% of codes, the first in all): here the mean is 29.8 bits, the
+    percentiles 19 / 22 — a little more clustered than those photos. Then ``family_share`` of the codes are near
+    copies (:func:`near_copies`) of an earlier picture, in families of geometric size (mean 3).
     """
     rng = np.random.default_rng(seed)
     loadings = rng.normal(size=(latent, 64))
@@ -79,7 +78,7 @@ def clustered_codes(n: int, seed: int = 1, latent: int = 12, templates: int = 50
     for s in range(0, n_pic, chunk):
         m = min(chunk, n_pic - s)
         z = rng.normal(size=(m, latent))
-        tpl = rng.random(m) < 1 / 3
+        tpl = rng.random(m) < template_share
         z[tpl] = centres[rng.integers(0, templates, size=int(tpl.sum()))] + 0.8 * z[tpl]
         logits = z @ loadings / np.sqrt(latent) + bias + rng.normal(size=(m, 64))
         pics.append(_pack(logits > 0))
