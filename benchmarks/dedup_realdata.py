@@ -20,9 +20,10 @@ cut-outs). Three sets of inputs, scored as pairs (two images are "found" when th
    pair of colours must stay apart and each variant's re-encoded copy must join it (the same colour at another size,
    a zoomed copy of the same packshot, is counted apart: merged or not, either is right);
 5. edited copies, one edit at a time: the real studio and street photos plus one copy of each with that edit
-   (:func:`edited`: cropped 2 / 5 / 10% on every side, mirrored, rotated 90 degrees, greyscale, JPEG quality 60 at
-   full size): which edits the rule treats as the same picture. Not a target: what the pHash rule is blind to, so the
-   docs can say which copies dedup and the contamination check (the same rule) miss;
+   (:func:`edited`: cropped 2 / 5 / 10% on every side, mirrored, rotated 90 degrees, greyscale stored as RGB and as
+   a one-channel file, JPEG quality 60 at full size): which edits the rule treats as the same picture. Not a target:
+   what the pHash rule is blind to, so the docs can say which copies dedup and the contamination check (the same
+   rule) miss;
 6. the contamination check (``contamination.update_index`` over a ``folder`` source of the real studio and street
    photos, then ``find_contamination`` with the shipped rule) on the same edited copies: how many are found as
    leaks of their own photo, and with which ``kind`` (``mirrored``: the index's mirror signatures).
@@ -52,12 +53,13 @@ T0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
 RULE = DedupConfig()
 
 
-EDITS = ("crop 2%", "crop 5%", "crop 10%", "mirrored", "rotated 90", "greyscale", "jpeg q60")
+EDITS = ("crop 2%", "crop 5%", "crop 10%", "mirrored", "rotated 90", "greyscale", "greyscale file", "jpeg q60")
 
 
 def edited(data: bytes, how: str) -> bytes:
     """A copy of the picture as it is shown (EXIF orientation applied) with one edit of :data:`EDITS`, as JPEG
-    quality 90 (quality 60 for ``jpeg q60``), the same size but for the crops."""
+    quality 90 (quality 60 for ``jpeg q60``), the same size but for the crops. ``greyscale`` is stored as an RGB
+    JPEG (three equal channels), ``greyscale file`` as a one-channel JPEG (flagged ``grayscale`` by the intake)."""
     import io
 
     from PIL import Image, ImageOps
@@ -73,6 +75,8 @@ def edited(data: bytes, how: str) -> bytes:
         im = im.transpose(Image.Transpose.ROTATE_90)
     elif how == "greyscale":
         im = ImageOps.grayscale(im).convert("RGB")
+    elif how == "greyscale file":
+        im = ImageOps.grayscale(im)
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=60 if how == "jpeg q60" else 90)
     return buf.getvalue()

@@ -8,9 +8,10 @@ confirmed only when the images' colours also agree, twice: the 8 x 8 colour sign
 per-channel absolute differences <= ``max_color_diff`` levels of 255), and the foreground's colours
 (:func:`lookbench_pipeline.foreground.foreground_delta_e` <= ``max_foreground_delta_e`` ΔE*ab): on a packshot the
 background decides the first, so the red and the blue version of a small shirt on white pass it and only the
-second tells them apart. A re-encoded or resized copy passes both; a copy cropped by 5% or more, mirrored or
-turned greyscale mostly does not, nor does a rotated one (measured: ``benchmarks/dedup_realdata.py``,
-BENCHMARKS.md).
+second tells them apart. A greyscale file (one grey channel) is compared with a colour one by grey levels instead
+(:func:`confirmed_by_colour`). A re-encoded or resized copy passes both; a copy cropped by 5% or more, mirrored or
+turned greyscale but stored as RGB mostly does not, nor does a rotated one (measured:
+``benchmarks/dedup_realdata.py``, BENCHMARKS.md).
 
 A background-removed cut-out of a photograph and the photograph itself share the subject's pixels but not their
 pHash; :func:`cluster` also joins such pairs (:func:`lookbench_pipeline.foreground.cutout_candidates`, confirmed
@@ -23,7 +24,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from .foreground import MAX_FOREGROUND_DELTA_E, cutout_candidates, cutout_match, foreground_delta_e
+from .foreground import (LUMA, MAX_FOREGROUND_DELTA_E, cutout_candidates, cutout_match, foreground_delta_e,
+                         foreground_grey_delta)
 
 
 def hex_to_u64(hashes: Sequence[str]) -> np.ndarray:
@@ -102,14 +104,48 @@ def color_diff(a: str | None, b: str | None) -> float:
     return float(np.percentile(np.abs(x - y), 90))
 
 
+def grey_diff(a: str | None, b: str | None) -> float:
+    """:func:`color_diff` of two colour signatures turned grey (:data:`lookbench_pipeline.foreground.LUMA`, as
+    Pillow's ``convert("L")``): the 90th percentile of the 64 cells' absolute grey-level differences (0..255); 0
+    when either is missing."""
+    if not a or not b:
+        return 0.0
+    x = np.frombuffer(bytes.fromhex(a), dtype=np.uint8).reshape(-1, 3).astype(np.float32) @ LUMA
+    y = np.frombuffer(bytes.fromhex(b), dtype=np.uint8).reshape(-1, 3).astype(np.float32) @ LUMA
+    return float(np.percentile(np.abs(x - y), 90))
+
+
+ACHROMATIC_SPREAD = 3
+"""Most difference (0..255) between the channels of any cell of an 8 x 8 colour signature for the picture to count
+as grey (:func:`achromatic`): a one-channel picture saved as RGB JPEG and decoded again stays within 1-2 levels."""
+
+
+def achromatic(color_signature: str | None) -> bool:
+    """Whether a colour signature is grey: in each of its 64 cells the three channels are within
+    :data:`ACHROMATIC_SPREAD` levels of each other. False when the signature is missing."""
+    if not color_signature:
+        return False
+    c = np.frombuffer(bytes.fromhex(color_signature), dtype=np.uint8).reshape(-1, 3)
+    return int((c.max(axis=1).astype(np.int16) - c.min(axis=1)).max()) <= ACHROMATIC_SPREAD
+
+
 def confirmed_by_colour(a: dict, b: dict, max_color_diff: float,
                         max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E) -> bool:
     """Whether a pHash-near pair (``images`` rows) also agrees in colour: the whole picture's 8 x 8 signature
     within ``max_color_diff`` (0..255) and the foreground's colour within ``max_foreground_delta_e`` (ΔE*ab; rows
-    without ``fg_signature``, e.g. an index built before it existed, skip this part). A greyscale copy of a colour
-    picture is still the same picture, so the check is skipped when either image is flagged ``grayscale``."""
-    if "grayscale" in (a.get("flags") or []) or "grayscale" in (b.get("flags") or []):
-        return True
+    without ``fg_signature``, e.g. an index built before it existed, skip this part).
+
+    When exactly one of the two is a greyscale file (flagged ``grayscale``: stored as one grey channel), its
+    colours cannot be compared, so both are compared as greyscale copies: the signatures' grey levels
+    (:func:`grey_diff`) and the foreground's (:func:`lookbench_pipeline.foreground.foreground_grey_delta`, ΔL*),
+    with the same limits. A greyscale copy of a colour picture made as Pillow makes one passes; a grey packshot of
+    one colour of a garment no longer confirms every other colour of it, only one whose grey level is the same
+    (which a greyscale file cannot tell apart from a copy). A greyscale copy stored as RGB is not flagged and is
+    compared in colour: mostly not confirmed (BENCHMARKS.md, "Which edited copies the rule misses")."""
+    grey_a, grey_b = ("grayscale" in (r.get("flags") or []) for r in (a, b))
+    if grey_a != grey_b:
+        return (grey_diff(a.get("color_signature"), b.get("color_signature")) <= max_color_diff
+                and foreground_grey_delta(a.get("fg_signature"), b.get("fg_signature")) <= max_foreground_delta_e)
     if color_diff(a.get("color_signature"), b.get("color_signature")) > max_color_diff:
         return False
     return foreground_delta_e(a.get("fg_signature"), b.get("fg_signature")) <= max_foreground_delta_e
@@ -131,21 +167,76 @@ def cutout_pairs(images: list[dict], split: int | None = None) -> list[tuple[int
 class _ColourCheck:
     """:func:`confirmed_by_colour` between rows of ``images`` by index, remembered per pair of colour keys: the
     check reads only a row's ``grayscale`` flag, ``color_signature`` and ``fg_signature``, so copies that carry
-    the same three (the same picture re-served) are checked once, however many there are."""
+    the same three (the same picture re-served) are checked once, however many there are. With
+    ``grey_with_colour=False`` a pair of a greyscale file and a picture in colour (not :func:`achromatic`) is never
+    confirmed (:func:`cluster` attaches greyscale files afterwards, :func:`_attach_greyscale`); a greyscale file and
+    a grey picture stored as RGB are compared as usual."""
 
-    def __init__(self, images: list[dict], max_color_diff: float, max_foreground_delta_e: float):
+    def __init__(self, images: list[dict], max_color_diff: float, max_foreground_delta_e: float,
+                 grey_with_colour: bool = True):
         self.images, self.max_color_diff, self.max_fg = images, max_color_diff, max_foreground_delta_e
-        self.keys = [("grayscale" in (r.get("flags") or []), r.get("color_signature"), r.get("fg_signature"))
-                     for r in images]
+        self.grey = ["grayscale" in (r.get("flags") or []) for r in images]
+        self.keys = [(g, r.get("color_signature"), r.get("fg_signature")) for g, r in zip(self.grey, images)]
+        self.grey_with_colour = grey_with_colour
         self.known: dict[tuple, bool] = {}
+        self._in_colour: dict[int, bool] = {}
+
+    def in_colour(self, k: int) -> bool:
+        """Whether image ``k`` is a picture in colour: not a greyscale file, not :func:`achromatic` (read on first
+        use: only pairs with a greyscale file ask)."""
+        v = self._in_colour.get(k)
+        if v is None:
+            v = self._in_colour[k] = not self.grey[k] and not achromatic(self.images[k].get("color_signature"))
+        return v
 
     def __call__(self, i: int, j: int) -> bool:
+        if not self.grey_with_colour and self.grey[i] != self.grey[j] and self.in_colour(j if self.grey[i] else i):
+            return False
         pair = (self.keys[i], self.keys[j])
         ok = self.known.get(pair)
         if ok is None:
             ok = self.known[pair] = confirmed_by_colour(self.images[i], self.images[j], self.max_color_diff,
                                                         self.max_fg)
         return ok
+
+
+def _attach_greyscale(groups_by_hash: list[list[int]], near: np.ndarray, check: _ColourCheck,
+                      uf: UnionFind) -> None:
+    """Join each cluster of greyscale files to the colour cluster its members match by grey level
+    (:func:`confirmed_by_colour` on a pHash-near pair), when there is exactly one such cluster. A greyscale
+    picture cannot tell apart two colours of one grey level (the red and the blue of a shirt can both turn the same
+    grey), so a greyscale file that matches two colour clusters joins neither: it would merge them.
+
+    ``groups_by_hash``: image indices per distinct pHash; ``near``: pairs of those groups within the threshold
+    (``int64`` (m, 3)); ``uf``: the clusters so far, in which a greyscale file and a picture in colour were never
+    joined directly (they may be one cluster through a grey picture stored as RGB: that cluster is not a candidate
+    for its own greyscale files).
+    """
+    with_grey = {u for u, g in enumerate(groups_by_hash) if any(check.grey[k] for k in g)}
+    if not with_grey:
+        return
+    neighbours: dict[int, set[int]] = {u: {u} for u in with_grey}
+    for a, b, _ in near.tolist():
+        if a in with_grey:
+            neighbours[a].add(b)
+        if b in with_grey:
+            neighbours[b].add(a)
+    matches: dict[int, set[int]] = {}  # a greyscale cluster's root -> the colour clusters' roots it matches
+    for u in with_grey:
+        colour = {}  # one colour member per colour key and cluster: the others give the same answer
+        for v in neighbours[u]:
+            for c in groups_by_hash[v]:
+                if check.in_colour(c):
+                    colour.setdefault((uf.find(c), check.keys[c]), c)
+        for g in groups_by_hash[u]:
+            if check.grey[g]:
+                own = uf.find(g)
+                found = matches.setdefault(own, set())
+                found.update(root for (root, _), c in colour.items()
+                             if root != own and root not in found and check(g, c))
+    for grey_root, roots in matches.items():
+        if len(roots) == 1:
+            uf.union(grey_root, roots.pop())
 
 
 def _join_groups(first: list[int], second: list[int], agree: _ColourCheck, uf: UnionFind) -> None:
@@ -184,7 +275,9 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
             max_foreground_delta_e: float = MAX_FOREGROUND_DELTA_E, cutouts: bool = True) -> list[dict]:
     """Cluster accepted images (rows of the ``images`` table) into duplicate groups: pHash within ``threshold``
     bits and confirmed by colour (:func:`confirmed_by_colour`), or (``cutouts``) a cut-out and its photograph
-    (:func:`cutout_pairs`).
+    (:func:`cutout_pairs`). Greyscale files are clustered among themselves first, then each of their clusters
+    joins the one colour cluster it matches by grey level, or none when it matches several
+    (:func:`_attach_greyscale`).
 
     Returns one ``image_clusters`` row per input image: ``cluster_id`` (the representative's sha256),
     ``is_representative``, ``duplicate_kind`` (``unique`` for a singleton, ``near`` otherwise; exact byte
@@ -205,7 +298,7 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
         groups_by_hash[u].append(k)
     # Within a hash group every member is compared with one member of each colour-confirmed subgroup so far (the
     # colour check is not transitive: a red and a blue shirt share a hash, and so do their copies).
-    agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e)
+    agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e, grey_with_colour=False)
     for g in groups_by_hash:
         heads: list[int] = []
         for m in g:
@@ -214,8 +307,11 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
                 uf.union(h, m)
             if not same:
                 heads.append(m)
-    for a, b, _ in near_pairs_mih(uniq, threshold).tolist():
+    near = near_pairs_mih(uniq, threshold)
+    for a, b, _ in near.tolist():
         _join_groups(groups_by_hash[a], groups_by_hash[b], agree, uf)
+    if any(agree.grey):
+        _attach_greyscale(groups_by_hash, near, _ColourCheck(images, max_color_diff, max_foreground_delta_e), uf)
     if cutouts:  # among one member of each cluster so far: near-copies are joined already
         reps = [i for i in range(n) if uf.find(i) == i]
         for i, j in cutout_pairs([images[k] for k in reps]):

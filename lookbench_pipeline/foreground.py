@@ -118,16 +118,40 @@ def _cells(sig: str) -> tuple[int, np.ndarray, np.ndarray]:
     return int(b[0]), c[:, 0] / 255, np.stack([c[:, 1] / 2.55, c[:, 2] - 128, c[:, 3] - 128], axis=-1)
 
 
-def foreground_delta_e(a: str | None, b: str | None) -> float:
-    """How far apart the foreground colours of two images are (ΔE*ab): the median over the grid cells where both
-    are at least :data:`MIN_CELL_COVERAGE` foreground; where no cell is (a garment a few thumbnail pixels wide),
-    the distance between the two foregrounds' mean colours; 0.0 when either signature is missing or either image
-    has no foreground (nothing to compare: the other checks decide). A re-encoded or resized copy stays at 0-2;
-    the red and blue version of one shirt are at 50 and more."""
+def srgb_from_lab(lab: np.ndarray) -> np.ndarray:
+    """CIELAB ``(..., 3)`` -> sRGB ``float32`` 0..255 ``(..., 3)``: the inverse of :func:`srgb_to_lab` (D65, IEC
+    61966-2-1), out-of-gamut values clipped."""
+    lab = np.asarray(lab, dtype=np.float32)
+    fy = (lab[..., 0] + 16) / 116
+    f = np.stack([fy + lab[..., 1] / 500, fy, fy - lab[..., 2] / 200], axis=-1)
+    eps, kappa = 216 / 24389, 24389 / 27
+    xyz = np.where(f ** 3 > eps, f ** 3, (116 * f - 16) / kappa) * np.array([0.95047, 1.0, 1.08883], np.float32)
+    m = np.array([[3.2404542, -1.5371385, -0.4985314],
+                  [-0.9692660, 1.8760108, 0.0415560],
+                  [0.0556434, -0.2040259, 1.0572252]], dtype=np.float32)
+    lin = np.clip(xyz @ m.T, 0.0, 1.0)
+    c = np.where(lin <= 0.0031308, lin * 12.92, 1.055 * lin ** (1 / 2.4) - 0.055)
+    return np.clip(c * 255, 0, 255).astype(np.float32)
+
+
+LUMA = np.array([0.299, 0.587, 0.114], dtype=np.float32)
+"""ITU-R 601-2 luma weights on sRGB values: the grey level Pillow's ``convert("L")`` gives a colour (Pillow's
+``Image.convert`` documentation), i.e. how a colour picture turned greyscale looks."""
+
+
+def _grey_lightness(lab: np.ndarray) -> np.ndarray:
+    """L* ``(n, 1)`` of the grey each CIELAB colour ``(n, 3)`` becomes in a greyscale copy (:data:`LUMA`)."""
+    y = srgb_from_lab(lab) @ LUMA
+    return srgb_to_lab(np.repeat(y[..., None], 3, axis=-1))[..., :1]
+
+
+def _foreground_distance(a: str | None, b: str | None, grey: bool) -> float:
     if not a or not b:
         return 0.0
     _, ca, la = _cells(a)
     _, cb, lb = _cells(b)
+    if grey:
+        la, lb = _grey_lightness(la), _grey_lightness(lb)
     both = (ca >= MIN_CELL_COVERAGE) & (cb >= MIN_CELL_COVERAGE)
     if both.any():
         return float(np.median(np.linalg.norm(la[both] - lb[both], axis=-1)))
@@ -135,6 +159,24 @@ def foreground_delta_e(a: str | None, b: str | None) -> float:
         return 0.0
     mean_a, mean_b = (ca @ la) / ca.sum(), (cb @ lb) / cb.sum()
     return float(np.linalg.norm(mean_a - mean_b))
+
+
+def foreground_delta_e(a: str | None, b: str | None) -> float:
+    """How far apart the foreground colours of two images are (ΔE*ab): the median over the grid cells where both
+    are at least :data:`MIN_CELL_COVERAGE` foreground; where no cell is (a garment a few thumbnail pixels wide),
+    the distance between the two foregrounds' mean colours; 0.0 when either signature is missing or either image
+    has no foreground (nothing to compare: the other checks decide). A re-encoded or resized copy stays at 0-2;
+    the red and blue version of one shirt are at 50 and more."""
+    return _foreground_distance(a, b, grey=False)
+
+
+def foreground_grey_delta(a: str | None, b: str | None) -> float:
+    """:func:`foreground_delta_e` of the two images as greyscale copies (ΔL*, the cells' colours turned grey as
+    Pillow's ``convert("L")`` does, :data:`LUMA`): how a greyscale picture is compared with a colour one. A
+    greyscale copy of a colour picture stays at 0-2 (the cells' means are turned grey, not the pixels: within
+    about 1 L* of the copy's own); two colours of one shirt are as far apart as their grey levels (red (200, 30,
+    40) and grey (150, 150, 150): ΔL* about 27). Same cells, fallback and missing-signature rule."""
+    return _foreground_distance(a, b, grey=True)
 
 
 def background_lab(sig: str) -> np.ndarray:

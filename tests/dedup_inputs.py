@@ -97,3 +97,13 @@ def dotted(shape: str, size: tuple[int, int] = (320, 400)) -> bytes:
     buf = io.BytesIO()
     im.save(buf, "JPEG", quality=92)
     return buf.getvalue()
+
+
+def greyscale(data: bytes, quality: int = 90) -> bytes:
+    """A greyscale copy stored as a one-channel JPEG (Pillow's ``convert("L")``, ITU-R 601-2 luma) of the picture
+    as the intake decodes it: what a shop or a data set that saves grey pictures as greyscale files serves."""
+    from lookbench_pipeline.images import decode
+
+    buf = io.BytesIO()
+    decode(data).rgb.convert("L").save(buf, "JPEG", quality=quality)
+    return buf.getvalue()

@@ -13,7 +13,7 @@ from lookbench_pipeline.contamination import find_contamination
 from lookbench_pipeline import schemas
 from lookbench_pipeline.images import ImageRef, take_in
 from lookbench_pipeline.store import LocalStore
-from dedup_inputs import cutout, dotted, packshot, reencoded
+from dedup_inputs import cutout, dotted, greyscale, packshot, reencoded
 
 REAL = Path(__file__).resolve().parents[2] / "shared" / "realdata" / "images"
 SHIPPED = DedupConfig()
@@ -52,6 +52,65 @@ def test_colour_variants_of_a_small_garment_on_white_are_not_merged(tmp_path, sh
     assert len({c["red"], c["blue"], c["green"]}) == 3, "each colour is its own picture"
     assert c["red"] == c["red-copy"], "a resized, re-encoded copy is still the same picture"
     assert foreground.foreground_delta_e(rows["red"]["fg_signature"], rows["red-copy"]["fg_signature"]) <= 2.0
+
+
+COLOURS = {"red": (200, 30, 40), "blue": (35, 60, 190), "green": (40, 140, 60), "navy": (30, 35, 80),
+           "pink": (235, 160, 185), "grey": (150, 150, 150)}
+
+
+@pytest.mark.parametrize("share", [0.25, 0.4])
+def test_a_grey_variant_stored_as_a_greyscale_file_merges_no_other_colour(tmp_path, share):
+    """A shop's grey colour stored as a one-channel JPEG: it cannot be compared in colour, so it is compared by
+    grey level (the navy, pink and red versions share its pHash and were all merged into it); a greyscale copy of
+    the pink joins the pink, whose grey level no other colour has."""
+    files = {c: packshot(rgb, share) for c, rgb in COLOURS.items() if c != "grey"}
+    files["grey"] = greyscale(packshot(COLOURS["grey"], share))
+    files["pink-grey"] = greyscale(files["pink"])
+    rows = _intake(tmp_path, files)
+    assert "grayscale" in rows["grey"]["flags"] and "grayscale" not in rows["pink"]["flags"]
+    assert sum(_ham(rows["grey"], rows[c]) <= SHIPPED.hamming_threshold for c in COLOURS if c != "grey") >= 3
+    c = _clusters(rows)
+    assert len({c[k] for k in COLOURS}) == len(COLOURS), "each colour is its own picture"
+    assert c["pink-grey"] == c["pink"], "a greyscale copy is the same picture"
+
+
+def test_a_greyscale_copy_of_one_of_two_colours_of_one_grey_level_joins_neither(tmp_path):
+    """The red and the blue shirt turn almost the same grey: their greyscale copy matches both by grey level, and
+    joining it to either would merge them through it."""
+    red, blue = packshot(COLOURS["red"], 0.4), packshot(COLOURS["blue"], 0.4)
+    rows = _intake(tmp_path, {"red": red, "blue": blue, "red-grey": greyscale(red)})
+    assert all(dedup.confirmed_by_colour(rows["red-grey"], rows[k], SHIPPED.max_color_diff,
+                                         SHIPPED.max_foreground_delta_e) for k in ("red", "blue"))
+    c = _clusters(rows)
+    assert len(set(c.values())) == 3
+
+
+def test_a_greyscale_file_its_rgb_copy_and_the_colour_original_are_one_picture(tmp_path):
+    """A resized copy of a greyscale file is an RGB picture with three equal channels (not flagged ``grayscale``):
+    it is compared with the greyscale file as a grey picture, so the two are one cluster, which then joins the
+    colour original it is a copy of (as the real "hopper" encodings and their copies in BENCHMARKS.md)."""
+    pink = packshot(COLOURS["pink"], 0.4)
+    grey = greyscale(pink)
+    rows = _intake(tmp_path, {"pink": pink, "grey": grey, "grey-copy": reencoded(grey)})
+    assert "grayscale" not in rows["grey-copy"]["flags"] and dedup.achromatic(rows["grey-copy"]["color_signature"])
+    assert not dedup.achromatic(rows["pink"]["color_signature"])
+    assert len(set(_clusters(rows).values())) == 1
+
+
+def test_greyscale_files_against_a_legacy_index_are_compared_by_grey_level(tmp_path):
+    """Contamination uses the same rule: a legacy greyscale packshot is not a leak of every colour of its garment,
+    and a greyscale copy of a legacy colour photo is."""
+    photo = _street(1)[0]
+    legacy = _intake(tmp_path / "legacy", {"grey": greyscale(packshot(COLOURS["grey"], 0.4)),
+                                           photo.name: photo.read_bytes()})
+    index = schemas.from_rows([{**r, "source": "fashion200k", "path": n, "item_id": n, "stamp": "x"}
+                               for n, r in legacy.items()], schemas.CONTAMINATION_INDEX)
+    new = _intake(tmp_path / "new", {**{c: packshot(COLOURS[c], 0.4) for c in ("red", "navy", "pink")},
+                                     "photo-grey": greyscale(photo.read_bytes())})
+    found = find_contamination(schemas.from_rows(list(new.values()), schemas.IMAGES), index,
+                               SHIPPED.hamming_threshold, **SHIPPED.match).to_pylist()
+    assert [(r["image_sha256"], r["kind"], r["matched_path"]) for r in found] == [
+        (new["photo-grey"]["image_sha256"], "near", photo.name)]
 
 
 def test_pale_garment_on_white_has_a_foreground(tmp_path):
