@@ -205,37 +205,41 @@ def _attach_greyscale(groups_by_hash: list[list[int]], near: np.ndarray, check: 
     """Join each cluster of greyscale files to the colour cluster its members match by grey level
     (:func:`confirmed_by_colour` on a pHash-near pair), when there is exactly one such cluster. A greyscale
     picture cannot tell apart two colours of one grey level (the red and the blue of a shirt can both turn the same
-    grey), so a greyscale file that matches two colour clusters joins neither: it would merge them.
+    grey), so a greyscale file that matches two colour clusters joins neither: it would merge them. A cluster of
+    greyscale files may already hold a picture in colour (joined through a grey picture stored as RGB, a copy of
+    it): a match with that picture counts, so a match with another colour cluster makes two and joins nothing.
 
     ``groups_by_hash``: image indices per distinct pHash; ``near``: pairs of those groups within the threshold
     (``int64`` (m, 3)); ``uf``: the clusters so far, in which a greyscale file and a picture in colour were never
-    joined directly (they may be one cluster through a grey picture stored as RGB: that cluster is not a candidate
-    for its own greyscale files).
+    compared directly.
     """
-    with_grey = {u for u, g in enumerate(groups_by_hash) if any(check.grey[k] for k in g)}
-    if not with_grey:
+    with_grey = np.array([u for u, g in enumerate(groups_by_hash) if any(check.grey[k] for k in g)], dtype=np.int64)
+    if not len(with_grey):
         return
-    neighbours: dict[int, set[int]] = {u: {u} for u in with_grey}
-    for a, b, _ in near.tolist():
-        if a in with_grey:
+    neighbours: dict[int, set[int]] = {u: {u} for u in with_grey.tolist()}
+    touching = near[np.isin(near[:, 0], with_grey) | np.isin(near[:, 1], with_grey)]  # pairs of greyscale files only
+    for a, b, _ in touching.tolist():
+        if a in neighbours:
             neighbours[a].add(b)
-        if b in with_grey:
+        if b in neighbours:
             neighbours[b].add(a)
-    matches: dict[int, set[int]] = {}  # a greyscale cluster's root -> the colour clusters' roots it matches
-    for u in with_grey:
-        colour = {}  # one colour member per colour key and cluster: the others give the same answer
-        for v in neighbours[u]:
+    matches: dict[int, set[int]] = {}  # a greyscale cluster's root -> the roots of the colour pictures it matches
+    for u, nb in neighbours.items():
+        colour: dict[tuple, int] = {}  # one member in colour per cluster and colour key: the others answer the same
+        for v in nb:
             for c in groups_by_hash[v]:
                 if check.in_colour(c):
                     colour.setdefault((uf.find(c), check.keys[c]), c)
         for g in groups_by_hash[u]:
             if check.grey[g]:
-                own = uf.find(g)
-                found = matches.setdefault(own, set())
-                found.update(root for (root, _), c in colour.items()
-                             if root != own and root not in found and check(g, c))
+                found = matches.setdefault(uf.find(g), set())
+                for (root, _), c in colour.items():
+                    if len(found) > 1:
+                        break  # two colour clusters: this greyscale cluster joins none, whatever else it matches
+                    if root not in found and check(g, c):
+                        found.add(root)
     for grey_root, roots in matches.items():
-        if len(roots) == 1:
+        if len(roots) == 1 and grey_root not in roots:
             uf.union(grey_root, roots.pop())
 
 
@@ -248,7 +252,8 @@ def _join_groups(first: list[int], second: list[int], agree: _ColourCheck, uf: U
     one step per distinct colour of each cluster of the second, not one per member: two groups of thousands of
     copies of one picture cost O(|first| + |second|), whether their colours agree or not. (Colour is not
     transitive, so the distinct colours of one cluster are still checked one by one until one agrees; groups whose
-    every member has its own colour stay |first| x |second|.)
+    every member has its own colour stay |first| x |second|.) ``first`` and ``second`` may be one group: its
+    members among themselves, in any order the same clusters.
     """
     if len(first) == 1 and len(second) == 1:
         i, j = first[0], second[0]
@@ -296,17 +301,12 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
     groups_by_hash: list[list[int]] = [[] for _ in range(len(uniq))]
     for k, u in zip(idx.tolist(), inverse.tolist()):
         groups_by_hash[u].append(k)
-    # Within a hash group every member is compared with one member of each colour-confirmed subgroup so far (the
-    # colour check is not transitive: a red and a blue shirt share a hash, and so do their copies).
+    # Within a hash group the members are joined as two near groups are (the colour check is not transitive: a red
+    # and a blue shirt share a hash, and so do their copies), so the clusters do not depend on the input's order.
     agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e, grey_with_colour=False)
     for g in groups_by_hash:
-        heads: list[int] = []
-        for m in g:
-            same = [h for h in heads if agree(h, m)]
-            for h in same:
-                uf.union(h, m)
-            if not same:
-                heads.append(m)
+        if len(g) > 1:
+            _join_groups(g, g, agree, uf)
     near = near_pairs_mih(uniq, threshold)
     for a, b, _ in near.tolist():
         _join_groups(groups_by_hash[a], groups_by_hash[b], agree, uf)

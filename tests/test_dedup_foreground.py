@@ -2,6 +2,8 @@
 a background-removed cut-out and its photograph are one cluster, and copies stay found. Every input goes through the
 intake (`images.take_in`) and `dedup.cluster` / `contamination.find_contamination` with the shipped configuration."""
 
+import io
+import itertools
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -97,20 +99,63 @@ def test_a_greyscale_file_its_rgb_copy_and_the_colour_original_are_one_picture(t
     assert len(set(_clusters(rows).values())) == 1
 
 
-def test_greyscale_files_against_a_legacy_index_are_compared_by_grey_level(tmp_path):
-    """Contamination uses the same rule: a legacy greyscale packshot is not a leak of every colour of its garment,
-    and a greyscale copy of a legacy colour photo is."""
-    photo = _street(1)[0]
-    legacy = _intake(tmp_path / "legacy", {"grey": greyscale(packshot(COLOURS["grey"], 0.4)),
-                                           photo.name: photo.read_bytes()})
+def _leaks(tmp_path, legacy_files: dict[str, bytes], new_files: dict[str, bytes]) -> list[tuple[str, str, str]]:
+    """``(new name, kind, legacy name)`` of every leak the shipped rule finds."""
+    legacy = _intake(tmp_path / "legacy", legacy_files)
     index = schemas.from_rows([{**r, "source": "fashion200k", "path": n, "item_id": n, "stamp": "x"}
                                for n, r in legacy.items()], schemas.CONTAMINATION_INDEX)
-    new = _intake(tmp_path / "new", {**{c: packshot(COLOURS[c], 0.4) for c in ("red", "navy", "pink")},
-                                     "photo-grey": greyscale(photo.read_bytes())})
+    new = _intake(tmp_path / "new", new_files)
+    name = {r["image_sha256"]: n for n, r in new.items()}
     found = find_contamination(schemas.from_rows(list(new.values()), schemas.IMAGES), index,
                                SHIPPED.hamming_threshold, **SHIPPED.match).to_pylist()
-    assert [(r["image_sha256"], r["kind"], r["matched_path"]) for r in found] == [
-        (new["photo-grey"]["image_sha256"], "near", photo.name)]
+    return sorted((name[r["image_sha256"]], r["kind"], r["matched_path"]) for r in found)
+
+
+def test_greyscale_files_against_a_legacy_index_are_compared_by_grey_level(tmp_path):
+    """Contamination uses the same rule: a legacy greyscale packshot is not a leak of every colour of its garment
+    (the red, navy and pink share its pHash), and a greyscale copy of a legacy colour packshot is a leak of it."""
+    green = packshot(COLOURS["green"], 0.4)
+    leaks = _leaks(tmp_path, {"grey": greyscale(packshot(COLOURS["grey"], 0.4)), "green": green},
+                   {**{c: packshot(COLOURS[c], 0.4) for c in ("red", "navy", "pink")}, "green-grey": greyscale(green)})
+    assert leaks == [("green-grey", "near", "green")]
+
+
+def test_a_greyscale_copy_of_a_legacy_photo_is_a_leak(tmp_path):
+    photo = _street(1)[0]
+    assert _leaks(tmp_path, {photo.name: photo.read_bytes()}, {"grey": greyscale(photo.read_bytes())}) == [
+        ("grey", "near", photo.name)]
+
+
+def _rgb_grey(data: bytes) -> bytes:
+    """A greyscale copy stored as RGB (three equal channels), JPEG quality 90."""
+    from PIL import Image, ImageOps
+
+    buf = io.BytesIO()
+    ImageOps.grayscale(Image.open(io.BytesIO(data))).convert("RGB").save(buf, "JPEG", quality=90)
+    return buf.getvalue()
+
+
+def test_greyscale_clusters_do_not_depend_on_input_order_nor_bridge_two_colours(tmp_path):
+    """A tinted grey shirt and a pinkish one turn the same grey and share a pHash. The tinted one's greyscale file
+    and its grey copy stored as RGB join it (the copy links them), and the greyscale file, which also matches the
+    pink by grey level, does not take the pink in: a cluster that holds a colour already joins no other. Every
+    input order gives these clusters (within one pHash the members are compared as two near groups are)."""
+    tinted, pink = packshot((150, 145, 138), 0.4), packshot((185, 128, 130), 0.4)
+    rows = _intake(tmp_path, {"tinted": tinted, "pink": pink, "grey-file": greyscale(tinted),
+                              "grey-rgb": _rgb_grey(tinted)})
+    assert dedup.achromatic(rows["grey-rgb"]["color_signature"])
+    assert not dedup.achromatic(rows["tinted"]["color_signature"])
+    assert dedup.confirmed_by_colour(rows["grey-file"], rows["pink"], SHIPPED.max_color_diff,
+                                     SHIPPED.max_foreground_delta_e), "the premise: the pink matches by grey level"
+    name = {r["image_sha256"]: n for n, r in rows.items()}
+    partitions = set()
+    for order in itertools.permutations(rows):
+        got = dedup.cluster([rows[n] for n in order], SHIPPED.hamming_threshold, **SHIPPED.match)
+        by_cluster: dict[str, set[str]] = {}
+        for r in got:
+            by_cluster.setdefault(r["cluster_id"], set()).add(name[r["image_sha256"]])
+        partitions.add(frozenset(frozenset(v) for v in by_cluster.values()))
+    assert partitions == {frozenset({frozenset({"tinted", "grey-file", "grey-rgb"}), frozenset({"pink"})})}
 
 
 def test_pale_garment_on_white_has_a_foreground(tmp_path):
