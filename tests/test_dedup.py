@@ -73,3 +73,62 @@ def test_mih_equals_brute_force_with_planted_pairs():
     for n_, r in ((20_000, 8), (1_000_000, 8), (1_000_000, 12)):
         p = plan(n_, r)  # substring tables whose thresholds cover the radius (pigeonhole): exact
         assert not p.brute_force and sum(t + 1 for _, t in p.tables) >= r + 1
+
+
+def _flat(rgb: tuple[int, int, int]) -> str:
+    """An 8 x 8 colour signature of one colour."""
+    return bytes(rgb * 64).hex()
+
+
+def _partitions(imgs: list[dict]) -> set[frozenset]:
+    """The clusters of every input order of ``imgs`` (sets of sha256)."""
+    import itertools
+
+    out = set()
+    for order in itertools.permutations(imgs):
+        by: dict[str, set[str]] = {}
+        for r in cluster(list(order), 6, 32.0, 6.0, cutouts=False):
+            by.setdefault(r["cluster_id"], set()).add(r["image_sha256"])
+        out.add(frozenset(frozenset(v) for v in by.values()))
+    return out
+
+
+def test_a_greyscale_cluster_holding_a_colour_joins_no_other_colour():
+    """A tinted original C, its grey copy stored as RGB R (6 bits away), a greyscale file G of R (6 more bits: 12
+    from C, never compared with it) and a pink P of G's grey level with G's pHash. G matches P by grey level, but
+    its cluster holds C already (through R): joining P would merge two colours that do not agree."""
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    c = _img("C", f"{0xFFF:016x}", t0, sig=_flat((150, 145, 138)))
+    r = _img("R", f"{0x03F:016x}", t0, sig=_flat((146, 146, 146)))
+    g = _img("G", f"{0:016x}", t0, flags=("grayscale",), sig=_flat((146, 146, 146)))
+    p = _img("P", f"{0:016x}", t0, sig=_flat((185, 128, 130)))
+    from lookbench_pipeline.dedup import confirmed_by_colour
+
+    assert confirmed_by_colour(g, p, 32.0, 6.0) and not confirmed_by_colour(c, p, 32.0, 6.0)
+    assert _partitions([c, r, g, p]) == {frozenset({frozenset("CRG"), frozenset("P")})}
+
+
+def test_copies_in_one_hash_group_cost_one_colour_check(monkeypatch):
+    """Thousands of copies of one picture (one pHash, one colour key) are one cluster after one colour check, and
+    two colours of one pHash after three (each with itself, then the pair): not one per member or per pair."""
+    from lookbench_pipeline import dedup
+
+    calls = []
+    real = dedup.confirmed_by_colour
+    monkeypatch.setattr(dedup, "confirmed_by_colour", lambda *a: calls.append(1) or real(*a))
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    red = [_img(f"r{k}", "00000000000000ff", t0, sig=_flat((200, 30, 40))) for k in range(3000)]
+    blue = [_img(f"b{k}", "00000000000000ff", t0, sig=_flat((35, 60, 190))) for k in range(3000)]
+    got = cluster(red + blue, 6, 32.0, 6.0, cutouts=False)
+    assert len({r["cluster_id"] for r in got}) == 2
+    assert len(calls) == 3
+
+
+def test_p90_is_numpys_90th_percentile():
+    from lookbench_pipeline.dedup import p90
+
+    rng = np.random.default_rng(3)
+    for n in (1, 2, 3, 10, 64, 191, 192):
+        for _ in range(200):
+            for d in (rng.integers(0, 256, n).astype(np.int16), rng.random(n) * 255):
+                assert p90(d) == float(np.percentile(d, 90))

@@ -114,9 +114,11 @@ def _leaks(tmp_path, legacy_files: dict[str, bytes], new_files: dict[str, bytes]
 def test_greyscale_files_against_a_legacy_index_are_compared_by_grey_level(tmp_path):
     """Contamination uses the same rule: a legacy greyscale packshot is not a leak of every colour of its garment
     (the red, navy and pink share its pHash), and a greyscale copy of a legacy colour packshot is a leak of it."""
-    green = packshot(COLOURS["green"], 0.4)
-    leaks = _leaks(tmp_path, {"grey": greyscale(packshot(COLOURS["grey"], 0.4)), "green": green},
-                   {**{c: packshot(COLOURS[c], 0.4) for c in ("red", "navy", "pink")}, "green-grey": greyscale(green)})
+    green, grey = packshot(COLOURS["green"], 0.4), greyscale(packshot(COLOURS["grey"], 0.4))
+    colours = {c: packshot(COLOURS[c], 0.4) for c in ("red", "navy", "pink")}
+    rows = _intake(tmp_path / "premise", {"grey": grey, **colours})
+    assert all(_ham(rows["grey"], rows[c]) <= SHIPPED.hamming_threshold for c in colours), "they share its pHash"
+    leaks = _leaks(tmp_path, {"grey": grey, "green": green}, {**colours, "green-grey": greyscale(green)})
     assert leaks == [("green-grey", "near", "green")]
 
 
