@@ -25,7 +25,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .foreground import (LUMA, MAX_FOREGROUND_DELTA_E, cutout_candidates, cutout_match, foreground_delta_e,
-                         foreground_grey_delta)
+                         foreground_grey_delta, grey_foreground)
 
 
 def hex_to_u64(hashes: Sequence[str]) -> np.ndarray:
@@ -197,11 +197,15 @@ class _ColourCheck:
         self._in_colour: dict[int, bool] = {}
 
     def in_colour(self, k: int) -> bool:
-        """Whether image ``k`` is a picture in colour: not a greyscale file, not :func:`achromatic` (read on first
-        use: only pairs with a greyscale file ask)."""
+        """Whether image ``k`` is a picture in colour: not a greyscale file, and not grey both over the whole picture
+        (:func:`achromatic`) and in its foreground (:func:`lookbench_pipeline.foreground.grey_foreground`: a small
+        red shirt on white can leave every cell of the 8 x 8 signature grey). Read on first use: only pairs with a
+        greyscale file ask."""
         v = self._in_colour.get(k)
         if v is None:
-            v = self._in_colour[k] = not self.grey[k] and not achromatic(self.images[k].get("color_signature"))
+            r = self.images[k]
+            v = self._in_colour[k] = not self.grey[k] and not (achromatic(r.get("color_signature"))
+                                                                and grey_foreground(r.get("fg_signature")))
         return v
 
     def __call__(self, i: int, j: int) -> bool:
@@ -342,7 +346,8 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
     for k, u in zip(idx.tolist(), inverse.tolist()):
         groups_by_hash[u].append(k)
     # Within a hash group the members are joined as two near groups are (the colour check is not transitive: a red
-    # and a blue shirt share a hash, and so do their copies), so the clusters do not depend on the input's order.
+    # and a blue shirt share a hash, and so do their copies), so the colour confirmation does not depend on the
+    # input's order.
     agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e, grey_with_colour=False)
     for g in groups_by_hash:
         if len(g) > 1:

@@ -179,6 +179,21 @@ def foreground_grey_delta(a: str | None, b: str | None) -> float:
     return _foreground_distance(a, b, grey=True)
 
 
+GREY_CHROMA = 3.0
+"""Most |a*| and |b*| of any foreground cell for the foreground to count as grey (:func:`grey_foreground`): a grey
+picture's cells, JPEG-compressed, stay within about 1."""
+
+
+def grey_foreground(sig: str | None) -> bool:
+    """Whether every cell of a foreground signature that holds foreground is grey (|a*| and |b*| <=
+    :data:`GREY_CHROMA`); True when the signature is missing or there is no foreground (nothing says otherwise)."""
+    if not sig:
+        return True
+    _, cov, lab = _cells(sig)
+    held = cov > 0
+    return bool(np.all(np.abs(lab[held, 1:]) <= GREY_CHROMA))
+
+
 def background_lab(sig: str) -> np.ndarray:
     """The background colour (CIELAB ``(3,)``) recorded in a signature: the border's median colour."""
     b = np.frombuffer(bytes.fromhex(sig[2:8]), dtype=np.uint8).astype(np.float32)

@@ -132,3 +132,27 @@ def test_p90_is_numpys_90th_percentile():
         for _ in range(200):
             for d in (rng.integers(0, 256, n).astype(np.int16), rng.random(n) * 255):
                 assert p90(d) == float(np.percentile(d, 90))
+
+
+def test_a_small_coloured_foreground_is_not_a_grey_picture():
+    """A red and a blue shirt so small on white that every cell of the 8 x 8 colour signature is grey: their
+    foreground signatures still say red and blue, so they are pictures in colour, and a greyscale file that matches
+    both by grey level (82 and 81) joins neither, instead of merging them in the first phase."""
+    from lookbench_pipeline.dedup import achromatic, confirmed_by_colour
+    from lookbench_pipeline.foreground import srgb_to_lab
+
+    def fg(rgb):  # one cell a quarter foreground of this colour, on a white, uniform background
+        lab = srgb_to_lab(np.array([rgb], np.float32))[0]
+        cell = np.clip(np.rint([64, lab[0] * 2.55, lab[1] + 128, lab[2] + 128]), 0, 255).astype(np.uint8)
+        return (bytes([1, 255, 128, 128]) + bytes(cell) + bytes(4 * 63)).hex()
+
+    t0 = datetime(2026, 1, 1, tzinfo=timezone.utc)
+    white = bytes((252, 251, 251) * 64).hex()
+    red = dict(_img("R", "00000000000000ff", t0, sig=white), fg_signature=fg((200, 30, 40)))
+    blue = dict(_img("B", "00000000000000ff", t0, sig=white), fg_signature=fg((40, 72, 232)))
+    grey = dict(_img("G", "00000000000000ff", t0, flags=("grayscale",), sig=bytes((251,) * 192).hex()),
+                fg_signature=fg((82, 82, 82)))
+    assert achromatic(red["color_signature"]) and achromatic(blue["color_signature"])
+    assert not confirmed_by_colour(red, blue, 32.0, 6.0)
+    assert confirmed_by_colour(grey, red, 32.0, 6.0) and confirmed_by_colour(grey, blue, 32.0, 6.0)
+    assert _partitions([red, blue, grey]) == {frozenset({frozenset("R"), frozenset("B"), frozenset("G")})}
