@@ -109,13 +109,19 @@ def p90(values: np.ndarray) -> float:
     return b - (b - a) * (1 - t) if t >= 0.5 else a + (b - a) * t  # numpy's _lerp, for the same rounding
 
 
+def _rgb_cells(color_signature: str) -> np.ndarray:
+    """The 64 cells of a colour signature (:func:`lookbench_pipeline.images.color_signature`): ``uint8`` (64, 3)."""
+    return np.frombuffer(bytes.fromhex(color_signature), dtype=np.uint8).reshape(-1, 3)
+
+
 def color_diff(a: str | None, b: str | None) -> float:
     """90th percentile of the absolute differences (0..255) of two colour signatures; 0 when either is missing."""
     if not a or not b:
         return 0.0
-    x = np.frombuffer(bytes.fromhex(a), dtype=np.uint8).astype(np.int16)
-    y = np.frombuffer(bytes.fromhex(b), dtype=np.uint8).astype(np.int16)
-    return p90(np.abs(x - y))
+    return p90(np.abs(_rgb_cells(a).astype(np.int16) - _rgb_cells(b)).reshape(-1))
+
+
+_LUMA64 = LUMA.astype(np.float64)  # grey levels in float64: p90 gives numpy's percentile exactly there
 
 
 def grey_diff(a: str | None, b: str | None) -> float:
@@ -124,10 +130,7 @@ def grey_diff(a: str | None, b: str | None) -> float:
     when either is missing."""
     if not a or not b:
         return 0.0
-    w = LUMA.astype(np.float64)
-    x = np.frombuffer(bytes.fromhex(a), dtype=np.uint8).reshape(-1, 3) @ w
-    y = np.frombuffer(bytes.fromhex(b), dtype=np.uint8).reshape(-1, 3) @ w
-    return p90(np.abs(x - y))
+    return p90(np.abs(_rgb_cells(a) @ _LUMA64 - _rgb_cells(b) @ _LUMA64))
 
 
 ACHROMATIC_SPREAD = 3
@@ -140,7 +143,7 @@ def achromatic(color_signature: str | None) -> bool:
     :data:`ACHROMATIC_SPREAD` levels of each other. False when the signature is missing."""
     if not color_signature:
         return False
-    c = np.frombuffer(bytes.fromhex(color_signature), dtype=np.uint8).reshape(-1, 3)
+    c = _rgb_cells(color_signature)
     return int((c.max(axis=1).astype(np.int16) - c.min(axis=1)).max()) <= ACHROMATIC_SPREAD
 
 
@@ -182,17 +185,15 @@ def cutout_pairs(images: list[dict], split: int | None = None) -> list[tuple[int
 class _ColourCheck:
     """:func:`confirmed_by_colour` between rows of ``images`` by index, remembered per pair of colour keys: the
     check reads only a row's ``grayscale`` flag, ``color_signature`` and ``fg_signature``, so copies that carry
-    the same three (the same picture re-served) are checked once, however many there are. With
-    ``grey_with_colour=False`` a pair of a greyscale file and a picture in colour (not :func:`achromatic`) is never
-    confirmed (:func:`cluster` attaches greyscale files afterwards, :func:`_attach_greyscale`); a greyscale file and
-    a grey picture stored as RGB are compared as usual."""
+    the same three (the same picture re-served) are checked once, however many there are. Called, it is the
+    clustering's first phase: a pair of a greyscale file and a picture in colour (:meth:`in_colour`) is never
+    confirmed there (:func:`cluster` attaches greyscale files afterwards, :func:`_attach_greyscale`, with
+    :meth:`confirmed`); a greyscale file and a grey picture stored as RGB are compared as usual."""
 
-    def __init__(self, images: list[dict], max_color_diff: float, max_foreground_delta_e: float,
-                 grey_with_colour: bool = True):
+    def __init__(self, images: list[dict], max_color_diff: float, max_foreground_delta_e: float):
         self.images, self.max_color_diff, self.max_fg = images, max_color_diff, max_foreground_delta_e
         self.grey = ["grayscale" in (r.get("flags") or []) for r in images]
         self.keys = [(g, r.get("color_signature"), r.get("fg_signature")) for g, r in zip(self.grey, images)]
-        self.grey_with_colour = grey_with_colour
         self.known: dict[tuple, bool] = {}
         self._in_colour: dict[int, bool] = {}
 
@@ -209,8 +210,12 @@ class _ColourCheck:
         return v
 
     def __call__(self, i: int, j: int) -> bool:
-        if not self.grey_with_colour and self.grey[i] != self.grey[j] and self.in_colour(j if self.grey[i] else i):
+        if self.grey[i] != self.grey[j] and self.in_colour(j if self.grey[i] else i):
             return False
+        return self.confirmed(i, j)
+
+    def confirmed(self, i: int, j: int) -> bool:
+        """:func:`confirmed_by_colour` of images ``i`` and ``j``, remembered per unordered pair of colour keys."""
         a, b = self.keys[i], self.keys[j]
         pair = (a, b) if hash(a) <= hash(b) else (b, a)  # the check is symmetric: one answer per unordered pair
         ok = self.known.get(pair)
@@ -262,7 +267,7 @@ def _attach_greyscale(groups_by_hash: list[list[int]], near: np.ndarray, check: 
             for (root, _), c in colour.items():
                 if len(found) > 1:
                     break  # two colour clusters: this greyscale cluster joins none, whatever else it matches
-                if root not in found and check(g, c):
+                if root not in found and check.confirmed(g, c):
                     found.add(root)
     for grey_root, roots in matches.items():
         if len(roots) == 1:
@@ -348,7 +353,7 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
     # Within a hash group the members are joined as two near groups are (the colour check is not transitive: a red
     # and a blue shirt share a hash, and so do their copies), so the colour confirmation does not depend on the
     # input's order.
-    agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e, grey_with_colour=False)
+    agree = _ColourCheck(images, max_color_diff, max_foreground_delta_e)
     for g in groups_by_hash:
         if len(g) > 1:
             _join_within(g, agree, uf)
@@ -356,7 +361,7 @@ def cluster(images: list[dict], threshold: int, max_color_diff: float = 32.0,
     for a, b, _ in near.tolist():
         _join_groups(groups_by_hash[a], groups_by_hash[b], agree, uf)
     if any(agree.grey):
-        _attach_greyscale(groups_by_hash, near, _ColourCheck(images, max_color_diff, max_foreground_delta_e), uf)
+        _attach_greyscale(groups_by_hash, near, agree, uf)
     if cutouts:  # among one member of each cluster so far: near-copies are joined already
         reps = [i for i in range(n) if uf.find(i) == i]
         for i, j in cutout_pairs([images[k] for k in reps]):
