@@ -244,6 +244,10 @@ _NOT_WEB_CODECS = frozenset({"utf-7", "unicode-escape", "raw-unicode-escape", "i
                              "mbcs", "oem", "palmos"})
 
 
+_WHATWG_DECODER = {"gbk": "gb18030"}
+"""Python codecs a browser decodes with another, wider one (WHATWG Encoding Standard, "gbk decoder")."""
+
+
 def _web_codec(label: str | None) -> str | None:
     """The Python text codec a declared charset ``label`` names (w3lib's WHATWG-style aliases: ``latin1`` →
     ``cp1252``, ``gbk`` → ``gb18030``…), or None when it names none a browser would use: unknown, not a text
@@ -260,7 +264,9 @@ def _web_codec(label: str | None) -> str | None:
         return None
     if not getattr(info, "_is_text_encoding", True) or info.name in _NOT_WEB_CODECS:
         return None
-    return info.name
+    # The WHATWG Encoding Standard decodes every GBK label (gbk, gb2312, x-gbk...) with the gb18030 decoder, a
+    # superset of Python's gbk codec; w3lib 2.5 resolved them so, 2.6 resolves them to gbk.
+    return _WHATWG_DECODER.get(info.name, info.name)
 
 
 def decode_html(body: bytes, content_type: str | None = None) -> tuple[str, str]:
