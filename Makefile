@@ -6,12 +6,18 @@ DEV_PORT ?= 3000
 STAMP := $(VENV)/.installed
 export DAGSTER_HOME := $(CURDIR)
 
-.PHONY: demo test dev real realdata-present clean benchmarks chromium postgresql vllm-env vllm-model vllm-server vllm-check
+.PHONY: demo test dev lock real realdata-present clean benchmarks chromium postgresql
+.PHONY: vllm-env vllm-model vllm-server vllm-check
 
-$(STAMP): pyproject.toml
+# What `make demo` / `make test` install: the build stack and everything the tests use, every package at the version
+# constraints.txt pins (the whole dependency closure, so a fresh clone and CI get the set the tests passed with, not
+# whatever was released since). pyproject.toml keeps the ranges a consumer install resolves freely.
+EXTRAS := build,test,models,faiss,deploy
+
+$(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[build,test,models,faiss,deploy]'
+	$(PY) -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
 demo: $(STAMP)
@@ -62,6 +68,23 @@ benchmarks: $(STAMP)
 
 clean:
 	rm -rf data .dagster
+
+# Re-pins constraints.txt: resolves pyproject.toml's ranges afresh in a throwaway environment (the newest releases
+# they admit) and writes every installed package's version. Run it to take newer libraries, then `make test`
+# (the stamp depends on constraints.txt, so .venv is rebuilt with them) and commit the file if the tests pass.
+LOCK_VENV := .venv-lock
+lock:
+	rm -rf $(LOCK_VENV)
+	$(PYTHON) -m venv $(LOCK_VENV)
+	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
+	$(LOCK_VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
+	{ echo "# Every package 'pip install -e .[$(EXTRAS)]' installs, pinned: the Makefile installs"; \
+	  echo "# with '-c constraints.txt'. Resolved by 'make lock' on $$(date -u +%Y-%m-%d), Python"; \
+	  echo "# $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version(), platform.machine())');"; \
+	  echo "# committed once 'make test' passed with it."; \
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^pip=='; } > constraints.txt.new
+	mv constraints.txt.new constraints.txt
+	rm -rf $(LOCK_VENV)
 
 # A real vLLM server for the integration tests (tests/test_vllm_real.py), in its own environment .venv-vllm
 # (pinned in tests/vllm/requirements*.txt; why these versions: the comment there), serving a tiny randomly
