@@ -16,7 +16,7 @@ EXTRAS := build,test,models,faiss,deploy
 
 $(STAMP): pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
+	$(PY) -m pip install -q -c constraints.txt --upgrade pip
 	$(PY) -m pip install -q -c constraints.txt -e '.[$(EXTRAS)]'
 	touch $(STAMP)
 
@@ -70,19 +70,22 @@ clean:
 	rm -rf data .dagster
 
 # Re-pins constraints.txt: resolves pyproject.toml's ranges afresh in a throwaway environment (the newest releases
-# they admit) and writes every installed package's version. Run it to take newer libraries, then `make test`
-# (the stamp depends on constraints.txt, so .venv is rebuilt with them) and commit the file if the tests pass.
+# the configured indexes offer) and writes every installed package's version, pip's and setuptools' included, with
+# the Python version, OS and machine it was resolved on (tests/test_constraints.py checks the closure there only).
+# Run it to take newer libraries, then `make test` (the stamp depends on constraints.txt, so .venv is reinstalled
+# with them) and commit the file if the tests pass. A failed install or freeze leaves constraints.txt as it was.
 LOCK_VENV := .venv-lock
+LOCK_PLATFORM := import platform as p; print("Python", p.python_version(), "on", p.system(), p.machine())
 lock:
-	rm -rf $(LOCK_VENV)
+	rm -rf $(LOCK_VENV) constraints.txt.new
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LOCK_VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
 	{ echo "# Every package 'pip install -e .[$(EXTRAS)]' installs, pinned: the Makefile installs"; \
-	  echo "# with '-c constraints.txt'. Resolved by 'make lock' on $$(date -u +%Y-%m-%d), Python"; \
-	  echo "# $$($(LOCK_VENV)/bin/python -c 'import platform; print(platform.python_version(), platform.machine())');"; \
+	  echo "# with '-c constraints.txt'. Resolved by 'make lock' on $$(date -u +%Y-%m-%d), for"; \
+	  echo "# $$($(LOCK_VENV)/bin/python -c '$(LOCK_PLATFORM)');"; \
 	  echo "# committed once 'make test' passed with it."; \
-	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable | grep -v '^pip=='; } > constraints.txt.new
+	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt
 	rm -rf $(LOCK_VENV)
 

@@ -3,17 +3,22 @@
 A fresh clone and CI install every package at the version this file names, so a library released between two
 runs cannot change what the tests see (w3lib 2.6.0 once moved a charset alias between two CI runs of one day).
 These tests keep the file true as pyproject.toml changes: every requirement of the package and of the Makefile's
-extras is pinned, each pin satisfies pyproject's range, and nothing the installed environment needs is left to
-float. `make lock` rewrites the file.
+extras is pinned, each pin satisfies pyproject's range, nothing the installed environment needs is left to float,
+and the Makefile's `.venv` holds the pinned versions. `make lock` rewrites the file. The file is resolved for one
+Python version, OS and machine (its header names them, CI's): on another, markers select other packages, so the
+checks of the installed closure are skipped there, with that reason.
 """
 
 from __future__ import annotations
 
+import platform
 import re
+import sys
 import tomllib
 from importlib import metadata
 from pathlib import Path
 
+import pytest
 from packaging.markers import default_environment
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
@@ -34,6 +39,20 @@ def _pins() -> dict[str, Version]:
         assert name not in pins, f"constraints.txt:{number}: {name} pinned twice"
         pins[name] = Version(match[2])
     return pins
+
+
+def _locked_platform() -> tuple[str, str, str]:
+    """(Python major.minor, OS, machine) from the header line ``# Python 3.11.7 on Linux x86_64;``."""
+    match = re.search(r"^# Python (\d+\.\d+)\.\S+ on (\S+) (\S+);$", (ROOT / "constraints.txt").read_text(), re.M)
+    assert match, "constraints.txt: no '# Python X.Y.Z on OS MACHINE;' header line (make lock writes one)"
+    return match[1], match[2], match[3]
+
+
+def _skip_off_the_locked_platform() -> None:
+    here = (f"{sys.version_info.major}.{sys.version_info.minor}", platform.system(), platform.machine())
+    if here != _locked_platform():
+        pytest.skip(f"constraints.txt is resolved for Python {' on '.join(_locked_platform()[:2])} "
+                    f"{_locked_platform()[2]}; this is Python {here[0]} on {here[1]} {here[2]}")
 
 
 def _makefile_extras() -> list[str]:
@@ -82,14 +101,15 @@ def test_the_installed_closure_is_pinned():
     """Walks the installed requirements from this package's own, with the Makefile's extras, through each
     dependency's (with the extras asked of it): every installed package met on the way must be pinned. A package
     whose marker excludes this platform, or which is not installed here, is not followed."""
+    _skip_off_the_locked_platform()
     pins = _pins()
-    todo = [(req, set(req.extras)) for req, _ in _project_requirements()]
+    # A requirement is followed when its marker holds for the extras asked of the package that states it (checked
+    # before it is queued: an ``extra == "server"`` marker is true only there).
+    todo = [(req, set(req.extras)) for req, _ in _project_requirements() if _applies(req, set())]
     seen: set[tuple[str, frozenset[str]]] = set()
     unpinned = []
     while todo:
         req, extras = todo.pop()
-        if not _applies(req, set()):
-            continue
         name = canonicalize_name(req.name)
         if (name, frozenset(extras)) in seen:
             continue
@@ -106,3 +126,17 @@ def test_the_installed_closure_is_pinned():
                 todo.append((sub, set(sub.extras)))
     assert not unpinned, f"installed but not pinned in constraints.txt (run make lock): {sorted(set(unpinned))}"
 
+
+def test_the_makefile_venv_holds_the_pinned_versions():
+    """In the `.venv` that `make test` installs, every pinned package that is installed is at its pin: a `.venv`
+    installed before constraints.txt changed, or by hand, is caught here rather than by a test of its behaviour."""
+    _skip_off_the_locked_platform()
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        pytest.skip(f"not the Makefile's environment ({ROOT / '.venv'}): this is {sys.prefix}")
+    pins, wrong = _pins(), {}
+    for dist in metadata.distributions():
+        name = canonicalize_name(dist.metadata["Name"])
+        pin = pins.get(name)
+        if pin is not None and Version(dist.version) != pin:
+            wrong[name] = f"{dist.version} installed, {pin} pinned"
+    assert not wrong, f".venv differs from constraints.txt (make test reinstalls it when the file is newer): {wrong}"
