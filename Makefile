@@ -81,9 +81,10 @@ lock:
 	$(PYTHON) -m venv $(LOCK_VENV)
 	$(LOCK_VENV)/bin/python -m pip install -q --upgrade pip
 	$(LOCK_VENV)/bin/python -m pip install -q -e '.[$(EXTRAS)]'
+	$(LOCK_VENV)/bin/python -c '$(LOCK_PLATFORM)' > $(LOCK_VENV)/platform.txt
 	{ echo "# Every package 'pip install -e .[$(EXTRAS)]' installs, pinned: the Makefile installs"; \
 	  echo "# with '-c constraints.txt'. Resolved by 'make lock' on $$(date -u +%Y-%m-%d), for"; \
-	  echo "# $$($(LOCK_VENV)/bin/python -c '$(LOCK_PLATFORM)');"; \
+	  echo "# $$(cat $(LOCK_VENV)/platform.txt);"; \
 	  echo "# committed once 'make test' passed with it."; \
 	  $(LOCK_VENV)/bin/python -m pip freeze --all --exclude-editable; } > constraints.txt.new
 	mv constraints.txt.new constraints.txt

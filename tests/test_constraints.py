@@ -82,7 +82,17 @@ def test_the_makefile_installs_with_the_constraints():
     stamp_rule = re.search(r"^\$\(STAMP\): (.*)\n((?:\t.*\n)+)", text, re.M)
     assert stamp_rule, "Makefile: no $(STAMP) rule"
     assert "constraints.txt" in stamp_rule[1].split(), "the install must be redone when constraints.txt changes"
+    assert "pip install -q -c constraints.txt --upgrade pip" in stamp_rule[2], "pip itself is installed at its pin"
     assert "-c constraints.txt -e '.[$(EXTRAS)]'" in stamp_rule[2]
+    assert "pip" in _pins(), "constraints.txt pins pip (make lock's freeze --all writes it)"
+
+
+def test_the_image_installs_with_the_constraints():
+    text = (ROOT / "deploy" / "Dockerfile").read_text()
+    copy = re.search(r"^COPY .*\bconstraints\.txt\b", text, re.M)
+    install = text.find("pip install --no-cache-dir -c constraints.txt --upgrade pip")
+    assert copy and 0 <= copy.start() < install, "constraints.txt is copied, then pip installed at its pin"
+    assert re.search(r"pip install --no-cache-dir -c constraints.txt -e '\.\[[a-z,]+\]'", text)
 
 
 def test_every_requirement_is_pinned_inside_its_range():
@@ -139,4 +149,5 @@ def test_the_makefile_venv_holds_the_pinned_versions():
         pin = pins.get(name)
         if pin is not None and Version(dist.version) != pin:
             wrong[name] = f"{dist.version} installed, {pin} pinned"
-    assert not wrong, f".venv differs from constraints.txt (make test reinstalls it when the file is newer): {wrong}"
+    assert not wrong, (f".venv differs from constraints.txt: {wrong} (`rm {ROOT / '.venv' / '.installed'}` and "
+                       "`make test` reinstalls it at the pins; make does so itself when the file is newer)")
