@@ -127,6 +127,11 @@ CRAWL_LOG = pa.schema(
         ("status", pa.int32()),  # HTTP status, 0 when no response
         ("outcome", pa.string()),  # product | look | listing | sitemap | redirected | rejected | subresource_refused
         ("reason", pa.string()),  # why rejected (no_structured_data, http_404, robots_disallowed...)
+        # where a redirect led: a `redirected` row's target (an absolute URL, which has its own row), or a refused
+        # redirect's (reason redirect:host_not_allowed, redirect:loop, redirect:too_many...; for redirect:malformed
+        # the Location as the server sent it); null for every other row, and in a partition stored before the
+        # column existed (schemas.upgrade)
+        ("redirect_to", pa.string()),
         ("crawled_at", TS),
     ]
 )

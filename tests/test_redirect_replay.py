@@ -168,6 +168,25 @@ def test_the_live_crawl_logs_each_redirect(crawled):
                          "/img/chain/0": "redirect:too_many"}
 
 
+def test_the_crawl_log_names_where_each_redirect_led(crawled):
+    """The crawl log's ``redirect_to``: a followed redirect's target (the feed's, which has its own row) and a
+    refused redirect's Location (out of scope, a loop, one hop too many); null on every other row; the replay's
+    log the same."""
+    _, live, replay, _, feeds = crawled
+    to = {_path(r["url"]): r["redirect_to"] for r in _rows(live)}
+    assert {p: _path(t) for p, t in to.items() if t and p in _redirected_rows(feeds["live"])} == {
+        p: r["to"] for p, r in _redirected_rows(feeds["live"]).items()}
+    refused = {_path(r["url"]): r["redirect_to"] for r in _rows(live) if (r["reason"] or "").startswith("redirect:")}
+    assert refused == {"/out": "https://elsewhere.example/p", "/loop2": to["/loop2"], "/self": to["/self"],
+                       "/chain/20": to["/chain/20"]}
+    assert (_path(refused["/loop2"]), _path(refused["/self"]), _path(refused["/chain/20"])) == (
+        "/loop1", "/self", "/chain/21")
+    others = [r for r in _rows(live)
+              if r["outcome"] != "redirected" and not (r["reason"] or "").startswith("redirect:")]
+    assert others and all(r["redirect_to"] is None for r in others)
+    assert [r["redirect_to"] for r in _rows(replay)] == [r["redirect_to"] for r in _rows(live)]
+
+
 def test_a_redirect_to_a_page_the_crawl_has_is_a_row_naming_it_and_the_page_is_fetched_once(crawled):
     server, _, _, warc, _ = crawled
     base = f"http://127.0.0.1:{server.port}"
