@@ -471,8 +471,10 @@ class ShopSpider(scrapy.Spider):
                 yield row
             return
         row = self._page(request.url, status, "rejected", reason)
-        if isinstance(getattr(exc, "target", None), str):  # a refused redirect (RedirectRefused): where it led
-            row["redirect_to"] = exc.target
+        if isinstance(getattr(exc, "target", None), str):  # a refused redirect (RedirectRefused): where it led,
+            from lookbench_pipeline.extract.images import refused_form  # bounded: a Location can be megabytes
+
+            row["redirect_to"] = refused_form(exc.target)
         if fetched_at:
             # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
             # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
