@@ -24,9 +24,11 @@ from .step_process import die_with_run_worker
 
 def _read(p: Path, asset: str) -> pa.Table:
     """A stored table, upgraded to its asset's current schema when it was written before columns were added
-    (:func:`lookbench_pipeline.schemas.upgrade`): earlier weeks' partitions stay readable after an upgrade."""
+    (:func:`lookbench_pipeline.schemas.upgrade`): earlier weeks' partitions stay readable after an upgrade. A weekly
+    crawl's asset (``weekly_crawl_log``…) has its window table's schema (``crawl_log``…)."""
     t = pq.read_table(p)
-    return schemas.upgrade(t, schemas.TABLES[asset]) if asset in schemas.TABLES else t
+    table = asset.removeprefix("weekly_")
+    return schemas.upgrade(t, schemas.TABLES[table]) if table in schemas.TABLES else t
 
 
 def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:

@@ -67,7 +67,9 @@ def accumulate(crawls: list[WeeklyCrawl]) -> CrawlTables:
                 if prev is None or d["stored_path"] or not prev["stored_path"]:
                     best[d["url"]] = d
         downloads += [best[u] for u in sorted(best)]
-    log = pa.concat_tables([c.crawl_log for c in crawls]) if crawls else schemas.empty(schemas.CRAWL_LOG)
+    # each week's log in the current shape first: a partition stored before a column was added lacks it
+    log = (pa.concat_tables([schemas.conform(schemas.upgrade(c.crawl_log, schemas.CRAWL_LOG), schemas.CRAWL_LOG)
+                             for c in crawls]) if crawls else schemas.empty(schemas.CRAWL_LOG))
     counts: dict[str, Any] = {
         "crawls": len(crawls),
         "weeks_per_site": {s: [c.week for c in crawls if c.site == s] for s in sites},

@@ -23,8 +23,8 @@ REJECTED = "rejected"  # a crawl-log row's outcome: the URL gave nothing, its re
 REDIRECTED = "redirected"
 """A crawl-log row's outcome: the URL answered a redirect (its 3xx ``status``) within the site that the crawl
 followed, or did not need to (its target requested already). It is no page, neither kept nor rejected: its target
-has its own row, and the feed's ``redirect_to`` names it. A redirect that is refused (``redirect:loop``,
-``redirect:too_many``, ``redirect:host_not_allowed``…) is a rejection."""
+has its own row, and the row's ``redirect_to`` names it. A redirect that is refused (``redirect:loop``,
+``redirect:too_many``, ``redirect:host_not_allowed``…) is a rejection, its ``redirect_to`` where it led."""
 
 
 MAX_PAGES_REACHED = "max_pages_reached"  # a page URL the site's max_pages cut: a rejected row, never fetched

@@ -127,6 +127,12 @@ CRAWL_LOG = pa.schema(
         ("status", pa.int32()),  # HTTP status, 0 when no response
         ("outcome", pa.string()),  # product | look | listing | sitemap | redirected | rejected | subresource_refused
         ("reason", pa.string()),  # why rejected (no_structured_data, http_404, robots_disallowed...)
+        # where a redirect led: a `redirected` row's target (an absolute URL, which has its own row), or a refused
+        # redirect's (reason redirect:host_not_allowed, redirect:loop, redirect:too_many...; for redirect:malformed
+        # the Location header as read, latin-1; a refused one longer than 200 characters is cut, with its sha256 and
+        # length: extract.images.refused_form); null for every other row, and in a partition stored before the
+        # column existed (schemas.upgrade)
+        ("redirect_to", pa.string()),
         ("crawled_at", TS),
     ]
 )
@@ -553,9 +559,13 @@ def upgrade(table: pa.Table, schema: pa.Schema) -> pa.Table:
     Columns the table has are left as they are; a table with all of them is returned unchanged. Consumers treat the
     nulls as "not recorded" (e.g. dedup skips the foreground check for an image without ``fg_signature``)."""
     missing = [f for f in schema if f.name not in table.column_names]
+    if not missing:
+        return table
     for f in missing:
         table = table.append_column(f, pa.nulls(table.num_rows, f.type))
-    return table
+    # the schema's columns in its order (then any the schema does not name), so an upgraded partition concatenates
+    # with one of the current shape
+    return table.select([*schema.names, *(c for c in table.column_names if c not in schema.names)])
 
 
 def from_rows(rows: Iterable[Mapping[str, Any]], schema: pa.Schema) -> pa.Table:

@@ -168,6 +168,24 @@ def test_the_live_crawl_logs_each_redirect(crawled):
                          "/img/chain/0": "redirect:too_many"}
 
 
+def test_the_crawl_log_names_where_each_redirect_led(crawled):
+    """The crawl log's ``redirect_to``: a followed redirect's target (the feed's, which has its own row) and a
+    refused redirect's Location (out of scope, a loop, one hop too many); null on every other row; the replay's
+    log the same."""
+    _, live, replay, _, feeds = crawled
+    to = {_path(r["url"]): r["redirect_to"] for r in _rows(live)}
+    assert {p: _path(t) for p, t in to.items() if t and p in _redirected_rows(feeds["live"])} == {
+        p: r["to"] for p, r in _redirected_rows(feeds["live"]).items()}
+    refused = {_path(r["url"]): r["redirect_to"] for r in _rows(live) if (r["reason"] or "").startswith("redirect:")}
+    base = f"http://127.0.0.1:{crawled[0].port}"
+    assert refused == {"/out": "https://elsewhere.example/p", "/loop2": f"{base}/loop1", "/self": f"{base}/self",
+                       "/chain/20": f"{base}/chain/21"}
+    others = [r for r in _rows(live)
+              if r["outcome"] != "redirected" and not (r["reason"] or "").startswith("redirect:")]
+    assert others and all(r["redirect_to"] is None for r in others)
+    assert [r["redirect_to"] for r in _rows(replay)] == [r["redirect_to"] for r in _rows(live)]
+
+
 def test_a_redirect_to_a_page_the_crawl_has_is_a_row_naming_it_and_the_page_is_fetched_once(crawled):
     server, _, _, warc, _ = crawled
     base = f"http://127.0.0.1:{server.port}"
@@ -524,7 +542,7 @@ def _shop_spider(tmp_path: Path, done: set[str] | None = None):
 
 
 def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000Z", location="/b",
-                          dont_filter=False):
+                          dont_filter=False, scope=None):
     """``/a`` answers 302 to ``/b`` (fetched at ``fetched_at``); the scope middleware follows it or refuses it
     (``engine``'s duplicate filter says whether ``/b`` was requested already), Scrapy's RedirectMiddleware builds
     the request of ``/b``, and ``/b`` answers a product page: the spider's items, in order."""
@@ -535,7 +553,7 @@ def _redirect_then_target(engine, spider, fetched_at="2026-01-05T10:00:00.000000
 
     from lookbench_crawlers.middlewares import RedirectRefused
 
-    mw = _scope_mw({}, engine=engine)
+    mw = _scope_mw({}, engine=engine, scope=scope)
     src = Request("http://s.example/a", callback=spider.parse_page, errback=spider.on_error,
                   meta={"lookbench_fetched_at": fetched_at}, dont_filter=dont_filter)
     resp = Response(src.url, status=302, headers={"Location": location}, request=src)
@@ -591,6 +609,26 @@ def test_a_resumed_crawl_does_not_log_a_finished_redirect_again(tmp_path):
     spider = _shop_spider(tmp_path, done={resume_key("http://s.example/a")})
     items = _redirect_then_target(None, spider)
     assert [(it["url"], it["outcome"]) for it in items if it["kind"] == "page"] == [("http://s.example/b", "product")]
+
+
+def test_a_refused_redirects_target_is_recorded_bounded(tmp_path):
+    """A redirect out of the site's scope is a ``redirect:host_not_allowed`` row naming its target in
+    ``redirect_to``; a hostile Location of any length is kept as its first characters, sha256 and length
+    (``extract.images.refused_form``), not megabytes in the crawl log."""
+    from lookbench_pipeline.extract.images import REFUSED_URL_CHARS
+
+    spider = _shop_spider(tmp_path)
+    short = "http://elsewhere.example/p"
+    rows = _redirect_then_target(None, spider, location=short, scope=spider.scope_refusal)
+    [row] = [it for it in rows if it["kind"] == "page"]
+    assert (row["outcome"], row["reason"], row["status"], row["redirect_to"]) == (
+        "rejected", "redirect:host_not_allowed", 302, short)
+    long = "http://elsewhere.example/" + "x" * 3_000_000
+    spider = _shop_spider(tmp_path)
+    rows = _redirect_then_target(None, spider, location=long, scope=spider.scope_refusal)
+    [row] = [it for it in rows if it["kind"] == "page"]
+    assert row["reason"] == "redirect:host_not_allowed" and len(row["redirect_to"]) <= REFUSED_URL_CHARS
+    assert row["redirect_to"].startswith("http://elsewhere.example/xxx") and "3000025 chars" in row["redirect_to"]
 
 
 def test_a_start_url_that_redirects_to_itself_is_one_row(tmp_path):

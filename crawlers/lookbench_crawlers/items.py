@@ -55,5 +55,6 @@ class PageItem(scrapy.Item):
     reason = scrapy.Field()
     n_items = scrapy.Field()  # products + looks the page yielded (resume bookkeeping)
     from_page = scrapy.Field()  # a refused sub-resource's row: the rendered page that requested it
-    redirect_to = scrapy.Field()  # a "redirected" row: where the redirect led (that page has its own row)
+    redirect_to = scrapy.Field()  # a "redirected" row: where the redirect led (that page has its own row); a
+    # refused redirect's row (redirect:<why>): its Location
     crawled_at = scrapy.Field()

@@ -335,7 +335,7 @@ class RedirectScopeMiddleware:
     Scrapy's IgnoreRequest would read ``ignored``); the row is the last URL of the chain, with its 3xx status.
     A page's redirect that is followed is recorded in the request's meta (``REDIRECT_HOPS``, which Scrapy's
     RedirectMiddleware copies into the target's request): the spider writes the source URL its own row, outcome
-    ``redirected`` (neither kept nor rejected), naming the target in the feed's ``redirect_to``. One to a page the
+    ``redirected`` (neither kept nor rejected), naming the target in its ``redirect_to``. One to a page the
     crawl requested already is not followed (``redirect:duplicate``: the duplicate filter, asked without recording,
     :class:`CrawlDupeFilter`, would drop the redirected request silently), and the spider writes it the same row:
     whether a redirect's target was requested before or after it arrived does not change the log.

@@ -465,12 +465,16 @@ class ShopSpider(scrapy.Spider):
         fetched_at = request.meta.get("lookbench_fetched_at") if status else None
         if reason == REDIRECT_DUPLICATE:
             # a redirect to a page the crawl requested already: the row a followed redirect gets (not a rejection;
-            # the target has its own row, named in the feed's redirect_to: the crawl log has no detail column)
+            # the target has its own row, named in the row's redirect_to)
             row = self._redirected(request.url, status, exc.target, fetched_at)
             if row is not None:
                 yield row
             return
         row = self._page(request.url, status, "rejected", reason)
+        if isinstance(getattr(exc, "target", None), str):  # a refused redirect (RedirectRefused): where it led,
+            from lookbench_pipeline.extract.images import refused_form  # bounded: a Location can be megabytes
+
+            row["redirect_to"] = refused_form(exc.target)
         if fetched_at:
             # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
             # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
