@@ -555,8 +555,9 @@ def conform(table: pa.Table, schema: pa.Schema) -> pa.Table:
 def upgrade(table: pa.Table, schema: pa.Schema) -> pa.Table:
     """A stored table written before columns were added to ``schema`` (e.g. a weekly crawl partition of an earlier
     version: ``products`` without ``variant_id``, ``images`` without ``fg_signature``), with each missing column of
-    ``schema`` appended as nulls of its type, so old and new partitions concatenate and readers find every column.
-    Columns the table has are left as they are; a table with all of them is returned unchanged. Consumers treat the
+    ``schema`` added as nulls of its type and the schema's columns in its order (any other after them), so old and
+    new partitions concatenate and readers find every column; a table with all of them is returned unchanged (the
+    same object, whatever its column order). Consumers treat the
     nulls as "not recorded" (e.g. dedup skips the foreground check for an image without ``fg_signature``)."""
     missing = [f for f in schema if f.name not in table.column_names]
     if not missing:

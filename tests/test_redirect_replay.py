@@ -631,6 +631,25 @@ def test_a_refused_redirects_target_is_recorded_bounded(tmp_path):
     assert row["redirect_to"].startswith("http://elsewhere.example/xxx") and "3000025 chars" in row["redirect_to"]
 
 
+def test_a_long_refused_target_is_cut_after_its_serving_origin_is_replaced(tmp_path):
+    """A local site's URLs are recorded under its public origin (``crawl._rebase`` replaces the serving origin in
+    the feed). A long refused target is cut with a digest, which that replacement could not update: it is replaced
+    first, so the digest is of the URL shown and a replay served on another port records the same value."""
+    from lookbench_crawlers.spiders.shop import ShopSpider
+    from lookbench_pipeline.extract.images import refused_form
+
+    site = tmp_path / "site.yaml"
+    (tmp_path / "pages").mkdir()
+    site.write_text(yaml.safe_dump({"name": "s", "kind": "replay", "public_origin": "https://shop.example",
+                                    "pages_dir": "pages", "start_urls": ["{{BASE}}/"]}))
+    spider = ShopSpider(site_config=str(site), base_url="http://s.example")
+    path = "/p?" + "x" * 300
+    rows = _redirect_then_target(None, spider, location=path, scope=lambda url: "host_not_allowed")
+    [row] = [it for it in rows if it["kind"] == "page"]
+    assert row["reason"] == "redirect:host_not_allowed"
+    assert row["redirect_to"] == refused_form("https://shop.example" + path) != refused_form("http://s.example" + path)
+
+
 def test_a_start_url_that_redirects_to_itself_is_one_row(tmp_path):
     """A start URL (``dont_filter``) that sets a cookie and redirects to itself is followed back: the URL has its
     page's row only, not a ``redirected`` row besides."""

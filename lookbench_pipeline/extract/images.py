@@ -84,7 +84,8 @@ def unsupported_scheme(url: str) -> bool:
 
 
 def refused_form(url: str) -> str:
-    """How a refused image reference is recorded: as it is when short; a ``data:`` URI as its media type and
+    """How a refused image reference (or a refused redirect's target, in the crawl log) is recorded: as it is
+    when short; a ``data:`` URI as its media type and
     the sha256 and length of the whole URI, never its payload (``data:image/png;base64,…#sha256=<16 hex>,
     <n> chars``); any other longer than :data:`REFUSED_URL_CHARS` as its start and the same digest."""
     import hashlib

@@ -474,7 +474,12 @@ class ShopSpider(scrapy.Spider):
         if isinstance(getattr(exc, "target", None), str):  # a refused redirect (RedirectRefused): where it led,
             from lookbench_pipeline.extract.images import refused_form  # bounded: a Location can be megabytes
 
-            row["redirect_to"] = refused_form(exc.target)
+            target = self._here(exc.target)
+            if self.site.recorded_origin and self.base_url:
+                # the serving origin replaced before the cut, as crawl._rebase would replace it after: the cut's
+                # digest is of the URL it shows, the same in the live crawl and a replay served on another port
+                target = rebase_url(target, self.base_url, self.site.recorded_origin)
+            row["redirect_to"] = refused_form(target)
         if fetched_at:
             # a response came (a 404, a refused redirect): the row is stamped with its fetch time, as the items
             # of a page are (replay.FetchTimeMiddleware), so a replay of the archive stamps the same time
