@@ -67,7 +67,8 @@ def accumulate(crawls: list[WeeklyCrawl]) -> CrawlTables:
                 if prev is None or d["stored_path"] or not prev["stored_path"]:
                     best[d["url"]] = d
         downloads += [best[u] for u in sorted(best)]
-    # each week's log in the current shape first: a partition stored before a column was added lacks it
+    # each week's log in the current shape (a partition stored before a column was added lacks it), so their
+    # concatenation is the window's log as it is
     log = (pa.concat_tables([schemas.conform(schemas.upgrade(c.crawl_log, schemas.CRAWL_LOG), schemas.CRAWL_LOG)
                              for c in crawls]) if crawls else schemas.empty(schemas.CRAWL_LOG))
     counts: dict[str, Any] = {
@@ -79,7 +80,7 @@ def accumulate(crawls: list[WeeklyCrawl]) -> CrawlTables:
     }
     return CrawlTables(products=schemas.from_rows(products, schemas.PRODUCTS),
                          looks=schemas.from_rows(looks, schemas.LOOKS),
-                         crawl_log=schemas.conform(log, schemas.CRAWL_LOG),
+                         crawl_log=log,
                          downloads=schemas.from_rows(downloads, schemas.IMAGE_DOWNLOADS), counts=counts)
 
 

@@ -50,9 +50,10 @@ def _locked_platform() -> tuple[str, str, str]:
 
 def _skip_off_the_locked_platform() -> None:
     here = (f"{sys.version_info.major}.{sys.version_info.minor}", platform.system(), platform.machine())
-    if here != _locked_platform():
-        pytest.skip(f"constraints.txt is resolved for Python {' on '.join(_locked_platform()[:2])} "
-                    f"{_locked_platform()[2]}; this is Python {here[0]} on {here[1]} {here[2]}")
+    locked = _locked_platform()
+    if here != locked:
+        pytest.skip(f"constraints.txt is resolved for Python {locked[0]} on {locked[1]} {locked[2]}; "
+                    f"this is Python {here[0]} on {here[1]} {here[2]}")
 
 
 def _makefile_extras() -> list[str]:
