@@ -7,9 +7,14 @@ and flushed as each test phase ends) and, when the process crashed, runs the REA
 
 - deselects every test whose teardown report is in FILE (it finished in the crashed run; its outcome counts);
 - runs the rest, the test that was running at the crash first among them as collected;
-- fails the session when FILE holds a failed report (any phase, or a collection error), naming those tests, so a
-  test that failed before the crash fails CI even though it is not run again;
-- says in the summary which test was running when the process died.
+- fails the session when FILE holds a failed report (any phase, or a collection error), naming those tests with the
+  place and message of the failure, so a test that failed before the crash fails CI even though it is not run again
+  (one whose teardown the crash cut is run again, and its recorded failure still counts);
+- says in the summary which test was running when the process died (for a crash in a fixture's setup, which leaves
+  no report, the first test not finished).
+
+When every test had finished before the crash (it came at the session's end), the resumed session deselects them
+all and passes unless one had failed.
 
 A file that cannot be read, or that ends with a session-finished record (the run did not crash), is a usage error.
 """
@@ -31,7 +36,7 @@ class CrashedRun:
     """What a report log says about a run: node ids finished, failed, and started but not finished."""
 
     finished: set[str] = field(default_factory=set)
-    failed: list[str] = field(default_factory=list)
+    failed: dict[str, str] = field(default_factory=dict)  # node id -> "path:line: message" of its first failure
     unfinished: list[str] = field(default_factory=list)
 
 
@@ -39,13 +44,14 @@ def read_report_log(path: Path) -> CrashedRun:
     """Read a pytest-reportlog file (JSON lines) of a run that crashed.
 
     The last line may be cut by the crash and is then ignored; any other line that is not a JSON object raises
-    ``pytest.UsageError``, as do a missing file and a log whose run finished (a ``SessionFinish`` record).
+    ``pytest.UsageError``, as do a missing file, a log with no ``SessionStart`` record (pytest never ran: nothing to
+    resume) and a log whose run finished (a ``SessionFinish`` record).
     """
     try:
         lines = path.read_text(encoding="utf-8").splitlines()
     except OSError as e:
         raise pytest.UsageError(f"{ENV}={path}: cannot read the crashed run's report log: {e}") from None
-    run, started = CrashedRun(), []
+    run, started, session_started = CrashedRun(), [], False
     for n, line in enumerate(lines, 1):
         try:
             rec = json.loads(line)
@@ -56,21 +62,35 @@ def read_report_log(path: Path) -> CrashedRun:
                 break  # written when the process died
             raise pytest.UsageError(f"{ENV}={path}: line {n} is not a report-log record ({e})") from None
         kind = rec.get("$report_type")
+        session_started = session_started or kind == "SessionStart"
         if kind == "SessionFinish":
             raise pytest.UsageError(f"{ENV}={path}: that run finished (exit status {rec.get('exitstatus')}); "
                                     "only a crashed run is resumed")
         if kind not in ("TestReport", "CollectReport"):
             continue
-        nodeid = str(rec.get("nodeid", ""))
+        nodeid = str(rec.get("nodeid", "")) or "<collection>"
         if rec.get("outcome") == "failed" and nodeid not in run.failed:
-            run.failed.append(nodeid or "<collection>")
+            run.failed[nodeid] = f"{rec.get('when') or 'collect'}: {_reason(rec.get('longrepr'))}"
         if kind == "TestReport":
             if rec.get("when") == "setup":
                 started.append(nodeid)
             elif rec.get("when") == "teardown":
                 run.finished.add(nodeid)
+    if not session_started:
+        raise pytest.UsageError(f"{ENV}={path}: no SessionStart record: pytest did not start, nothing to resume")
     run.unfinished = [n for n in dict.fromkeys(started) if n not in run.finished]
     return run
+
+
+def _reason(longrepr) -> str:
+    """A failure's location and message from a serialized report's ``longrepr`` (a dict, a string or null)."""
+    if isinstance(longrepr, dict):
+        crash = longrepr.get("reprcrash") or {}
+        if crash:
+            return f"{crash.get('path')}:{crash.get('lineno')}: {crash.get('message')}"
+        longrepr = longrepr.get("reprtraceback") or longrepr
+    text = str(longrepr or "no details recorded").strip().splitlines()
+    return text[-1] if text else "no details recorded"
 
 
 class CrashResume:
@@ -80,6 +100,7 @@ class CrashResume:
         self.path = path
         self.run = read_report_log(path)
         self.deselected = 0
+        self.crashed_in = ", ".join(self.run.unfinished)
 
     @pytest.hookimpl(trylast=True)
     def pytest_collection_modifyitems(self, config, items):
@@ -88,21 +109,25 @@ class CrashResume:
             config.hook.pytest_deselected(items=done)
             items[:] = [i for i in items if i.nodeid not in self.run.finished]
         self.deselected = len(done)
+        if not self.crashed_in:  # a crash in a test's setup leaves no report for it: the first test not finished
+            self.crashed_in = f"{items[0].nodeid} (or its setup)" if items else "(after the last test)"
 
     def pytest_sessionfinish(self, session, exitstatus):
-        if self.run.failed and session.exitstatus == pytest.ExitCode.OK:
+        if self.run.failed and session.exitstatus in (pytest.ExitCode.OK, pytest.ExitCode.NO_TESTS_COLLECTED):
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        elif session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED and self.deselected:
+            session.exitstatus = pytest.ExitCode.OK  # every test had finished before the crash
 
     def pytest_terminal_summary(self, terminalreporter):
         tr = terminalreporter
         tr.write_sep("=", "resumed after a crash of the test process", yellow=True)
         tr.write_line(f"report log of the crashed run: {self.path}")
-        tr.write_line(f"running when the process died: {', '.join(self.run.unfinished) or '(between tests)'}")
+        tr.write_line(f"running when the process died: {self.crashed_in}")
         tr.write_line(f"finished in the crashed run and not run again: {self.deselected}")
         if self.run.failed:
             tr.write_line(f"FAILED in the crashed run ({len(self.run.failed)}), so this session fails:", red=True)
-            for nodeid in self.run.failed:
-                tr.write_line(f"  {nodeid}", red=True)
+            for nodeid, reason in self.run.failed.items():
+                tr.write_line(f"FAILED {nodeid} - {reason}", red=True)
 
 
 def register(config) -> None:

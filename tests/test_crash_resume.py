@@ -21,7 +21,7 @@ TESTS = Path(__file__).resolve().parent
 
 CRASH_ONCE = '''
 import faulthandler, pathlib
-def test_crash(tmp_path_factory):
+def test_crash():
     marker = pathlib.Path(__file__).with_name("crashed-once")
     if not marker.exists():
         marker.write_text("1")
@@ -38,7 +38,7 @@ def _suite(root: Path, first: str) -> None:
 
 def _pytest(root: Path, *args: str, resume: Path | None = None) -> subprocess.CompletedProcess:
     env = {k: v for k, v in os.environ.items() if k not in ("PYTEST_ADDOPTS", "LOOKBENCH_TEST_RESUME")}
-    env["PYTHONPATH"] = os.pathsep.join([str(TESTS), env.get("PYTHONPATH", "")])
+    env["PYTHONPATH"] = os.pathsep.join(p for p in [str(TESTS), env.get("PYTHONPATH")] if p)
     if resume is not None:
         env["LOOKBENCH_TEST_RESUME"] = str(resume)
     return subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "crash_resume",
@@ -66,23 +66,95 @@ def test_a_crashed_run_resumes_with_the_tests_it_did_not_finish(tmp_path):
     assert "finished in the crashed run and not run again: 1" in out
 
 
+FAILING = '''
+import pytest
+
+def test_fails():
+    assert 1 == 2, "the call failed"
+
+@pytest.fixture
+def broken_setup():
+    raise RuntimeError("the setup failed")
+
+def test_setup_error(broken_setup):
+    pass
+
+@pytest.fixture
+def broken_teardown():
+    yield
+    raise RuntimeError("the teardown failed")
+
+def test_teardown_error(broken_teardown):
+    pass
+
+@pytest.mark.xfail(strict=True)
+def test_strict_xpass():
+    pass
+
+@pytest.mark.xfail
+def test_plain_xfail():
+    assert False
+'''
+
+
 def test_a_test_that_failed_before_the_crash_fails_the_resumed_session(tmp_path):
-    _suite(tmp_path, "def test_fails():\n    assert 1 == 2\n")
+    _suite(tmp_path, FAILING)
     log = tmp_path / "report.jsonl"
     assert _pytest(tmp_path, f"--report-log={log}").returncode != 0
 
     second = _pytest(tmp_path, resume=log)
-    assert second.returncode == pytest.ExitCode.TESTS_FAILED, second.stdout + second.stderr
-    assert _outcomes(second.stdout) == "2 passed, 1 deselected"  # the failed test is not rerun ...
-    assert "FAILED in the crashed run (1)" in second.stdout  # ... and still fails the session
-    assert "test_a.py::test_fails" in second.stdout
+    out = second.stdout
+    assert second.returncode == pytest.ExitCode.TESTS_FAILED, out + second.stderr
+    assert _outcomes(out) == "2 passed, 5 deselected"  # the finished tests are not rerun ...
+    assert "FAILED in the crashed run (4)" in out  # ... and their failures, in any phase, still fail the session
+    for name, why in [("test_fails", "the call failed"), ("test_setup_error", "the setup failed"),
+                      ("test_teardown_error", "the teardown failed"), ("test_strict_xpass", "XPASS(strict)")]:
+        assert any(f"FAILED test_a.py::{name} - " in line and why in line for line in out.splitlines()), (name, out)
+    assert "test_plain_xfail" not in out
+
+
+def test_a_crash_in_a_fixture_names_the_first_test_not_finished(tmp_path):
+    _suite(tmp_path, "def test_ok():\n    assert True\n")
+    (tmp_path / "test_b.py").write_text('''
+import faulthandler, pathlib, pytest
+
+@pytest.fixture(scope="module")
+def crashes_once():
+    marker = pathlib.Path(__file__).with_name("crashed-once")
+    if not marker.exists():
+        marker.write_text("1")
+        faulthandler._sigsegv()
+
+def test_needs_it(crashes_once):
+    pass
+''')
+    log = tmp_path / "report.jsonl"
+    assert _pytest(tmp_path, f"--report-log={log}").returncode != 0
+    second = _pytest(tmp_path, resume=log)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "running when the process died: test_b.py::test_needs_it (or its setup)" in second.stdout
+
+
+def _finished_run(root: Path) -> Path:
+    """Run a one-test suite that passes, with a report log; its path."""
+    (root / "pytest.ini").write_text("[pytest]\n")
+    (root / "test_c.py").write_text("def test_after():\n    assert True\n")
+    log = root / "report.jsonl"
+    assert _pytest(root, f"--report-log={log}").returncode == 0
+    return log
+
+
+def test_a_crash_after_the_last_test_passes_when_every_test_had_passed(tmp_path):
+    log = _finished_run(tmp_path)
+    cut = [line for line in log.read_text().splitlines() if '"SessionFinish"' not in line]
+    log.write_text("\n".join(cut) + "\n")  # as if the process died after the last teardown
+    second = _pytest(tmp_path, resume=log)
+    assert second.returncode == 0, second.stdout + second.stderr
+    assert "running when the process died: (after the last test)" in second.stdout
 
 
 def test_a_run_that_finished_or_a_missing_log_is_not_resumed(tmp_path):
-    (tmp_path / "pytest.ini").write_text("[pytest]\n")
-    (tmp_path / "test_c.py").write_text("def test_after():\n    assert True\n")
-    log = tmp_path / "report.jsonl"
-    assert _pytest(tmp_path, f"--report-log={log}").returncode == 0
+    log = _finished_run(tmp_path)
     assert '"SessionFinish"' in log.read_text()
 
     finished = _pytest(tmp_path, resume=log)
@@ -102,7 +174,17 @@ def test_a_line_cut_by_the_crash_is_ignored_and_garbage_elsewhere_is_refused(tmp
     log = tmp_path / "r.jsonl"
     log.write_text("\n".join(json.dumps(r) for r in recs) + '\n{"$report_type": "TestRep')
     run = read_report_log(log)
-    assert (run.finished, run.failed, run.unfinished) == ({"t.py::a"}, ["t.py::a"], ["t.py::b"])
+    assert (run.finished, list(run.failed), run.unfinished) == ({"t.py::a"}, ["t.py::a"], ["t.py::b"])
+    assert run.failed["t.py::a"] == "call: no details recorded"
+
+    error = {"$report_type": "CollectReport", "nodeid": "t2.py", "outcome": "failed",
+             "longrepr": "ImportError while importing test module\nE   ModuleNotFoundError: nope"}
+    log.write_text("\n".join(json.dumps(r) for r in [recs[0], error]) + "\n")
+    assert read_report_log(log).failed == {"t2.py": "collect: E   ModuleNotFoundError: nope"}
+
+    log.write_text(json.dumps(recs[1]) + "\n")
+    with pytest.raises(pytest.UsageError, match="no SessionStart record"):
+        read_report_log(log)
 
     log.write_text("\n".join([json.dumps(recs[0]), "[1, 2]", json.dumps(recs[1])]))
     with pytest.raises(pytest.UsageError, match="line 2 is not a report-log record"):
