@@ -36,6 +36,13 @@ else:
     os.environ.setdefault("LOOKBENCH_DETECT__CACHE_DIR", os.environ.get("LOOKBENCH_TEST_DETECTOR_CACHE", ""))
 
 
+def pytest_configure(config):
+    """After a crash of the test process, `.ci/run` resumes the suite where it died (tests/crash_resume.py)."""
+    import crash_resume
+
+    crash_resume.register(config)
+
+
 def pytest_sessionfinish(session, exitstatus):
     """The session's own detector cache goes with it (a kept one, LOOKBENCH_TEST_DETECTOR_CACHE, stays)."""
     if _OWN_DETECTOR_CACHE:
