@@ -27,24 +27,14 @@ from lookbench_pipeline.releases import Candidate
 
 from .partitions import crawl_partitions, release_partitions
 from .resources import LookbenchConfig
+from .tables import CRAWL_ASSETS, WINDOW_ASSETS
 
 ERROR, WARN = AssetCheckSeverity.ERROR, AssetCheckSeverity.WARN
 
-# table assets and the schema each must have
+# table assets, the schema each must have (assets/tables.py) and their partitions
 TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
-    "weekly_products": (schemas.PRODUCTS, crawl_partitions),
-    "weekly_looks": (schemas.LOOKS, crawl_partitions),
-    "weekly_crawl_log": (schemas.CRAWL_LOG, crawl_partitions),
-    "weekly_image_downloads": (schemas.IMAGE_DOWNLOADS, crawl_partitions),
-    # every window asset named after its table in schemas.TABLES (the one owner of the binding), except the
-    # tables that are files of a release rather than asset values (the `release` asset's value is its manifest)
-    **{name: (schema, release_partitions) for name, schema in schemas.TABLES.items()
-       if name not in ("release", "release_changes", "scores")},
-    "evaluation": (schemas.SCORES, release_partitions),
-    # the AI-generated subsets' tables under their own asset names
-    "aigen_image_refs": (schemas.IMAGE_REFS, release_partitions),
-    "aigen_images": (schemas.IMAGES, release_partitions),
-    "aigen_detections": (schemas.DETECTIONS, release_partitions),
+    **{name: (schema, crawl_partitions) for name, schema in CRAWL_ASSETS.items()},
+    **{name: (schema, release_partitions) for name, schema in WINDOW_ASSETS.items()},
 }
 
 
