@@ -1,4 +1,4 @@
-"""Asset checks on every stage: schema validity (against ``schemas.py``), counts within expected ranges,
+"""Asset checks on every stage: schema validity (against the asset's schema in ``assets/tables.py``), counts within expected ranges,
 rejection, duplicate and contamination rates, annotation acceptance, a positive for every query, no image in both
 the query and gallery files of a subset unless the configuration says it is intended, published files equal to
 the checked candidate, valid scores.
@@ -21,7 +21,7 @@ import pyarrow.parquet as pq
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn,
                      AssetChecksDefinition, MetadataValue, asset_check)
 
-from lookbench_pipeline import crawl_tables, quality, schemas
+from lookbench_pipeline import crawl_tables, quality
 from lookbench_pipeline.config import ChecksConfig
 from lookbench_pipeline.releases import Candidate
 
@@ -56,7 +56,7 @@ def _result(context: AssetCheckExecutionContext, cfg: ChecksConfig, passed: bool
 
 def _schema_check(asset: str, schema: pa.Schema, partitions_def) -> AssetChecksDefinition:
     @asset_check(asset=asset, name="schema", partitions_def=partitions_def, blocking=True,
-                 description=f"The table has exactly the columns and types of schemas.py ({asset}).")
+                 description=f"The table has exactly the columns and types of its schema ({asset}; assets/tables.py).")
     def _check(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, table: pa.Table):
         problems = quality.schema_mismatches(table, schema)
         return _result(context, lookbench.load().checks, not problems, ERROR, rows=table.num_rows,

@@ -9,9 +9,9 @@ import pyarrow as pa
 
 from lookbench_pipeline import crawl_tables, schemas
 
-WEEKLY: dict[str, str] = {t: f"weekly_{'image_downloads' if t == 'downloads' else t}"
-                          for t in crawl_tables.TABLE_SCHEMAS}
-"""A weekly crawl's tables (``CrawlTables`` attribute name) -> their asset names."""
+WEEKLY: dict[str, str] = {"products": "weekly_products", "looks": "weekly_looks", "crawl_log": "weekly_crawl_log",
+                          "downloads": "weekly_image_downloads"}
+"""A weekly crawl's tables (``CrawlTables`` attribute name, ``crawl_tables.TABLE_SCHEMAS``) -> their asset names."""
 
 CRAWL_ASSETS: dict[str, pa.Schema] = {WEEKLY[t]: s for t, s in crawl_tables.TABLE_SCHEMAS.items()}
 """The weekly crawl's table assets (partitioned by site × week) -> schema."""
