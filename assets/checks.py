@@ -1,4 +1,4 @@
-"""Asset checks on every stage: schema validity (against ``schemas.py``), counts within expected ranges,
+"""Asset checks on every stage: schema validity (against the asset's schema in ``assets/tables.py``), counts within expected ranges,
 rejection, duplicate and contamination rates, annotation acceptance, a positive for every query, no image in both
 the query and gallery files of a subset unless the configuration says it is intended, published files equal to
 the checked candidate, valid scores.
@@ -21,30 +21,20 @@ import pyarrow.parquet as pq
 from dagster import (AssetCheckExecutionContext, AssetCheckResult, AssetCheckSeverity, AssetIn,
                      AssetChecksDefinition, MetadataValue, asset_check)
 
-from lookbench_pipeline import crawl_tables, quality, schemas
+from lookbench_pipeline import crawl_tables, quality
 from lookbench_pipeline.config import ChecksConfig
 from lookbench_pipeline.releases import Candidate
 
 from .partitions import crawl_partitions, release_partitions
 from .resources import LookbenchConfig
+from .tables import CRAWL_ASSETS, WINDOW_ASSETS
 
 ERROR, WARN = AssetCheckSeverity.ERROR, AssetCheckSeverity.WARN
 
-# table assets and the schema each must have
+# table assets, the schema each must have (assets/tables.py) and their partitions
 TABLE_SCHEMAS: dict[str, tuple[pa.Schema, Any]] = {
-    "weekly_products": (schemas.PRODUCTS, crawl_partitions),
-    "weekly_looks": (schemas.LOOKS, crawl_partitions),
-    "weekly_crawl_log": (schemas.CRAWL_LOG, crawl_partitions),
-    "weekly_image_downloads": (schemas.IMAGE_DOWNLOADS, crawl_partitions),
-    # every window asset named after its table in schemas.TABLES (the one owner of the binding), except the
-    # tables that are files of a release rather than asset values (the `release` asset's value is its manifest)
-    **{name: (schema, release_partitions) for name, schema in schemas.TABLES.items()
-       if name not in ("release", "release_changes", "scores")},
-    "evaluation": (schemas.SCORES, release_partitions),
-    # the AI-generated subsets' tables under their own asset names
-    "aigen_image_refs": (schemas.IMAGE_REFS, release_partitions),
-    "aigen_images": (schemas.IMAGES, release_partitions),
-    "aigen_detections": (schemas.DETECTIONS, release_partitions),
+    **{name: (schema, crawl_partitions) for name, schema in CRAWL_ASSETS.items()},
+    **{name: (schema, release_partitions) for name, schema in WINDOW_ASSETS.items()},
 }
 
 
@@ -66,7 +56,7 @@ def _result(context: AssetCheckExecutionContext, cfg: ChecksConfig, passed: bool
 
 def _schema_check(asset: str, schema: pa.Schema, partitions_def) -> AssetChecksDefinition:
     @asset_check(asset=asset, name="schema", partitions_def=partitions_def, blocking=True,
-                 description=f"The table has exactly the columns and types of schemas.py ({asset}).")
+                 description=f"The table has exactly the columns and types of its schema ({asset}; assets/tables.py).")
     def _check(context: AssetCheckExecutionContext, lookbench: LookbenchConfig, table: pa.Table):
         problems = quality.schema_mismatches(table, schema)
         return _result(context, lookbench.load().checks, not problems, ERROR, rows=table.num_rows,

@@ -13,9 +13,7 @@ from .common import observed, reasons, summary, table_metadata
 from .io import read_stored_table
 from .partitions import RELEASE_TIMEZONE, crawl_partitions, crawls_in_window, release_partitions, weeks_in_window
 from .resources import LookbenchConfig
-
-WEEKLY = {"products": "weekly_products", "looks": "weekly_looks", "crawl_log": "weekly_crawl_log",
-          "downloads": "weekly_image_downloads"}
+from .tables import WEEKLY
 
 
 class CrawlConfig(Config):

@@ -20,15 +20,16 @@ from lookbench_pipeline.layout import DataLayout
 
 from .resources import require_location_config
 from .step_process import die_with_run_worker
+from .tables import ASSET_SCHEMAS
 
 
 def _read(p: Path, asset: str) -> pa.Table:
-    """A stored table, upgraded to its asset's current schema when it was written before columns were added
-    (:func:`lookbench_pipeline.schemas.upgrade`): earlier weeks' partitions stay readable after an upgrade. A weekly
-    crawl's asset (``weekly_crawl_log``…) has its window table's schema (``crawl_log``…)."""
+    """A stored table, upgraded to its asset's current schema (``assets/tables.ASSET_SCHEMAS``) when it was written
+    before columns were added (:func:`lookbench_pipeline.schemas.upgrade`): earlier partitions stay readable after
+    an upgrade. A table asset not named there is returned as stored."""
     t = pq.read_table(p)
-    table = asset.removeprefix("weekly_")
-    return schemas.upgrade(t, schemas.TABLES[table]) if table in schemas.TABLES else t
+    schema = ASSET_SCHEMAS.get(asset)
+    return schemas.upgrade(t, schema) if schema is not None else t
 
 
 def stored_path(data_dir: Path, asset: str, partition_key: str) -> Path:

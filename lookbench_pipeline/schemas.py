@@ -1,8 +1,8 @@
 """The data contracts: one explicit pyarrow schema per table, and the only place they are defined.
 
-(Over 500 lines on purpose: the tables' schemas, their column comments and ``TABLES``, keyed by asset name, are
-the one contract every stage, the IO manager and the asset checks read; split, a reader would have to know which
-file holds which table.)
+(Over 500 lines on purpose: the tables' schemas, their column comments and ``TABLES``, keyed by table name, are
+the one contract every stage reads, and the Dagster layer's ``assets/tables.py`` binds each table asset to one of
+them; split, a reader would have to know which file holds which table.)
 
 Every stage reads and writes these tables through :func:`conform`, so a column that is missing, misnamed or of the
 wrong type is an error at the boundary, not a surprise three stages later.

@@ -15,7 +15,12 @@ def test_an_old_partition_gets_the_new_columns_as_nulls(tmp_path):
                                  ("weekly_products", schemas.PRODUCTS, ["variant_id"]),
                                  ("images", schemas.IMAGES, ["fg_signature", "block_codes"]),
                                  ("image_refs", schemas.IMAGE_REFS, ["detail"]),
-                                 ("weekly_crawl_log", schemas.CRAWL_LOG, ["redirect_to"])]:
+                                 ("weekly_crawl_log", schemas.CRAWL_LOG, ["redirect_to"]),
+                                 # tables under their own asset names (assets/tables.py)
+                                 ("evaluation", schemas.SCORES, ["ci_high"]),
+                                 ("aigen_images", schemas.IMAGES, ["fg_signature"]),
+                                 ("aigen_image_refs", schemas.IMAGE_REFS, ["detail"]),
+                                 ("aigen_detections", schemas.DETECTIONS, ["score"])]:
         rows = schemas.from_rows([{}], schema).drop_columns(added)  # one row of an earlier version
         p = stored_path(tmp_path, asset, "demo|2026-W27").with_suffix(".parquet")
         p.parent.mkdir(parents=True, exist_ok=True)
@@ -26,6 +31,24 @@ def test_an_old_partition_gets_the_new_columns_as_nulls(tmp_path):
         new = schemas.from_rows([{}], schema)
         both = pa.concat_tables([t, new])
         assert both.num_rows == 2 and schemas.conform(both, schema).schema == schema
+
+
+def test_every_table_asset_has_one_schema_and_every_named_asset_exists():
+    """assets/tables.py names each table asset once; the IO manager and the schema checks read it, and every name in
+    it is an asset of the code location (a renamed asset would otherwise silently lose its upgrade and its check)."""
+    from dagster import AssetsDefinition
+
+    from assets.checks import TABLE_SCHEMAS
+    from assets.definitions import ALL_ASSETS
+    from assets.tables import ASSET_SCHEMAS, WEEKLY
+    from lookbench_pipeline import crawl_tables
+
+    keys = {k.path[-1] for a in ALL_ASSETS if isinstance(a, AssetsDefinition) for k in a.keys}
+    assert set(ASSET_SCHEMAS) <= keys, set(ASSET_SCHEMAS) - keys
+    # and every other asset's value is a dict stored as JSON: a new table asset must be named in assets/tables.py
+    assert keys - set(ASSET_SCHEMAS) == {"release", "release_candidate", "detector"}
+    assert {n: s for n, (s, _) in TABLE_SCHEMAS.items()} == ASSET_SCHEMAS
+    assert set(WEEKLY) == set(crawl_tables.TABLE_SCHEMAS)
 
 
 def test_a_current_table_is_unchanged():
