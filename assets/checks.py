@@ -1,7 +1,7 @@
-"""Asset checks on every stage: schema validity (against the asset's schema in ``assets/tables.py``), counts within expected ranges,
-rejection, duplicate and contamination rates, annotation acceptance, a positive for every query, no image in both
-the query and gallery files of a subset unless the configuration says it is intended, published files equal to
-the checked candidate, valid scores.
+"""Asset checks on every stage: schema validity (against the asset's schema in ``assets/tables.py``), counts
+within expected ranges, rejection, duplicate and contamination rates, annotation acceptance, a positive for every
+query, no image in both the query and gallery files of a subset unless the configuration says it is intended,
+published files equal to the checked candidate, valid scores.
 
 Every check is partitioned like its asset and blocking: a check whose result has severity ``ERROR`` stops the
 assets downstream of the checked one in the same run (so a bad value before ``release`` stops the publish step);
