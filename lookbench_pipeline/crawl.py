@@ -647,6 +647,29 @@ def _new_items(out: CrawlOutput, items: dict[str, dict], prev: dict[str, dict]) 
     return sum(1 for k, v in items.items() if k not in prev or v["first_seen_at"] >= start)
 
 
+def _seen_after(prev: dict, t: datetime) -> bool:
+    """Whether the state's row ``prev`` holds what a crawl after ``t`` (UTC) found: the item seen (``last_seen_at``)
+    or found gone (``disappeared_at``) later than ``t``."""
+    times = [v for v in (prev.get("last_seen_at"), prev.get("disappeared_at")) if v is not None]
+    return bool(times) and max(times) > t
+
+
+def _next_state(prev: dict[str, dict], seen: dict[str, dict], now: datetime) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The site's next state of one kind of item (products or looks, id -> row) after a crawl that ended at ``now``
+    and saw ``seen``; returns ``(gone, state)``: ``gone`` the state's rows of the items this crawl did not see and
+    no later crawl saw, marked ``disappeared_at`` (the first crawl that missed them keeps its time), and ``state``
+    every row. An item a later crawl saw or found gone keeps the state's row, with ``first_seen_at`` the earlier of
+    the two; an item seen now otherwise takes this crawl's row."""
+    gone = {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
+            for k, v in prev.items() if k not in seen and not _seen_after(v, now)}
+    later = {k: v for k, v in prev.items() if k not in seen and k not in gone}
+    for k, row in seen.items():
+        p = prev.get(k)
+        if p is not None and _seen_after(p, row["last_seen_at"]):
+            later[k] = {**p, "first_seen_at": min(p["first_seen_at"], row["first_seen_at"])}
+    return gone, {**gone, **seen, **later}
+
+
 def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
 
@@ -728,15 +751,16 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     c_tab = schemas.from_rows(sorted(pages, key=lambda r: r["url"]), schemas.CRAWL_LOG)
 
     # state = previous items (not seen now: marked disappeared, first time only) + this crawl's. A crawl of a site
-    # that did not answer (out.unreachable) saw nothing: the state is left as it was, no item marked disappeared
+    # that did not answer (out.unreachable) saw nothing: the state is left as it was, no item marked disappeared.
+    # The state only moves forward: a crawl older than what the state holds (a finished week read back after a later
+    # week was crawled, e.g. an old partition materialised again) lowers first_seen_at if it saw an item earlier,
+    # but neither marks gone an item a later crawl saw nor brings back one a later crawl found gone.
     now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
-                                         for k, v in prev_p.items() if k not in products}
-    gone_l = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
-                                         for k, v in prev_l.items() if k not in looks}
-    if not out.unreachable:
-        state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
-        state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
+    gone_p, state_p = _next_state(prev_p, {r["product_id"]: r for r in p_tab.to_pylist()}, now)
+    gone_l, state_l = _next_state(prev_l, {r["look_id"]: r for r in l_tab.to_pylist()}, now)
+    if out.unreachable:
+        gone_p, gone_l = {}, {}
+    else:
         pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]),
                                          schemas.PRODUCTS), sdir / "products.parquet")
         pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
