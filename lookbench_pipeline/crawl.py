@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import SiteConfig
-from .crawl_tables import MAX_PAGES_REACHED, CrawlTables
+from .crawl_tables import MAX_PAGES_REACHED, REJECTED, CrawlTables
 from .extract import canonical, path_key, product_key
 from .layout import DataLayout, site_state_dir
 
@@ -656,17 +656,23 @@ def _seen_after(prev: dict, t: datetime) -> bool:
 
 def _next_state(prev: dict[str, dict], seen: dict[str, dict], now: datetime) -> tuple[dict[str, dict], dict[str, dict]]:
     """The site's next state of one kind of item (products or looks, id -> row) after a crawl that ended at ``now``
-    and saw ``seen``; returns ``(gone, state)``: ``gone`` the state's rows of the items this crawl did not see and
-    no later crawl saw, marked ``disappeared_at`` (the first crawl that missed them keeps its time), and ``state``
-    every row. An item a later crawl saw or found gone keeps the state's row, with ``first_seen_at`` the earlier of
-    the two; an item seen now otherwise takes this crawl's row."""
+    and saw ``seen`` (rows whose ``first_seen_at`` is already the earlier of the state's and this crawl's); returns
+    ``(gone, state)``: ``gone`` the state's rows of the items this crawl did not see and no later crawl saw, marked
+    ``disappeared_at`` (the first crawl that missed them keeps its time), and ``state`` every row. An item a later
+    crawl saw keeps the state's row (with this ``first_seen_at``); one last seen before this crawl but found gone by
+    a later one takes this crawl's row and keeps that ``disappeared_at``; any other item seen now takes this
+    crawl's row."""
     gone = {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
             for k, v in prev.items() if k not in seen and not _seen_after(v, now)}
     later = {k: v for k, v in prev.items() if k not in seen and k not in gone}
     for k, row in seen.items():
         p = prev.get(k)
-        if p is not None and _seen_after(p, row["last_seen_at"]):
-            later[k] = {**p, "first_seen_at": min(p["first_seen_at"], row["first_seen_at"])}
+        if p is None or not _seen_after(p, row["last_seen_at"]):
+            continue
+        if p.get("last_seen_at") is not None and p["last_seen_at"] >= row["last_seen_at"]:
+            later[k] = {**p, "first_seen_at": row["first_seen_at"]}
+        else:
+            later[k] = {**row, "disappeared_at": p["disappeared_at"]}
     return gone, {**gone, **seen, **later}
 
 
@@ -755,12 +761,16 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     # The state only moves forward: a crawl older than what the state holds (a finished week read back after a later
     # week was crawled, e.g. an old partition materialised again) lowers first_seen_at if it saw an item earlier,
     # but neither marks gone an item a later crawl saw nor brings back one a later crawl found gone.
-    now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p, state_p = _next_state(prev_p, {r["product_id"]: r for r in p_tab.to_pylist()}, now)
-    gone_l, state_l = _next_state(prev_l, {r["look_id"]: r for r in l_tab.to_pylist()}, now)
-    if out.unreachable:
-        gone_p, gone_l = {}, {}
-    else:
+    # The crawl's time is that of the pages it did not reject and their items: a rejected row may be stamped when
+    # it was written rather than when its page was fetched (a request that got no response: robots, fetch error,
+    # max_pages cut; a replay's 404 for a page not archived), which in a replay is today, not the archived week.
+    kept = [r["crawled_at"] for r in pages if r["outcome"] != REJECTED]
+    now = max([*kept, *(v["last_seen_at"] for v in (*products.values(), *looks.values()))]
+              or [r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
+    gone_p, gone_l = {}, {}
+    if not out.unreachable:
+        gone_p, state_p = _next_state(prev_p, {r["product_id"]: r for r in p_tab.to_pylist()}, now)
+        gone_l, state_l = _next_state(prev_l, {r["look_id"]: r for r in l_tab.to_pylist()}, now)
         pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]),
                                          schemas.PRODUCTS), sdir / "products.parquet")
         pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
