@@ -764,11 +764,13 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     # The crawl's time is that of the pages it did not reject and their items: a rejected row may be stamped when
     # it was written rather than when its page was fetched (a request that got no response: robots, fetch error,
     # max_pages cut; a replay's 404 for a page not archived), which in a replay is today, not the archived week.
+    # A crawl that kept no page and no item has no such time and shows nothing of what the shop lists: like one of
+    # a site that did not answer, it leaves the state as it was.
     kept = [r["crawled_at"] for r in pages if r["outcome"] != REJECTED]
-    now = max([*kept, *(v["last_seen_at"] for v in (*products.values(), *looks.values()))]
-              or [r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
+    kept += [v["last_seen_at"] for v in (*products.values(), *looks.values())]
+    now = max(kept or [r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
     gone_p, gone_l = {}, {}
-    if not out.unreachable:
+    if kept and not out.unreachable:
         gone_p, state_p = _next_state(prev_p, {r["product_id"]: r for r in p_tab.to_pylist()}, now)
         gone_l, state_l = _next_state(prev_l, {r["look_id"]: r for r in l_tab.to_pylist()}, now)
         pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]),

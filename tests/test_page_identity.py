@@ -175,6 +175,23 @@ def test_a_replayed_week_s_rows_stamped_today_do_not_leave_items_gone(tmp_path):
     assert state["a"] == (t1, t3, None) and state["b"] == (t1, t3, None)
 
 
+def test_a_crawl_that_kept_nothing_leaves_the_state_as_it_was(tmp_path):
+    """A replayed week whose only row is a 404 for its start page (not archived; stamped today): no time of its
+    own, nothing of what the shop lists, so no item is marked gone (before, every item was, at today's date, and a
+    later week that saw them again could not bring them back)."""
+    from datetime import datetime, timezone
+
+    w1, w2, w3 = (f"2026-07-{d:02d}T10:00:00+00:00" for d in (6, 13, 20))
+    t1, t3 = datetime.fromisoformat(w1), datetime.fromisoformat(w3)
+    lost = {"kind": "page", "site": "shop", "url": "http://127.0.0.1:8123/", "status": 404, "outcome": "rejected",
+            "reason": "http_404", "crawled_at": datetime.now(timezone.utc).isoformat()}
+    _, before = _state_crawl(tmp_path, w1, ["a", "b"])
+    counts, state = _state_crawl(tmp_path, w2, [], extra_pages=[lost])
+    assert counts == (0, 0, 0) and state == before
+    counts, state = _state_crawl(tmp_path, w3, ["a"])
+    assert counts[2] == 1 and state["a"] == (t1, t3, None) and state["b"] == (t1, t1, t3)
+
+
 def test_a_crawl_read_back_counts_its_new_and_gone_products_as_it_did(tmp_path):
     """A build's crawl line said ``products 2 (new 1, gone 1)``; the unchanged rerun reads back that same finished
     crawl and said ``new 0`` (its own products were in the state already): the same crawl read back twice prints
