@@ -26,7 +26,7 @@ import pyarrow.parquet as pq
 
 from . import schemas
 from .config import SiteConfig
-from .crawl_tables import MAX_PAGES_REACHED, CrawlTables
+from .crawl_tables import MAX_PAGES_REACHED, REJECTED, CrawlTables
 from .extract import canonical, path_key, product_key
 from .layout import DataLayout, site_state_dir
 
@@ -647,6 +647,35 @@ def _new_items(out: CrawlOutput, items: dict[str, dict], prev: dict[str, dict]) 
     return sum(1 for k, v in items.items() if k not in prev or v["first_seen_at"] >= start)
 
 
+def _seen_after(prev: dict, t: datetime) -> bool:
+    """Whether the state's row ``prev`` holds what a crawl after ``t`` (UTC) found: the item seen (``last_seen_at``)
+    or found gone (``disappeared_at``) later than ``t``."""
+    times = [v for v in (prev.get("last_seen_at"), prev.get("disappeared_at")) if v is not None]
+    return bool(times) and max(times) > t
+
+
+def _next_state(prev: dict[str, dict], seen: dict[str, dict], now: datetime) -> tuple[dict[str, dict], dict[str, dict]]:
+    """The site's next state of one kind of item (products or looks, id -> row) after a crawl that ended at ``now``
+    and saw ``seen`` (rows whose ``first_seen_at`` is already the earlier of the state's and this crawl's); returns
+    ``(gone, state)``: ``gone`` the state's rows of the items this crawl did not see and no later crawl saw, marked
+    ``disappeared_at`` (the first crawl that missed them keeps its time), and ``state`` every row. An item a later
+    crawl saw keeps the state's row (with this ``first_seen_at``); one last seen before this crawl but found gone by
+    a later one takes this crawl's row and keeps that ``disappeared_at``; any other item seen now takes this
+    crawl's row."""
+    gone = {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
+            for k, v in prev.items() if k not in seen and not _seen_after(v, now)}
+    later = {k: v for k, v in prev.items() if k not in seen and k not in gone}
+    for k, row in seen.items():
+        p = prev.get(k)
+        if p is None or not _seen_after(p, row["last_seen_at"]):
+            continue
+        if p.get("last_seen_at") is not None and p["last_seen_at"] >= row["last_seen_at"]:
+            later[k] = {**p, "first_seen_at": row["first_seen_at"]}
+        else:
+            later[k] = {**row, "disappeared_at": p["disappeared_at"]}
+    return gone, {**gone, **seen, **later}
+
+
 def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     """Build this crawl's tables and update the site's state (``state_dir/<site>/{products,looks}.parquet``).
 
@@ -728,15 +757,22 @@ def merge_catalog(out: CrawlOutput, state_dir: Path) -> Catalog:
     c_tab = schemas.from_rows(sorted(pages, key=lambda r: r["url"]), schemas.CRAWL_LOG)
 
     # state = previous items (not seen now: marked disappeared, first time only) + this crawl's. A crawl of a site
-    # that did not answer (out.unreachable) saw nothing: the state is left as it was, no item marked disappeared
-    now = max([r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
-    gone_p = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
-                                         for k, v in prev_p.items() if k not in products}
-    gone_l = {} if out.unreachable else {k: {**v, "disappeared_at": v.get("disappeared_at") or now}
-                                         for k, v in prev_l.items() if k not in looks}
-    if not out.unreachable:
-        state_p = {**gone_p, **{r["product_id"]: r for r in p_tab.to_pylist()}}
-        state_l = {**gone_l, **{r["look_id"]: r for r in l_tab.to_pylist()}}
+    # that did not answer (out.unreachable) saw nothing: the state is left as it was, no item marked disappeared.
+    # The state only moves forward: a crawl older than what the state holds (a finished week read back after a later
+    # week was crawled, e.g. an old partition materialised again) lowers first_seen_at if it saw an item earlier,
+    # but neither marks gone an item a later crawl saw nor brings back one a later crawl found gone.
+    # The crawl's time is that of the pages it did not reject and their items: a rejected row may be stamped when
+    # it was written rather than when its page was fetched (a request that got no response: robots, fetch error,
+    # max_pages cut; a replay's 404 for a page not archived), which in a replay is today, not the archived week.
+    # A crawl that kept no page and no item has no such time and shows nothing of what the shop lists: like one of
+    # a site that did not answer, it leaves the state as it was.
+    kept = [r["crawled_at"] for r in pages if r["outcome"] != REJECTED]
+    kept += [v["last_seen_at"] for v in (*products.values(), *looks.values())]
+    now = max(kept or [r["crawled_at"] for r in pages] or [datetime.now(timezone.utc)])
+    gone_p, gone_l = {}, {}
+    if kept and not out.unreachable:
+        gone_p, state_p = _next_state(prev_p, {r["product_id"]: r for r in p_tab.to_pylist()}, now)
+        gone_l, state_l = _next_state(prev_l, {r["look_id"]: r for r in l_tab.to_pylist()}, now)
         pq.write_table(schemas.from_rows(sorted(state_p.values(), key=lambda r: r["product_id"]),
                                          schemas.PRODUCTS), sdir / "products.parquet")
         pq.write_table(schemas.from_rows(sorted(state_l.values(), key=lambda r: r["look_id"]), schemas.LOOKS),
