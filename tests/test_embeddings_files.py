@@ -184,16 +184,28 @@ def _peak_bytes(fn) -> int:
         tracemalloc.stop()
 
 
-def test_normalisation_makes_no_float64_copy_of_the_whole_matrix(monkeypatch):
-    monkeypatch.setattr(scoring, "_CHUNK_ROWS", 256)
+def normalisation_peaks() -> dict[str, int]:
+    """tracemalloc's peaks (bytes) of ``_unit`` on a 20,000 × 64 float32 matrix, 256-row chunks, and its size."""
+    scoring._CHUNK_ROWS = 256  # this process only (a fresh interpreter)
     vecs = np.random.default_rng(2).standard_normal((20_000, 64)).astype(np.float32)  # 5 MB, no row of unit norm
+    mine = vecs.copy()
+    return {"nbytes": int(vecs.nbytes), "callers": _peak_bytes(lambda: _unit(vecs, str)),
+            "given_copy": _peak_bytes(lambda: _unit(vecs.copy(), str, owned=True)),
+            "given": _peak_bytes(lambda: _unit(mine, str, owned=True))}
+
+
+def test_normalisation_makes_no_float64_copy_of_the_whole_matrix():
+    """Measured in a fresh interpreter: tracemalloc in the test process can crash it (tests/fresh_interpreter.py)."""
+    import fresh_interpreter
+
+    peaks = fresh_interpreter.call("test_embeddings_files", "normalisation_peaks")
+    n = peaks["nbytes"]
     # the caller's array: one float32 copy to normalise, float64 only a chunk at a time (a whole float64 copy
     # alone would be twice the input)
-    assert _peak_bytes(lambda: _unit(vecs, str)) < 1.5 * vecs.nbytes
+    assert peaks["callers"] < 1.5 * n
     # an array the caller gave away (a file just read) is normalised in place
-    assert _peak_bytes(lambda: _unit(vecs.copy(), str, owned=True)) < 2.5 * vecs.nbytes  # the copy itself is 1x
-    mine = vecs.copy()
-    assert _peak_bytes(lambda: _unit(mine, str, owned=True)) < 0.25 * vecs.nbytes
+    assert peaks["given_copy"] < 2.5 * n  # the copy itself is 1x
+    assert peaks["given"] < 0.25 * n
 
 
 def test_the_constructor_keeps_no_reference_to_the_callers_array():
